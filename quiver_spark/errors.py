@@ -1,0 +1,132 @@
+"""The whole exception hierarchy of quiver_spark.
+
+Every error derives from :class:`QuiverError`. Where a builtin fits, the error
+inherits it too, so ``except ValueError`` keeps working for configuration mistakes
+and ``except OSError`` for I/O trouble.
+"""
+
+from __future__ import annotations
+
+
+class QuiverError(Exception):
+    """Raised for any failure inside quiver_spark (the root of the hierarchy)."""
+
+    retryable: bool = False
+
+
+class ConfigError(QuiverError, ValueError):
+    """Raised when an option or configuration value is invalid.
+
+    The message names the option, the value given and what is allowed.
+    """
+
+    def __init__(self, option: str, value: object, allowed: str) -> None:
+        self.option = option
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"invalid value for option {option!r}: {value!r}; allowed: {allowed}")
+
+
+class InvalidNameError(ConfigError):
+    """Raised when a name that reaches a path (subscriber, partition) is malformed."""
+
+    def __init__(self, kind: str, value: object) -> None:
+        super().__init__(kind, value, "1 to 64 characters from [A-Za-z0-9_.-], not '.' or '..'")
+
+
+class StoreNotFoundError(QuiverError, FileNotFoundError):
+    """Raised when a path that should hold a Quiver store does not."""
+
+
+class StoreClosedError(QuiverError):
+    """Raised when a closed store or writer is used."""
+
+
+class LockedError(QuiverError):
+    """Raised when another writer holds a partition's lock.
+
+    ``holder`` describes the holder (pid, host, since) as recorded in the LOCK file.
+    """
+
+    retryable = True
+
+    def __init__(self, path: str, holder: str) -> None:
+        self.path = path
+        self.holder = holder
+        super().__init__(f"partition {path} is locked by {holder}; one writer per partition")
+
+
+class CorruptionError(QuiverError):
+    """Raised when a persisted unit fails verification.
+
+    ``path`` and ``offset`` locate the damage; ``reason`` says what was wrong.
+    """
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"{reason} at {path}:{offset}")
+
+
+class ChecksumMismatchError(CorruptionError):
+    """Raised when a stored checksum differs from the one computed over the bytes."""
+
+    def __init__(self, path: str, offset: int, what: str, stored: int, computed: int) -> None:
+        self.stored = stored
+        self.computed = computed
+        super().__init__(
+            path, offset, f"{what} crc mismatch: stored 0x{stored:08x} computed 0x{computed:08x}"
+        )
+
+
+class VersionError(CorruptionError):
+    """Raised when a file has an unknown magic or a format version this build cannot read."""
+
+
+class SchemaMismatchError(QuiverError, ValueError):
+    """Raised when appended data has a schema incompatible with the store's schema."""
+
+    def __init__(self, expected: object, actual: object, detail: str = "") -> None:
+        self.expected = expected
+        self.actual = actual
+        more = f" ({detail})" if detail else ""
+        super().__init__(
+            f"incompatible schema{more}:\n  store schema: {expected}\n  given schema: {actual}"
+        )
+
+
+class StoreAtCapacityError(QuiverError):
+    """Raised when an append waited for space under ``backpressure`` and none came.
+
+    Retryable: nothing was written; retry once subscribers have acknowledged data.
+    """
+
+    retryable = True
+
+
+class WalFailedError(QuiverError, OSError):
+    """Raised after a WAL write or fsync failed: the writer instance is unusable.
+
+    Nothing after the failure is acknowledged; close and reopen the store to recover.
+    """
+
+
+class UnknownSegmentError(QuiverError, KeyError):
+    """Raised when an acknowledgement names a segment that never existed."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message plain
+        return str(self.args[0]) if self.args else ""
+
+
+class SubscriberError(QuiverError, ValueError):
+    """Raised for subscriber misuse: unknown id, duplicate registration, live duplicate."""
+
+
+class SegmentMissingError(QuiverError):
+    """Raised when a segment a reader needs was deleted without a ``dropped`` record."""
+
+    def __init__(self, partition: str, seq: int, reason: str = "missing") -> None:
+        self.partition = partition
+        self.seq = seq
+        super().__init__(f"segment {seq} of partition {partition} is {reason}")

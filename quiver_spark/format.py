@@ -1,0 +1,151 @@
+"""On-disk constants and byte layouts. No I/O here.
+
+Every layout below is specified normatively in ARCHITECTURE.md; the section is cited
+beside each constant. All integers are little-endian.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+from crc32c import crc32c
+
+from .errors import ChecksumMismatchError, CorruptionError, VersionError
+
+
+def checksum(data: bytes | memoryview, start: int = 0) -> int:
+    """CRC-32C (Castagnoli) of ``data``, continuing from ``start``. (ARCHITECTURE.md §2)"""
+    return crc32c(data, start)
+
+
+# -- §3 WAL file header ------------------------------------------------------------
+WAL_MAGIC = b"QWAL"
+WAL_VERSION = 1
+# magic, version u16, header_size u16, first_record_seq u64, created_ns i64, reserved u32
+WAL_HEADER = struct.Struct("<4sHHQqI")
+WAL_HEADER_SIZE = WAL_HEADER.size + 4  # + crc32c of the preceding 28 bytes = 32
+
+# -- §4 WAL record frame -----------------------------------------------------------
+# crc u32 | payload_len u32 | type u8 | flags u8 | reserved u16 | record_seq u64 |
+# ingestion_ns i64 | txn_id u64  -> 36 bytes, then payload
+WAL_RECORD = struct.Struct("<IIBBHQqQ")
+WAL_RECORD_SIZE = WAL_RECORD.size
+WAL_MAX_PAYLOAD = 1 << 31
+
+REC_SCHEMA = 1  # payload: Arrow IPC schema message (pa.Schema.serialize())
+REC_BATCH = 2  # payload: Arrow IPC record batch message, decoded with the file's schema
+REC_STREAM = 3  # payload: a complete Arrow IPC stream (schema + dictionaries + one batch)
+REC_TXN = 4  # payload: msgpack map {"app": str, "version": int, "tag": str}
+RECORD_TYPES = {REC_SCHEMA, REC_BATCH, REC_STREAM, REC_TXN}
+
+WAL_SUFFIX = ".wal"
+
+
+def wal_file_name(first_record_seq: int) -> str:
+    return f"{first_record_seq:020d}{WAL_SUFFIX}"
+
+
+def encode_wal_header(first_record_seq: int, created_ns: int) -> bytes:
+    head = WAL_HEADER.pack(WAL_MAGIC, WAL_VERSION, WAL_HEADER_SIZE, first_record_seq, created_ns, 0)
+    return head + struct.pack("<I", checksum(head))
+
+
+def decode_wal_header(path: str, raw: bytes) -> tuple[int, int, int]:
+    """Return ``(header_size, first_record_seq, created_ns)`` or raise CorruptionError."""
+    if len(raw) < WAL_HEADER_SIZE:
+        raise CorruptionError(path, 0, f"wal header truncated ({len(raw)} bytes)")
+    magic, version, hsize, first, created, _ = WAL_HEADER.unpack_from(raw)
+    if magic != WAL_MAGIC:
+        raise VersionError(path, 0, f"not a quiver wal file (magic {magic!r})")
+    (stored,) = struct.unpack_from("<I", raw, WAL_HEADER.size)
+    computed = checksum(raw[: WAL_HEADER.size])
+    if stored != computed:
+        raise ChecksumMismatchError(path, 0, "wal header", stored, computed)
+    if version != WAL_VERSION:
+        raise VersionError(path, 0, f"wal format version {version} not supported (reads 1)")
+    return hsize, first, created
+
+
+def encode_record_header(
+    rtype: int, seq: int, ingestion_ns: int, txn_id: int, payload: bytes | memoryview
+) -> bytes:
+    rest = WAL_RECORD.pack(0, len(payload), rtype, 0, 0, seq, ingestion_ns, txn_id)[4:]
+    crc = checksum(payload, checksum(rest))
+    return struct.pack("<I", crc) + rest
+
+
+# -- §6 framed metadata files (STORE, STATE, segment .meta, checkpoints, commits) -----
+# magic 4s | version u16 | header_size u16 | body_len u32 | crc32c u32 over bytes 0..12 + body
+FRAME = struct.Struct("<4sHHII")
+FRAME_SIZE = FRAME.size  # 16
+
+MAGIC_STORE = b"QSTO"
+MAGIC_STATE = b"QPST"
+MAGIC_SEGMENT_META = b"QSMT"
+MAGIC_CHECKPOINT = b"QCKP"
+MAGIC_COMMIT = b"QTXN"
+FRAME_VERSION = 1
+
+
+def encode_frame(magic: bytes, body: dict[str, Any]) -> bytes:
+    payload = msgpack.packb(body, use_bin_type=True)
+    head = FRAME.pack(magic, FRAME_VERSION, FRAME_SIZE, len(payload), 0)[:12]
+    crc = checksum(payload, checksum(head))
+    return head + struct.pack("<I", crc) + payload
+
+
+def decode_frame(path: str, magic: bytes, raw: bytes) -> dict[str, Any]:
+    """Verify and decode a framed file; raise CorruptionError naming ``path``."""
+    if len(raw) < FRAME_SIZE:
+        raise CorruptionError(path, 0, f"file truncated ({len(raw)} bytes, header is 16)")
+    got, version, hsize, blen, stored = FRAME.unpack_from(raw)
+    if got != magic:
+        raise VersionError(path, 0, f"wrong magic {got!r}, expected {magic!r}")
+    if version != FRAME_VERSION:
+        raise VersionError(path, 4, f"format version {version} not supported (reads 1)")
+    if len(raw) < hsize + blen:
+        raise CorruptionError(path, len(raw), f"body truncated: need {hsize + blen} bytes")
+    body = raw[hsize : hsize + blen]
+    computed = checksum(body, checksum(raw[:12]))
+    if stored != computed:
+        raise ChecksumMismatchError(path, 0, "frame", stored, computed)
+    try:
+        obj = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.UnpackException) as e:  # pragma: no cover - crc caught it
+        raise CorruptionError(path, hsize, f"undecodable body: {e}") from e
+    if not isinstance(obj, dict):
+        raise CorruptionError(path, hsize, "body is not a map")
+    return obj
+
+
+# -- §5 segments -------------------------------------------------------------------
+SEGMENT_SUFFIX = ".arrow"
+META_SUFFIX = ".meta"
+TMP_SUFFIX = ".tmp"
+
+
+def segment_file_name(seq: int) -> str:
+    return f"{seq:020d}{SEGMENT_SUFFIX}"
+
+
+def meta_file_name(seq: int) -> str:
+    return f"{seq:020d}{META_SUFFIX}"
+
+
+def parse_seq(name: str, suffix: str) -> int | None:
+    """The sequence number in ``name`` if it is ``<20 digits><suffix>``, else None."""
+    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+# -- §1 store layout names ---------------------------------------------------------
+STORE_FILE = "STORE"
+PARTITIONS_DIR = "partitions"
+SEGMENTS_DIR = "segments"
+SUBSCRIBERS_DIR = "subscribers"
+COMMITS_DIR = "commits"
+LOCK_FILE = "LOCK"
+STATE_FILE = "STATE"
+WAL_DIR = "wal"

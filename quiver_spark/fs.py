@@ -1,0 +1,242 @@
+"""The only module that touches the operating system's file API.
+
+Every open, write, fsync, rename, unlink and directory fsync of WAL, metadata, lock
+and ack files goes through a :class:`FileIO`. Tests substitute a subclass that
+records a trace or raises ``EIO``/``ENOSPC``/``EACCES`` at the k-th operation (see
+``tests/faults.py``). Finalized segments on non-local filesystems go through fsspec
+in :mod:`quiver_spark.segment` instead.
+
+Durability rules (ARCHITECTURE.md, "Durability"): a new or renamed file is durable
+only after the file is fsynced, renamed, and its directory fsynced; old state is
+removed only after the new state is durable.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+
+from .errors import LockedError
+
+_READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileIO:
+    """Primitive file operations plus the composite durable ones built on them.
+
+    Subclasses override :meth:`before` to observe or fail operations. ``op`` is one of
+    ``open read write fsync close rename unlink mkdir fsync_dir truncate chmod``.
+    """
+
+    def __init__(self) -> None:
+        self._fd_paths: dict[int, str] = {}
+
+    # -- hook -------------------------------------------------------------------
+    def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
+        """Called before every primitive operation; the default does nothing."""
+
+    def path_of(self, fd: int) -> str:
+        return self._fd_paths.get(fd, f"<fd {fd}>")
+
+    # -- primitives ---------------------------------------------------------------
+    def open_create(self, path: str) -> int:
+        """Create or truncate ``path`` for writing."""
+        self.before("open", path)
+        fd = os.open(path, _CREATE, 0o644)
+        self._fd_paths[fd] = path
+        return fd
+
+    def open_append(self, path: str) -> int:
+        self.before("open", path)
+        fd = os.open(path, _APPEND, 0o644)
+        self._fd_paths[fd] = path
+        return fd
+
+    def write(self, fd: int, data: bytes | memoryview) -> None:
+        """Write all of ``data``; a short write is continued, an error raised."""
+        self.before("write", self.path_of(fd), bytes(data) if self.wants_data else None, len(data))
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    wants_data = False
+    """Subclasses that record written bytes set this so :meth:`before` receives them."""
+
+    def fsync(self, fd: int) -> None:
+        self.before("fsync", self.path_of(fd))
+        os.fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self.before("fsync", self.path_of(fd))
+        os.fdatasync(fd)
+
+    def close(self, fd: int) -> None:
+        self._fd_paths.pop(fd, None)
+        os.close(fd)
+
+    def read_file(self, path: str) -> bytes:
+        self.before("read", path)
+        with open(path, "rb") as f:
+            return f.read()
+
+    def rename(self, src: str, dst: str) -> None:
+        self.before("rename", dst)
+        os.rename(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self.before("unlink", path)
+        os.unlink(path)
+
+    def mkdir(self, path: str) -> None:
+        """Create ``path`` and missing parents, fsyncing each parent that changed."""
+        if os.path.isdir(path):
+            return
+        parent = os.path.dirname(os.path.abspath(path))
+        self.mkdir(parent)
+        self.before("mkdir", path)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return
+        self.fsync_dir(parent)
+
+    def fsync_dir(self, path: str) -> None:
+        self.before("fsync_dir", path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def truncate(self, path: str, size: int) -> None:
+        self.before("truncate", path, size=size)
+        os.truncate(path, size)
+
+    def chmod(self, path: str, mode: int) -> None:
+        self.before("chmod", path)
+        os.chmod(path, mode)
+
+    # -- reads that cannot change state -------------------------------------------
+    @staticmethod
+    def listdir(path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def exists(path: str) -> bool:
+        return os.path.exists(path)
+
+    @staticmethod
+    def size(path: str) -> int:
+        return os.stat(path).st_size
+
+    # -- composites ---------------------------------------------------------------
+    def atomic_write(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` durably: temp, fsync, rename, fsync dir."""
+        tmp = path + ".tmp"
+        fd = self.open_create(tmp)
+        try:
+            self.write(fd, data)
+            self.fsync(fd)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        self.fsync_dir(os.path.dirname(path) or ".")
+
+    def durable_unlink(self, paths: list[str]) -> None:
+        """Remove ``paths`` (missing ones ignored) and fsync each directory touched."""
+        dirs: set[str] = set()
+        for p in paths:
+            try:
+                self.unlink(p)
+            except FileNotFoundError:
+                continue
+            dirs.add(os.path.dirname(p) or ".")
+        for d in sorted(dirs):
+            self.fsync_dir(d)
+
+
+DEFAULT_IO = FileIO()
+
+
+# -- single-writer lock ------------------------------------------------------------
+
+_registry_lock = threading.Lock()
+_registry: dict[str, str] = {}
+
+
+class PartitionLock:
+    """Exclusive ``flock`` on a LOCK file, held for the writer's lifetime.
+
+    ``flock`` (not POSIX ``fcntl`` locks, which vanish when any descriptor to the file
+    closes) is released by the kernel when the holder dies, so a killed writer's lock
+    is free again. A per-process registry rejects a second writer in the same
+    process with a message naming this process.
+    """
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, path: str, purpose: str = "writer") -> PartitionLock:
+        key = os.path.realpath(path)
+        with _registry_lock:
+            if key in _registry:
+                raise LockedError(path, f"this process (pid {os.getpid()}, {_registry[key]})")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _read_holder(fd)
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise LockedError(path, holder) from e
+                raise
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "purpose": purpose,
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+            _registry[key] = purpose
+            return cls(path, fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with _registry_lock:
+            _registry.pop(os.path.realpath(self.path), None)
+            fd, self._fd = self._fd, None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        info = json.loads(raw.decode() or "{}")
+        return (
+            f"pid {info.get('pid', '?')} on {info.get('host', '?')} "
+            f"({info.get('purpose', 'writer')} since {info.get('since', '?')})"
+        )
+    except (OSError, ValueError):
+        return "another process (holder unknown)"
