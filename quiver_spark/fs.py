@@ -240,3 +240,23 @@ def _read_holder(fd: int) -> str:
         )
     except (OSError, ValueError):
         return "another process (holder unknown)"
+
+
+class file_lock:
+    """Blocking exclusive ``flock`` for short critical sections across processes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def __enter__(self) -> file_lock:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)

@@ -1,0 +1,54 @@
+# quiver_spark — run `make help` for the targets.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
+
+.DEFAULT_GOAL := help
+.PHONY: help venv demo test test-engine test-spark lint format bench soak wheel clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP) ## create or update the virtualenv (.venv) with every dependency
+
+demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print what happened
+	$(PY) -m quiver_spark.demo
+
+test: $(STAMP) ## run the test suite (engine, Spark, integration); fails when no test ran
+	$(PY) -m pytest tests integration -m "not soak" -q
+
+test-engine: $(STAMP) ## run only the engine tests (no JVM)
+	$(PY) -m pytest tests -m "not spark and not soak" -q
+
+lint: $(STAMP) ## ruff (lint + format check) and mypy
+	$(VENV)/bin/ruff check quiver_spark pyspark_quiver tests integration bench
+	$(VENV)/bin/ruff format --check quiver_spark pyspark_quiver
+	$(VENV)/bin/mypy quiver_spark
+
+format: $(STAMP) ## apply ruff's formatter and import sorting
+	$(VENV)/bin/ruff format quiver_spark pyspark_quiver tests integration bench
+	$(VENV)/bin/ruff check --fix -q quiver_spark pyspark_quiver tests integration bench
+
+bench: $(STAMP) ## run the benchmarks and write bench/results/RESULTS.md (+ JSON)
+	$(PY) bench/run_all.py
+
+soak: $(STAMP) ## long fault-injection runs: thousands of kills, long property runs, cluster soak
+	QUIVER_SOAK=1 $(PY) -m pytest tests integration -m soak -q
+
+wheel: $(STAMP) ## build the wheel into dist/
+	rm -rf dist build
+	$(PY) -m pip wheel --no-deps -w dist . -q
+	@ls dist/*.whl
+
+clean: ## remove build outputs (keeps .venv)
+	rm -rf dist build *.egg-info .pytest_cache .mypy_cache .ruff_cache

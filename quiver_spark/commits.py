@@ -1,0 +1,111 @@
+"""Transaction commit records: the single, atomic commit decision of a transaction.
+
+A transaction is identified by ``(app, version)`` (like Delta's txnAppId/txnVersion;
+the Spark sink uses the streaming query id and the batch id). Writers append data
+records tagged with a per-partition transaction id; the committer writes one commit
+record naming the winning ``(partition, txn_id)`` pairs. A partition's finalizer
+makes only winners' records visible and discards every other transaction of the
+same ``(app, version)``. Writing the commit record is the only commit step, so a
+crash leaves either no decision (the batch is retried) or the whole decision.
+See ARCHITECTURE.md §9.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from . import format as fmt
+from .config import validate_name
+from .errors import CorruptionError
+from .fs import DEFAULT_IO, FileIO
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """A durable commit decision."""
+
+    app: str
+    version: int
+    winners: frozenset[tuple[str, int]]
+    committed_ns: int
+    rows: int
+
+
+class CommitLog:
+    """The ``commits/`` directory of a store root."""
+
+    def __init__(self, root: str, io: FileIO = DEFAULT_IO) -> None:
+        self.dir = os.path.join(root, fmt.COMMITS_DIR)
+        self.io = io
+        self._cache: dict[tuple[str, int], CommitRecord] = {}
+
+    def path(self, app: str, version: int) -> str:
+        validate_name("transaction app id", app)
+        if not isinstance(version, int) or version < 0:
+            raise ValueError(f"transaction version must be a non-negative integer, got {version!r}")
+        return os.path.join(self.dir, app, f"{version:020d}.commit")
+
+    def commit(
+        self, app: str, version: int, winners: Iterable[tuple[str, int]], rows: int = 0
+    ) -> bool:
+        """Record the decision; return False when ``(app, version)`` was already committed.
+
+        Idempotent: a second call for the same transaction changes nothing (the first
+        decision stands, as a rerun batch must not publish a second copy).
+        """
+        if self.get(app, version) is not None:
+            log.info("quiver.txn.commit_replayed app=%s version=%d", app, version)
+            return False
+        path = self.path(app, version)
+        self.io.mkdir(os.path.dirname(path))
+        body = {
+            "app": app,
+            "version": version,
+            "winners": sorted([p, int(t)] for p, t in winners),
+            "committed_ns": time.time_ns(),
+            "rows": int(rows),
+        }
+        self.io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_COMMIT, body))
+        log.info(
+            "quiver.txn.commit app=%s version=%d winners=%d", app, version, len(body["winners"])
+        )
+        return True
+
+    def get(self, app: str, version: int) -> CommitRecord | None:
+        """The decision for ``(app, version)``, or None while undecided."""
+        key = (app, version)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        path = self.path(app, version)
+        try:
+            raw = self.io.read_file(path)
+        except FileNotFoundError:
+            return None
+        body = fmt.decode_frame(path, fmt.MAGIC_COMMIT, raw)
+        try:
+            rec = CommitRecord(
+                app=str(body["app"]),
+                version=int(body["version"]),
+                winners=frozenset((str(p), int(t)) for p, t in body["winners"]),
+                committed_ns=int(body["committed_ns"]),
+                rows=int(body.get("rows", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptionError(path, fmt.FRAME_SIZE, f"bad commit record: {e}") from e
+        self._cache[key] = rec
+        return rec
+
+    def latest_version(self, app: str) -> int | None:
+        """Highest committed version of ``app`` (for sinks that resume), or None."""
+        versions = [
+            fmt.parse_seq(n, ".commit") for n in self.io.listdir(os.path.join(self.dir, app))
+        ]
+        found = [v for v in versions if v is not None]
+        return max(found) if found else None

@@ -1,0 +1,431 @@
+"""One store partition's writer: WAL, open segment, finalize, recovery.
+
+A :class:`PartitionWriter` owns a partition exclusively (``flock`` on its LOCK file)
+for its lifetime. Appends go to the WAL and to the in-memory open segment; records
+of a transaction wait in ``pending`` until its commit record decides them (§9).
+Finalize writes the open segment as an immutable Arrow IPC file, commits the
+partition STATE (the commit point), then publishes the segment's metadata and
+truncates WAL files nobody needs (§7).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from . import format as fmt
+from .commits import CommitLog
+from .config import StoreConfig, validate_name
+from .errors import (
+    CorruptionError,
+    StoreAtCapacityError,
+    StoreClosedError,
+)
+from .fs import DEFAULT_IO, FileIO, PartitionLock
+from .ranges import RangeSet, ranges_of
+from .segment import SegmentLocation, SegmentMeta
+from .wal import WalDecoder, WalWriter, recover_wal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecoveryReport:
+    """What opening a partition found and did."""
+
+    partition: str
+    wal_files: int = 0
+    records_scanned: int = 0
+    records_replayed: int = 0
+    rows_replayed: int = 0
+    torn_tails: list[tuple[str, int, int]] = field(default_factory=list)
+    salvaged_skips: int = 0
+    removed_files: list[str] = field(default_factory=list)
+    republished_seq: int | None = None
+    pending_txns: int = 0
+    discarded_txns: int = 0
+    next_segment_seq: int = 1
+    duration_s: float = 0.0
+
+    def summary(self) -> str:
+        torn = sum(n for _, _, n in self.torn_tails)
+        return (
+            f"partition {self.partition}: {self.wal_files} wal files, "
+            f"{self.records_replayed} records ({self.rows_replayed} rows) replayed into the open "
+            f"segment, torn tail cut: {torn} bytes, {len(self.removed_files)} stale files removed, "
+            f"{self.pending_txns} transactions pending, next segment {self.next_segment_seq}, "
+            f"{self.duration_s * 1000:.1f} ms"
+        )
+
+
+@dataclass
+class _Txn:
+    txn_id: int
+    app: str
+    version: int
+    tag: str
+    records: list[tuple[int, int, pa.RecordBatch]] = field(default_factory=list)
+
+
+class _OpenSegment:
+    def __init__(self) -> None:
+        self.batches: list[pa.RecordBatch] = []
+        self.seqs: list[int] = []
+        self.rows = 0
+        self.nbytes = 0
+        self.min_ns = 0
+        self.max_ns = 0
+        self.opened_mono = 0.0
+
+    def add(self, seq: int, ingestion_ns: int, batch: pa.RecordBatch) -> None:
+        if not self.batches:
+            self.opened_mono = time.monotonic()
+            self.min_ns = self.max_ns = ingestion_ns
+        self.batches.append(batch)
+        self.seqs.append(seq)
+        self.rows += batch.num_rows
+        self.nbytes += batch.nbytes
+        self.min_ns = min(self.min_ns, ingestion_ns)
+        self.max_ns = max(self.max_ns, ingestion_ns)
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self.batches[0].schema if self.batches else None
+
+    def __bool__(self) -> bool:
+        return bool(self.batches)
+
+
+def partition_dir(wal_root: str, pid: str) -> str:
+    return os.path.join(wal_root, validate_name("partition", pid))
+
+
+class PartitionWriter:
+    """Exclusive writer of one partition. Thread-safe; use through QuiverStore."""
+
+    def __init__(
+        self,
+        *,
+        pid: str,
+        wal_root: str,
+        config: StoreConfig,
+        segments: SegmentLocation,
+        commits: CommitLog,
+        io: FileIO = DEFAULT_IO,
+    ) -> None:
+        self.pid = validate_name("partition", pid)
+        self.config = config
+        self.segments = segments
+        self.commits = commits
+        self.io = io
+        self.dir = partition_dir(wal_root, pid)
+        self.wal_dir = os.path.join(self.dir, fmt.WAL_DIR)
+        self.state_path = os.path.join(self.dir, fmt.STATE_FILE)
+        self._lock = threading.RLock()
+        self._open = _OpenSegment()
+        self._pending: dict[int, _Txn] = {}
+        self._closed = False
+        self.last_write_ns: int | None = None
+        self.finalized_total = 0
+        self.last_finalized: SegmentMeta | None = None
+        io.mkdir(self.wal_dir)
+        self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
+        try:
+            self.recovery = self._recover()
+        except BaseException:
+            self._flock.release()
+            raise
+
+    # -- recovery ------------------------------------------------------------------
+    def _read_state(self) -> dict:
+        try:
+            raw = self.io.read_file(self.state_path)
+        except FileNotFoundError:
+            return {"next_seq": 1, "covered": [], "publishing": None}
+        body = fmt.decode_frame(self.state_path, fmt.MAGIC_STATE, raw)
+        for key in ("next_seq", "covered"):
+            if key not in body:
+                raise CorruptionError(self.state_path, fmt.FRAME_SIZE, f"STATE lacks {key!r}")
+        return body
+
+    def _write_state(self, publishing: SegmentMeta | None) -> None:
+        body = {
+            "partition": self.pid,
+            "next_seq": self._next_seq,
+            "covered": self._covered.to_list(),
+            "publishing": publishing.to_body() if publishing is not None else None,
+            "updated_ns": time.time_ns(),
+        }
+        self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
+
+    def _recover(self) -> RecoveryReport:
+        t0 = time.monotonic()
+        rep = RecoveryReport(partition=self.pid)
+        state = self._read_state()
+        self._covered = RangeSet(tuple(r) for r in state["covered"])
+        self._next_seq = int(state["next_seq"])
+        publishing = state.get("publishing")
+        if publishing:
+            meta = SegmentMeta.from_body(self.state_path, publishing)
+            if not self.segments.is_published(self.pid, meta.seq):
+                # crashed between the STATE commit point and publication: finish it
+                self.segments.publish(meta)
+                rep.republished_seq = meta.seq
+        cleanup = self.segments.cleanup(self.pid)
+        rep.removed_files.extend(cleanup.removed)
+        published = self.segments.list(self.pid)
+        floor = max([cleanup.max_seq_seen, *(m.seq for m in published)], default=0) + 1
+        self._next_seq = max(self._next_seq, floor)
+        rep.next_segment_seq = self._next_seq
+
+        wal = recover_wal(self.wal_dir, salvage=self.config.salvage, io=self.io)
+        rep.wal_files = len(wal.files)
+        rep.torn_tails = list(wal.torn)
+        decoder = WalDecoder()
+        for scan in wal.scans:
+            rep.salvaged_skips += len(scan.skipped)
+            for rec in scan.records:
+                rep.records_scanned += 1
+                batch = decoder.decode(rec)  # keeps the per-file schema current
+                if rec.seq in self._covered:
+                    continue
+                if rec.rtype == fmt.REC_TXN:
+                    info = decoder.decode_txn(rec)
+                    self._pending[rec.seq] = _Txn(
+                        rec.seq, str(info["app"]), int(info["version"]), str(info["tag"])
+                    )
+                    continue
+                if batch is None:
+                    continue
+                rep.records_replayed += 1
+                rep.rows_replayed += batch.num_rows
+                if rec.txn_id == 0:
+                    self._admit([(rec.seq, rec.ingestion_ns, batch)])
+                else:
+                    txn = self._pending.get(rec.txn_id)
+                    if txn is None:
+                        raise CorruptionError(
+                            scan.path,
+                            rec.offset,
+                            f"record {rec.seq} names unknown txn {rec.txn_id}",
+                        )
+                    txn.records.append((rec.seq, rec.ingestion_ns, batch))
+        if self._open:  # recovered data is old: let maintenance finalize it promptly
+            self._open.opened_mono -= self.config.segment.max_open_duration_s
+        before = len(self._pending)
+        self._resolve()
+        rep.discarded_txns = before - len(self._pending) if before else 0
+        rep.pending_txns = len(self._pending)
+        self.wal = WalWriter(
+            self.wal_dir, self.config.wal, next_record_seq=wal.next_record_seq, io=self.io
+        )
+        if publishing or rep.torn_tails or state.get("next_seq") != self._next_seq:
+            self._write_state(None)
+        self._truncate_wal()
+        rep.duration_s = time.monotonic() - t0
+        if rep.records_scanned or rep.torn_tails or rep.removed_files:
+            log.info("quiver.recovery %s", rep.summary())
+        return rep
+
+    # -- appends -------------------------------------------------------------------
+    def begin_txn(self, app: str, version: int, tag: str = "") -> int:
+        """Start a transaction; returns its id (the seq of its REC_TXN record)."""
+        import msgpack
+
+        validate_name("transaction app id", app)
+        with self._lock:
+            self._check_open()
+            payload = msgpack.packb({"app": app, "version": int(version), "tag": tag})
+            seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
+            self._pending[seq] = _Txn(seq, app, int(version), tag)
+            return seq
+
+    def append(self, batch: pa.RecordBatch, *, txn_id: int = 0) -> int:
+        """Append ``batch`` to the WAL (durable at the next flush) and the open segment."""
+        with self._lock:
+            self._check_open()
+            if txn_id and txn_id not in self._pending:
+                raise ValueError(f"unknown or already decided transaction {txn_id}")
+            self._make_room(batch.nbytes)
+            ns = time.time_ns()
+            seq = self.wal.append_batch(batch, ingestion_ns=ns, txn_id=txn_id)
+            self.last_write_ns = ns
+            if txn_id:
+                self._pending[txn_id].records.append((seq, ns, batch))
+            else:
+                self._admit([(seq, ns, batch)])
+            return seq
+
+    def flush(self) -> int:
+        """Barrier: every append made before the call is durable on return."""
+        with self._lock:
+            self._check_open()
+        return self.wal.flush()
+
+    def _admit(self, records: list[tuple[int, int, pa.RecordBatch]]) -> None:
+        for seq, ns, batch in records:
+            schema = self._open.schema
+            if schema is not None and not batch.schema.equals(schema):
+                self.finalize()
+            self._open.add(seq, ns, batch)
+        if self._open.nbytes >= self.config.segment.target_size_bytes:
+            self.finalize()
+
+    def _make_room(self, nbytes: int) -> None:
+        limit = self.config.wal.max_size_bytes
+        if self.wal.total_bytes + nbytes <= limit:
+            return
+        self.finalize()
+        deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
+        while self.wal.total_bytes + nbytes > limit:
+            if time.monotonic() >= deadline:
+                raise StoreAtCapacityError(
+                    f"partition {self.pid}: WAL at {self.wal.total_bytes} bytes of wal.max_size "
+                    f"{limit} and undecided transactions pin it; retry later"
+                )
+            time.sleep(0.05)
+            self._resolve()
+            self.finalize()
+
+    # -- transactions ------------------------------------------------------------------
+    def _resolve(self) -> None:
+        """Move committed transactions into the open segment; drop losers."""
+        for txn_id in sorted(self._pending):
+            txn = self._pending[txn_id]
+            rec = self.commits.get(txn.app, txn.version)
+            if rec is None:
+                continue
+            del self._pending[txn_id]
+            if (self.pid, txn_id) in rec.winners:
+                self._open.seqs.append(txn_id)  # the REC_TXN marker is covered with its data
+                self._admit(txn.records)
+            else:
+                log.info(
+                    "quiver.txn.discard partition=%s txn=%d app=%s version=%d",
+                    self.pid,
+                    txn_id,
+                    txn.app,
+                    txn.version,
+                )
+
+    def pending_txns(self) -> list[tuple[int, str, int, str]]:
+        with self._lock:
+            return [(t.txn_id, t.app, t.version, t.tag) for t in self._pending.values()]
+
+    # -- finalize ------------------------------------------------------------------
+    def finalize(self) -> SegmentMeta | None:
+        """Seal the open segment into a published segment; None when it is empty."""
+        with self._lock:
+            self._check_open()
+            seg = self._open
+            batches = seg.batches
+            if not batches:
+                if seg.seqs:  # only transaction markers: nothing to publish, but covered
+                    for lo, hi in ranges_of(seg.seqs):
+                        self._covered.add(lo, hi)
+                    self._open = _OpenSegment()
+                return None
+            seq = self._next_seq
+            meta = self.segments.write_data(
+                self.pid,
+                seq,
+                batches,
+                min_ingestion_ns=seg.min_ns,
+                max_ingestion_ns=seg.max_ns,
+                wal_ranges=ranges_of(seg.seqs),
+                event_time_column=self.config.segment.event_time_column,
+                target_batch_rows=self.config.segment.target_batch_rows,
+            )
+            for lo, hi in meta.wal_ranges:
+                self._covered.add(lo, hi)
+            self._next_seq = seq + 1
+            self._write_state(meta)  # commit point
+            self.segments.publish(meta)
+            self._open = _OpenSegment()
+            self.finalized_total += 1
+            self.last_finalized = meta
+            log.info(
+                "quiver.segment.finalize partition=%s seq=%d rows=%d bytes=%d",
+                self.pid,
+                seq,
+                meta.rows,
+                meta.size_bytes,
+            )
+            self.wal.rotate()
+            self._truncate_wal()
+            return meta
+
+    def _truncate_wal(self) -> None:
+        """Delete WAL files whose every record is in a durable segment or discarded."""
+        undone = sorted(
+            [*self._open.seqs]
+            + [s for t in self._pending.values() for s in (t.txn_id, *(r[0] for r in t.records))]
+        )
+        files = self.wal.files()
+        doomed = []
+        for i, info in enumerate(files[:-1]):
+            last = files[i + 1].first_seq - 1
+            j = bisect.bisect_left(undone, info.first_seq)
+            if j < len(undone) and undone[j] <= last:
+                continue
+            doomed.append(info)
+        if doomed:
+            self.wal.delete_files(doomed)
+            log.debug("quiver.wal.truncate partition=%s files=%d", self.pid, len(doomed))
+        remaining = self.wal.files()
+        if remaining:
+            self._covered.drop_below(remaining[0].first_seq)
+
+    # -- maintenance and status ---------------------------------------------------------
+    def maintain(self) -> SegmentMeta | None:
+        """Resolve decided transactions and finalize an open segment past its age."""
+        with self._lock:
+            if self._closed:
+                return None
+            self._resolve()
+            if self._open and (
+                time.monotonic() - self._open.opened_mono >= self.config.segment.max_open_duration_s
+            ):
+                return self.finalize()
+            return None
+
+    def status(self) -> dict:
+        with self._lock:
+            return {
+                "partition": self.pid,
+                "open_segment_bytes": self._open.nbytes,
+                "open_segment_rows": self._open.rows,
+                "open_segment_age_s": (
+                    time.monotonic() - self._open.opened_mono if self._open else 0.0
+                ),
+                "pending_txns": len(self._pending),
+                "wal_bytes": self.wal.total_bytes if not self._closed else 0,
+                "next_segment_seq": self._next_seq,
+                "last_write_ns": self.last_write_ns,
+            }
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"partition {self.pid} writer is closed")
+
+    def close(self, *, finalize: bool = True) -> None:
+        """Finalize committed data (unless told not to), sync and release the lock."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if finalize and not self.wal.failed:
+                    self._resolve()
+                    self.finalize()
+            finally:
+                self._closed = True
+                try:
+                    self.wal.close()
+                finally:
+                    self._flock.release()

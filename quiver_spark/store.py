@@ -1,0 +1,322 @@
+"""The QuiverStore facade: open/recover, append, finalize, read, ack, maintain, close.
+
+A store is a root directory with one or more partitions (§1). Opening a store with
+``partition=<id>`` takes that partition's single-writer lock and recovers it; with
+``partition=None`` the handle only reads, acknowledges and maintains.
+
+>>> import pyarrow as pa
+>>> from quiver_spark import QuiverStore
+>>> with QuiverStore.open("/tmp/quiver-doc") as store:      # doctest: +SKIP
+...     store.append(pa.record_batch({"x": [1, 2, 3]}))
+...     store.flush()                      # durable: acknowledged
+...     meta = store.finalize()            # an immutable segment, visible to readers
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from . import format as fmt
+from .commits import CommitLog
+from .config import StoreConfig
+from .errors import LockedError, SchemaMismatchError, StoreClosedError, StoreNotFoundError
+from .fs import DEFAULT_IO, FileIO, file_lock
+from .partition import PartitionWriter, RecoveryReport
+from .segment import SegmentLocation, SegmentMeta, SegmentReader
+
+log = logging.getLogger(__name__)
+
+STORE_FORMAT = 1
+
+
+def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
+    """Same column names and types in the same order; nullability and metadata ignored."""
+    return a.names == b.names and all(x.type.equals(y.type) for x, y in zip(a, b, strict=True))
+
+
+class QuiverStore:
+    """An open Quiver store (see module docstring)."""
+
+    def __init__(
+        self,
+        root: str,
+        config: StoreConfig,
+        io: FileIO,
+        descriptor: dict[str, Any],
+        storage_options: dict[str, Any] | None,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.io = io
+        self._descriptor = descriptor
+        seg_url = (
+            config.segment.path
+            or descriptor.get("segments_url")
+            or os.path.join(root, fmt.SEGMENTS_DIR)
+        )
+        self.segments_url = seg_url
+        self.segment_location = SegmentLocation(seg_url, io=io, storage_options=storage_options)
+        self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
+        self.commits = CommitLog(root, io)
+        self.writer: PartitionWriter | None = None
+        self._subscribers: Any = None
+        self._closed = False
+        self._maint_stop = threading.Event()
+        self._maint_thread: threading.Thread | None = None
+
+    # -- opening ---------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        config: StoreConfig | None = None,
+        *,
+        partition: str | None = "p-0",
+        create: bool = True,
+        io: FileIO = DEFAULT_IO,
+        storage_options: dict[str, Any] | None = None,
+        background: bool = True,
+    ) -> QuiverStore:
+        """Open (and with ``create`` make) the store at ``path``.
+
+        ``partition`` names the partition to write (its lock is taken and it is
+        recovered; see :attr:`recovery`); None opens a read/maintain handle.
+        ``background`` starts a maintenance thread that finalizes an open segment
+        once it is ``segment.max_open_duration`` old.
+        """
+        config = config or StoreConfig()
+        root = os.path.abspath(path)
+        descriptor = cls._load_or_create_descriptor(root, config, io, create)
+        store = cls(root, config, io, descriptor, storage_options)
+        if partition is not None:
+            store.writer = PartitionWriter(
+                pid=partition,
+                wal_root=store.wal_root,
+                config=config,
+                segments=store.segment_location,
+                commits=store.commits,
+                io=io,
+            )
+            if background:
+                store._start_maintenance()
+        return store
+
+    @staticmethod
+    def _load_or_create_descriptor(
+        root: str, config: StoreConfig, io: FileIO, create: bool
+    ) -> dict[str, Any]:
+        path = os.path.join(root, fmt.STORE_FILE)
+        try:
+            return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
+        except FileNotFoundError:
+            if not create:
+                raise StoreNotFoundError(
+                    f"{root} is not a Quiver store (no {fmt.STORE_FILE} file); "
+                    "create one by writing to it"
+                ) from None
+        io.mkdir(root)
+        with file_lock(os.path.join(root, ".store.lock")):
+            try:  # another process may have created it meanwhile
+                return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
+            except FileNotFoundError:
+                pass
+            body = {
+                "format": STORE_FORMAT,
+                "uuid": uuid.uuid4().hex,
+                "created_ns": time.time_ns(),
+                "schema": None,
+                "segments_url": config.segment.path,
+            }
+            io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
+            log.info("quiver.store.create root=%s", root)
+            return body
+
+    @property
+    def recovery(self) -> RecoveryReport | None:
+        """The recovery report of the partition opened for writing."""
+        return self.writer.recovery if self.writer else None
+
+    # -- schema ----------------------------------------------------------------------
+    def schema(self) -> pa.Schema | None:
+        """The store's schema, recorded by the first write (None before it)."""
+        raw = self._descriptor.get("schema")
+        if raw is None:
+            self._reload_descriptor()
+            raw = self._descriptor.get("schema")
+        return pa.ipc.read_schema(pa.py_buffer(raw)) if raw is not None else None
+
+    def _reload_descriptor(self) -> None:
+        path = os.path.join(self.root, fmt.STORE_FILE)
+        self._descriptor = fmt.decode_frame(path, fmt.MAGIC_STORE, self.io.read_file(path))
+
+    def ensure_schema(self, schema: pa.Schema) -> pa.Schema:
+        """Record ``schema`` as the store's if it has none; raise if incompatible."""
+        current = self.schema()
+        if current is None:
+            path = os.path.join(self.root, fmt.STORE_FILE)
+            with file_lock(os.path.join(self.root, ".store.lock")):
+                self._reload_descriptor()
+                if self._descriptor.get("schema") is None:
+                    body = dict(self._descriptor)
+                    body["schema"] = schema.remove_metadata().serialize().to_pybytes()
+                    self.io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
+                    self._descriptor = body
+            current = self.schema()
+            assert current is not None
+        if not schemas_compatible(current, schema):
+            raise SchemaMismatchError(current, schema, "column names or types differ")
+        return current
+
+    # -- writing ---------------------------------------------------------------------
+    def _w(self) -> PartitionWriter:
+        if self._closed:
+            raise StoreClosedError(f"store {self.root} is closed")
+        if self.writer is None:
+            raise StoreClosedError(
+                f"store {self.root} was opened without a partition: it cannot append"
+            )
+        return self.writer
+
+    def append(self, batch: pa.RecordBatch | pa.Table, *, txn_id: int = 0) -> int:
+        """Append a batch (a table is appended batch by batch); returns the last WAL seq.
+
+        Acknowledged (durable) once :meth:`flush` returns, or after the background
+        group fsync (``wal.flush_interval``) covers it.
+        """
+        w = self._w()
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        seq = 0
+        for b in batches:
+            if self._descriptor.get("schema") is None or not schemas_compatible(
+                self.schema() or b.schema, b.schema
+            ):
+                self.ensure_schema(b.schema)
+            seq = w.append(b, txn_id=txn_id)
+        return seq
+
+    def begin_txn(self, app: str, version: int, tag: str = "") -> int:
+        """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
+        return self._w().begin_txn(app, version, tag)
+
+    def commit_txn(
+        self, app: str, version: int, winners: list[tuple[str, int]], rows: int = 0
+    ) -> bool:
+        """Durably decide transaction ``(app, version)``; False if it was already decided."""
+        return self.commits.commit(app, version, winners, rows)
+
+    def flush(self) -> int:
+        """Barrier: everything appended so far is durable on return."""
+        return self._w().flush()
+
+    def finalize(self) -> SegmentMeta | None:
+        """Seal the open segment now (None if it holds nothing committed)."""
+        return self._w().finalize()
+
+    # -- reading ---------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        return self.segment_location.partitions()
+
+    def segments(self, partition: str | None = None) -> list[SegmentMeta]:
+        """Published segments, of one partition or of all (partition, then seq order)."""
+        parts = [partition] if partition is not None else self.partitions()
+        return [m for p in parts for m in self.segment_location.list(p)]
+
+    def read_segment(self, meta: SegmentMeta, *, verify: bool = True) -> SegmentReader:
+        """Open a segment for reading after verifying its checksum."""
+        return self.segment_location.open(meta, verify=verify)
+
+    def scan(self) -> Iterator[pa.RecordBatch]:
+        """Every retained row, partition by partition in segment order."""
+        for meta in self.segments():
+            with self.read_segment(meta) as r:
+                yield from r.batches()
+
+    # -- maintenance -----------------------------------------------------------------
+    def maintain(self) -> dict[str, Any]:
+        """Finalize the open segment if idle long enough; returns what was done."""
+        done: dict[str, Any] = {"finalized": []}
+        if self.writer is not None and not self._closed:
+            meta = self.writer.maintain()
+            if meta is not None:
+                done["finalized"].append((meta.partition, meta.seq))
+        return done
+
+    def finalize_idle_partitions(self) -> list[tuple[str, int]]:
+        """Finalize committed data of partitions whose writer is gone.
+
+        Takes each free partition lock briefly (skipping held ones), which recovers the
+        partition and seals whatever committed data its WAL holds. Any process that can
+        reach the WAL root may run this: a source's planning, ``quiver gc``, the driver.
+        """
+        sealed: list[tuple[str, int]] = []
+        mine = self.writer.pid if self.writer else None
+        for pid in self.io.listdir(self.wal_root):
+            if pid == mine or not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
+                continue
+            try:
+                w = PartitionWriter(
+                    pid=pid,
+                    wal_root=self.wal_root,
+                    config=self.config,
+                    segments=self.segment_location,
+                    commits=self.commits,
+                    io=self.io,
+                )
+            except LockedError:
+                continue
+            try:
+                w.close(finalize=True)
+                if w.last_finalized is not None:
+                    sealed.append((pid, w.last_finalized.seq))
+            finally:
+                w.close(finalize=False)
+        return sealed
+
+    def _start_maintenance(self) -> None:
+        period = min(1.0, max(0.01, self.config.segment.max_open_duration_s / 4))
+
+        def loop() -> None:
+            while not self._maint_stop.wait(period):
+                try:
+                    self.maintain()
+                except Exception:  # keep the thread alive; the next append surfaces errors
+                    log.exception("quiver.maintenance.error root=%s", self.root)
+
+        self._maint_thread = threading.Thread(target=loop, name="quiver-maintenance", daemon=True)
+        self._maint_thread.start()
+
+    # -- lifecycle -------------------------------------------------------------------
+    def close(self) -> None:
+        """Finalize committed data of the open partition, sync, release the lock."""
+        if self._closed:
+            return
+        self._maint_stop.set()
+        if self._maint_thread is not None:
+            self._maint_thread.join()
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            self._closed = True
+            if self._subscribers is not None:
+                self._subscribers.close()
+
+    def __enter__(self) -> QuiverStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
