@@ -67,6 +67,23 @@ class FileIO:
             n = os.write(fd, view)
             view = view[n:]
 
+    def writev(self, fd: int, buffers: list[bytes | memoryview]) -> None:
+        """Write all ``buffers`` back to back with ``writev(2)``, without joining them.
+
+        One ``write`` operation for :meth:`before` (with the joined bytes only when
+        ``wants_data``); a short write is continued, an error raised.
+        """
+        views = [memoryview(b).cast("B") for b in buffers]
+        total = sum(len(v) for v in views)
+        self.before("write", self.path_of(fd), b"".join(views) if self.wants_data else None, total)
+        while views:
+            n = os.writev(fd, views)
+            while views and n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            if n:
+                views[0] = views[0][n:]
+
     wants_data = False
     """Subclasses that record written bytes set this so :meth:`before` receives them."""
 

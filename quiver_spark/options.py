@@ -119,10 +119,19 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
     Keys outside the store's namespaces are ignored (Spark passes its own); an
     unknown key inside them (``segment.target_sise``) is an error, as is a bad value.
     """
-    opts = {k: v for k, v in options.items() if v is not None}
-    for key in opts:
-        if key.startswith(_PREFIXES) and key not in STORE_OPTIONS:
-            raise ConfigError(key, opts[key], "a known option: " + ", ".join(sorted(STORE_OPTIONS)))
+    # Spark hands options over case-insensitively (lower-cased keys): match that way.
+    canonical = {k.lower(): k for k in STORE_OPTIONS}
+    opts: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        name = canonical.get(key.lower())
+        if name is None:
+            if key.lower().startswith(_PREFIXES):
+                allowed = "a known option: " + ", ".join(sorted(STORE_OPTIONS))
+                raise ConfigError(key, value, allowed)
+            continue
+        opts[name] = value
     wal = WalConfig(
         flush_interval_s=parse_duration(
             "wal.flush_interval", opts.get("wal.flush_interval", "25ms")

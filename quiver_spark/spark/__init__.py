@@ -1,0 +1,1 @@
+"""The thin Spark layer: the only package that imports pyspark."""
