@@ -1,0 +1,47 @@
+"""One SparkSession for every Spark test (cold start costs ~6 s; reuse it).
+
+``local[2,3]``: two cores, and a failed task is retried up to 3 times, as on a
+cluster, so task-retry tests (T17) see real retries.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from pyspark.sql import SparkSession
+
+    scratch = tmp_path_factory.mktemp("spark-local")
+    os.environ["TMPDIR"] = str(scratch)
+    session = (
+        SparkSession.builder.master("local[2,3]")
+        .appName("quiver-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.local.dir", str(scratch))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
