@@ -170,6 +170,18 @@ class FileIO:
         self.rename(tmp, path)
         self.fsync_dir(os.path.dirname(path) or ".")
 
+    @staticmethod
+    def write_advisory(path: str, data: bytes) -> None:
+        """Replace ``path`` atomically but without fsync: for advisory files only.
+
+        Used for the writer heartbeat, which status readers treat as a hint; it is
+        not part of any durability argument and is not routed through :meth:`before`.
+        """
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
     def durable_unlink(self, paths: list[str]) -> None:
         """Remove ``paths`` (missing ones ignored) and fsync each directory touched."""
         dirs: set[str] = set()
@@ -277,3 +289,23 @@ class file_lock:
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def partition_locked(path: str) -> bool:
+    """True when some process holds the flock on ``path`` (probed without waiting)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        with _registry_lock:
+            if os.path.realpath(path) in _registry:
+                return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

@@ -395,6 +395,21 @@ class PartitionWriter:
                 return self.finalize()
             return None
 
+    def write_heartbeat(self) -> None:
+        """Publish this writer's live state for other processes (``quiver status``).
+
+        Advisory (§6 HEARTBEAT): replaced atomically by rename but not fsynced; a
+        reader treats a heartbeat whose writer no longer holds the lock as stale.
+        """
+        body = self.status()
+        body["pid"] = os.getpid()
+        body["written_ns"] = time.time_ns()
+        body["open_since_ns"] = (
+            body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self._open else None
+        )
+        path = os.path.join(self.dir, fmt.HEARTBEAT_FILE)
+        self.io.write_advisory(path, fmt.encode_frame(fmt.MAGIC_HEARTBEAT, body))
+
     def status(self) -> dict:
         with self._lock:
             return {
@@ -408,6 +423,7 @@ class PartitionWriter:
                 "wal_bytes": self.wal.total_bytes if not self._closed else 0,
                 "next_segment_seq": self._next_seq,
                 "last_write_ns": self.last_write_ns,
+                "finalized_total": self.finalized_total,
             }
 
     def _check_open(self) -> None:

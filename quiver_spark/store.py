@@ -28,8 +28,14 @@ import pyarrow as pa
 from . import format as fmt
 from .commits import CommitLog
 from .config import StoreConfig
-from .errors import LockedError, SchemaMismatchError, StoreClosedError, StoreNotFoundError
-from .fs import DEFAULT_IO, FileIO, file_lock
+from .errors import (
+    CorruptionError,
+    LockedError,
+    SchemaMismatchError,
+    StoreClosedError,
+    StoreNotFoundError,
+)
+from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
 from .partition import PartitionWriter, RecoveryReport
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 
@@ -248,6 +254,7 @@ class QuiverStore:
             meta = self.writer.maintain()
             if meta is not None:
                 done["finalized"].append((meta.partition, meta.seq))
+            self.writer.write_heartbeat()
         return done
 
     def finalize_idle_partitions(self) -> list[tuple[str, int]]:
@@ -280,6 +287,19 @@ class QuiverStore:
             finally:
                 w.close(finalize=False)
         return sealed
+
+    def heartbeats(self) -> dict[str, dict[str, Any]]:
+        """Last heartbeat of each partition's writer, with ``live`` telling if it still runs."""
+        out: dict[str, dict[str, Any]] = {}
+        for pid in self.io.listdir(self.wal_root):
+            path = os.path.join(self.wal_root, pid, fmt.HEARTBEAT_FILE)
+            try:
+                body = fmt.decode_frame(path, fmt.MAGIC_HEARTBEAT, self.io.read_file(path))
+            except (FileNotFoundError, CorruptionError):
+                body = {"partition": pid}
+            body["live"] = partition_locked(os.path.join(self.wal_root, pid, fmt.LOCK_FILE))
+            out[pid] = body
+        return out
 
     def _start_maintenance(self) -> None:
         period = min(1.0, max(0.01, self.config.segment.max_open_duration_s / 4))
