@@ -24,13 +24,14 @@ from .commits import CommitLog
 from .config import StoreConfig, validate_name
 from .errors import (
     CorruptionError,
+    SegmentMissingError,
     StoreAtCapacityError,
     StoreClosedError,
 )
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .ranges import RangeSet, ranges_of
 from .segment import SegmentLocation, SegmentMeta
-from .wal import WalDecoder, WalWriter, recover_wal
+from .wal import WalDecoder, WalWriter, decode_txn, encode_txn, recover_wal
 
 log = logging.getLogger(__name__)
 
@@ -174,9 +175,21 @@ class PartitionWriter:
         if publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
             if not self.segments.is_published(self.pid, meta.seq):
-                # crashed between the STATE commit point and publication: finish it
-                self.segments.publish(meta)
-                rep.republished_seq = meta.seq
+                # Either we crashed between the STATE commit point and publication (the
+                # .arrow is there: finish publishing), or the segment was published and
+                # retention deleted it since (the .arrow is gone: nothing to do). The
+                # .arrow is durable before STATE names it, so no third case exists.
+                try:
+                    self.segments.publish(meta)
+                    rep.republished_seq = meta.seq
+                except SegmentMissingError as e:
+                    if not str(e).endswith("missing)"):
+                        raise
+                    log.info(
+                        "quiver.recovery.published_then_deleted partition=%s seq=%d",
+                        self.pid,
+                        meta.seq,
+                    )
         cleanup = self.segments.cleanup(self.pid)
         rep.removed_files.extend(cleanup.removed)
         published = self.segments.list(self.pid)
@@ -196,7 +209,7 @@ class PartitionWriter:
                 if rec.seq in self._covered:
                     continue
                 if rec.rtype == fmt.REC_TXN:
-                    info = decoder.decode_txn(rec)
+                    info = decode_txn(rec)
                     self._pending[rec.seq] = _Txn(
                         rec.seq, str(info["app"]), int(info["version"]), str(info["tag"])
                     )
@@ -236,12 +249,10 @@ class PartitionWriter:
     # -- appends -------------------------------------------------------------------
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction; returns its id (the seq of its REC_TXN record)."""
-        import msgpack
-
         validate_name("transaction app id", app)
         with self._lock:
             self._check_open()
-            payload = msgpack.packb({"app": app, "version": int(version), "tag": tag})
+            payload = encode_txn(app, int(version), tag)
             seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
             self._pending[seq] = _Txn(seq, app, int(version), tag)
             return seq
