@@ -128,7 +128,9 @@ def _check(path: str, key: str, kind: str, value: Any) -> Any:
     ok: bool
     if kind == "ranges":
         ok = isinstance(value, (list, tuple)) and all(
-            isinstance(r, (list, tuple)) and len(r) == 2 and all(_is_int(x) for x in r)
+            isinstance(r, (list, tuple))
+            and len(r) == 2
+            and all(_is_int(x) for x in r)
             and r[0] <= r[1]
             for r in value
         )
@@ -143,7 +145,9 @@ def _check(path: str, key: str, kind: str, value: Any) -> Any:
     else:
         ok = isinstance(value, str)
     if not ok:
-        raise CorruptionError(path, FRAME_SIZE, f"segment meta key {key!r} is not {kind}: {value!r}")
+        raise CorruptionError(
+            path, FRAME_SIZE, f"segment meta key {key!r} is not {kind}: {value!r}"
+        )
     return value
 
 

@@ -25,20 +25,31 @@ log = logging.getLogger(__name__)
 def verify(path: str, data: pa.Buffer, meta: SegmentMeta) -> None:
     """Raise CorruptionError unless ``data`` has the size and CRC-32C in ``meta``."""
     if data.size != meta.size_bytes:
-        log.warning("quiver.segment.verify_failed path=%s size=%d expected=%d",
-                    path, data.size, meta.size_bytes)
+        log.warning(
+            "quiver.segment.verify_failed path=%s size=%d expected=%d",
+            path,
+            data.size,
+            meta.size_bytes,
+        )
         raise CorruptionError(
-            path, min(data.size, meta.size_bytes),
+            path,
+            min(data.size, meta.size_bytes),
             f"segment size {data.size} differs from published size {meta.size_bytes}",
         )
     computed = checksum(memoryview(data))
     if computed != meta.checksum:
-        log.warning("quiver.segment.verify_failed path=%s crc=0x%08x expected=0x%08x",
-                    path, computed, meta.checksum)
+        log.warning(
+            "quiver.segment.verify_failed path=%s crc=0x%08x expected=0x%08x",
+            path,
+            computed,
+            meta.checksum,
+        )
         raise ChecksumMismatchError(path, 0, "segment", meta.checksum, computed)
 
 
-def open_verified(path: str, data: pa.Buffer, meta: SegmentMeta, *, verify_crc: bool) -> SegmentReader:
+def open_verified(
+    path: str, data: pa.Buffer, meta: SegmentMeta, *, verify_crc: bool
+) -> SegmentReader:
     """Verify ``data`` (unless ``verify_crc`` is false) and wrap it in a reader.
 
     Without ``verify_crc`` the footer and schema are still checked, but a flipped
@@ -54,7 +65,8 @@ def open_verified(path: str, data: pa.Buffer, meta: SegmentMeta, *, verify_crc: 
         raise CorruptionError(path, 0, "segment schema differs from its metadata fingerprint")
     if file_reader.num_record_batches != meta.batches:
         raise CorruptionError(
-            path, data.size,
+            path,
+            data.size,
             f"segment has {file_reader.num_record_batches} batches, metadata says {meta.batches}",
         )
     return SegmentReader(path, meta, file_reader)

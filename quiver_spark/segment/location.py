@@ -1,0 +1,528 @@
+"""Where finalized segments live: a local directory or any fsspec URL (ARCHITECTURE.md §5).
+
+Segments of partition ``<pid>`` are ``<location>/<pid>/<seq:020d>.arrow`` plus
+``<seq:020d>.meta``. A segment is published iff its ``.meta`` exists; the ``.arrow``
+is made durable first. Two small backends hide the difference between a local path
+(every operation through :class:`~quiver_spark.fs.FileIO`, with fsyncs) and fsspec
+(single-object uploads, which object stores make visible whole or not at all).
+
+Callers hold the partition's writer lock for :meth:`SegmentLocation.write`,
+:meth:`~SegmentLocation.delete`, :meth:`~SegmentLocation.cleanup` and
+:meth:`~SegmentLocation.quarantine`; reads may run concurrently from anywhere.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import fsspec
+import pyarrow as pa
+
+from ..config import NAME_RE, validate_name
+from ..errors import CorruptionError, SegmentMissingError
+from ..format import META_SUFFIX, SEGMENT_SUFFIX, TMP_SUFFIX, meta_file_name, parse_seq
+from ..format import segment_file_name as arrow_file_name
+from ..fs import DEFAULT_IO, FileIO
+from .meta import SegmentMeta, schema_fingerprint
+from .reader import SegmentReader, open_verified
+from .writer import (
+    SegmentExistsError,
+    Serialized,
+    coalesce,
+    event_time_range,
+    prepare,
+    serialize,
+)
+
+log = logging.getLogger(__name__)
+
+QUARANTINE_DIR = "quarantine"
+REASON_SUFFIX = ".reason"
+READ_ONLY = 0o444
+
+T = TypeVar("T")
+Fill = Callable[[Callable[[memoryview], None]], T]
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    """What :meth:`SegmentLocation.cleanup` removed and the highest seq it saw on disk."""
+
+    removed: list[str]
+    max_seq_seen: int
+
+
+class _Local:
+    """Local POSIX backend: durable create (tmp, fsync, rename, fsync dir) via FileIO."""
+
+    def __init__(self, root: str, io: FileIO) -> None:
+        self.root = os.path.abspath(root)
+        self.io = io
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def display(self, path: str) -> str:
+        return path
+
+    def entries(self, d: str, sizes: bool = False) -> dict[str, int]:
+        names = self.io.listdir(d)
+        return {n: (self.io.size(os.path.join(d, n)) if sizes else 0) for n in names}
+
+    def subdirs(self, d: str) -> list[str]:
+        return [n for n in self.io.listdir(d) if self.io.exists(os.path.join(d, n, ""))]
+
+    def exists(self, path: str) -> bool:
+        return self.io.exists(path)
+
+    def size(self, path: str) -> int | None:
+        try:
+            return self.io.size(path)
+        except FileNotFoundError:
+            return None
+
+    def read(self, path: str) -> bytes:
+        return self.io.read_file(path)
+
+    def buffer(self, path: str) -> pa.Buffer:
+        mm = pa.memory_map(path)  # zero copy; the mapping outlives the file object
+        try:
+            return mm.read_buffer()
+        finally:
+            mm.close()
+
+    def makedirs(self, d: str) -> None:
+        self.io.mkdir(d)
+
+    def put(self, path: str, fill: Fill[T], *, atomic: bool = True) -> T:
+        del atomic  # always tmp + rename locally
+        tmp = path + TMP_SUFFIX
+        self._discard(tmp)  # a stale, read-only tmp from an interrupted attempt
+        fd = self.io.open_create(tmp)
+        try:
+            result = fill(lambda view: self.io.write(fd, view))
+            self.io.chmod(tmp, READ_ONLY)  # made durable by the fsync below
+            self.io.fsync(fd)
+        except BaseException:
+            self.io.close(fd)
+            self._discard(tmp)
+            raise
+        self.io.close(fd)
+        self.io.rename(tmp, path)
+        self.io.fsync_dir(os.path.dirname(path))
+        return result
+
+    def remove(self, paths: list[str]) -> list[str]:
+        gone = [p for p in paths if self.io.exists(p)]
+        self.io.durable_unlink(paths)
+        return gone
+
+    def move(self, src: str, dst: str) -> None:
+        self.io.rename(src, dst)
+        self.io.fsync_dir(os.path.dirname(src))
+        self.io.fsync_dir(os.path.dirname(dst))
+
+    def _discard(self, path: str) -> None:
+        try:
+            self.io.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:  # best effort: cleanup() removes it later
+            log.warning("quiver.segment.tmp_left path=%s error=%s", path, e)
+
+
+class _Remote:
+    """fsspec backend: the ``.arrow`` is uploaded under its final key in one request;
+    the ``.meta`` goes to a ``.tmp`` key first and is moved, so a torn upload of it is
+    never visible under the published name."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
+        self.fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        self.root = root.rstrip("/")
+
+    def join(self, *parts: str) -> str:
+        return "/".join((self.root, *parts))
+
+    def display(self, path: str) -> str:
+        return str(self.fs.unstrip_protocol(path))
+
+    def _ls(self, d: str) -> list[dict[str, Any]]:
+        self.fs.invalidate_cache(d)
+        try:
+            return list(self.fs.ls(d, detail=True))
+        except FileNotFoundError:
+            return []
+
+    def entries(self, d: str, sizes: bool = False) -> dict[str, int]:
+        del sizes  # listings carry sizes for free
+        return {
+            e["name"].rstrip("/").rsplit("/", 1)[-1]: int(e.get("size") or 0)
+            for e in self._ls(d)
+            if e.get("type") != "directory"
+        }
+
+    def subdirs(self, d: str) -> list[str]:
+        return sorted(
+            e["name"].rstrip("/").rsplit("/", 1)[-1]
+            for e in self._ls(d)
+            if e.get("type") == "directory"
+        )
+
+    def exists(self, path: str) -> bool:
+        self.fs.invalidate_cache(path.rsplit("/", 1)[0])
+        return bool(self.fs.exists(path))
+
+    def size(self, path: str) -> int | None:
+        self.fs.invalidate_cache(path.rsplit("/", 1)[0])
+        try:
+            return int(self.fs.size(path))
+        except FileNotFoundError:
+            return None
+
+    def read(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(path))
+
+    def buffer(self, path: str) -> pa.Buffer:
+        return pa.py_buffer(self.read(path))
+
+    def makedirs(self, d: str) -> None:
+        self.fs.makedirs(d, exist_ok=True)
+
+    def put(self, path: str, fill: Fill[T], *, atomic: bool = True) -> T:
+        sink = _io.BytesIO()
+        result = fill(sink.write)
+        data = sink.getvalue()
+        if not atomic:
+            self.fs.pipe_file(path, data)
+            return result
+        tmp = path + TMP_SUFFIX
+        self.fs.pipe_file(tmp, data)
+        self.fs.mv(tmp, path)
+        return result
+
+    def remove(self, paths: list[str]) -> list[str]:
+        gone = []
+        for p in paths:
+            try:
+                self.fs.rm_file(p)
+                gone.append(p)
+            except FileNotFoundError:
+                continue
+        if paths:
+            self.fs.invalidate_cache(paths[0].rsplit("/", 1)[0])
+        return gone
+
+    def move(self, src: str, dst: str) -> None:
+        self.fs.mv(src, dst)
+
+
+class SegmentLocation:
+    """All finalized segments of a store, local or behind fsspec.
+
+    Parameters
+    ----------
+    url
+        A local path, ``file://`` URL, or any fsspec URL (``s3://bucket/prefix``,
+        ``memory://x``).
+    io
+        File layer for local locations (tests pass a recording or failing subclass).
+    storage_options
+        Passed to fsspec for remote locations (credentials, ``endpoint_url``...).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.url = url
+        protocol = url.split("://", 1)[0] if "://" in url else "file"
+        self.is_local: bool = protocol in ("file", "local")
+        self._b: _Local | _Remote
+        if self.is_local:
+            self._b = _Local(url.split("://", 1)[-1], io)
+        else:
+            self._b = _Remote(url, storage_options or {})
+        self.quarantined_total = 0
+        """Segments quarantined through this instance (a metric for the store)."""
+
+    def __repr__(self) -> str:
+        return f"SegmentLocation({self.url!r})"
+
+    def _paths(self, partition: str, seq: int) -> tuple[str, str]:
+        validate_name("partition", partition)
+        d = self._b.join(partition)
+        return f"{d}/{arrow_file_name(seq)}", f"{d}/{meta_file_name(seq)}"
+
+    # -- writing ------------------------------------------------------------------
+    def write(
+        self,
+        partition: str,
+        seq: int,
+        batches: list[pa.RecordBatch],
+        *,
+        min_ingestion_ns: int,
+        max_ingestion_ns: int,
+        wal_ranges: Iterable[tuple[int, int]],
+        event_time_column: str | None = None,
+        target_batch_rows: int = 10_000,
+        compression: str | None = None,
+    ) -> SegmentMeta:
+        """Write, make durable and publish segment ``seq``: :meth:`write_data` + :meth:`publish`.
+
+        Consecutive small batches are coalesced toward ``target_batch_rows``;
+        dictionaries are unified. The ``.arrow`` is durable before the ``.meta``
+        appears. If ``seq`` is already published, a retry with identical bytes and
+        WAL ranges returns the published metadata (idempotent); anything else raises
+        :class:`SegmentExistsError` (sequence reuse).
+        """
+        meta = self.write_data(
+            partition,
+            seq,
+            batches,
+            min_ingestion_ns=min_ingestion_ns,
+            max_ingestion_ns=max_ingestion_ns,
+            wal_ranges=wal_ranges,
+            event_time_column=event_time_column,
+            target_batch_rows=target_batch_rows,
+            compression=compression,
+        )
+        self.publish(meta)
+        return meta
+
+    def write_data(
+        self,
+        partition: str,
+        seq: int,
+        batches: list[pa.RecordBatch],
+        *,
+        min_ingestion_ns: int,
+        max_ingestion_ns: int,
+        wal_ranges: Iterable[tuple[int, int]],
+        event_time_column: str | None = None,
+        target_batch_rows: int = 10_000,
+        compression: str | None = None,
+    ) -> SegmentMeta:
+        """Phase one of :meth:`write`: the durable ``.arrow`` and its metadata, unpublished.
+
+        The caller may record the returned metadata (for example in its own commit
+        point) before calling :meth:`publish`. If ``seq`` is already published this
+        returns the published metadata when the bytes and WAL ranges are identical,
+        and raises :class:`SegmentExistsError` otherwise; it never rewrites the file.
+        """
+        if seq < 1:
+            raise ValueError(f"segment seq must be >= 1, got {seq}")
+        arrow_path, meta_path = self._paths(partition, seq)
+        ranges = tuple((int(lo), int(hi)) for lo, hi in wal_ranges)
+        table = prepare(batches)
+        lo_et, hi_et = event_time_range(table, event_time_column)
+
+        def fill(consume: Callable[[memoryview], None]) -> Serialized:
+            return serialize(
+                consume, table.schema, coalesce(table, target_batch_rows), compression=compression
+            )
+
+        if self._b.exists(meta_path):
+            stats = fill(lambda _view: None)  # checksum only: is this a retry?
+            return self._same_or_raise(partition, seq, stats.checksum, stats.size_bytes, ranges)
+        self._b.makedirs(self._b.join(partition))
+        stats = self._b.put(arrow_path, fill, atomic=False)
+        return SegmentMeta(
+            partition=partition,
+            seq=seq,
+            rows=stats.rows,
+            size_bytes=stats.size_bytes,
+            batches=stats.batches,
+            min_ingestion_ns=min_ingestion_ns,
+            max_ingestion_ns=max_ingestion_ns,
+            event_time_column=event_time_column,
+            min_event_time=lo_et,
+            max_event_time=hi_et,
+            schema_fingerprint=schema_fingerprint(table.schema),
+            checksum=stats.checksum,
+            wal_ranges=ranges,
+            created_ns=time.time_ns(),
+        )
+
+    def publish(self, meta: SegmentMeta) -> None:
+        """Phase two of :meth:`write`: durably create the ``.meta``, making it visible.
+
+        Refuses (SegmentMissingError) when the ``.arrow`` is absent or has another
+        size. Idempotent for the same segment; a different one already published
+        under this seq raises :class:`SegmentExistsError`.
+        """
+        arrow_path, meta_path = self._paths(meta.partition, meta.seq)
+        if self._b.exists(meta_path):
+            self._same_or_raise(
+                meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
+            )
+            return
+        size = self._b.size(arrow_path)
+        if size != meta.size_bytes:
+            state = "missing" if size is None else f"{size} bytes, expected {meta.size_bytes}"
+            raise SegmentMissingError(
+                meta.partition, meta.seq, f"not publishable ({self._b.display(arrow_path)} {state})"
+            )
+        encoded = meta.encode()
+        self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))
+        log.info(
+            "quiver.segment.publish partition=%s seq=%d rows=%d bytes=%d batches=%d",
+            meta.partition,
+            meta.seq,
+            meta.rows,
+            meta.size_bytes,
+            meta.batches,
+        )
+
+    def is_published(self, partition: str, seq: int) -> bool:
+        """Whether segment ``seq`` of ``partition`` has its ``.meta`` (is visible)."""
+        return self._b.exists(self._paths(partition, seq)[1])
+
+    def _same_or_raise(
+        self, partition: str, seq: int, crc: int, size: int, ranges: tuple[tuple[int, int], ...]
+    ) -> SegmentMeta:
+        old = self.read_meta(partition, seq)
+        if (old.checksum, old.size_bytes, old.wal_ranges) == (crc, size, ranges):
+            log.info("quiver.segment.publish_repeat partition=%s seq=%d", partition, seq)
+            return old
+        raise SegmentExistsError(self._b.display(self._paths(partition, seq)[1]))
+
+    # -- reading ------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        """Partition ids that have a segment directory (valid names only), sorted."""
+        return sorted(n for n in self._b.subdirs(self._b.root) if NAME_RE.fullmatch(n))
+
+    def list(self, partition: str) -> list[SegmentMeta]:
+        """Published segments of ``partition`` sorted by seq; a corrupt ``.meta`` raises."""
+        validate_name("partition", partition)
+        d = self._b.join(partition)
+        seqs = sorted(s for n in self._b.entries(d) if (s := parse_seq(n, META_SUFFIX)))
+        metas = []
+        for seq in seqs:
+            try:
+                metas.append(self.read_meta(partition, seq))
+            except SegmentMissingError:  # deleted between listing and reading
+                continue
+        return metas
+
+    def read_meta(self, partition: str, seq: int) -> SegmentMeta:
+        """The published metadata of one segment; SegmentMissingError if unpublished."""
+        _, meta_path = self._paths(partition, seq)
+        shown = self._b.display(meta_path)
+        try:
+            raw = self._b.read(meta_path)
+        except FileNotFoundError as e:
+            raise SegmentMissingError(partition, seq, f"not published ({shown} missing)") from e
+        meta = SegmentMeta.decode(shown, raw)
+        if (meta.partition, meta.seq) != (partition, seq):
+            raise CorruptionError(shown, 0, f"meta names {meta.partition}/{meta.seq}")
+        return meta
+
+    def open(self, meta: SegmentMeta, *, verify: bool = True) -> SegmentReader:
+        """Open a published segment; with ``verify`` its size and CRC-32C are checked
+        against ``meta`` before any batch can be read."""
+        arrow_path, _ = self._paths(meta.partition, meta.seq)
+        shown = self._b.display(arrow_path)
+        try:
+            data = self._b.buffer(arrow_path)
+        except FileNotFoundError as e:
+            log.warning("quiver.segment.missing path=%s", shown)
+            raise SegmentMissingError(meta.partition, meta.seq, f"missing ({shown})") from e
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptionError(shown, 0, f"segment unreadable: {e}") from e
+        return open_verified(shown, data, meta, verify_crc=verify)
+
+    def total_bytes(self, partition: str | None = None) -> int:
+        """Bytes of published segments (``.arrow`` plus ``.meta``), from directory listings."""
+        parts = self.partitions() if partition is None else [validate_name("partition", partition)]
+        total = 0
+        for p in parts:
+            entries = self._b.entries(self._b.join(p), sizes=True)
+            published = {s for n in entries if (s := parse_seq(n, META_SUFFIX))}
+            total += sum(
+                size
+                for n, size in entries.items()
+                if (parse_seq(n, SEGMENT_SUFFIX) or parse_seq(n, META_SUFFIX)) in published
+            )
+        return total
+
+    # -- removing -----------------------------------------------------------------
+    def delete(self, partition: str, seqs: Iterable[int]) -> None:
+        """Unpublish (every ``.meta``, durably) then remove the ``.arrow`` files.
+
+        Idempotent: missing files are ignored.
+        """
+        pairs = [self._paths(partition, s) for s in seqs]
+        self._b.remove([m for _, m in pairs])
+        self._b.remove([a for a, _ in pairs])
+        log.info("quiver.segment.delete partition=%s seqs=%d", partition, len(pairs))
+
+    def cleanup(self, partition: str) -> CleanupReport:
+        """Remove ``*.tmp`` files and unpublished ``.arrow`` files of ``partition``.
+
+        ``max_seq_seen`` is the highest seq of any segment file found, orphans and
+        quarantined ones included, so the store's sequence floor never reuses one.
+        """
+        validate_name("partition", partition)
+        d = self._b.join(partition)
+        names = list(self._b.entries(d))
+        quarantined = list(self._b.entries(self._b.join(partition, QUARANTINE_DIR)))
+        published = {s for n in names if (s := parse_seq(n, META_SUFFIX))}
+        doomed = [
+            f"{d}/{n}"
+            for n in names
+            if n.endswith(TMP_SUFFIX)
+            or ((s := parse_seq(n, SEGMENT_SUFFIX)) is not None and s not in published)
+        ]
+        max_seq = max((_any_seq(n) or 0 for n in names + quarantined), default=0)
+        removed = [self._b.display(p) for p in self._b.remove(doomed)]
+        if removed:
+            log.info("quiver.segment.cleanup partition=%s removed=%s", partition, removed)
+        return CleanupReport(removed=removed, max_seq_seen=max_seq)
+
+    def quarantine(self, partition: str, seq: int, reason: str) -> str:
+        """Move a damaged segment's files to ``<pid>/quarantine/`` with a reason file.
+
+        The ``.meta`` moves first (unpublishing the segment), then the ``.arrow``.
+        Returns where the ``.arrow`` went (or the ``.meta`` if there was no ``.arrow``).
+        """
+        arrow_path, meta_path = self._paths(partition, seq)
+        qdir = self._b.join(partition, QUARANTINE_DIR)
+        self._b.makedirs(qdir)
+        stem = f"{qdir}/{seq:020d}"
+        if any(self._b.exists(stem + s) for s in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX)):
+            stem = f"{stem}.{time.time_ns()}"  # an earlier quarantine of the same seq
+        note = f"partition={partition} seq={seq} at_ns={time.time_ns()}\n{reason}\n".encode()
+        self._b.put(stem + REASON_SUFFIX, lambda consume: consume(memoryview(note)))
+        moved = stem + META_SUFFIX
+        for src, suffix in ((meta_path, META_SUFFIX), (arrow_path, SEGMENT_SUFFIX)):
+            if self._b.exists(src):
+                self._b.move(src, stem + suffix)
+                moved = stem + suffix
+        self.quarantined_total += 1
+        shown = self._b.display(moved)
+        log.warning(
+            "quiver.segment.quarantine partition=%s seq=%d to=%s reason=%s",
+            partition,
+            seq,
+            shown,
+            reason,
+        )
+        return shown
+
+
+def _any_seq(name: str) -> int | None:
+    stem = name[: -len(TMP_SUFFIX)] if name.endswith(TMP_SUFFIX) else name
+    for suffix in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX):
+        seq = parse_seq(stem, suffix)
+        if seq is not None:
+            return seq
+    return None

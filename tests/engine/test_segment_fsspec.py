@@ -1,0 +1,184 @@
+"""Segments on fsspec filesystems: memory://, a real S3 endpoint (moto), and T16 upload failures."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import socket
+import uuid
+from collections.abc import Iterator
+
+import fsspec
+import pyarrow as pa
+import pytest
+
+from quiver_spark.errors import ChecksumMismatchError, SegmentMissingError
+from quiver_spark.segment import SegmentExistsError, SegmentLocation
+from tests.engine.segment_helpers import FlakyMemoryFS, int_batches, mixed_batch, write_simple
+
+fsspec.register_implementation(FlakyMemoryFS.protocol, FlakyMemoryFS, clobber=True)
+
+
+def _round_trip(loc: SegmentLocation) -> None:
+    batches = [mixed_batch(i * 50, 50) for i in range(40)]
+    m1 = loc.write(
+        "p0",
+        1,
+        batches,
+        min_ingestion_ns=1,
+        max_ingestion_ns=2,
+        wal_ranges=[(1, 40)],
+        event_time_column="ts",
+        target_batch_rows=500,
+    )
+    m2 = write_simple(loc, 2)
+    m3 = write_simple(loc, 1, partition="p1")
+    assert not loc.is_local
+    assert loc.partitions() == ["p0", "p1"]
+    assert loc.list("p0") == [m1, m2]
+    assert (m1.rows, m1.batches) == (2000, 4)
+    with loc.open(m1) as r:
+        assert r.read_all().equals(pa.Table.from_batches(batches))
+    assert loc.total_bytes() == sum(m.size_bytes + len(m.encode()) for m in (m1, m2, m3))
+    with pytest.raises(SegmentExistsError):
+        loc.write(
+            "p0", 2, int_batches(1, 1), min_ingestion_ns=0, max_ingestion_ns=0, wal_ranges=[(1, 1)]
+        )
+    assert write_simple(loc, 2) == m2  # an identical retry is idempotent
+    loc.delete("p0", [1])
+    loc.delete("p0", [1])
+    assert loc.list("p0") == [m2]
+    with pytest.raises(SegmentMissingError):
+        loc.open(m1)
+
+
+def test_memory_filesystem_round_trip():
+    _round_trip(SegmentLocation(f"memory://seg-{uuid.uuid4().hex}"))
+
+
+def test_memory_filesystem_detects_a_flipped_bit_and_quarantines():
+    url = f"memory://seg-{uuid.uuid4().hex}"
+    loc = SegmentLocation(url)
+    meta = write_simple(loc, 1)
+    fs = fsspec.filesystem("memory")
+    path = f"/{url.split('://')[1]}/p0/00000000000000000001.arrow"
+    raw = bytearray(fs.cat_file(path))
+    raw[len(raw) // 2] ^= 0x10
+    fs.pipe_file(path, bytes(raw))
+    with pytest.raises(ChecksumMismatchError, match=r"00000000000000000001\.arrow"):
+        loc.open(meta)
+    moved = loc.quarantine("p0", 1, "crc")
+    assert moved.endswith("p0/quarantine/00000000000000000001.arrow")
+    assert loc.list("p0") == []
+    assert loc.cleanup("p0").max_seq_seen == 1
+
+
+# -- a real S3 endpoint -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_s3_round_trip_through_moto(s3_endpoint, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    opts = {
+        "key": "testing",
+        "secret": "testing",
+        "endpoint_url": s3_endpoint,
+        "client_kwargs": {"region_name": "eu-west-1"},
+        "skip_instance_cache": True,
+    }
+    fs = fsspec.filesystem("s3", **opts)
+    bucket = f"quiver-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(bucket)
+    loc = SegmentLocation(f"s3://{bucket}/store/segments", storage_options=opts)
+    _round_trip(loc)
+    keys = sorted(k.rsplit("/", 1)[-1] for k in fs.find(f"{bucket}/store/segments"))
+    assert keys == [
+        "00000000000000000001.arrow",
+        "00000000000000000001.meta",
+        "00000000000000000002.arrow",
+        "00000000000000000002.meta",
+    ]
+
+
+# -- T16: injected upload failures --------------------------------------------------
+
+
+@pytest.fixture
+def flaky() -> Iterator[SegmentLocation]:
+    FlakyMemoryFS.plan = {}
+    yield SegmentLocation(f"flakymem://seg-{uuid.uuid4().hex}")
+    FlakyMemoryFS.plan = {}
+
+
+@pytest.mark.parametrize(
+    ("target", "mode"), list(itertools.product([".arrow", ".meta.tmp"], ["fail", "partial"]))
+)
+def test_a_failed_upload_is_never_published_and_a_retry_publishes_it(flaky, target, mode):
+    FlakyMemoryFS.plan = {target: [mode]}
+    with pytest.raises(ConnectionError, match="injected"):
+        write_simple(flaky, 1)
+    assert flaky.list("p0") == []
+    assert not flaky.is_published("p0", 1)
+    meta = write_simple(flaky, 1)  # same seq, same data: idempotent retry
+    assert flaky.list("p0") == [meta]
+    with flaky.open(meta) as r:
+        assert r.read_all().column("v").to_pylist() == list(range(1_000_000, 1_010_000))
+
+
+def test_cleanup_after_a_partial_upload_removes_the_debris_and_keeps_the_floor(flaky):
+    FlakyMemoryFS.plan = {".arrow": ["partial"]}
+    with pytest.raises(ConnectionError):
+        write_simple(flaky, 3)
+    FlakyMemoryFS.plan = {".meta.tmp": ["partial"]}
+    with pytest.raises(ConnectionError):
+        write_simple(flaky, 4)
+    report = flaky.cleanup("p0")
+    assert sorted(p.rsplit("/", 1)[-1] for p in report.removed) == [
+        "00000000000000000003.arrow",
+        "00000000000000000004.arrow",
+        "00000000000000000004.meta.tmp",
+    ]
+    assert report.max_seq_seen == 4
+    assert flaky.list("p0") == []
+
+
+def test_random_upload_failures_leave_only_whole_segments_listed(flaky):
+    rng = random.Random(16)
+    published = {}
+    attempts = failures = 0
+    for seq in range(1, 41):
+        FlakyMemoryFS.plan = {
+            ".arrow": [rng.choice(["ok", "ok", "fail", "partial"])],
+            ".meta.tmp": [rng.choice(["ok", "ok", "fail", "partial"])],
+        }
+        while True:
+            attempts += 1
+            try:
+                published[seq] = write_simple(flaky, seq)
+                break
+            except ConnectionError:
+                failures += 1
+                assert flaky.list("p0") == list(published.values())
+                if rng.random() < 0.5:
+                    flaky.cleanup("p0")
+    listed = flaky.list("p0")
+    assert [m.seq for m in listed] == list(range(1, 41))
+    for meta in listed:
+        with flaky.open(meta) as r:  # every listed segment verifies whole
+            assert r.read_all().num_rows == 10_000
+    assert failures > 10 and attempts == 40 + failures
