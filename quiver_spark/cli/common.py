@@ -1,0 +1,256 @@
+"""What every ``quiver`` command shares: store arguments, opening, errors, output.
+
+Exit codes: 0 success, 1 the command ran and found trouble (an unhealthy store in
+``fsck``, a corrupt file met by ``status``, a partition lock held by another
+process), 2 usage errors (a bad flag or option value, a missing or non-Quiver path).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import click
+
+from .. import format as fmt
+from ..config import StoreConfig
+from ..errors import ConfigError, CorruptionError, QuiverError
+from ..options import STORE_OPTIONS, load_yaml_options, store_config_from_options
+from ..store import QuiverStore
+
+EXIT_OK = 0
+EXIT_TROUBLE = 1
+EXIT_USAGE = 2
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(click.ClickException):
+    """A clean ``Error: ...`` line on stderr and a chosen exit code (default 2)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class StoreArgs:
+    """The store-locating arguments common to every command."""
+
+    path: str
+    options: tuple[str, ...] = ()
+    config_file: str | None = None
+    segments_path: str | None = None
+    wal_path: str | None = None
+    as_json: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def root(self) -> str:
+        return os.path.abspath(self.path)
+
+
+def store_arguments(func: F) -> F:
+    """Decorate a command with PATH, ``--option``, ``--config``, paths and ``--json``.
+
+    The command receives one ``args: StoreArgs`` keyword argument instead.
+    """
+    decorators = [
+        click.argument("path", type=click.Path(file_okay=True, dir_okay=True)),
+        click.option(
+            "-o",
+            "--option",
+            "options",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A store option as the sink takes it (repeatable), e.g. "
+            "retention.size_cap=10GB.",
+        ),
+        click.option(
+            "--config",
+            "config_file",
+            metavar="FILE",
+            help="A store config in the proposal's YAML layout; --option values win.",
+        ),
+        click.option(
+            "--segments-path",
+            metavar="URL",
+            help="Where finalized segments live when not in the store (segments.path).",
+        ),
+        click.option(
+            "--wal-path",
+            metavar="DIR",
+            help="Where the partitions' WAL lives when not in the store (wal.path).",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout."),
+    ]
+
+    def wrapper(
+        path: str,
+        options: tuple[str, ...],
+        config_file: str | None,
+        segments_path: str | None,
+        wal_path: str | None,
+        as_json: bool,
+        **kwargs: Any,
+    ) -> Any:
+        args = StoreArgs(path, options, config_file, segments_path, wal_path, as_json)
+        return func(args=args, **kwargs)
+
+    functools.update_wrapper(wrapper, func)  # keeps __click_params__ of inner decorators
+    del wrapper.__wrapped__
+    out: Any = wrapper
+    for deco in reversed(decorators):
+        out = deco(out)
+    return out  # type: ignore[no-any-return]
+
+
+# -- options and opening ------------------------------------------------------------
+def parse_option_flags(flags: Sequence[str]) -> dict[str, str]:
+    """``("retention.size_cap=1GB",)`` -> ``{"retention.size_cap": "1GB"}``.
+
+    Raises
+    ------
+    ConfigError
+        A flag without ``=`` or naming an option the store does not know; the
+        message names ``--option``, the value and what is allowed.
+    """
+    known = {k.lower(): k for k in STORE_OPTIONS}
+    out: dict[str, str] = {}
+    for flag in flags:
+        key, sep, value = flag.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("--option", flag, "KEY=VALUE, e.g. retention.size_cap=10GB")
+        name = known.get(key.strip().lower())
+        if name is None:
+            raise ConfigError(
+                "--option", flag, "a known option: " + ", ".join(sorted(STORE_OPTIONS))
+            )
+        out[name] = value.strip()
+    return out
+
+
+def store_config(args: StoreArgs) -> StoreConfig:
+    """The validated config from ``--config``, ``--option`` and the path flags (in that order)."""
+    opts: dict[str, Any] = {}
+    try:
+        if args.config_file is not None:
+            opts.update(load_yaml_options(args.config_file))
+        opts.update(parse_option_flags(args.options))
+        if args.segments_path:
+            opts["segments.path"] = args.segments_path
+        if args.wal_path:
+            opts["wal.path"] = args.wal_path
+        return store_config_from_options(opts)
+    except ConfigError as e:
+        raise CliError(str(e)) from e
+
+
+def check_store_path(path: str) -> str:
+    """The absolute root if ``path`` is an existing Quiver store; CliError (exit 2) otherwise."""
+    root = os.path.abspath(path)
+    if not os.path.exists(root):
+        raise CliError(f"{path}: no such directory; expected a Quiver store")
+    if not os.path.isdir(root):
+        raise CliError(f"{path} is a file, not a Quiver store (a store is a directory)")
+    if not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        raise CliError(
+            f"{path} is not a Quiver store: it has no {fmt.STORE_FILE} file "
+            "(a store is created by its first write)"
+        )
+    return root
+
+
+def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStore:
+    """A read/maintain handle on the store; nothing on disk is created or changed."""
+    config = config if config is not None else store_config(args)
+    root = check_store_path(args.path)
+    try:
+        return QuiverStore.open(root, config, partition=None, create=False, background=False)
+    except CorruptionError as e:
+        raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
+    except QuiverError as e:
+        raise CliError(str(e), EXIT_TROUBLE) from e
+
+
+# -- output ---------------------------------------------------------------------------
+def emit_json(doc: Mapping[str, Any]) -> None:
+    """Write one JSON document (sorted keys, indented) to stdout."""
+    click.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
+
+
+def human_bytes(n: int | None) -> str:
+    """``1536`` -> ``1.5KB`` (1024-based, the units options accept)."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(size) < 1024 or unit == "TB":
+            return f"{int(size)}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{n}B"  # pragma: no cover - loop always returns
+
+
+def human_seconds(s: float | None) -> str:
+    """``75.2`` -> ``1m15s``; None -> ``-``."""
+    if s is None:
+        return "-"
+    if s < 1:
+        return f"{s * 1000:.0f}ms"
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h{m:02d}m"
+    return f"{h // 24}d{h % 24:02d}h"
+
+
+def human_time(ns: int | None, now_ns: int) -> str:
+    """An epoch-ns instant as local ``YYYY-MM-DD HH:MM:SS (age ago)``."""
+    if ns is None:
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9))
+    return f"{stamp} ({human_seconds(max(0.0, (now_ns - ns) / 1e9))} ago)"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain aligned text table; numbers are right-aligned."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
+    numeric = [
+        all(_looks_numeric(row[i]) for row in cells) and bool(cells) for i in range(len(headers))
+    ]
+
+    def line(row: Sequence[str]) -> str:
+        parts = [
+            c.rjust(widths[i]) if numeric[i] else c.ljust(widths[i]) for i, c in enumerate(row)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(headers)), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in cells)
+    return "\n".join(out)
+
+
+def _looks_numeric(s: str) -> bool:
+    return bool(s) and (s[0].isdigit() or s == "-") and " " not in s
+
+
+def stderr_is_tty() -> bool:
+    """Whether stderr is an interactive terminal (progress bars go only there)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False

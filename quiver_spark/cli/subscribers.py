@@ -1,0 +1,143 @@
+"""``quiver subscribers PATH list|add NAME|remove NAME``.
+
+Names match ``[A-Za-z0-9_.-]{1,64}`` (they reach paths and logs); anything else is a
+usage error (exit 2) naming the value and what is allowed. Adding a name that is
+registered, or removing one that is not, exits 1.
+
+JSON schemas (``--json``)::
+
+    list:   {"schema": "quiver.subscribers/1", "path": str,
+             "subscribers": [<the subscriber objects of quiver.status/1>]}
+    add:    {"schema": "quiver.subscribers/1", "path": str, "action": "added",
+             "name": str, "start": "earliest"|"latest",
+             "marks": {partition: int}}      # high-water mark it starts from
+    remove: {"schema": "quiver.subscribers/1", "path": str, "action": "removed",
+             "name": str}
+"""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from ..config import validate_name
+from ..errors import ConfigError, QuiverError, SubscriberError
+from ..store import QuiverStore
+from .common import (
+    EXIT_TROUBLE,
+    CliError,
+    StoreArgs,
+    emit_json,
+    human_bytes,
+    human_seconds,
+    open_store,
+    render_table,
+    store_arguments,
+)
+from .registry import open_registry
+from .status import collect_status
+
+SCHEMA = "quiver.subscribers/1"
+
+
+@click.command("subscribers")
+@store_arguments
+@click.argument("action", type=click.Choice(["list", "add", "remove"]))
+@click.argument("name", required=False)
+@click.option(
+    "--start",
+    type=click.Choice(["earliest", "latest"]),
+    default="earliest",
+    show_default=True,
+    help="For add: deliver every retained segment (earliest) or only new ones (latest).",
+)
+def subscribers(args: StoreArgs, action: str, name: str | None, start: str) -> None:
+    """List, add or remove the subscribers of the store at PATH.
+
+    \b
+    quiver subscribers PATH list
+    quiver subscribers PATH add NAME [--start earliest|latest]
+    quiver subscribers PATH remove NAME
+    """
+    if action == "list":
+        if name is not None:
+            raise click.UsageError(f"'list' takes no NAME (got {name!r})")
+    elif name is None:
+        raise click.UsageError(f"'{action}' needs a subscriber NAME")
+    else:
+        try:
+            validate_name("subscriber", name)
+        except ConfigError as e:
+            raise CliError(f"invalid subscriber name {name!r}: {e.allowed}") from e
+    store = open_store(args)
+    try:
+        if action == "list":
+            _list(store, args)
+        elif action == "add":
+            assert name is not None
+            _add(store, args, name, start)
+        else:
+            assert name is not None
+            _remove(store, args, name)
+    except SubscriberError as e:
+        raise CliError(str(e), EXIT_TROUBLE) from e
+    except QuiverError as e:
+        raise CliError(str(e), EXIT_TROUBLE) from e
+    finally:
+        store.close()
+
+
+def _list(store: QuiverStore, args: StoreArgs) -> None:
+    doc = collect_status(store, time.time_ns())
+    subs = doc["subscribers"]
+    if args.as_json:
+        emit_json({"schema": SCHEMA, "path": store.root, "subscribers": subs})
+        return
+    if not subs:
+        click.echo("no subscribers")
+        return
+    rows = []
+    for s in subs:
+        marks = ", ".join(f"{r['partition']}:{r['hwm']}" for r in s["partitions"]) or "-"
+        gaps = sum(r["gaps"] for r in s["partitions"])
+        rows.append(
+            [s["name"], marks, gaps, s["lag_segments"], human_bytes(s["lag_bytes"]),
+             human_seconds(s["lag_seconds"])]
+        )  # fmt: skip
+    headers = ["SUBSCRIBER", "HWM (partition:seq)", "GAPS", "LAG SEGS", "LAG BYTES", "LAG TIME"]
+    click.echo(render_table(headers, rows))
+
+
+def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
+    from ..subscribers import StartPosition
+
+    retained = {p: [m.seq for m in store.segments(p)] for p in store.partitions()}
+    registry = open_registry(store, create=True)
+    try:
+        registry.register(name, start=StartPosition(start), retained=retained)
+        marks = {p: registry.hwm(name, p) for p in sorted(retained)}
+    finally:
+        registry.close()
+    if args.as_json:
+        emit_json({"schema": SCHEMA, "path": store.root, "action": "added", "name": name,
+                   "start": start, "marks": marks})  # fmt: skip
+    else:
+        where = ", ".join(f"{p} after {h}" for p, h in marks.items()) or "no segments yet"
+        click.echo(f"added subscriber {name} (start {start}: {where})")
+
+
+def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:
+    registry = open_registry(store)
+    if registry is None:
+        raise SubscriberError(f"unknown subscriber {name!r}; registered: []")
+    try:
+        registry.deregister(name)
+    finally:
+        registry.close()
+    if args.as_json:
+        emit_json({"schema": SCHEMA, "path": store.root, "action": "removed", "name": name})
+    else:
+        click.echo(
+            f"removed subscriber {name} (segments only it held are reclaimed by `quiver gc`)"
+        )
