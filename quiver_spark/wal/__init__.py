@@ -1,0 +1,29 @@
+"""The write-ahead log: :class:`WalWriter` appends, :func:`recover_wal` verifies and repairs.
+
+Byte layouts and the torn-tail rule are specified in ARCHITECTURE.md §3-§4.
+"""
+
+from .reader import (
+    WalDecoder,
+    WalRecord,
+    WalRecovery,
+    WalScan,
+    decode_txn,
+    recover_wal,
+    scan_wal_file,
+)
+from .writer import WalFileInfo, WalWriter, encode_txn, list_wal_files
+
+__all__ = [
+    "WalDecoder",
+    "WalFileInfo",
+    "WalRecord",
+    "WalRecovery",
+    "WalScan",
+    "WalWriter",
+    "decode_txn",
+    "encode_txn",
+    "list_wal_files",
+    "recover_wal",
+    "scan_wal_file",
+]

@@ -1,0 +1,415 @@
+"""Fault injection and crash simulation shared by the engine tests.
+
+- :class:`FaultyIO` is a :class:`~quiver_spark.fs.FileIO` that counts operations,
+  records a trace and fails chosen operations with a chosen errno.
+- :func:`flip_bit`, :func:`truncate_by`, :func:`append_garbage` damage files.
+- :class:`CrashSimulator` turns a trace recorded with ``FaultyIO(record_data=True)``
+  into the on-disk states a crash at each point of the trace could leave.
+
+Typical crash-state test::
+
+    sim = CrashSimulator.snapshot(root)          # durable state before the workload
+    io = FaultyIO(record_data=True)
+    run_workload(root, io)                       # every mutation goes through io
+    for state in sim.states(io.trace):
+        target = state.materialize(tmp_path / f"s{state.point}-{state.kind}")
+        check_recovery(target, acked_at(state.point))
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import hashlib
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from quiver_spark.fs import FileIO
+
+# -- fault-injecting file layer ----------------------------------------------------
+
+
+@dataclass
+class TraceOp:
+    """One primitive operation seen by :class:`FaultyIO`.
+
+    ``index`` is the position in the trace; ``size`` the bytes written (for ``write``)
+    or the new length (for ``truncate``); ``data`` the bytes written when recording
+    data (for a failed partial write: the prefix that reached the file); ``src`` the
+    source of a ``rename`` (``path`` is its destination); ``mode`` is ``create``
+    (truncating) or ``append`` for ``open``. ``failed`` is set with ``errno`` when the
+    operation was made to fail.
+    """
+
+    index: int
+    op: str
+    path: str
+    size: int = 0
+    data: bytes | None = None
+    src: str | None = None
+    mode: str | None = None
+    failed: bool = False
+    errno: int | None = None
+
+
+@dataclass
+class Fault:
+    """Fail the ``at``-th (1-based) matching ``op`` with ``errno``.
+
+    ``sticky`` fails every later matching occurrence too (a full disk stays full);
+    ``path_contains`` restricts matching to paths containing it; ``partial`` lets a
+    failing write put the first half of its bytes into the file before raising (what
+    a real ENOSPC in the middle of a write does).
+    """
+
+    op: str
+    at: int
+    errno: int = errno_mod.EIO
+    sticky: bool = False
+    path_contains: str | None = None
+    partial: bool = False
+    seen: int = 0
+    fired: int = 0
+
+    def hit(self, op: str, path: str) -> bool:
+        if op != self.op or (self.path_contains and self.path_contains not in path):
+            return False
+        self.seen += 1
+        if self.seen == self.at or (self.sticky and self.seen > self.at):
+            self.fired += 1
+            return True
+        return False
+
+
+class InjectedError(OSError):
+    """The OSError a :class:`Fault` raises (an ``OSError`` with the fault attached)."""
+
+    def __init__(self, fault: Fault, path: str) -> None:
+        super().__init__(fault.errno, os.strerror(fault.errno), path)
+        self.fault = fault
+
+
+class FaultyIO(FileIO):
+    """A FileIO that counts, traces and fails operations.
+
+    Parameters
+    ----------
+    faults
+        Faults to arm; more can be added with :meth:`fail`.
+    record_data
+        Keep the bytes of every write in the trace (needed by :class:`CrashSimulator`).
+    """
+
+    def __init__(self, faults: Iterable[Fault] = (), *, record_data: bool = False) -> None:
+        super().__init__()
+        self.faults = list(faults)
+        self.counts: Counter[str] = Counter()
+        self.trace: list[TraceOp] = []
+        self.wants_data = record_data
+        self._lock = threading.Lock()
+        self._pending = threading.local()
+
+    def fail(self, op: str, at: int, err: int = errno_mod.EIO, **kw: object) -> Fault:
+        """Arm a fault on the ``at``-th ``op`` from now on (see :class:`Fault`)."""
+        fault = Fault(op, at, err, **kw)  # type: ignore[arg-type]
+        self.faults.append(fault)
+        return fault
+
+    def ops(self, op: str | None = None, path: str | None = None) -> list[TraceOp]:
+        """Trace entries, optionally only one kind of operation and/or one path."""
+        return [t for t in self.trace if (op is None or t.op == op) and (path in (None, t.path))]
+
+    def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
+        with self._lock:
+            self.counts[op] += 1
+            entry = TraceOp(
+                len(self.trace),
+                op,
+                path,
+                size,
+                data,
+                src=getattr(self._pending, "src", None),
+                mode=getattr(self._pending, "mode", None),
+            )
+            self._pending.src = self._pending.mode = None
+            self.trace.append(entry)
+            for fault in self.faults:
+                if fault.hit(op, path):
+                    entry.failed, entry.errno = True, fault.errno
+                    if op == "write":
+                        entry.data, entry.size = b"", 0
+                    raise InjectedError(fault, path)
+
+    # record what `before` cannot see -------------------------------------------------
+    def open_create(self, path: str) -> int:
+        self._pending.mode = "create"
+        return super().open_create(path)
+
+    def open_append(self, path: str) -> int:
+        self._pending.mode = "append"
+        return super().open_append(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._pending.src = src
+        super().rename(src, dst)
+
+    def write(self, fd: int, data: bytes | memoryview) -> None:
+        try:
+            super().write(fd, data)
+        except InjectedError as e:
+            self._partial(fd, e, bytes(data))
+            raise
+
+    def writev(self, fd: int, buffers: list[bytes | memoryview]) -> None:
+        try:
+            super().writev(fd, buffers)
+        except InjectedError as e:
+            self._partial(fd, e, b"".join(memoryview(b).cast("B") for b in buffers))
+            raise
+
+    def _partial(self, fd: int, e: InjectedError, data: bytes) -> None:
+        if not e.fault.partial:
+            return
+        prefix = data[: len(data) // 2]
+        os.write(fd, prefix)
+        with self._lock:
+            entry = self.trace[-1]
+            entry.size = len(prefix)
+            entry.data = prefix if self.wants_data else None
+
+
+# -- damage helpers ----------------------------------------------------------------
+
+
+def flip_bit(path: str | os.PathLike[str], offset: int, bit: int = 0) -> None:
+    """Invert bit ``bit`` (0..7) of the byte at ``offset``."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        if not b:
+            raise ValueError(f"offset {offset} is past the end of {path}")
+        f.seek(offset)
+        f.write(bytes([b[0] ^ (1 << bit)]))
+
+
+def truncate_by(path: str | os.PathLike[str], n: int) -> None:
+    """Remove the last ``n`` bytes of the file."""
+    os.truncate(path, max(0, os.path.getsize(path) - n))
+
+
+def cut_at(path: str | os.PathLike[str], size: int) -> None:
+    """Truncate the file to ``size`` bytes."""
+    os.truncate(path, size)
+
+
+def append_garbage(path: str | os.PathLike[str], data: bytes) -> None:
+    """Append ``data`` to the file."""
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+# -- crash simulation ----------------------------------------------------------------
+
+
+@dataclass
+class _Inode:
+    data: bytearray = field(default_factory=bytearray)
+    synced: bytes = b""
+    boundaries: list[int] = field(default_factory=list)  # file lengths after each write
+
+
+@dataclass(frozen=True)
+class CrashState:
+    """One possible directory state after a crash.
+
+    ``point`` is the number of trace operations that had been issued (the crash hit
+    just after ``trace[point - 1]``); ``kind`` is one of
+
+    - ``process``: the process died (kill -9); the page cache survives, so every
+      completed write and directory change is there;
+    - ``power``: power loss, pessimistic: only fsynced data, only directory entries
+      covered by a later fsync of their directory;
+    - ``power-meta``: power loss where directory changes persisted but unsynced data
+      did not (metadata journaled, data dropped);
+    - ``power-prefix``: like ``process``, but one file lost its unsynced writes from
+      some write boundary on (in-order write-back cut short);
+    - ``torn``: like ``process``, but the last write reached the file only partly
+      (``detail`` says how: a prefix, or a prefix followed by zeros).
+
+    ``files`` maps paths relative to the simulated root to contents.
+    """
+
+    point: int
+    kind: str
+    files: dict[str, bytes]
+    detail: str = ""
+
+    def materialize(self, target: str | os.PathLike[str]) -> str:
+        """Write this state under ``target`` (created) and return its path."""
+        target = os.fspath(target)
+        os.makedirs(target, exist_ok=True)
+        for rel, content in self.files.items():
+            path = os.path.join(target, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(content)
+        return target
+
+
+class CrashSimulator:
+    """Enumerates crash states of a directory from a :class:`FaultyIO` trace.
+
+    The model: each path names an inode with its written bytes and the bytes as of its
+    last ``fsync``; directory entries (create, rename, unlink) are durable once their
+    directory is fsynced. Writes append (FileIO has no positional write); ``truncate``
+    cuts; failed operations change nothing except the prefix of a partial write.
+    Directories are assumed to exist; operations outside ``root`` are ignored.
+
+    Parameters
+    ----------
+    root
+        The directory the workload mutates.
+    initial
+        Its durable contents before the workload: relative path -> bytes.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], initial: dict[str, bytes]) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.initial = dict(initial)
+
+    @classmethod
+    def snapshot(cls, root: str | os.PathLike[str]) -> CrashSimulator:
+        """A simulator whose initial durable state is what ``root`` holds now."""
+        root = os.path.abspath(os.fspath(root))
+        files: dict[str, bytes] = {}
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    files[os.path.relpath(path, root)] = f.read()
+        return cls(root, files)
+
+    def _rel(self, path: str | None) -> str | None:
+        if path is None:
+            return None
+        p = os.path.abspath(path)
+        if p != self.root and not p.startswith(self.root + os.sep):
+            return None
+        return os.path.relpath(p, self.root)
+
+    def states(
+        self, trace: list[TraceOp], *, points: Iterable[int] | None = None
+    ) -> list[CrashState]:
+        """Distinct crash states for every crash point (or only ``points``).
+
+        Duplicate states (same files, same bytes) at the same point are dropped.
+        """
+        wanted = set(range(len(trace) + 1)) if points is None else set(points)
+        live: dict[str, _Inode] = {}
+        durable: dict[str, _Inode] = {}
+        for rel, content in self.initial.items():
+            live[rel] = durable[rel] = _Inode(bytearray(content), content, [len(content)])
+        out: list[CrashState] = []
+        if 0 in wanted:
+            out.extend(self._at(0, live, durable, None))
+        for i, op in enumerate(trace, start=1):
+            last_write = self._apply(op, live, durable)
+            if i in wanted:
+                out.extend(self._at(i, live, durable, last_write))
+        return out
+
+    def _apply(
+        self, op: TraceOp, live: dict[str, _Inode], durable: dict[str, _Inode]
+    ) -> tuple[str, int, bytes] | None:
+        rel = self._rel(op.path)
+        if rel is None:
+            return None
+        if op.op == "write":
+            if op.data is None and op.size:
+                raise ValueError("CrashSimulator needs a trace recorded with record_data=True")
+            if not op.data:
+                return None
+            inode = live[rel]
+            start = len(inode.data)
+            inode.data += op.data
+            inode.boundaries.append(len(inode.data))
+            return rel, start, op.data
+        if op.failed:
+            return None
+        if op.op == "open":
+            if rel not in live:
+                live[rel] = _Inode(boundaries=[0])
+            elif op.mode == "create":
+                live[rel].data = bytearray()
+                live[rel].boundaries.append(0)
+        elif op.op == "fsync" and rel in live:
+            live[rel].synced = bytes(live[rel].data)
+        elif op.op == "truncate":
+            inode = live[rel]
+            del inode.data[op.size :]
+            inode.boundaries.append(len(inode.data))
+        elif op.op == "rename":
+            src = self._rel(op.src)
+            if src is not None and src in live:
+                live[rel] = live.pop(src)
+        elif op.op == "unlink":
+            live.pop(rel, None)
+        elif op.op == "fsync_dir":
+            d = "" if rel == "." else rel
+            for name in set(live) | set(durable):
+                if os.path.dirname(name) == d:
+                    if name in live:
+                        durable[name] = live[name]
+                    else:
+                        durable.pop(name, None)
+        return None
+
+    def _at(
+        self,
+        point: int,
+        live: dict[str, _Inode],
+        durable: dict[str, _Inode],
+        last_write: tuple[str, int, bytes] | None,
+    ) -> list[CrashState]:
+        process = {n: bytes(i.data) for n, i in live.items()}
+        cands = [
+            CrashState(point, "process", process),
+            CrashState(point, "power", {n: i.synced for n, i in durable.items()}),
+            CrashState(point, "power-meta", {n: i.synced for n, i in live.items()}),
+        ]
+        for name, inode in live.items():
+            data = bytes(inode.data)
+            if not data.startswith(inode.synced):
+                continue
+            for b in sorted(set(inode.boundaries)):
+                if len(inode.synced) < b < len(data):
+                    files = dict(process)
+                    files[name] = data[:b]
+                    cands.append(CrashState(point, "power-prefix", files, f"{name}[:{b}]"))
+        if last_write is not None:
+            name, start, wrote = last_write
+            if name in live and len(wrote) > 1:
+                for keep in sorted({1, len(wrote) // 2, len(wrote) - 1}):
+                    base = bytes(live[name].data[: start + keep])
+                    for zeros in (False, True):
+                        files = dict(process)
+                        files[name] = base + (b"\0" * (len(wrote) - keep) if zeros else b"")
+                        how = f"{name}: {keep}/{len(wrote)} bytes" + (" + zeros" if zeros else "")
+                        cands.append(CrashState(point, "torn", files, how))
+        seen: set[str] = set()
+        out = []
+        for state in cands:
+            key = _digest(state.files)
+            if key not in seen:
+                seen.add(key)
+                out.append(state)
+        return out
+
+
+def _digest(files: dict[str, bytes]) -> str:
+    h = hashlib.sha1()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + hashlib.sha1(files[name]).digest())
+    return h.hexdigest()
