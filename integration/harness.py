@@ -1,0 +1,572 @@
+"""Helpers of the integration tests: wheel, fresh venv, standalone cluster, spark-submit.
+
+The fixtures that use them are in ``conftest.py``; what each one guarantees is
+described there. Everything here stays on 127.0.0.1, bounds every wait, and finds
+the processes it started by pid (``processes_under``), never by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("integration")
+
+REPO = Path(__file__).resolve().parents[1]
+JOBS = Path(__file__).resolve().parent / "jobs"
+PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+HEAVY_DEPS = ["pyspark==4.3.*", "pyarrow>=18,<23", "s3fs>=2024.6"]
+"""Cached per machine and hard-linked into each fresh venv (see module docstring)."""
+LOOPBACK = "127.0.0.1"
+SETUP_TIMEOUT_S = 600
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def run(cmd: list[str], *, timeout: float = SETUP_TIMEOUT_S, **kw: object) -> str:
+    """Run a command to completion; on failure raise with its output."""
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n"
+            f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
+    log.info("ran %s in %.1fs", " ".join(map(str, cmd[:4])), time.monotonic() - t0)
+    return str(proc.stdout)
+
+
+def tail(path: Path, n: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError as e:
+        return f"<{path}: {e.strerror}>"
+
+
+# -- processes -----------------------------------------------------------------------
+
+
+def processes_under(root: Path) -> list[int]:
+    """Pids (not ours) whose command line or working directory is inside ``root``."""
+    needle = str(root)
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(os.path.join(entry.path, "cwd"))
+        except OSError:
+            continue
+        if needle in cmdline or cwd.startswith(needle):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    """Wait (bounded) until none of ``pids`` exists; returns the survivors."""
+    deadline = time.monotonic() + timeout_s
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _exists(p)]
+        if alive:
+            time.sleep(0.1)
+    return alive
+
+
+def _exists(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def listening_addresses(pids: list[int]) -> list[str]:
+    """``ip:port`` of every listening TCP socket owned by ``pids`` (from /proc)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            for fd in os.scandir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(fd.path)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    out = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] != "0A" or parts[9] not in inodes:  # 0A = LISTEN
+                continue
+            hex_ip, hex_port = parts[1].split(":")
+            out.append(f"{_decode_ip(hex_ip, v6)}:{int(hex_port, 16)}")
+    return out
+
+
+def _decode_ip(hex_ip: str, v6: bool) -> str:
+    raw = bytes.fromhex(hex_ip)
+    if not v6:
+        return socket.inet_ntop(socket.AF_INET, raw[::-1])
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+    return socket.inet_ntop(socket.AF_INET6, words)
+
+
+# -- wheel and venv ------------------------------------------------------------------
+
+
+def build_wheel(out: Path) -> Path:
+    """``pip wheel --no-deps`` of the checkout into ``out``; returns the wheel."""
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+        cwd=out.parent,
+    )
+    wheels = sorted(out.glob("quiver_spark-*.whl"))
+    assert len(wheels) == 1, f"expected one wheel in {out}, found {wheels}"
+    return wheels[0]
+
+
+@dataclass
+class FreshVenv:
+    """A virtualenv with the quiver-spark wheel installed; nothing from the checkout."""
+
+    root: Path
+    scratch: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def site_packages(self) -> Path:
+        return self.root / "lib" / f"python{PY_VERSION}" / "site-packages"
+
+    @property
+    def spark_home(self) -> Path:
+        return self.site_packages / "pyspark"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """A clean environment for its processes: no PYTHONPATH, its bin first on PATH."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")
+            and not k.startswith(("SPARK_", "PYSPARK_"))
+        }
+        env.update(
+            PATH=f"{self.root / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+            VIRTUAL_ENV=str(self.root),
+            SPARK_HOME=str(self.spark_home),
+            PYSPARK_PYTHON=str(self.python),
+            PYSPARK_DRIVER_PYTHON=str(self.python),
+            SPARK_LOCAL_IP=LOOPBACK,
+            TMPDIR=str(self.scratch),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        env.update(extra)
+        return env
+
+    def python_eval(self, code: str) -> str:
+        return run([str(self.python), "-c", code], cwd=self.scratch, env=self.env()).strip()
+
+
+def _cache_dir() -> Path:
+    default = Path.home() / ".cache" / "quiver-spark" / "integration"
+    return Path(os.environ.get("QUIVER_INTEGRATION_CACHE", default))
+
+
+def _base_python() -> str:
+    return str(getattr(sys, "_base_executable", sys.executable))
+
+
+def _pip_into(python: Path, *args: str, cwd: Path) -> None:
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args], cwd=cwd)
+
+
+def _heavy_deps_venv(scratch: Path) -> Path:
+    """The cached venv holding HEAVY_DEPS, built by pip once per machine and spec set."""
+    key = hashlib.sha256(json.dumps([PY_VERSION, *HEAVY_DEPS]).encode()).hexdigest()[:16]
+    final = _cache_dir() / f"deps-{key}"
+    if (final / "READY").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    building = final.parent / f".building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    run([_base_python(), "-m", "venv", "--without-pip", str(building)], cwd=scratch)
+    _pip_into(building / "bin" / "python", *HEAVY_DEPS, cwd=scratch)
+    (building / "READY").write_text(json.dumps(HEAVY_DEPS))
+    try:
+        building.rename(final)
+    except OSError:  # another session built it meanwhile
+        shutil.rmtree(building, ignore_errors=True)
+    return final
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Hard-link every file of ``src`` into ``dst`` (new directories, shared file data)."""
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for name in filenames:
+            target = dst / rel / name
+            if not target.exists():
+                os.link(Path(dirpath) / name, target)
+
+
+def build_fresh_venv(root: Path, wheel: Path) -> tuple[FreshVenv, str]:
+    """A new venv under ``root`` with ``wheel`` installed by pip; returns it and how."""
+    scratch = root / "scratch"
+    scratch.mkdir()
+    venv = FreshVenv(root / "venv", scratch)
+    run([_base_python(), "-m", "venv", "--without-pip", str(venv.root)], cwd=scratch)
+    if os.environ.get("QUIVER_INTEGRATION_NO_CACHE"):
+        _pip_into(venv.python, *HEAVY_DEPS, cwd=scratch)
+        how = "pip (no cache)"
+    else:
+        base = _heavy_deps_venv(scratch)
+        base_site = base / "lib" / f"python{PY_VERSION}" / "site-packages"
+        _link_tree(base_site, venv.site_packages)
+        how = f"hard links from {base}"
+    _pip_into(venv.python, str(wheel), cwd=scratch)
+    where = json.loads(
+        venv.python_eval(
+            "import json, quiver_spark, pyspark_quiver, pyspark, sys;"
+            "print(json.dumps([quiver_spark.__file__, pyspark_quiver.__file__, pyspark.__version__,"
+            " sys.path]))"
+        )
+    )
+    for module_file in where[:2]:
+        assert module_file.startswith(str(venv.site_packages)), (
+            f"fresh venv imports {module_file}, not its installed wheel"
+        )
+    assert not any(p.startswith(str(REPO)) for p in where[3]), f"checkout on sys.path: {where[3]}"
+    assert where[2].startswith("4.3."), where[2]
+    assert (venv.spark_home / "sbin" / "spark-daemon.sh").exists()
+    return venv, how
+
+
+# -- the standalone cluster ----------------------------------------------------------
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex
+logger.master.name = org.apache.spark.deploy
+logger.master.level = info
+"""
+
+
+@dataclass
+class StandaloneCluster:
+    """One master and ``workers`` workers of one core each, all on 127.0.0.1."""
+
+    venv: FreshVenv
+    root: Path
+    workers: int = 2
+    master_port: int = 0
+    webui_port: int = 0
+    worker_ports: list[int] = field(default_factory=list)
+    started: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{LOOPBACK}:{self.master_port}"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.root / "conf"
+
+    def env(self) -> dict[str, str]:
+        return self.venv.env(
+            SPARK_CONF_DIR=str(self.conf_dir),
+            SPARK_LOG_DIR=str(self.root / "logs"),
+            SPARK_PID_DIR=str(self.root / "pids"),
+            SPARK_WORKER_DIR=str(self.work_dir),
+            SPARK_IDENT_STRING="quiver-it",
+            SPARK_DAEMON_MEMORY="512m",
+        )
+
+    def _daemon(self, action: str, cls: str, instance: int, *args: str) -> None:
+        script = self.venv.spark_home / "sbin" / "spark-daemon.sh"
+        run(
+            ["bash", str(script), action, cls, str(instance), *args],
+            cwd=self.root,
+            env=self.env(),
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        for d in ("conf", "logs", "pids", "work", "local"):
+            (self.root / d).mkdir(parents=True, exist_ok=True)
+        (self.conf_dir / "log4j2.properties").write_text(LOG4J2)
+        (self.conf_dir / "spark-env.sh").write_text(f"SPARK_LOCAL_IP={LOOPBACK}\n")
+        self.master_port, self.webui_port = free_port(), free_port()
+        self.started.append((MASTER_CLASS, 1))
+        self._daemon(
+            "start",
+            MASTER_CLASS,
+            1,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(self.master_port),
+            "--webui-port",
+            str(self.webui_port),
+        )
+        self._wait(lambda s: s.get("status") == "ALIVE", "master ALIVE", 60)
+        for n in range(1, self.workers + 1):
+            port, ui = free_port(), free_port()
+            self.worker_ports.append(port)
+            self.started.append((WORKER_CLASS, n))
+            self._daemon(
+                "start",
+                WORKER_CLASS,
+                n,
+                "--host",
+                LOOPBACK,
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+                "--cores",
+                "1",
+                "--memory",
+                "2g",
+                "--work-dir",
+                str(self.work_dir / f"worker-{n}"),
+                self.master_url,
+            )
+        self._wait(
+            lambda s: sum(w.get("state") == "ALIVE" for w in s.get("workers", [])) >= self.workers,
+            f"{self.workers} workers ALIVE",
+            90,
+        )
+
+    def state(self) -> dict:
+        """The master's JSON status (workers, active and completed apps)."""
+        url = f"http://{LOOPBACK}:{self.webui_port}/json/"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return dict(json.load(r))
+
+    def _wait(self, ok: object, what: str, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                st = self.state()
+                if ok(st):  # type: ignore[operator]
+                    return st
+                last = st
+            except OSError as e:
+                last = e
+            time.sleep(0.5)
+        raise AssertionError(
+            f"cluster: no {what} within {timeout_s}s; last state {last}\n" + self.logs_tail()
+        )
+
+    def wait_for(self, ok: object, what: str, timeout_s: float) -> dict:
+        return self._wait(ok, what, timeout_s)
+
+    def daemon_pids(self) -> list[int]:
+        pids = []
+        for f in (self.root / "pids").glob("*.pid"):
+            try:
+                pids.append(int(f.read_text().strip()))
+            except (OSError, ValueError):
+                continue
+        return pids
+
+    def executor_pids(self) -> list[int]:
+        """Pids of live CoarseGrainedExecutorBackend JVMs launched by this cluster's workers."""
+        out = []
+        for pid in processes_under(self.work_dir):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "CoarseGrainedExecutorBackend" in cmd and _exists(pid):
+                out.append(pid)
+        return sorted(out)
+
+    def logs_tail(self, n: int = 30) -> str:
+        parts = []
+        for f in sorted((self.root / "logs").glob("*.out")):
+            parts.append(f"--- {f.name}\n{tail(f, n)}")
+        return "\n".join(parts)
+
+    def stop(self) -> list[int]:
+        """Stop the daemons, then kill whatever of this cluster still runs; returns leftovers."""
+        for cls, n in reversed(self.started):
+            try:
+                self._daemon("stop", cls, n)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                log.warning("spark-daemon stop %s %d failed: %s", cls, n, e)
+        self.started.clear()
+        leftovers = processes_under(self.root.parent)
+        kill_pids(leftovers)
+        return wait_gone(leftovers, 20)
+
+
+def jobs_copy(dest: Path) -> Path:
+    """The job scripts copied away from the checkout (their directory lands on sys.path)."""
+    shutil.copytree(JOBS, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+# -- drivers -------------------------------------------------------------------------
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc ppid links)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+@dataclass
+class SparkSubmit:
+    """One ``spark-submit`` (client mode) of a job script from the fresh venv."""
+
+    venv: FreshVenv
+    root: Path
+    master: str
+    script: Path
+    args: list[str]
+    conf: dict[str, str] = field(default_factory=dict)
+    env_extra: dict[str, str] = field(default_factory=dict)
+    attempts: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    def base_conf(self) -> dict[str, str]:
+        local = self.root / "spark-local"
+        local.mkdir(parents=True, exist_ok=True)
+        return {
+            "spark.driver.host": LOOPBACK,
+            "spark.driver.bindAddress": LOOPBACK,
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "768m",
+            "spark.executor.memory": "768m",
+            "spark.executor.cores": "1",
+            "spark.cores.max": "2",
+            "spark.task.maxFailures": "8",
+            "spark.local.dir": str(local),
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.streaming.stopTimeout": "60s",
+            "spark.pyspark.python": str(self.venv.python),
+            "spark.pyspark.driver.python": str(self.venv.python),
+            "spark.python.worker.faulthandler.enabled": "true",
+        }
+
+    def log_path(self, attempt: int | None = None) -> Path:
+        return self.root / f"driver-{attempt or self.attempts}.log"
+
+    def start(self) -> subprocess.Popen[bytes]:
+        assert self.proc is None or self.proc.poll() is not None, "driver still running"
+        self.attempts += 1
+        conf = {**self.base_conf(), **self.conf}
+        cmd = [
+            str(self.venv.spark_home / "bin" / "spark-submit"),
+            "--master",
+            self.master,
+            "--deploy-mode",
+            "client",
+        ]
+        for k, v in conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        cmd += [str(self.script), *self.args]
+        with open(self.log_path(), "wb") as out:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.root,
+                env=self.venv.env(**self.env_extra),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return self.proc
+
+    def kill9(self) -> list[int]:
+        """SIGKILL the driver JVM and every process below it at once; returns their pids."""
+        assert self.proc is not None
+        victims = descendants(self.proc.pid)
+        kill_pids(victims)
+        self.proc.wait(timeout=30)
+        survivors = wait_gone(victims, 20)
+        assert not survivors, f"driver processes survived kill -9: {survivors}"
+        return victims
+
+    def wait(self, timeout_s: float) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError(
+                f"driver did not exit within {timeout_s}s\n{self.log_tail()}"
+            ) from None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 80) -> str:
+        return f"--- {self.log_path()}\n{tail(self.log_path(), n)}"
+
+    def stop(self) -> None:
+        if self.running():
+            self.kill9()
