@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -36,7 +36,7 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # per-instance code
 
 
 @dataclass
@@ -69,8 +69,7 @@ def store_arguments(func: F) -> F:
             "options",
             multiple=True,
             metavar="KEY=VALUE",
-            help="A store option as the sink takes it (repeatable), e.g. "
-            "retention.size_cap=10GB.",
+            help="A store option as the sink takes it (repeatable), e.g. retention.size_cap=10GB.",
         ),
         click.option(
             "--config",
@@ -104,11 +103,11 @@ def store_arguments(func: F) -> F:
         return func(args=args, **kwargs)
 
     functools.update_wrapper(wrapper, func)  # keeps __click_params__ of inner decorators
-    del wrapper.__wrapped__
+    delattr(wrapper, "__wrapped__")
     out: Any = wrapper
     for deco in reversed(decorators):
         out = deco(out)
-    return out  # type: ignore[no-any-return]
+    return cast(F, out)
 
 
 # -- options and opening ------------------------------------------------------------

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -276,9 +277,7 @@ class StoreChecker:
         except FileNotFoundError:
             names = []
         metas = sorted(s for n in names if (s := fmt.parse_seq(n, fmt.META_SUFFIX)) is not None)
-        arrows = sorted(
-            s for n in names if (s := fmt.parse_seq(n, fmt.SEGMENT_SUFFIX)) is not None
-        )
+        arrows = sorted(s for n in names if (s := fmt.parse_seq(n, fmt.SEGMENT_SUFFIX)) is not None)
         return metas, arrows, d
 
     def _plan_segments(self, pid: str) -> list[Task]:
@@ -426,8 +425,9 @@ class StoreChecker:
             return
         self.report.checked["subscriber_files"] += 1
         for off in tail.skipped:
-            self._problem("subscribers", path, "ack record crc mismatch or unknown kind",
-                          offset=off)
+            self._problem(
+                "subscribers", path, "ack record crc mismatch or unknown kind", offset=off
+            )
         if tail.torn_bytes:
             self._warning(
                 "subscribers", path,
@@ -450,18 +450,18 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
 
 @contextlib.contextmanager
 def progress_bar(total: int, show: bool) -> Iterator[Callable[[int], None] | None]:
-    """A click progress bar on stderr measured in bytes, or nothing when hidden."""
+    """A click progress bar on stderr measured in bytes, or nothing when hidden.
+
+    Click draws the bar only on a terminal; elsewhere a forced ``--progress``
+    prints just its label.
+    """
     if not show:
         yield None
         return
     with click.progressbar(
-        length=max(1, total),
-        label="verifying",
-        file=click.get_text_stream("stderr"),
-        show_pos=False,
+        length=max(1, total), label="verifying", file=sys.stderr, show_pos=False,
         show_percent=True,
-        item_show_func=None,
-    ) as bar:
+    ) as bar:  # fmt: skip
         yield bar.update
 
 
@@ -517,7 +517,5 @@ def render_fsck(report: FsckReport, strict: bool) -> str:
     if report.quarantined:
         out.append(f"quarantined {report.quarantined} segment(s)")
     verdict = "healthy" if report.healthy(strict) else "UNHEALTHY"
-    out.append(
-        f"{verdict}: {len(report.problems)} problem(s), {len(report.warnings)} warning(s)"
-    )
+    out.append(f"{verdict}: {len(report.problems)} problem(s), {len(report.warnings)} warning(s)")
     return "\n".join(out)

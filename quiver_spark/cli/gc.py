@@ -4,8 +4,9 @@
    and whose WAL still holds committed data is recovered and sealed into a segment
    (:meth:`QuiverStore.finalize_idle_partitions`). Partitions with a live writer are
    left to it.
-2. Retention (:meth:`QuiverStore.run_retention`): delete segments every subscriber
-   acknowledged (steady state), segments past
+2. Retention (:func:`quiver_spark.retention.apply_retention`, the same pass a
+   store's maintenance runs): delete segments every subscriber acknowledged
+   (steady state), segments past
    ``retention.max_retain_after_ingestion_hours``, and under the size cap the oldest
    acknowledged ones, or under ``drop_oldest`` the oldest unacknowledged ones (each
    recorded as ``dropped``). Pass the store's options (``--option``/``--config``) so
@@ -17,8 +18,9 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
 
     {
       "schema": "quiver.gc/1", "path": str, "dry_run": bool,
-      "finalized": [{"partition": str, "seq": int|null, "wal_bytes": int}],
-          # seq is null in a dry run (not known until sealed)
+      "finalized": [{"partition": str, "seq": int|null, "wal_records": int}],
+          # seq is null in a dry run (not known until sealed); wal_records counts the
+          # WAL data records no segment covered (undecided transactions included)
       "skipped_live": [str],                  # partitions whose writer is running
       "deleted": [{"partition": str, "seq": int, "bytes": int, "reason": str}],
           # reason: "acked" | "time" | "size_cap" | "drop_oldest"
@@ -32,14 +34,16 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from .. import format as fmt
 from ..errors import CorruptionError, QuiverError
 from ..fs import partition_locked
+from ..ranges import RangeSet
 from ..store import QuiverStore
+from ..wal import list_wal_files, scan_wal_file
 from .common import (
     EXIT_TROUBLE,
     CliError,
@@ -50,21 +54,119 @@ from .common import (
     render_table,
     store_arguments,
 )
-from .status import wal_usage
+from .registry import open_registry
+from .status import partition_ids, wal_usage
 
 SCHEMA = "quiver.gc/1"
 
 
+def unfinalized_records(store: QuiverStore, pid: str) -> int:
+    """Data records in a partition's WAL that no segment covers yet (read-only scan).
+
+    Counts records of undecided transactions too (finalizing may discard them).
+    """
+    pdir = os.path.join(store.wal_root, pid)
+    state_path = os.path.join(pdir, fmt.STATE_FILE)
+    try:
+        state = fmt.decode_frame(state_path, fmt.MAGIC_STATE, store.io.read_file(state_path))
+        covered = RangeSet(tuple(r) for r in state.get("covered", []))
+    except FileNotFoundError:
+        covered = RangeSet()
+    infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), store.io)
+    count = 0
+    for i, info in enumerate(infos):
+        scan = scan_wal_file(info.path, last=i == len(infos) - 1, salvage=True, io=store.io)
+        count += sum(
+            1 for r in scan.records
+            if r.rtype in (fmt.REC_BATCH, fmt.REC_STREAM) and r.seq not in covered
+        )  # fmt: skip
+    return count
+
+
 def idle_partitions(store: QuiverStore) -> tuple[list[str], list[str]]:
-    """``(idle, live)``: partitions with WAL files and no writer, and those with one."""
+    """``(idle, live)``: partitions with unfinalized WAL data and no writer, and with one."""
     idle: list[str] = []
     live: list[str] = []
     for pid in store.io.listdir(store.wal_root):
         pdir = os.path.join(store.wal_root, pid)
         if not store.io.listdir(os.path.join(pdir, fmt.WAL_DIR)):
             continue
-        (live if partition_locked(os.path.join(pdir, fmt.LOCK_FILE)) else idle).append(pid)
+        if partition_locked(os.path.join(pdir, fmt.LOCK_FILE)):
+            live.append(pid)
+        elif unfinalized_records(store, pid):
+            idle.append(pid)
     return idle, live
+
+
+class _NoSubscribers:
+    """The registry view of a store nobody subscribed to yet (dry runs create nothing)."""
+
+    def done_by_all(self, partition: str, seq: int) -> bool:
+        return False
+
+    def undone_by(self, partition: str, seq: int) -> list[str]:
+        return []
+
+    def is_deleted(self, partition: str, seq: int) -> bool:
+        return False
+
+
+REASONS = (
+    ("delete_steady", "acked"),
+    ("delete_time", "time"),
+    ("delete_size", "size_cap"),
+    ("drop_size", "drop_oldest"),
+)
+
+
+def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, Any]:
+    """Plan (dry run) or apply one retention pass; the ``deleted``... part of the document."""
+    from .. import retention
+
+    wal_bytes = {p: wal_usage(store, p)[1] for p in partition_ids(store)}
+    sizes = {}
+    registry = open_registry(store, create=not dry_run)
+    try:
+        if dry_run:
+            if registry is not None:
+                registry.refresh()
+            listing = {p: store.segment_location.list(p) for p in store.partitions()}
+            plan = retention.plan(  # SegmentMeta is a frozen SegmentInfo
+                cast(Any, listing),
+                registry or _NoSubscribers(),
+                store.config.retention,
+                now_ns,
+                wal_bytes,
+            )
+            dropped: dict[str, dict[str, list[int]]] = {}
+            for (pid, seq), subs in sorted(plan.drop_records.items()):
+                for sub in subs:
+                    dropped.setdefault(sub, {}).setdefault(pid, []).append(seq)
+        else:
+            listing = {p: store.segment_location.list(p) for p in store.partitions()}
+            result = retention.apply_retention(
+                cast(Any, store.segment_location), registry, store.config.retention, now_ns,
+                wal_bytes=wal_bytes,
+            )  # fmt: skip
+            plan, dropped = result.plan, result.dropped
+    finally:
+        if registry is not None:
+            registry.close()
+    for pid, metas in listing.items():
+        for meta in metas:
+            sizes[(pid, meta.seq)] = meta.size_bytes
+    deleted = [
+        {"partition": pid, "seq": seq, "bytes": sizes.get((pid, seq), 0), "reason": reason}
+        for attr, reason in REASONS
+        for pid, seq in getattr(plan, attr)
+    ]
+    deleted.sort(key=lambda d: (d["partition"], d["seq"]))
+    return {
+        "deleted": deleted,
+        "dropped": dropped,
+        "freed_bytes": sum(d["bytes"] for d in deleted),
+        "throttled": bool(plan.throttle),
+    }
 
 
 def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> dict[str, Any]:
@@ -74,20 +176,20 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
     finalized: list[dict[str, Any]] = []
     if dry_run:
         finalized = [
-            {"partition": p, "seq": None, "wal_bytes": wal_usage(store, p)[1]} for p in idle
+            {"partition": p, "seq": None, "wal_records": unfinalized_records(store, p)}
+            for p in idle
         ]
     else:
-        before = {p: wal_usage(store, p)[1] for p in idle}
+        before = {p: unfinalized_records(store, p) for p in idle}
         for pid, seq in store.finalize_idle_partitions():
-            finalized.append({"partition": pid, "seq": seq, "wal_bytes": before.get(pid, 0)})
-    plan = store.run_retention(now_ns=now_ns, dry_run=dry_run)
+            finalized.append({"partition": pid, "seq": seq, "wal_records": before.get(pid, 0)})
     return {
         "schema": SCHEMA,
         "path": store.root,
         "dry_run": dry_run,
         "finalized": finalized,
         "skipped_live": sorted(live),
-        **plan,
+        **_retention(store, dry_run=dry_run, now_ns=now_ns),
     }
 
 
@@ -100,7 +202,7 @@ def render_gc(doc: dict[str, Any]) -> str:
             seg = f"segment {f['seq']}" if f["seq"] is not None else "a segment"
             out.append(
                 f"  {verb}finalize idle partition {f['partition']} into {seg} "
-                f"(WAL {human_bytes(f['wal_bytes'])})"
+                f"({f['wal_records']} WAL records)"
             )
     else:
         out.append("  no idle partition to finalize")

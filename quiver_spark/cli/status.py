@@ -81,7 +81,9 @@ def wal_usage(store: QuiverStore, pid: str) -> tuple[int, int]:
 def partition_ids(store: QuiverStore) -> list[str]:
     """Partitions with segments or a WAL directory, sorted."""
     wal_pids = [
-        p for p in store.io.listdir(store.wal_root) if os.path.isdir(os.path.join(store.wal_root, p))
+        p
+        for p in store.io.listdir(store.wal_root)
+        if os.path.isdir(os.path.join(store.wal_root, p))
     ]
     return sorted(set(store.partitions()) | set(wal_pids))
 
@@ -184,7 +186,7 @@ def _partition_row(
 def _subscriber_row(
     registry: Any, name: str, metas: dict[str, list[SegmentMeta]], now_ns: int
 ) -> dict[str, Any]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for pid in sorted(metas):
         hwm = int(registry.hwm(name, pid))
         gaps = set(registry.gaps(name, pid))
