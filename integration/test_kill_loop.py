@@ -22,7 +22,7 @@ import pytest
 from quiver_spark import QuiverStore
 
 WRITER = Path(__file__).with_name("kill_writer.py")
-ROUNDS = 2000 if os.environ.get("QUIVER_SOAK") else 50
+ROUNDS = int(os.environ.get("QUIVER_KILL_ROUNDS", "50"))
 
 
 def _recovered_ids(root: Path) -> tuple[list[int], float]:
@@ -80,4 +80,4 @@ def test_kill_9_with_fsync_on_every_append_never_loses_an_acknowledged_row(tmp_p
 
 @pytest.mark.soak
 def test_kill_9_soak_thousands_of_rounds(tmp_path: Path) -> None:
-    _run_rounds(tmp_path, 2000, "0.025")
+    _run_rounds(tmp_path, int(os.environ.get("QUIVER_KILL_ROUNDS", "2000")), "0.025")
