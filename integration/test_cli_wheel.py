@@ -1,0 +1,94 @@
+"""The ``quiver`` console script as installed from the built wheel into a fresh venv.
+
+A user's view: a store written by the installed engine (a writer killed mid-segment
+included), then ``quiver status``, ``subscribers``, ``gc`` and ``fsck`` run as the
+installed console script from a scratch directory, never from the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from integration.harness import FreshVenv
+
+WRITE_STORE = """
+import os, sys, pyarrow as pa
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark.subscribers import Outcome, SubscriberRegistry
+root = sys.argv[1]
+cfg = StoreConfig(segment=SegmentConfig(max_open_duration_s=600))
+for pid in ("p-0", "p-1"):
+    with QuiverStore.open(root, cfg, partition=pid, background=False) as s:
+        for i in range(2):
+            s.append(pa.record_batch({"id": pa.array(range(i * 10, i * 10 + 10))}))
+            s.finalize()
+with SubscriberRegistry.open(root) as reg:
+    reg.register("exporter")
+    reg.record("exporter", "p-0", [1, 2], Outcome.ACK)
+s = QuiverStore.open(root, cfg, partition="p-2", background=False)
+s.append(pa.record_batch({"id": pa.array(range(7))}))
+s.flush()
+s.maintain()
+os._exit(0)  # killed: p-2's rows are only in its WAL
+"""
+
+
+def quiver(venv: FreshVenv, *args: object, code: int = 0) -> subprocess.CompletedProcess[str]:
+    exe = venv.root / "bin" / "quiver"
+    proc = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
+                          timeout=60, cwd=venv.scratch, env=venv.env(), check=False)  # fmt: skip
+    assert proc.returncode == code, f"{args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def as_json(venv: FreshVenv, *args: object, code: int = 0) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(quiver(venv, *args, "--json", code=code).stdout)
+    return doc
+
+
+def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    root = tmp_path / "store"
+    script = tmp_path / "write_store.py"
+    script.write_text(textwrap.dedent(WRITE_STORE))
+    subprocess.run([str(fresh_venv.python), str(script), str(root)], check=True, timeout=60,
+                   cwd=fresh_venv.scratch, env=fresh_venv.env())  # fmt: skip
+
+    assert quiver(fresh_venv, "--version").stdout.startswith("quiver, version ")
+    status = as_json(fresh_venv, "status", root, "-o", "retention.size_cap=1GB")
+    parts = {p["partition"]: p for p in status["partitions"]}
+    assert [parts[p]["segments"] for p in ("p-0", "p-1", "p-2")] == [2, 2, 0]
+    assert parts["p-2"]["stale"] is True and parts["p-2"]["open_segment_rows"] == 7
+    (exporter,) = status["subscribers"]
+    assert exporter["lag_segments"] == 2 and status["totals"]["size_cap_bytes"] == 1 << 30
+    assert "exporter" in quiver(fresh_venv, "status", root).stdout
+
+    quiver(fresh_venv, "subscribers", root, "add", "auditor", "--start", "latest")
+    subs = as_json(fresh_venv, "subscribers", root, "list")["subscribers"]
+    assert [s["name"] for s in subs] == ["auditor", "exporter"]
+    quiver(fresh_venv, "subscribers", root, "remove", "auditor")
+    bad = quiver(fresh_venv, "subscribers", root, "add", "no/slashes", code=2)
+    assert "invalid subscriber name" in bad.stderr
+
+    gc = as_json(fresh_venv, "gc", root)
+    assert gc["finalized"] == [{"partition": "p-2", "seq": 1, "wal_records": 1}]
+    assert [(d["partition"], d["seq"]) for d in gc["deleted"]] == [("p-0", 1), ("p-0", 2)]
+
+    assert as_json(fresh_venv, "fsck", root)["healthy"] is True
+    seg = root / "segments" / "p-1" / f"{1:020d}.arrow"
+    seg.chmod(0o644)
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    report = as_json(fresh_venv, "fsck", root, "--quarantine", code=1)
+    assert report["quarantined"] == 1 and report["problems"][0]["file"] == str(seg)
+    assert quiver(fresh_venv, "fsck", root).returncode == 0
+
+    missing = quiver(fresh_venv, "status", tmp_path / "absent", code=2)
+    assert "no such directory" in missing.stderr and "Traceback" not in missing.stderr
+    assert time.monotonic() - t0 < 60
