@@ -1,0 +1,89 @@
+"""Spark option strings -> the engine's typed config (sink and source share this).
+
+Spark hands a data source its options as strings in a case-insensitive map (keys
+arrive lower-cased). This module folds in the YAML file named by option ``config``
+(explicit options win), resolves the store root and builds the validated
+:class:`~quiver_spark.config.StoreConfig`. Parsing of values lives in
+:mod:`quiver_spark.options`; every error names the option, the value and what is
+allowed (:class:`~quiver_spark.errors.ConfigError`).
+
+>>> store_root({"path": "/data/quiver"})
+'/data/quiver'
+>>> store_config({"path": "/q", "segment.target_size": "8MB"}).segment.target_size_bytes
+8388608
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..config import StoreConfig
+from ..errors import ConfigError
+from ..options import merged_options, store_config_from_options
+
+PATH = "path"
+CONFIG = "config"
+
+PATH_ALLOWED = (
+    "a store directory: .start('/data/quiver') / .save(...) / .load(...), "
+    "option 'path', or 'path' in the YAML file of option 'config'"
+)
+
+
+def spark_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """Options with lower-cased keys and the ``config`` YAML folded in (explicit wins).
+
+    Keys are lower-cased on both sides so a YAML ``eventTimeColumn`` and an explicit
+    ``eventtimecolumn`` (Spark's spelling after its case-insensitive map) are one key.
+    """
+    explicit = {str(k).lower(): v for k, v in options.items() if v is not None}
+    cfg = explicit.get(CONFIG)
+    if cfg is not None and not str(cfg).strip():
+        raise ConfigError(CONFIG, cfg, "the path of a YAML store config file")
+    if cfg is None:
+        return {k: str(v) for k, v in explicit.items()}
+    folded = merged_options({CONFIG: str(cfg).strip()})
+    out = {str(k).lower(): str(v) for k, v in folded.items()}
+    out.update({k: str(v) for k, v in explicit.items() if k != CONFIG})
+    return out
+
+
+def store_root(options: Mapping[str, Any]) -> str:
+    """The store's root directory as an absolute local path; raises when it is missing.
+
+    The root holds the descriptor, WAL (unless ``wal.path``) and commit records, so it
+    must be a POSIX path every writer and the driver can reach; finalized segments
+    may go elsewhere (``segments.path``, any fsspec URL).
+    """
+    opts = spark_options(options)
+    raw = opts.get(PATH)
+    if raw is None or not str(raw).strip():
+        raise ConfigError(PATH, raw, PATH_ALLOWED)
+    value = str(raw).strip()
+    if value.startswith("file://"):
+        value = value[len("file://") :]
+    elif "://" in value:
+        raise ConfigError(
+            PATH,
+            raw,
+            "a local POSIX directory (WAL and commit records need fsync and flock); "
+            "put finalized segments on a remote filesystem with option 'segments.path'",
+        )
+    return os.path.abspath(os.path.expanduser(value))
+
+
+def store_config(options: Mapping[str, Any]) -> StoreConfig:
+    """Parse every store option (``segment.*``, ``segments.*``, ``wal.*``,
+    ``retention.*``, ``eventTimeColumn``) into a validated :class:`StoreConfig`.
+
+    Unknown keys inside the store's namespaces are errors (a typo must not be
+    ignored); keys outside them belong to Spark or to the source and are skipped.
+    """
+    return store_config_from_options(spark_options(options))
+
+
+def validate_sink_options(options: Mapping[str, Any]) -> tuple[str, StoreConfig]:
+    """Everything the sink needs, validated at once (query start): root and config."""
+    return store_root(options), store_config(options)

@@ -1,0 +1,335 @@
+"""The Quiver sink: exactly-once ``df.writeStream.format("quiver")`` and ``df.write``.
+
+Protocol (ARCHITECTURE.md §9):
+
+1. Planning (driver, every micro-batch): options and the schema are validated; the
+   store's schema is recorded by the first write and an incompatible query fails
+   here, before any task runs.
+2. Tasks (executors): each task writes its Arrow batches as one transaction
+   ``(app = streaming query id, version = batch id)`` into its worker's core slot,
+   flushes the WAL (durable = the task's acknowledgement) and returns a
+   :class:`QuiverCommitMessage` naming ``(partition, txn_id)``.
+3. Commit (driver, on a fresh writer): one atomic commit record lists the winning
+   transactions. It is idempotent: an existing decision stands, so a replayed
+   batch or a second commit call is a no-op. Only winners are ever finalized into
+   visible segments; every other transaction of that batch is discarded.
+
+``abort`` writes no decision on purpose: a decision with no winners would make a
+later rerun of the same batch id lose its rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from ..commits import CommitLog
+from ..config import StoreConfig
+from ..errors import (
+    ConfigError,
+    QuiverError,
+    StoreAtCapacityError,
+    StoreClosedError,
+    WalFailedError,
+)
+from ..store import QuiverStore
+from . import slots
+from .options import validate_sink_options
+
+log = logging.getLogger(__name__)
+
+QUERY_ID = "sql.streaming.queryId"
+BATCH_ID = "streaming.sql.batchId"
+
+
+@dataclass
+class QuiverCommitMessage(WriterCommitMessage):
+    """What a task reports: its transaction in its core slot (``txn_id`` 0 = no rows)."""
+
+    app: str
+    version: int
+    partition: str | None
+    txn_id: int
+    rows: int
+    bytes: int
+    task: str = ""
+
+
+# -- schema ----------------------------------------------------------------------------
+def _utc(t: pa.DataType) -> pa.DataType:
+    """``t`` with every zoned timestamp in UTC (zone is display metadata: same instants)."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp(t.unit, "UTC") if t.tz is not None else t
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_utc(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_utc(t.key_type)),
+            t.item_field.with_type(_utc(t.item_type)),
+            t.keys_sorted,
+        )
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_utc(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_utc(t.value_type)))
+    return t
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema the store records for a Spark schema (zoned timestamps in UTC).
+
+    >>> from pyspark.sql.types import StructType, StructField, LongType
+    >>> arrow_schema(StructType([StructField("id", LongType(), False)]))
+    id: int64 not null
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    base = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    return pa.schema([f.with_type(_utc(f.type)) for f in base])
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with ``target``'s schema: free when equal, else a per-column cast.
+
+    Spark sends zoned timestamps in the session time zone (and large string types
+    when ``spark.sql.execution.arrow.useLargeVarTypes`` is on); the store keeps one.
+    """
+    if batch.schema.equals(target):
+        return batch
+    cols = [
+        col if col.type.equals(f.type) else col.cast(f.type)
+        for col, f in zip(batch.columns, target, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+def check_event_time_column(config: StoreConfig, schema: pa.Schema) -> None:
+    col = config.segment.event_time_column
+    if col is None:
+        return
+    ok = [
+        f.name
+        for f in schema
+        if pa.types.is_timestamp(f.type) or pa.types.is_integer(f.type) or pa.types.is_date(f.type)
+    ]
+    if col not in ok:
+        raise ConfigError(
+            "eventTimeColumn", col, "a timestamp, date or integer column: " + ", ".join(ok)
+        )
+
+
+# -- shared driver/executor logic ----------------------------------------------------------
+class _QuiverWriterBase:
+    """State shared by the batch and streaming writers: plain, picklable values only."""
+
+    def __init__(self, options: dict[str, Any], schema: StructType, overwrite: bool) -> None:
+        if overwrite:
+            raise ConfigError(
+                "mode",
+                "overwrite/complete",
+                "append: a Quiver store is an append-only buffer whose consumers track "
+                "what they read; remove the store directory (or write to a new path) to start over",
+            )
+        self.options = {str(k): str(v) for k, v in options.items() if v is not None}
+        self.root, self.config = validate_sink_options(self.options)
+        self.spark_schema = schema
+        self.target = arrow_schema(schema)
+        check_event_time_column(self.config, self.target)
+        store = QuiverStore.open(self.root, self.config, partition=None)
+        try:
+            store.ensure_schema(self.target)  # raises SchemaMismatchError with both schemas
+        finally:
+            store.close()
+
+    # executor side --------------------------------------------------------------------
+    def _write_txn(
+        self, iterator: Iterator[pa.RecordBatch], app: str, version: int, tag: str
+    ) -> QuiverCommitMessage:
+        store: QuiverStore | None = None
+        txn = rows = nbytes = 0
+        try:
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                if store is None:
+                    store = slots.slot_store(self.root, self.config)
+                    txn = store.begin_txn(app=app, version=version, tag=tag)
+                batch = conform(batch, self.target)
+                store.append(batch, txn_id=txn)
+                rows += batch.num_rows
+                nbytes += batch.nbytes
+            if store is not None:
+                store.flush()  # durable: this is the task's acknowledgement
+        except StoreAtCapacityError as e:
+            raise StoreAtCapacityError(
+                f"quiver sink: store {self.root} is at capacity (retention.size_cap / "
+                f"wal.max_size) and no space came within retention.backpressure_timeout; "
+                f"this task fails and Spark retries it (retryable; nothing acknowledged is "
+                f"lost): {e}"
+            ) from e
+        except (WalFailedError, StoreClosedError) as e:
+            slots.evict(self.root, self.config, e)
+            raise
+        partition = store.writer.pid if store is not None and store.writer is not None else None
+        log.debug(
+            "quiver.sink.write app=%s version=%d partition=%s txn=%d rows=%d tag=%s",
+            app,
+            version,
+            partition,
+            txn,
+            rows,
+            tag,
+        )
+        return QuiverCommitMessage(app, version, partition, txn, rows, nbytes, tag)
+
+    # driver side ----------------------------------------------------------------------
+    def _commit(self, messages: Sequence[WriterCommitMessage | None], version: int) -> bool:
+        msgs = [m for m in messages if isinstance(m, QuiverCommitMessage)]
+        apps = {m.app for m in msgs}
+        if len(apps) > 1 or any(m.version != version for m in msgs):
+            raise QuiverError(
+                f"quiver sink: commit messages of batch {version} name other transactions: "
+                f"{sorted({(m.app, m.version) for m in msgs})}"
+            )
+        winners = [(m.partition, m.txn_id) for m in msgs if m.txn_id and m.partition]
+        if not winners:
+            log.info("quiver.sink.commit_empty version=%d tasks=%d", version, len(messages))
+            return False
+        app = apps.pop()
+        rows = sum(m.rows for m in msgs)
+        fresh = CommitLog(self.root).commit(app, version, winners, rows)
+        log.info(
+            "quiver.sink.commit root=%s app=%s version=%d winners=%d rows=%d new=%s",
+            self.root,
+            app,
+            version,
+            len(winners),
+            rows,
+            fresh,
+        )
+        self._finalize_orphans()
+        return fresh
+
+    def _finalize_orphans(self) -> None:
+        """Seal committed data of slots whose writer process is gone (best effort)."""
+        try:
+            store = QuiverStore.open(self.root, self.config, partition=None, create=False)
+            try:
+                sealed = store.finalize_idle_partitions()
+            finally:
+                store.close()
+        except (QuiverError, OSError) as e:  # the decision is durable; sealing can wait
+            log.warning("quiver.sink.finalize_idle_failed root=%s error=%r", self.root, e)
+            return
+        if sealed:
+            log.info("quiver.sink.finalize_idle root=%s sealed=%s", self.root, sealed)
+
+    def _abort(self, messages: Sequence[WriterCommitMessage | None], version: int) -> None:
+        msgs = [m for m in messages if isinstance(m, QuiverCommitMessage) and m.txn_id]
+        # No decision is written: Spark reruns this batch id (same query) and the
+        # rerun's commit decides it. Transactions of a batch never rerun stay pending
+        # (``quiver status`` lists them; an operator may discard them).
+        log.warning(
+            "quiver.sink.abort root=%s version=%d tasks=%d written_txns=%s",
+            self.root,
+            version,
+            len(messages),
+            [(m.partition, m.txn_id) for m in msgs],
+        )
+
+
+class QuiverStreamWriter(_QuiverWriterBase, DataSourceStreamArrowWriter):
+    """Exactly-once streaming writer: Arrow batches in, one transaction per task.
+
+    Built by ``QuiverDataSource.streamWriter`` on the driver at every micro-batch,
+    pickled to executors for :meth:`write`, and built again for :meth:`commit`
+    (PySpark commits on a fresh writer): all it needs is in its options.
+
+    Parameters
+    ----------
+    options : dict
+        The data source options (strings); see README "Options".
+    schema : StructType
+        The stream's schema; recorded in the store by its first write.
+    overwrite : bool
+        True for complete output mode, which a Quiver store refuses.
+
+    Examples
+    --------
+    >>> q = (spark.readStream.format("rate").load()                  # doctest: +SKIP
+    ...      .writeStream.format("quiver")
+    ...      .option("checkpointLocation", "/ckpt/ingest")
+    ...      .option("segment.max_open_duration", "2s")
+    ...      .start("/data/quiver"))
+    >>> QuiverStore.open("/data/quiver", partition=None).scan()      # doctest: +SKIP
+    """
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> QuiverCommitMessage:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        if tc is None:
+            raise QuiverError("quiver sink: write() runs only inside a Spark task")
+        app = tc.getLocalProperty(QUERY_ID)
+        batch = tc.getLocalProperty(BATCH_ID)
+        if not app or batch is None:
+            raise QuiverError(
+                f"quiver sink: task has no streaming query id / batch id "
+                f"({QUERY_ID}={app!r}, {BATCH_ID}={batch!r})"
+            )
+        tag = f"{tc.partitionId()}.{tc.attemptNumber()}.{tc.taskAttemptId()}"
+        return self._write_txn(iterator, app, int(batch), tag)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Durably decide batch ``batchId`` (idempotent), then seal orphaned slots."""
+        self._commit(messages, int(batchId))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Write no decision (see module docstring); log what the failed batch wrote."""
+        self._abort(messages, int(batchId))
+
+
+class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
+    """``df.write.format("quiver").mode("append").save(path)``: one transaction per job.
+
+    The job's identity is a uuid made on the driver when the writer is built; the
+    same pickled writer runs the tasks and the commit, so the job commits once.
+
+    Examples
+    --------
+    >>> spark.range(10).write.format("quiver").mode("append").save("/data/q")  # doctest: +SKIP
+    """
+
+    def __init__(self, options: dict[str, Any], schema: StructType, overwrite: bool) -> None:
+        super().__init__(options, schema, overwrite)
+        self.app = f"batch-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> QuiverCommitMessage:
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        tag = f"{tc.partitionId()}.{tc.attemptNumber()}.{tc.taskAttemptId()}" if tc else "0.0.0"
+        return self._write_txn(iterator, self.app, 0, tag)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Durably decide the job (its winners become visible)."""
+        self._commit(messages, 0)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Decide the job with no winners: its uuid is never reused, so nothing can rerun."""
+        self._abort(messages, 0)
+        try:
+            CommitLog(self.root).commit(self.app, 0, [], 0)
+        except (QuiverError, OSError) as e:  # best effort: status reports the pending txns
+            log.warning("quiver.sink.abort_discard_failed app=%s error=%r", self.app, e)

@@ -1,0 +1,115 @@
+"""Core slots: the store partitions a Spark executor writes into.
+
+A Python worker runs one task at a time and is reused for later tasks, so each
+worker process claims one store partition ("core slot") per store the first time it
+writes there and keeps it open: ``<host>-0``, ``<host>-1``, ... taking the first whose
+single-writer lock is free. A stream with 200 Spark partitions on 8 cores thus fills
+about 8 store partitions, and no task waits for another task's lock. The open
+store's maintenance thread seals committed data once ``segment.max_open_duration``
+old. Handles are closed at interpreter exit; a worker killed instead (PySpark's
+daemon ends workers with ``os._exit`` or SIGKILL) leaves a durable WAL that the next
+claimant of the slot, or the driver after its next commit, recovers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import socket
+import threading
+
+from ..config import StoreConfig
+from ..errors import LockedError, StoreClosedError, WalFailedError
+from ..store import QuiverStore
+
+log = logging.getLogger(__name__)
+
+MAX_SLOTS = 4096
+"""Upper bound on slot numbers tried on one host before giving up."""
+
+_lock = threading.Lock()
+_handles: dict[tuple[str, StoreConfig], QuiverStore] = {}
+_owner_pid = os.getpid()
+_atexit_registered = False
+
+
+def host_tag(hostname: str | None = None) -> str:
+    """The host part of a slot name, restricted to ``[A-Za-z0-9_.-]`` (max 48 chars).
+
+    >>> host_tag("worker 7.example.com")
+    'worker_7.example.com'
+    """
+    raw = hostname if hostname is not None else socket.gethostname()
+    tag = re.sub(r"[^A-Za-z0-9_.-]", "_", raw)[:48].strip(".") or "host"
+    return tag
+
+
+def slot_store(root: str, config: StoreConfig) -> QuiverStore:
+    """This process's open store partition for ``(root, config)``, claiming one if needed."""
+    global _owner_pid, _atexit_registered
+    key = (root, config)
+    with _lock:
+        if _owner_pid != os.getpid():  # a forked child never owns its parent's locks
+            _handles.clear()
+            _owner_pid = os.getpid()
+        store = _handles.get(key)
+        if store is not None:
+            return store
+        host = host_tag()
+        for k in range(MAX_SLOTS):
+            pid = f"{host}-{k}"
+            try:
+                store = QuiverStore.open(root, config, partition=pid)
+            except LockedError:
+                continue
+            break
+        else:
+            raise LockedError(
+                os.path.join(root, f"{host}-*"), f"other writers on all {MAX_SLOTS} slots"
+            )
+        _handles[key] = store
+        if not _atexit_registered:
+            atexit.register(close_all)
+            _atexit_registered = True
+        rec = store.recovery
+        log.info(
+            "quiver.sink.slot root=%s partition=%s process=%d recovered=%s",
+            root,
+            pid,
+            os.getpid(),
+            rec.summary() if rec is not None and rec.records_scanned else "nothing",
+        )
+        return store
+
+
+def evict(root: str, config: StoreConfig, exc: BaseException | None = None) -> None:
+    """Drop (and close) a cached handle after it failed, so the next task reopens it."""
+    with _lock:
+        store = _handles.pop((root, config), None)
+    if store is None:
+        return
+    log.warning("quiver.sink.slot_evict root=%s error=%r", root, exc)
+    try:
+        store.close()
+    except (WalFailedError, StoreClosedError, OSError) as e:
+        log.warning("quiver.sink.slot_close_failed root=%s error=%r", root, e)
+
+
+def close_all() -> None:
+    """Close every cached handle (seal committed data, release locks); idempotent."""
+    with _lock:
+        stores = list(_handles.values())
+        _handles.clear()
+    for store in stores:
+        try:
+            store.close()
+        except Exception as e:  # at exit: report, and let the WAL recovery cover it
+            log.warning("quiver.sink.slot_close_failed root=%s error=%r", store.root, e)
+
+
+def open_slots() -> list[tuple[str, str]]:
+    """``(root, partition)`` of this process's open slots (for tests and status)."""
+    with _lock:
+        return [(s.root, s.writer.pid) for s in _handles.values() if s.writer is not None]
