@@ -1,0 +1,317 @@
+"""The executor side of the Quiver source: input splits, schema conversion, ``read``.
+
+Everything a read task needs travels in its :class:`QuiverInputPartition` (the reader
+object is pickled once at query start, before any planning happens). A task opens the
+segment through :class:`~quiver_spark.segment.SegmentLocation` (zero-copy memory map
+for local segments, one fetch through fsspec otherwise), which verifies size and
+CRC-32C before a single batch exists, so a corrupt segment is never served.
+
+Metadata columns (``includeMetadata``) cost no stored bytes: ``_quiver_partition``
+and ``_quiver_segment`` come from the segment's identity, ``_quiver_row`` is the row's
+0-based position in the segment, and ``_quiver_ingestion_time`` is the segment's
+``max_ingestion_ns``: the time by which every row of the segment had been ingested
+(an upper bound of the row's own ingestion time, exact to the segment).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from ..errors import ConfigError, CorruptionError, QuiverError, SegmentMissingError
+from ..segment import SegmentLocation, SegmentMeta
+
+log = logging.getLogger(__name__)
+
+META_PARTITION = "_quiver_partition"
+META_SEGMENT = "_quiver_segment"
+META_ROW = "_quiver_row"
+META_INGESTION_TIME = "_quiver_ingestion_time"
+METADATA_FIELDS = (
+    StructField(META_PARTITION, StringType(), False),
+    StructField(META_SEGMENT, LongType(), False),
+    StructField(META_ROW, LongType(), False),
+    StructField(META_INGESTION_TIME, TimestampType(), False),
+)
+METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
+READERS_DIR = "readers"
+LOST_SUFFIX = ".lost.jsonl"
+BATCH_READS = "_batch"
+
+_UNSIGNED = {
+    pa.uint8(): pa.int16(),
+    pa.uint16(): pa.int32(),
+    pa.uint32(): pa.int64(),
+    pa.uint64(): pa.decimal128(20, 0),
+}
+
+
+class SchemaUnavailableError(QuiverError, ValueError):
+    """Raised when a store has no schema yet and the query gave none."""
+
+
+class DataLossError(SegmentMissingError):
+    """Raised (``failOnDataLoss=true``) for a segment that vanished or is corrupt."""
+
+
+# -- schema ------------------------------------------------------------------------------
+def _sparkable(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t):
+        return _sparkable(t.value_type)
+    if t in _UNSIGNED:
+        return _UNSIGNED[t]
+    if pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(_sparkable(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_sparkable(f.type)) for f in t])
+    return t
+
+
+def spark_schema_of(arrow: pa.Schema, include_metadata: bool) -> StructType:
+    """The Spark schema of a store's Arrow schema (plus the metadata columns if asked).
+
+    Dictionary columns read as their values, unsigned integers as the next wider
+    signed type (``uint64`` as ``decimal(20,0)``), nanosecond timestamps as Spark's
+    microsecond timestamps (truncated in :func:`conform`).
+    """
+    fields = []
+    for f in arrow.remove_metadata():
+        try:
+            fields.extend(from_arrow_schema(pa.schema([f.with_type(_sparkable(f.type))])).fields)
+        except Exception as e:  # pyspark raises several types for unsupported types
+            raise ConfigError(
+                "schema", f"{f.name}: {f.type}", f"a column type Spark can read ({e})"
+            ) from e
+    if include_metadata:
+        taken = {f.name for f in fields} & METADATA_NAMES
+        if taken:
+            raise ConfigError(
+                "includeMetadata", "true", f"a store without columns named {sorted(taken)}"
+            )
+        fields.extend(METADATA_FIELDS)
+    return StructType(fields)
+
+
+def arrow_target(schema: StructType) -> pa.Schema:
+    """The exact Arrow schema Spark expects from ``read()`` for ``schema``."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# -- input partitions --------------------------------------------------------------------
+class QuiverInputPartition(InputPartition):
+    """One read task: batches ``[batch_start, batch_stop)`` of one segment.
+
+    Attributes
+    ----------
+    meta
+        The published metadata the segment is verified against.
+    batch_start, batch_stop
+        Record-batch range (the whole segment unless a large one was split).
+    segments_url, storage_options
+        Where segments live and how to reach them (fsspec).
+    root, subscriber, fail_on_data_loss
+        Data-loss handling: where to record a skipped segment and whether to fail.
+    """
+
+    def __init__(
+        self,
+        meta: SegmentMeta,
+        batch_start: int,
+        batch_stop: int,
+        *,
+        segments_url: str,
+        storage_options: Mapping[str, Any] | None,
+        root: str,
+        subscriber: str | None,
+        fail_on_data_loss: bool,
+    ) -> None:
+        super().__init__((meta.partition, meta.seq, batch_start))
+        self.meta = meta
+        self.batch_start = batch_start
+        self.batch_stop = batch_stop
+        self.segments_url = segments_url
+        self.storage_options = dict(storage_options or {})
+        self.root = root
+        self.subscriber = subscriber
+        self.fail_on_data_loss = fail_on_data_loss
+
+    def __repr__(self) -> str:
+        return (
+            f"QuiverInputPartition({self.meta.partition}/{self.meta.seq} "
+            f"batches {self.batch_start}:{self.batch_stop})"
+        )
+
+
+def split_segment(meta: SegmentMeta, split_size_bytes: int) -> list[tuple[int, int]]:
+    """Record-batch ranges reading ``meta``: one range unless it exceeds the split size."""
+    n = max(meta.batches, 1)
+    parts = min(n, max(1, -(-meta.size_bytes // split_size_bytes)))
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+# -- data loss ---------------------------------------------------------------------------
+def lost_log_path(root: str, subscriber: str | None) -> str:
+    return os.path.join(root, READERS_DIR, f"{subscriber or BATCH_READS}{LOST_SUFFIX}")
+
+
+def record_data_loss(
+    root: str, subscriber: str | None, partition: str, seq: int, reason: str, *, skipped: bool
+) -> None:
+    """Append one JSON line about a lost segment (best effort; never raises).
+
+    Lines are small single ``write`` calls on an ``O_APPEND`` descriptor, so lines of
+    concurrent tasks do not interleave. :func:`data_loss_report` deduplicates them.
+    """
+    line = json.dumps(
+        {"partition": partition, "seq": seq, "reason": reason, "skipped": skipped,
+         "at_ns": time.time_ns()}
+    ).encode() + b"\n"
+    path = lost_log_path(root, subscriber)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", path, e)
+
+
+def data_loss_report(root: str, subscriber: str | None) -> dict[str, Any]:
+    """Segments a source skipped, deduplicated: ``{"dropped": n, "lost": n, "segments": [...]}``.
+
+    ``dropped``: removed by retention with a ``dropped`` record (always skipped);
+    ``lost``: vanished or corrupt without one (skipped only with failOnDataLoss=false).
+    """
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    try:
+        with open(lost_log_path(root, subscriber), encoding="utf-8") as f:
+            for raw in f:
+                try:
+                    rec = json.loads(raw)
+                    seen.setdefault((str(rec["partition"]), int(rec["seq"])), rec)
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line
+    except FileNotFoundError:
+        pass
+    segs = [seen[k] for k in sorted(seen)]
+    skipped = [s for s in segs if s.get("skipped")]
+    return {
+        "dropped": sum(1 for s in skipped if s["reason"] == "dropped"),
+        "lost": sum(1 for s in skipped if s["reason"] != "dropped"),
+        "segments": segs,
+    }
+
+
+def _deleted_by_retention(root: str, subscriber: str | None, partition: str, seq: int) -> bool:
+    """True when retention recorded the deletion of ``seq`` (with ``dropped`` records)."""
+    from ..subscribers import SubscriberRegistry
+
+    try:
+        with SubscriberRegistry.open(root) as reg:
+            return reg.is_deleted(partition, seq)
+    except (QuiverError, OSError) as e:
+        log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
+        return False
+
+
+def handle_loss(
+    part: QuiverInputPartition, error: QuiverError, reason: str
+) -> None:
+    """Decide what a task does about an unreadable segment: skip it or raise."""
+    m = part.meta
+    if reason == "missing" and _deleted_by_retention(part.root, part.subscriber, m.partition,
+                                                     m.seq):
+        log.warning("quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
+                    m.partition, m.seq, part.subscriber)
+        record_data_loss(part.root, part.subscriber, m.partition, m.seq, "dropped", skipped=True)
+        return
+    record_data_loss(part.root, part.subscriber, m.partition, m.seq, reason,
+                     skipped=not part.fail_on_data_loss)
+    if part.fail_on_data_loss:
+        raise DataLossError(
+            m.partition, m.seq,
+            f"{reason} ({error}); set failOnDataLoss=false to skip it and count the loss",
+        ) from error
+    log.warning("quiver.source.data_loss partition=%s seq=%d reason=%s error=%s",
+                m.partition, m.seq, reason, error)
+
+
+# -- reading -----------------------------------------------------------------------------
+def _filled(n: int, value: Any, typ: pa.DataType) -> pa.Array:
+    return pc.fill_null(pa.nulls(n, typ), pa.scalar(value, typ))
+
+
+def conform(
+    batch: pa.RecordBatch, target: pa.Schema, meta: SegmentMeta, first_row: int
+) -> pa.RecordBatch:
+    """``batch`` with exactly the ``target`` schema (types, nullability, metadata columns)."""
+    n = batch.num_rows
+    if batch.schema.equals(target):
+        return batch
+    arrays: list[pa.Array] = []
+    for f in target:
+        if f.name == META_PARTITION:
+            arr = _filled(n, meta.partition, f.type)
+        elif f.name == META_SEGMENT:
+            arr = _filled(n, meta.seq, f.type)
+        elif f.name == META_ROW:
+            ones = _filled(n, 1, pa.int64())
+            arr = pc.add(pc.cumulative_sum(ones), first_row - 1) if n else pa.array([], pa.int64())
+        elif f.name == META_INGESTION_TIME:
+            arr = _filled(n, meta.max_ingestion_ns // 1000, f.type)
+        else:
+            idx = batch.schema.get_field_index(f.name)
+            if idx < 0:
+                arr = pa.nulls(n, f.type)
+            else:
+                arr = batch.column(idx)
+                if not arr.type.equals(f.type):
+                    # Spark timestamps are microseconds: truncating nanoseconds is expected
+                    safe = not (pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(f.type))
+                    arr = arr.cast(f.type, safe=safe)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def read_partition(
+    part: InputPartition, target: pa.Schema, open_log: str | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Yield the rows of one :class:`QuiverInputPartition`, verified, cast to ``target``."""
+    if not isinstance(part, QuiverInputPartition):
+        return  # Spark's placeholder for a batch read with nothing to read
+    meta = part.meta
+    location = SegmentLocation(part.segments_url, storage_options=part.storage_options)
+    try:
+        reader = location.open(meta, verify=True)
+    except SegmentMissingError as e:
+        handle_loss(part, e, "missing")
+        return
+    except CorruptionError as e:
+        handle_loss(part, e, "corrupt")
+        return
+    if open_log:
+        with open(open_log, "a", encoding="utf-8") as f:
+            f.write(f"{meta.partition} {meta.seq} {part.batch_start}\n")
+    log.debug("quiver.source.segment_open partition=%s seq=%d batches=%d:%d",
+              meta.partition, meta.seq, part.batch_start, part.batch_stop)
+    with reader:
+        row = sum(reader.read_batch(i).num_rows for i in range(part.batch_start))
+        try:
+            for batch in reader.batches(part.batch_start, part.batch_stop):
+                yield conform(batch, target, meta, row)
+                row += batch.num_rows
+        except CorruptionError as e:  # unreachable after a verified open; never serve it
+            raise DataLossError(meta.partition, meta.seq, f"corrupt ({e})") from e
