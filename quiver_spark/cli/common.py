@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from .. import format as fmt
-from ..config import StoreConfig
+from ..config import NAME_RE, StoreConfig
 from ..errors import ConfigError, CorruptionError, QuiverError
 from ..options import STORE_OPTIONS, load_yaml_options, store_config_from_options
 from ..store import QuiverStore
@@ -176,6 +176,16 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
+
+
+def wal_partitions(store: QuiverStore) -> list[str]:
+    """Partition directories under the WAL root (valid partition names only), sorted."""
+    root = store.wal_root
+    return [
+        p
+        for p in store.io.listdir(root)
+        if NAME_RE.fullmatch(p) and p not in (".", "..") and os.path.isdir(os.path.join(root, p))
+    ]
 
 
 # -- output ---------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from .common import (
     stderr_is_tty,
     store_arguments,
     store_config,
+    wal_partitions,
 )
 
 log = logging.getLogger(__name__)
@@ -150,8 +151,7 @@ class StoreChecker:
         return self.report
 
     def _wal_partitions(self) -> list[str]:
-        root = self.store.wal_root
-        return [p for p in self.store.io.listdir(root) if os.path.isdir(os.path.join(root, p))]
+        return wal_partitions(self.store)
 
     def _segment_partitions(self) -> list[str]:
         try:

@@ -53,6 +53,7 @@ from .common import (
     open_store,
     render_table,
     store_arguments,
+    wal_partitions,
 )
 from .registry import open_registry
 from .status import partition_ids, wal_usage
@@ -87,7 +88,7 @@ def idle_partitions(store: QuiverStore) -> tuple[list[str], list[str]]:
     """``(idle, live)``: partitions with unfinalized WAL data and no writer, and with one."""
     idle: list[str] = []
     live: list[str] = []
-    for pid in store.io.listdir(store.wal_root):
+    for pid in wal_partitions(store):
         pdir = os.path.join(store.wal_root, pid)
         if not store.io.listdir(os.path.join(pdir, fmt.WAL_DIR)):
             continue

@@ -15,7 +15,8 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "stale": bool,                # heartbeat figures are from a writer that is gone
         "writer_pid": int|null, "heartbeat_ns": int|null,
         "open_segment_bytes": int|null, "open_segment_rows": int|null,
-        "open_segment_age_s": float|null,
+        "open_segment_age_s": float|null,   # since the open segment began, also when
+                                            # its writer died (how long its rows wait)
         "last_write_ns": int|null, "last_write_age_s": float|null,
         "pending_txns": int|null,
         "error": str|null             # a corrupt file met while listing (run fsck)
@@ -62,6 +63,7 @@ from .common import (
     open_store,
     render_table,
     store_arguments,
+    wal_partitions,
 )
 from .registry import open_registry
 
@@ -80,12 +82,7 @@ def wal_usage(store: QuiverStore, pid: str) -> tuple[int, int]:
 
 def partition_ids(store: QuiverStore) -> list[str]:
     """Partitions with segments or a WAL directory, sorted."""
-    wal_pids = [
-        p
-        for p in store.io.listdir(store.wal_root)
-        if os.path.isdir(os.path.join(store.wal_root, p))
-    ]
-    return sorted(set(store.partitions()) | set(wal_pids))
+    return sorted(set(store.partitions()) | set(wal_partitions(store)))
 
 
 def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, Any]:
@@ -152,12 +149,10 @@ def _partition_row(
     last_write = beat.get("last_write_ns")
     open_since = beat.get("open_since_ns")
     open_bytes = beat.get("open_segment_bytes") if has_beat else None
-    if open_since is not None and live:
+    if open_since is not None:  # a dead writer's data has waited since then too
         open_age: float | None = max(0.0, (now_ns - open_since) / 1e9)
-    elif has_beat and not open_bytes:
-        open_age = 0.0
-    elif has_beat:  # a dead writer's open segment: its age as of the last heartbeat
-        open_age = beat.get("open_segment_age_s")
+    elif has_beat:
+        open_age = 0.0 if not open_bytes else beat.get("open_segment_age_s")
     else:
         open_age = None
     return {
@@ -261,11 +256,11 @@ def render_status(doc: dict[str, Any]) -> str:
                     r["gaps"],
                     r["lag_segments"],
                     human_bytes(r["lag_bytes"]),
-                    human_seconds(r["lag_seconds"]),
+                    human_seconds(r["lag_seconds"]) if r["lag_segments"] else "-",
                 ]
             )
         if not s["partitions"]:
-            srows.append([s["name"], "-", "-", "-", 0, human_bytes(0), human_seconds(0.0)])
+            srows.append([s["name"], "-", "-", "-", 0, human_bytes(0), "-"])
     sheaders = ["SUBSCRIBER", "PARTITION", "HWM", "GAPS", "LAG SEGS", "LAG BYTES", "LAG TIME"]
     out.append(render_table(sheaders, srows) if srows else "  (none)")
     t = doc["totals"]

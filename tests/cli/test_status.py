@@ -97,8 +97,10 @@ def test_status_takes_the_size_cap_from_a_yaml_config(built: Built, tmp_path: Pa
 
 def test_status_shows_a_killed_writer_as_stale_with_its_last_heartbeat(built: Built) -> None:
     kill_writer_after_append(built.root, "p-2", rows=50)
+    time.sleep(0.2)
     doc = run_json(["status", built.root])
     p2 = next(p for p in doc["partitions"] if p["partition"] == "p-2")
+    assert p2["open_segment_age_s"] >= 0.2  # its rows have waited since the writer died
     assert p2["writer_live"] is False and p2["stale"] is True
     assert p2["segments"] == 0 and p2["wal_bytes"] > 0
     assert p2["open_segment_rows"] == 50 and p2["open_segment_bytes"] > 0
@@ -157,3 +159,11 @@ def test_status_of_an_empty_store_lists_nothing(tmp_path: Path) -> None:
     assert doc["subscribers"] == [] and doc["totals"]["segments"] == 0
     res = run(["status", tmp_path / "s"])
     assert "(none)" in res.stdout
+
+
+def test_status_ignores_a_stray_directory_among_the_partitions(built: Built) -> None:
+    (built.root / "partitions" / "lost+found").mkdir()
+    doc = run_json(["status", built.root])
+    assert [p["partition"] for p in doc["partitions"]] == ["p-0", "p-1"]
+    assert run_json(["fsck", built.root])["healthy"] is True
+    assert run(["gc", built.root, "--dry-run"]).exit_code == 0
