@@ -2,7 +2,9 @@
 
 Names match ``[A-Za-z0-9_.-]{1,64}`` (they reach paths and logs); anything else is a
 usage error (exit 2) naming the value and what is allowed. Adding a name that is
-registered, or removing one that is not, exits 1.
+registered, or removing one that is not, exits 1. ``add --create`` first makes the
+store when PATH is missing or an empty directory (consumers registered before the
+first write); without it a missing path is an error as everywhere else.
 
 JSON schemas (``--json``)::
 
@@ -17,10 +19,12 @@ JSON schemas (``--json``)::
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
 
+from .. import format as fmt
 from ..config import validate_name
 from ..errors import ConfigError, QuiverError, SubscriberError
 from ..store import QuiverStore
@@ -34,6 +38,7 @@ from .common import (
     open_store,
     render_table,
     store_arguments,
+    store_config,
 )
 from .registry import open_registry
 from .status import collect_status
@@ -52,12 +57,18 @@ SCHEMA = "quiver.subscribers/1"
     show_default=True,
     help="For add: deliver every retained segment (earliest) or only new ones (latest).",
 )
-def subscribers(args: StoreArgs, action: str, name: str | None, start: str) -> None:
+@click.option(
+    "--create",
+    is_flag=True,
+    help="For add: create the store at PATH if it does not exist yet (register consumers "
+    "before the first write, so nothing is reclaimed before they arrive).",
+)
+def subscribers(args: StoreArgs, action: str, name: str | None, start: str, create: bool) -> None:
     """List, add or remove the subscribers of the store at PATH.
 
     \b
     quiver subscribers PATH list
-    quiver subscribers PATH add NAME [--start earliest|latest]
+    quiver subscribers PATH add NAME [--start earliest|latest] [--create]
     quiver subscribers PATH remove NAME
     """
     if action == "list":
@@ -70,7 +81,9 @@ def subscribers(args: StoreArgs, action: str, name: str | None, start: str) -> N
             validate_name("subscriber", name)
         except ConfigError as e:
             raise CliError(f"invalid subscriber name {name!r}: {e.allowed}") from e
-    store = open_store(args)
+    if create and action != "add":
+        raise click.UsageError("--create goes with 'add' only")
+    store = create_store(args) if create else open_store(args)
     try:
         if action == "list":
             _list(store, args)
@@ -86,6 +99,22 @@ def subscribers(args: StoreArgs, action: str, name: str | None, start: str) -> N
         raise CliError(str(e), EXIT_TROUBLE) from e
     finally:
         store.close()
+
+
+def create_store(args: StoreArgs) -> QuiverStore:
+    """Open the store at PATH, creating it when PATH is missing or an empty directory."""
+    config = store_config(args)
+    root = args.root
+    if os.path.exists(root) and not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        if not os.path.isdir(root) or os.listdir(root):
+            raise CliError(
+                f"{args.path} exists and is not a Quiver store; --create makes a store only "
+                "in a new or empty directory"
+            )
+    try:
+        return QuiverStore.open(root, config, partition=None, create=True, background=False)
+    except QuiverError as e:
+        raise CliError(str(e), EXIT_TROUBLE) from e
 
 
 def _list(store: QuiverStore, args: StoreArgs) -> None:

@@ -97,3 +97,24 @@ def test_add_and_remove_need_a_name_and_list_takes_none(built: Built) -> None:
     assert run(["subscribers", built.root, "remove"]).exit_code == 2
     res = run(["subscribers", built.root, "list", "extra"])
     assert res.exit_code == 2 and "takes no NAME" in res.stderr
+
+
+def test_add_with_create_registers_on_a_new_store_and_without_it_refuses(tmp_path: Path) -> None:
+    root = tmp_path / "new-store"
+    res = run(["subscribers", root, "add", "exporter"])
+    assert res.exit_code == 2 and "no such directory" in res.stderr and not root.exists()
+    res = run(["subscribers", root, "add", "exporter", "--create"])
+    assert res.exit_code == 0, res.stderr
+    assert (root / "STORE").exists() and names(root) == ["exporter"]
+    write_segments(root, "p-0", 2)  # the first writer finds the subscriber waiting
+    status = run_json(["status", root])
+    assert status["subscribers"][0]["lag_segments"] == 2
+
+
+def test_create_refuses_a_directory_that_holds_something_else(tmp_path: Path) -> None:
+    (tmp_path / "data.csv").write_text("a,b\n")
+    res = run(["subscribers", tmp_path, "add", "exporter", "--create"])
+    assert res.exit_code == 2 and "is not a Quiver store" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+    res = run(["subscribers", tmp_path, "list", "--create"])
+    assert res.exit_code == 2 and "--create goes with 'add' only" in res.stderr
