@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"work directory: {work}")
 
     _say("1. Register two subscribers on a new store")
-    _quiver("subscribers", str(store), "add", "parquet_exporter")
-    _quiver("subscribers", str(store), "add", "slow_forwarder")
+    _quiver("subscribers", str(store), "add", "--create", "parquet_exporter")
+    _quiver("subscribers", str(store), "add", "--create", "slow_forwarder")
 
     spark = _session(work)
     from pyspark.sql import functions as F

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from . import format as fmt
 from .commits import CommitLog
-from .config import StoreConfig
+from .config import NAME_RE, StoreConfig
 from .errors import (
     CorruptionError,
     LockedError,
@@ -267,7 +267,9 @@ class QuiverStore:
         sealed: list[tuple[str, int]] = []
         mine = self.writer.pid if self.writer else None
         for pid in self.io.listdir(self.wal_root):
-            if pid == mine or not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
+            if pid == mine or not NAME_RE.fullmatch(pid):
+                continue
+            if not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
                 continue
             try:
                 w = PartitionWriter(
