@@ -1,0 +1,428 @@
+"""Retention: which segments to delete, when to throttle intake, and the executor.
+
+:func:`plan` is pure: given a listing, the subscribers' progress, the config, the
+caller's ``now_ns`` and WAL sizes, it returns a :class:`RetentionPlan`. It never reads
+a clock. :func:`apply_retention` runs a plan under the registry's exclusive lock:
+``dropped`` + ``deleted`` records are made durable first, then segments are deleted.
+Precedence of the three layers: ARCHITECTURE.md §8.7.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from . import metrics as m
+from .config import RetentionConfig, SizeCapPolicy
+from .errors import StoreAtCapacityError
+
+log = logging.getLogger(__name__)
+
+NS_PER_HOUR = 3_600_000_000_000
+
+
+class SegmentInfo(Protocol):
+    partition: str
+    seq: int
+    size_bytes: int
+    min_ingestion_ns: int
+    max_ingestion_ns: int
+
+
+class SegmentCatalog(Protocol):
+    """What retention needs of the segment store (``SegmentLocation`` has exactly this)."""
+
+    def partitions(self) -> list[str]: ...
+
+    def list(self, partition: str) -> Sequence[SegmentInfo]: ...
+
+    def delete(self, partition: str, seqs: Iterable[int]) -> None: ...
+
+
+class RegistryView(Protocol):
+    """What retention needs of the subscribers (``SubscriberRegistry`` has this)."""
+
+    def done_by_all(self, partition: str, seq: int) -> bool: ...
+
+    def undone_by(self, partition: str, seq: int) -> list[str]: ...
+
+    def is_deleted(self, partition: str, seq: int) -> bool: ...
+
+
+Key = tuple[str, int]
+
+
+@dataclass
+class RetentionPlan:
+    """The decision of one retention pass. Lists hold ``(partition, seq)`` in order."""
+
+    delete_steady: list[Key] = field(default_factory=list)
+    delete_time: list[Key] = field(default_factory=list)
+    delete_size: list[Key] = field(default_factory=list)  # fully processed, size pressure
+    drop_size: list[Key] = field(default_factory=list)  # unprocessed, drop_oldest only
+    drop_records: dict[Key, list[str]] = field(default_factory=dict)  # seg -> subscribers
+    throttle: bool = False
+    throttled_partitions: list[str] = field(default_factory=list)
+    bytes_before: int = 0
+    bytes_after: int = 0
+    cap_bytes: int | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    def deletions(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for p, s in self.delete_steady + self.delete_time + self.delete_size + self.drop_size:
+            out.setdefault(p, []).append(s)
+        return {p: sorted(v) for p, v in out.items()}
+
+
+def plan(
+    listing: Mapping[str, Sequence[SegmentInfo]],
+    registry: RegistryView,
+    config: RetentionConfig,
+    now_ns: int,
+    wal_bytes_by_partition: Mapping[str, int] | None = None,
+    *,
+    per_partition_cap: bool = False,
+    n_partitions: int | None = None,
+) -> RetentionPlan:
+    """Decide deletions and throttling. Pure: no I/O, no clock.
+
+    ``per_partition_cap`` selects the proposal's phase 1 (each partition enforces
+    ``size_cap / n_partitions`` alone); the default is one shared cap with global
+    oldest-first eviction across partitions.
+    """
+    wal = dict(wal_bytes_by_partition or {})
+    pl = RetentionPlan(cap_bytes=config.size_cap_bytes)
+    segs = {p: sorted(v, key=lambda s: s.seq) for p, v in listing.items()}
+    chosen: set[Key] = set()
+    done = {
+        (p, s.seq): registry.done_by_all(p, s.seq) or registry.is_deleted(p, s.seq)
+        for p, v in segs.items()
+        for s in v
+    }
+
+    # 1. time: older than the window goes whatever its ack state (dropped recorded)
+    if config.max_retain_after_ingestion_hours is not None:
+        window = int(config.max_retain_after_ingestion_hours * NS_PER_HOUR)
+        for p, v in segs.items():
+            for s in v:
+                if now_ns - s.max_ingestion_ns > window:
+                    key = (p, s.seq)
+                    chosen.add(key)
+                    if done[key]:
+                        pl.delete_steady.append(key)
+                    else:
+                        pl.delete_time.append(key)
+                        pl.drop_records[key] = registry.undone_by(p, s.seq)
+        if pl.delete_time:
+            pl.reasons.append(f"time: {len(pl.delete_time)} segments past the window")
+
+    # 2. steady state: done by every subscriber, minus the newest `headroom` bytes
+    processed = [
+        s
+        for v in segs.values()
+        for s in v
+        if done[(s.partition, s.seq)] and (s.partition, s.seq) not in chosen
+    ]
+    processed.sort(key=lambda s: (s.max_ingestion_ns, s.partition, s.seq), reverse=True)
+    spool, kept = [], 0
+    for s in processed:
+        if kept + s.size_bytes <= config.steady_state_headroom_bytes:
+            kept += s.size_bytes
+            spool.append(s)
+        else:
+            pl.delete_steady.append((s.partition, s.seq))
+            chosen.add((s.partition, s.seq))
+    spool.reverse()  # oldest first
+
+    # 3. size cap over WAL + segments
+    def remaining(parts: Iterable[str]) -> int:
+        return sum(wal.get(p, 0) for p in parts) + sum(
+            s.size_bytes for p in parts for s in segs.get(p, []) if (p, s.seq) not in chosen
+        )
+
+    all_parts = sorted(set(segs) | set(wal))
+    pl.bytes_before = remaining(all_parts) + sum(
+        s.size_bytes for v in segs.values() for s in v if (s.partition, s.seq) in chosen
+    )
+    if config.size_cap_bytes is not None:
+        if per_partition_cap:
+            n = max(n_partitions or len(all_parts), 1)
+            for p in all_parts:
+                over = _enforce(
+                    pl,
+                    [p],
+                    segs,
+                    spool,
+                    done,
+                    chosen,
+                    remaining,
+                    config.size_cap_bytes // n,
+                    config.size_cap_policy,
+                    registry,
+                )
+                if over:
+                    pl.throttled_partitions.append(p)
+        elif _enforce(
+            pl,
+            all_parts,
+            segs,
+            spool,
+            done,
+            chosen,
+            remaining,
+            config.size_cap_bytes,
+            config.size_cap_policy,
+            registry,
+        ):
+            pl.throttled_partitions = all_parts
+        pl.throttle = bool(pl.throttled_partitions)
+        if pl.throttle:
+            pl.reasons.append(f"size: over cap, throttling {pl.throttled_partitions}")
+    pl.bytes_after = remaining(all_parts)
+    return pl
+
+
+def _enforce(
+    pl: RetentionPlan,
+    parts: list[str],
+    segs: Mapping[str, list[SegmentInfo]],
+    spool: list[SegmentInfo],
+    done: Mapping[Key, bool],
+    chosen: set[Key],
+    remaining: Callable[[Iterable[str]], int],
+    cap: int,
+    policy: SizeCapPolicy,
+    registry: RegistryView,
+) -> bool:
+    """Evict within ``parts`` until under ``cap``; True if still over (throttle)."""
+    total = remaining(parts)
+    if total <= cap:
+        return False
+    for s in spool:  # (a) fully processed first, oldest first
+        if total <= cap:
+            break
+        if s.partition in parts and (s.partition, s.seq) not in chosen:
+            pl.delete_size.append((s.partition, s.seq))
+            chosen.add((s.partition, s.seq))
+            total -= s.size_bytes
+    if total <= cap:
+        return False
+    if policy is SizeCapPolicy.BACKPRESSURE:
+        return True
+    # (b) drop_oldest: per-partition seq order, partitions merged by ingestion time
+    heads = []
+    queues = {p: [s for s in segs.get(p, []) if (p, s.seq) not in chosen] for p in parts}
+    for p, q in queues.items():
+        if q:
+            heapq.heappush(heads, (q[0].min_ingestion_ns, p, q[0].seq, 0))
+    while heads and total > cap:
+        _, p, seq, i = heapq.heappop(heads)
+        s = queues[p][i]
+        key = (p, seq)
+        chosen.add(key)
+        total -= s.size_bytes
+        if done[key]:
+            pl.delete_size.append(key)
+        else:
+            pl.drop_size.append(key)
+            pl.drop_records[key] = registry.undone_by(p, seq)
+        if i + 1 < len(queues[p]):
+            nxt = queues[p][i + 1]
+            heapq.heappush(heads, (nxt.min_ingestion_ns, p, nxt.seq, i + 1))
+    return total > cap  # only WAL left: nothing more retention can remove
+
+
+@dataclass
+class RetentionResult:
+    """What one :func:`apply_retention` pass did."""
+
+    plan: RetentionPlan
+    deleted: dict[str, list[int]]
+    dropped: dict[str, dict[str, list[int]]]  # subscriber -> partition -> seqs
+
+    @property
+    def throttle(self) -> bool:
+        return self.plan.throttle
+
+
+def apply_retention(
+    catalog: SegmentCatalog,
+    registry: object,
+    config: RetentionConfig,
+    now_ns: int,
+    *,
+    wal_bytes: Mapping[str, int] | None = None,
+    metrics: m.Metrics | None = None,
+    per_partition_cap: bool = False,
+    n_partitions: int | None = None,
+) -> RetentionResult:
+    """Plan and execute one retention pass (the steady-state sweeper + safety nets).
+
+    Under the registry's exclusive lock: list, plan, durably record ``dropped`` (for
+    every subscriber not done) and ``deleted`` for every segment about to go, then
+    delete them through ``catalog.delete`` (which fsyncs the directory). A crash after
+    the records and before the deletion is finished by the next pass.
+    """
+    with registry.exclusive() as reg:  # type: ignore[attr-defined]
+        listing = {p: list(catalog.list(p)) for p in catalog.partitions()}
+        pl = plan(
+            listing,
+            reg,
+            config,
+            now_ns,
+            wal_bytes,
+            per_partition_cap=per_partition_cap,
+            n_partitions=n_partitions,
+        )
+        deletions = pl.deletions()
+        dropped: dict[str, dict[str, list[int]]] = {}
+        if deletions:
+            dropped = reg.condemn(deletions)
+            for p, seqs in deletions.items():
+                catalog.delete(p, seqs)
+    if deletions or pl.throttle:
+        log.info(
+            "quiver.gc.pass steady=%d time=%d size=%d dropped=%d throttle=%s bytes=%d->%d",
+            len(pl.delete_steady),
+            len(pl.delete_time),
+            len(pl.delete_size),
+            len(pl.drop_size),
+            pl.throttle,
+            pl.bytes_before,
+            pl.bytes_after,
+        )
+    if metrics is not None:
+        _count(metrics, pl, dropped, listing, wal_bytes or {}, config)
+    return RetentionResult(pl, deletions, dropped)
+
+
+def _count(
+    metrics: m.Metrics,
+    pl: RetentionPlan,
+    dropped: Mapping[str, Mapping[str, list[int]]],
+    listing: Mapping[str, Sequence[SegmentInfo]],
+    wal: Mapping[str, int],
+    config: RetentionConfig,
+) -> None:
+    for reason, keys in (
+        ("steady", pl.delete_steady),
+        ("time", pl.delete_time),
+        ("size", pl.delete_size + pl.drop_size),
+    ):
+        if keys:
+            metrics.inc(m.GC_EVICTIONS, len(keys), reason=reason)
+    unique = {(p, s) for sub in dropped.values() for p, seqs in sub.items() for s in seqs}
+    if unique:
+        metrics.inc(m.SEGMENT_DROPPED, len(unique))
+    for sub, per in dropped.items():
+        metrics.inc(m.SUBSCRIBER_DROPPED, sum(len(v) for v in per.values()), subscriber=sub)
+    gone = {(p, s) for p, v in pl.deletions().items() for s in v}
+    parts = sorted(set(listing) | set(wal))
+    metrics.clear_gauge(m.CORE_BYTES)
+    for p in parts:
+        b = wal.get(p, 0) + sum(s.size_bytes for s in listing.get(p, []) if (p, s.seq) not in gone)
+        metrics.set(m.CORE_BYTES, b, core_id=p)
+        if config.size_cap_bytes:
+            metrics.set(
+                m.CORE_CAP_FRACTION, b / (config.size_cap_bytes / max(len(parts), 1)), core_id=p
+            )
+    metrics.set(m.STORE_BYTES, pl.bytes_after)
+    metrics.set(m.THROTTLED, 1 if pl.throttle else 0)
+
+
+def observe(
+    metrics: m.Metrics,
+    registry: object,
+    listing: Mapping[str, Sequence[SegmentInfo]],
+    now_ns: int,
+    *,
+    wal_bytes: Mapping[str, int] | None = None,
+    open_bytes: Mapping[str, int] | None = None,
+) -> None:
+    """Publish gauges: ack-log depth, gap sets, per-subscriber lag, WAL/open bytes."""
+    stats = registry.stats()  # type: ignore[attr-defined]
+    metrics.set(m.ACKLOG_DEPTH_RECORDS, stats["acklog"]["records_since_checkpoint"])
+    metrics.set(m.ACKLOG_DEPTH_BYTES, stats["acklog"]["bytes_since_checkpoint"])
+    for name in (m.GAP_SET_SIZE, m.LAG_SEGMENTS, m.LAG_BYTES, m.LAG_SECONDS):
+        metrics.clear_gauge(name)
+    for sub, per in stats["subscribers"].items():
+        for p, st in per.items():
+            metrics.set(m.GAP_SET_SIZE, st["gap_size"], subscriber=sub, partition=p)
+        segs = bytes_ = 0
+        oldest: int | None = None
+        for p, v in listing.items():
+            for s in v:
+                if not registry.is_done(sub, p, s.seq):  # type: ignore[attr-defined]
+                    segs += 1
+                    bytes_ += s.size_bytes
+                    oldest = (
+                        s.min_ingestion_ns if oldest is None else min(oldest, s.min_ingestion_ns)
+                    )
+        metrics.set(m.LAG_SEGMENTS, segs, subscriber=sub)
+        metrics.set(m.LAG_BYTES, bytes_, subscriber=sub)
+        metrics.set(m.LAG_SECONDS, max(0, now_ns - oldest) / 1e9 if oldest else 0, subscriber=sub)
+    for p, b in (wal_bytes or {}).items():
+        metrics.set(m.WAL_BYTES, b, partition=p)
+    for p, b in (open_bytes or {}).items():
+        metrics.set(m.OPEN_SEGMENT_BYTES, b, partition=p)
+
+
+def wait_for_capacity(
+    check: Callable[[], bool],
+    timeout_s: float,
+    metrics: m.Metrics | None = None,
+    *,
+    poll_s: float = 0.05,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> float:
+    """Block until ``check()`` is true; return the seconds waited.
+
+    Counts one ``quiver.ingest.throttle_total`` per throttled call. Raises
+    :class:`~quiver_spark.errors.StoreAtCapacityError` (retryable) after
+    ``timeout_s``; nothing was written in that case.
+    """
+    if check():
+        return 0.0
+    if metrics is not None:
+        metrics.inc(m.INGEST_THROTTLE)
+    start = clock()
+    deadline = start + timeout_s
+    log.warning("quiver.ingest.throttle timeout_s=%.1f", timeout_s)
+    while True:
+        now = clock()
+        if now >= deadline:
+            raise StoreAtCapacityError(
+                f"store is over retention.size_cap and stayed there for {timeout_s:g}s "
+                "(size_cap_policy=backpressure): no unacknowledged segment is deleted; "
+                "retry after subscribers acknowledge data, or raise the cap"
+            )
+        sleep(min(poll_s, deadline - now))
+        if check():
+            return clock() - start
+
+
+class AnchoredClock:
+    """Wall-clock ns at construction advanced by the monotonic clock (T13).
+
+    Ingestion timestamps are wall-clock; comparing them with this clock keeps a wall
+    clock jump after start from expiring data early. ``now_ns`` is what a store passes
+    to :func:`plan`/:func:`apply_retention`.
+    """
+
+    def __init__(
+        self,
+        wall_ns: Callable[[], int] = time.time_ns,
+        mono_ns: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self._mono = mono_ns
+        self._wall0 = wall_ns()
+        self._mono0 = mono_ns()
+
+    def now_ns(self) -> int:
+        return self._wall0 + (self._mono() - self._mono0)
