@@ -278,7 +278,7 @@ def recover_wal(wal_dir: str, *, salvage: bool = False, io: FileIO = DEFAULT_IO)
             removed.append(info.path)
             if last.torn_bytes:
                 torn.append((info.path, 0, info.size))
-            log.warning(
+            (log.warning if last.torn_bytes else log.info)(
                 "quiver.wal.remove_empty %s size=%d torn=%d", info.path, info.size, last.torn_bytes
             )
             scans.pop()
