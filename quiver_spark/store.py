@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from . import format as fmt
 from .commits import CommitLog
-from .config import NAME_RE, StoreConfig
+from .config import NAME_RE, SizeCapPolicy, StoreConfig
 from .errors import (
     CorruptionError,
     LockedError,
@@ -36,7 +36,9 @@ from .errors import (
     StoreNotFoundError,
 )
 from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
+from .metrics import Metrics
 from .partition import PartitionWriter, RecoveryReport
+from .retention import AnchoredClock, RetentionResult, apply_retention, observe, wait_for_capacity
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,11 @@ class QuiverStore:
         self.commits = CommitLog(root, io)
         self.writer: PartitionWriter | None = None
         self._subscribers: Any = None
+        self.metrics = Metrics()
+        self._clock = AnchoredClock()
+        self._throttled = False
+        self._last_retention = 0.0
+        self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -206,8 +213,24 @@ class QuiverStore:
                 self.schema() or b.schema, b.schema
             ):
                 self.ensure_schema(b.schema)
+            if self._throttled:
+                self._wait_for_capacity()
+            before = w.finalized_total
             seq = w.append(b, txn_id=txn_id)
+            if w.finalized_total != before:
+                self.run_retention()
         return seq
+
+    def _wait_for_capacity(self) -> None:
+        """Under ``backpressure``, block (bounded) until retention frees space."""
+        if self.config.retention.size_cap_policy is not SizeCapPolicy.BACKPRESSURE:
+            return
+        wait_for_capacity(
+            lambda: not self.run_retention().throttle,
+            self.config.retention.backpressure_timeout_s,
+            self.metrics,
+            poll_s=0.1,
+        )
 
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
@@ -224,8 +247,11 @@ class QuiverStore:
         return self._w().flush()
 
     def finalize(self) -> SegmentMeta | None:
-        """Seal the open segment now (None if it holds nothing committed)."""
-        return self._w().finalize()
+        """Seal the open segment now (None if it holds nothing committed); then retention."""
+        meta = self._w().finalize()
+        if meta is not None:
+            self.run_retention()
+        return meta
 
     # -- reading ---------------------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -247,14 +273,80 @@ class QuiverStore:
                 yield from r.batches()
 
     # -- maintenance -----------------------------------------------------------------
+    @property
+    def subscribers(self) -> Any:
+        """The store's :class:`~quiver_spark.subscribers.SubscriberRegistry` (opened lazily)."""
+        if self._subscribers is None:
+            from .subscribers import SubscriberRegistry
+
+            self._subscribers = SubscriberRegistry.open(
+                self.root, io=self.io, checkpoint_records=self.config.ack_checkpoint_records
+            )
+        return self._subscribers
+
+    def wal_bytes(self) -> dict[str, int]:
+        """WAL bytes on disk per partition (directory listings; no file is opened)."""
+        out: dict[str, int] = {}
+        for pid in self.io.listdir(self.wal_root):
+            wal_dir = os.path.join(self.wal_root, pid, fmt.WAL_DIR)
+            total = 0
+            for name in self.io.listdir(wal_dir):
+                try:
+                    total += self.io.size(os.path.join(wal_dir, name))
+                except FileNotFoundError:
+                    continue
+            out[pid] = total
+        return out
+
+    def run_retention(self, now_ns: int | None = None) -> RetentionResult:
+        """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8).
+
+        Updates the intake throttle (``backpressure`` over the cap), the metrics and
+        the Prometheus text file ``<root>/metrics.prom``.
+        """
+        with self._retention_lock:
+            now = self._clock.now_ns() if now_ns is None else now_ns
+            wal = self.wal_bytes()
+            result = apply_retention(
+                self.segment_location,
+                self.subscribers,
+                self.config.retention,
+                now,
+                wal_bytes=wal,
+                metrics=self.metrics,
+            )
+            self._throttled = result.throttle
+            self._last_retention = time.monotonic()
+            self._publish_metrics(now, wal)
+            return result
+
+    def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
+        listing = {p: self.segment_location.list(p) for p in self.partitions()}
+        open_bytes = {}
+        if self.writer is not None:
+            open_bytes[self.writer.pid] = self.writer.status()["open_segment_bytes"]
+        observe(
+            self.metrics, self.subscribers, listing, now_ns, wal_bytes=wal, open_bytes=open_bytes
+        )
+        self.metrics.write_prometheus_textfile(os.path.join(self.root, "metrics.prom"), self.io)
+
     def maintain(self) -> dict[str, Any]:
-        """Finalize the open segment if idle long enough; returns what was done."""
-        done: dict[str, Any] = {"finalized": []}
+        """The maintenance tick: finalize an idle open segment, then apply retention.
+
+        Retention runs after a finalize and otherwise at most every
+        ``segment.max_open_duration`` (it lists every segment's metadata).
+        """
+        done: dict[str, Any] = {"finalized": [], "deleted": {}}
         if self.writer is not None and not self._closed:
             meta = self.writer.maintain()
             if meta is not None:
                 done["finalized"].append((meta.partition, meta.seq))
             self.writer.write_heartbeat()
+            due = time.monotonic() - self._last_retention >= max(
+                1.0, self.config.segment.max_open_duration_s
+            )
+            if meta is not None or due:
+                done["deleted"] = self.run_retention().deleted
         return done
 
     def finalize_idle_partitions(self) -> list[tuple[str, int]]:
