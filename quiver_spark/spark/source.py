@@ -91,6 +91,7 @@ log = logging.getLogger(__name__)
 SOURCE_DROPPED = "quiver.source.dropped_segments_total"  # {subscriber}
 SOURCE_LOST = "quiver.source.lost_segments_total"  # {subscriber, reason}
 SOURCE_ACKED = "quiver.source.acked_segments_total"  # {subscriber}
+RETENTION_IDLE_PERIOD_S = 5.0  # retention also runs this often when nothing new was acked
 
 
 def _open_store(opts: SourceOptions, config: StoreConfig) -> QuiverStore:
@@ -197,6 +198,7 @@ class _Runtime:
     target: QuiverOffset | None = None
     latest: QuiverOffset | None = None
     last_finalize: float = 0.0
+    last_retention: float = 0.0
 
 
 class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -245,7 +247,7 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _finalize_idle(self, rt: _Runtime, *, force: bool = False) -> None:
         """Seal committed data of partitions whose writer is gone (rate limited)."""
-        period = min(1.0, self.config.segment.max_open_duration_s / 2)
+        period = min(5.0, max(0.05, self.config.segment.max_open_duration_s / 2))
         now = time.monotonic()
         if not force and now - rt.last_finalize < period:
             return
@@ -494,15 +496,19 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if todo:
             rt.registry.record_many(sub, todo, Outcome.ACK)
             rt.metrics.inc(SOURCE_ACKED, sum(len(v) for v in todo.values()), subscriber=sub)
-        result = apply_retention(
-            rt.store.segment_location, rt.registry, self.config.retention, time.time_ns(),
-            metrics=rt.metrics,
-        )
+        deleted = 0
+        now = time.monotonic()
+        if todo or now - rt.last_retention >= RETENTION_IDLE_PERIOD_S:
+            rt.last_retention = now
+            result = apply_retention(
+                rt.store.segment_location, rt.registry, self.config.retention, time.time_ns(),
+                metrics=rt.metrics,
+            )
+            deleted = sum(len(v) for v in result.deleted.values())
         rt.metas = {k: v for k, v in rt.metas.items() if not stop.covers(*k)}
         rt.seen = {k for k in rt.seen if not stop.covers(*k)}
         log.info("quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
-                 sub, stop.segments, sum(len(v) for v in todo.values()),
-                 sum(len(v) for v in result.deleted.values()))
+                 sub, stop.segments, sum(len(v) for v in todo.values()), deleted)
 
     def stop(self) -> None:
         rt, self._rt = self._rt, None
@@ -567,20 +573,27 @@ class _Prune:
         return lo <= v[0]  # le
 
 
-def _to_prune(f: Filter, event_col: str | None, arrow: pa.Schema | None) -> _Prune | None:
+def _to_prune(f: Filter, arrow: pa.Schema | None) -> _Prune | None:
+    """A pushed comparison usable against segment statistics, or None.
+
+    Any integer, timestamp or date column of the store qualifies; a segment is only
+    pruned by it when that column is the segment's ``event_time_column``.
+    """
     if not isinstance(f, _OPS) or len(f.attribute) != 1:
         return None
     col = f.attribute[0]
+    typ: pa.DataType | None = None
     if col == META_INGESTION_TIME:
-        typ: pa.DataType | None = pa.timestamp("ns", tz="UTC")
-    elif event_col is not None and col == event_col and arrow is not None:
-        idx = arrow.get_field_index(col)
-        typ = arrow.field(idx).type if idx >= 0 else None
-    else:
+        typ = pa.timestamp("ns", tz="UTC")
+    elif arrow is not None and (idx := arrow.get_field_index(col)) >= 0:
+        typ = arrow.field(idx).type
+        if not (pa.types.is_integer(typ) or pa.types.is_timestamp(typ) or pa.types.is_date(typ)):
+            return None
+    if typ is None:
         return None
     raw = list(f.value) if isinstance(f, In) else [f.value]
     vals = [_physical(v, typ) for v in raw]
-    if any(v is None for v in vals) or not vals:
+    if not vals or any(v is None for v in vals):
         return None
     op = {FilterEqualTo: "eq", In: "in", GreaterThan: "gt", GreaterThanOrEqual: "ge",
           LessThan: "lt", LessThanOrEqual: "le"}[type(f)]
@@ -610,9 +623,8 @@ class QuiverBatchReader(DataSourceReader):
             arrow = store.schema()
         finally:
             store.close()
-        event_col = self.config.segment.event_time_column
         for f in filters:
-            pr = _to_prune(f, event_col, arrow)
+            pr = _to_prune(f, arrow)
             if pr is not None:
                 self.prunes.append(pr)
             yield f
@@ -620,11 +632,9 @@ class QuiverBatchReader(DataSourceReader):
     def _keep(self, meta: SegmentMeta) -> bool:
         for pr in self.prunes:
             if pr.column == META_INGESTION_TIME:
-                if not pr.may_match(meta.min_ingestion_ns, meta.max_ingestion_ns):
-                    return False
-                # the column's value is max_ingestion_ns truncated to microseconds
-                us = meta.max_ingestion_ns // 1000 * 1000
-                if not pr.may_match(us, us):
+                # every row's value is max_ingestion_ns truncated to microseconds
+                ns = meta.max_ingestion_ns // 1000 * 1000
+                if not pr.may_match(ns, ns):
                     return False
             elif meta.event_time_column == pr.column and not pr.may_match(
                 meta.min_event_time, meta.max_event_time

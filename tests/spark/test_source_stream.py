@@ -1,0 +1,190 @@
+"""The quiver source as a stream on a real local Spark: offsets, limits, acks, replay."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+from chispa import assert_df_equality
+
+from quiver_spark.subscribers import StartPosition, SubscriberRegistry
+
+from .source_helpers import (
+    SCHEMA,
+    Collector,
+    checkpoint_offsets,
+    committed_batches,
+    registry_hwm,
+    run_available_now,
+    segment_files,
+    stream,
+    wait_until,
+    write_segments,
+)
+
+
+def _expected(spark, keys):
+    from .source_helpers import rows_of
+
+    rows = rows_of(keys[0], len(keys)).to_pylist()
+    return spark.createDataFrame([tuple(r.values()) for r in rows], SCHEMA)
+
+
+def test_available_now_drains_every_segment_in_limited_batches_and_stops(spark, tmp_path):
+    root, ckpt = str(tmp_path / "store"), str(tmp_path / "ckpt")
+    write_segments(root, 5)
+    sink = Collector()
+    q = run_available_now(stream(spark, root, "a", maxSegmentsPerTrigger="2"), ckpt, sink)
+    assert not q.isActive
+    assert [len(sink.batches[b]) for b in sorted(sink.batches)] == [20, 20, 10]
+    actual = spark.createDataFrame([r for b in sink.batches.values() for r in b], SCHEMA)
+    assert_df_equality(actual, _expected(spark, list(range(50))), ignore_row_order=True,
+                       ignore_nullable=True)
+    # commits trail by one batch: segments of the two committed-and-acked batches are gone
+    assert segment_files(root) == [5]
+    assert registry_hwm(root, "a") == 4
+
+
+def test_row_and_byte_limits_bound_each_batch_and_always_admit_one_segment(spark, tmp_path):
+    r1, r2 = str(tmp_path / "s1"), str(tmp_path / "s2")
+    write_segments(r1, 4)
+    write_segments(r2, 4)
+    by_rows, by_bytes = Collector(), Collector()
+    run_available_now(stream(spark, r1, "rows", maxRowsPerTrigger="25"),
+                      str(tmp_path / "c1"), by_rows)
+    run_available_now(stream(spark, r2, "bytes", maxBytesPerTrigger="1B"),
+                      str(tmp_path / "c2"), by_bytes)
+    assert [len(by_rows.batches[b]) for b in sorted(by_rows.batches)] == [20, 20]
+    assert [len(by_bytes.batches[b]) for b in sorted(by_bytes.batches)] == [10, 10, 10, 10]
+    assert by_rows.keys() == by_bytes.keys() == list(range(40))
+
+
+def test_two_subscribers_at_different_paces_each_get_every_row_once(spark, tmp_path):
+    root = str(tmp_path / "store")
+    write_segments(root, 5)
+    with SubscriberRegistry.open(root) as reg:  # both exist before data is consumed
+        for sub in ("fast", "slow"):
+            reg.register(sub, start=StartPosition.EARLIEST, retained={"p-0": [1, 2, 3, 4, 5]})
+    fast, slow = Collector(), Collector()
+    run_available_now(stream(spark, root, "fast"), str(tmp_path / "cf"), fast)
+    assert segment_files(root) == [1, 2, 3, 4, 5], "deleted before 'slow' acked"
+    run_available_now(stream(spark, root, "slow", maxSegmentsPerTrigger="1"),
+                      str(tmp_path / "cs"), slow)
+    # 'fast' committed nothing yet (one batch, never committed): everything stays
+    assert segment_files(root) == [1, 2, 3, 4, 5]
+    write_segments(root, 3, first_key=50)
+    run_available_now(stream(spark, root, "fast"), str(tmp_path / "cf"), fast)
+    assert segment_files(root) == [5, 6, 7, 8], "'fast' acked 1-5, 'slow' 1-4"
+    run_available_now(stream(spark, root, "slow", maxSegmentsPerTrigger="1"),
+                      str(tmp_path / "cs"), slow)
+    assert fast.keys() == slow.keys() == list(range(80))
+    assert len(fast.batches) == 2 and len(slow.batches) == 8
+    assert registry_hwm(root, "fast") == 5 and registry_hwm(root, "slow") == 7
+    assert segment_files(root) == [6, 7, 8]
+
+
+def test_replay_with_offsets_but_no_commit_reads_identical_rows_and_pins_retention(
+    spark, tmp_path
+):
+    """T19: offsets/N logged, commits/N missing: batch N is replayed from the same offsets."""
+    root, ckpt = str(tmp_path / "store"), str(tmp_path / "ckpt")
+    write_segments(root, 5)
+    first = Collector()
+    run_available_now(stream(spark, root, "t19", maxSegmentsPerTrigger="2"), ckpt, first)
+    assert committed_batches(ckpt) == [0, 1, 2]
+    for name in ("2", ".2.crc"):  # the commit record and Hadoop's checksum of it
+        os.remove(os.path.join(ckpt, "commits", name))
+    assert segment_files(root) == [5], "batch 2's segment is pinned: never acked"
+    assert registry_hwm(root, "t19") == 4
+    second = Collector()
+    run_available_now(stream(spark, root, "t19", maxSegmentsPerTrigger="2"), ckpt, second)
+    assert second.calls == [2]
+    assert second.batches[2] == first.batches[2]
+    assert checkpoint_offsets(ckpt)[2] == {"p-0": 5}
+    assert segment_files(root) == [5]
+    assert registry_hwm(root, "t19") == 4
+
+
+def test_starting_positions_latest_and_acked(spark, tmp_path):
+    root = str(tmp_path / "store")
+    write_segments(root, 3)
+    late = Collector()
+    run_available_now(stream(spark, root, "late", startingPosition="latest"),
+                      str(tmp_path / "c1"), late)
+    assert late.keys() == []
+    write_segments(root, 2, first_key=30)
+    run_available_now(stream(spark, root, "late"), str(tmp_path / "c1"), late)
+    assert late.keys() == list(range(30, 50))
+    # a fresh checkpoint for a known subscriber resumes from its acks (default 'acked')
+    again = Collector()
+    run_available_now(stream(spark, root, "late"), str(tmp_path / "c2"), again)
+    assert again.keys() == list(range(30, 50)), "segments 4-5 were never acked"
+
+
+def test_a_second_live_query_with_the_same_subscriber_fails_clearly(spark, tmp_path):
+    root = str(tmp_path / "store")
+    write_segments(root, 2)
+    first = (
+        stream(spark, root, "dup").writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "c1"))
+        .trigger(processingTime="200 milliseconds").start()
+    )
+    try:
+        wait_until(lambda: first.lastProgress is not None, what="first query's progress")
+        second = (
+            stream(spark, root, "dup").writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "c2"))
+            .trigger(processingTime="200 milliseconds").start()
+        )
+        with pytest.raises(Exception, match="already read by a live query"):
+            second.awaitTermination(60)
+        assert first.isActive and first.exception() is None
+    finally:
+        first.stop()
+
+
+def test_a_stream_without_subscriber_fails_naming_the_option(spark, tmp_path):
+    root = str(tmp_path / "store")
+    write_segments(root, 1)
+    with pytest.raises(Exception, match="subscriber"):
+        q = (spark.readStream.format("quiver").load(root).writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "c")).start())
+        q.awaitTermination(60)
+
+
+def test_data_committed_while_the_writer_is_idle_becomes_visible(spark, tmp_path):
+    from quiver_spark import QuiverStore
+
+    from .source_helpers import rows_of
+
+    root, ckpt = str(tmp_path / "store"), str(tmp_path / "ckpt")
+    write_segments(root, 1)
+    store = QuiverStore.open(root, partition="p-0", background=False)
+    store.append(rows_of(10, 10))
+    store.flush()  # durable and acknowledged, but the open segment is never sealed
+    assert store.writer is not None
+    store.writer.close(finalize=False)  # the writer goes away without sealing
+    sink = Collector()
+    run_available_now(stream(spark, root, "idle"), ckpt, sink)
+    assert sink.keys() == list(range(20))
+
+
+def test_live_stream_sees_new_segments_within_a_few_triggers(spark, tmp_path):
+    root, ckpt = str(tmp_path / "store"), str(tmp_path / "ckpt")
+    write_segments(root, 1)
+    sink = Collector()
+    q = (stream(spark, root, "live").writeStream.foreachBatch(sink)
+         .option("checkpointLocation", ckpt).trigger(processingTime="100 milliseconds").start())
+    try:
+        wait_until(lambda: sink.keys() == list(range(10)), what="first segment")
+        write_segments(root, 2, first_key=10)
+        t0 = time.monotonic()
+        wait_until(lambda: sink.keys() == list(range(30)), what="new segments")
+        assert time.monotonic() - t0 < 10
+        wait_until(lambda: segment_files(root) == [3] or segment_files(root) == [2, 3],
+                   what="retention of acked segments")
+    finally:
+        q.stop()
+    shutil.rmtree(ckpt)
