@@ -132,28 +132,27 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
                 raise ConfigError(key, value, allowed)
             continue
         opts[name] = value
+    flush_s = parse_duration("wal.flush_interval", opts.get("wal.flush_interval", "25ms"))
+    max_wal = parse_size("wal.max_size", opts.get("wal.max_size", "4GB"))
+    target = parse_size("segment.target_size", opts.get("segment.target_size", "32MB"))
+    max_open_s = parse_duration(
+        "segment.max_open_duration", opts.get("segment.max_open_duration", "5s")
+    )
+    # checked before the dataclasses so the error shows the value as given ("0s", not 0.0)
+    for key, val in (("segment.target_size", target),
+                     ("segment.max_open_duration", max_open_s),
+                     ("wal.max_size", max_wal)):  # fmt: skip
+        if val <= 0:
+            raise ConfigError(key, opts.get(key), "a value greater than zero")
     wal = WalConfig(
-        flush_interval_s=parse_duration(
-            "wal.flush_interval", opts.get("wal.flush_interval", "25ms")
-        ),
-        max_size_bytes=parse_size("wal.max_size", opts.get("wal.max_size", "4GB")),
-        path=_opt_str(opts, "wal.path"),
+        flush_interval_s=flush_s, max_size_bytes=max_wal, path=_opt_str(opts, "wal.path")
     )
     segment = SegmentConfig(
-        target_size_bytes=parse_size(
-            "segment.target_size", opts.get("segment.target_size", "32MB")
-        ),
-        max_open_duration_s=parse_duration(
-            "segment.max_open_duration", opts.get("segment.max_open_duration", "5s")
-        ),
+        target_size_bytes=target,
+        max_open_duration_s=max_open_s,
         path=_opt_str(opts, "segments.path"),
         event_time_column=_opt_str(opts, "eventTimeColumn"),
     )
-    for key, val in (("segment.target_size", segment.target_size_bytes),
-                     ("segment.max_open_duration", segment.max_open_duration_s),
-                     ("wal.max_size", wal.max_size_bytes)):  # fmt: skip
-        if val <= 0:
-            raise ConfigError(key, opts.get(key), "a value greater than zero")
     policy = parse_choice(
         "retention.size_cap_policy",
         opts.get("retention.size_cap_policy", "backpressure"),

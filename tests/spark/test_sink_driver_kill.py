@@ -24,7 +24,7 @@ def _committed_batches(root: str) -> int:
 
 def test_driver_killed_mid_stream_then_restarted_writes_every_key_exactly_once(spark, tmp_path):
     src, root, ckpt = str(tmp_path / "in"), str(tmp_path / "store"), str(tmp_path / "ckpt")
-    keys = write_input_files(src, files=12, rows=25)
+    keys = write_input_files(src, files=8, rows=25)
     log = open(tmp_path / "driver.log", "w")
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), src, root, ckpt],
@@ -35,21 +35,21 @@ def test_driver_killed_mid_stream_then_restarted_writes_every_key_exactly_once(s
     )
     try:
         deadline = time.monotonic() + 240
-        while _committed_batches(root) < 3 and time.monotonic() < deadline:
+        while _committed_batches(root) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, open(tmp_path / "driver.log").read()[-3000:]
             time.sleep(0.05)
-        assert _committed_batches(root) >= 3, "the stream never committed 3 batches"
+        assert _committed_batches(root) >= 2, "the stream never committed 2 batches"
         time.sleep(random.uniform(0.05, 0.3))  # somewhere inside a later micro-batch
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and every Python worker
         proc.wait(30)
         log.close()
     done_before_kill = _committed_batches(root)
-    assert done_before_kill < 12, "the stream finished before the kill: nothing was tested"
+    assert done_before_kill < 8, "the stream finished before the kill: nothing was tested"
 
     writer = (
         spark.readStream.schema(INPUT_SCHEMA)
-        .option("maxFilesPerTrigger", 1)
+        .option("maxFilesPerTrigger", 100)  # the replayed batch, then the rest at once
         .parquet(src)
         .writeStream.format("quiver")
         .option("checkpointLocation", ckpt)
@@ -62,4 +62,4 @@ def test_driver_killed_mid_stream_then_restarted_writes_every_key_exactly_once(s
 
     table = wait_for_rows(root, len(keys))
     assert_exactly_once(table, keys)
-    assert _committed_batches(root) == 12
+    assert _committed_batches(root) >= done_before_kill + 1
