@@ -1,0 +1,239 @@
+"""Source benchmarks: P3 (throughput vs Spark's Parquet source) and P7 (commit -> visible).
+
+P3: the same rows (int64, timestamp, ~50-byte string, double) stored once as Quiver
+segments and once as Parquet files; a streaming query drains each into Spark's noop
+sink with Trigger.AvailableNow. Runs alternate (quiver, parquet, quiver, ...) after
+one warm-up of each; medians of ``--reps``. Batch reads (``spark.read`` -> noop) are
+measured the same way for context.
+
+P7: a foreground loop appends small DataFrames through the quiver sink
+(``df.write.format("quiver")``); a source stream with a 100 ms processing-time
+trigger records when each write's rows arrive in ``foreachBatch``. Latency = arrival
+time - time the sink's ``save()`` returned (its driver commit), same process clock.
+
+Run: ``.venv/bin/python bench/bench_source.py`` (writes bench/results/source.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from quiver_spark import QuiverStore, StoreConfig  # noqa: E402
+from quiver_spark.config import SegmentConfig  # noqa: E402
+from quiver_spark.subscribers import StartPosition, SubscriberRegistry  # noqa: E402
+
+SCHEMA = "id long, ts timestamp, s string, x double"
+
+
+def make_batch(start: int, n: int) -> pa.RecordBatch:
+    ids = pa.array(range(start, start + n), pa.int64())
+    return pa.record_batch(
+        {
+            "id": ids,
+            "ts": pa.array([1_700_000_000_000_000 + i for i in range(start, start + n)],
+                           pa.timestamp("us", "UTC")),
+            "s": pa.array([f"event-{i:012d}-payload-abcdefghijklmnopqrstuvwxyz"
+                           for i in range(start, start + n)]),
+            "x": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
+        }
+    )
+
+
+def prepare_data(work: Path, rows: int, batch_rows: int = 10_000) -> tuple[str, str, int]:
+    """Write the same rows as a Quiver store (2 partitions) and as Parquet files."""
+    root, pq_dir = work / "store", work / "parquet"
+    pq_dir.mkdir(parents=True)
+    config = StoreConfig(segment=SegmentConfig(target_size_bytes=32 * 1024 * 1024))
+    per_part = rows // 2
+    nbytes = 0
+    for p in range(2):
+        with QuiverStore.open(str(root), config, partition=f"p-{p}", background=False) as store:
+            writer = None
+            writer_rows = 0
+            for i in range(p * per_part, (p + 1) * per_part, batch_rows):
+                b = make_batch(i, min(batch_rows, (p + 1) * per_part - i))
+                nbytes += b.nbytes
+                store.append(b)
+                if writer is None or writer_rows >= 1_000_000:
+                    if writer is not None:
+                        writer.close()
+                    writer = pq.ParquetWriter(str(pq_dir / f"part-{p}-{i:012d}.parquet"),
+                                              b.schema, compression="snappy")
+                    writer_rows = 0
+                writer.write_batch(b)
+                writer_rows += b.num_rows
+            writer.close()
+            store.flush()
+    with SubscriberRegistry.open(str(root)) as reg:  # pins every segment for the bench
+        reg.register("pin", start=StartPosition.EARLIEST)
+    return str(root), str(pq_dir), nbytes
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def p3(spark, root: str, pq_dir: str, rows: int, reps: int, work: Path) -> dict:
+    counter = iter(range(10_000))
+
+    def quiver_stream() -> None:
+        i = next(counter)
+        q = (spark.readStream.format("quiver").option("subscriber", f"bench{i}").load(root)
+             .writeStream.format("noop").option("checkpointLocation", str(work / f"cq{i}"))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        assert sum(p["numInputRows"] for p in q.recentProgress) == rows
+
+    def parquet_stream() -> None:
+        i = next(counter)
+        q = (spark.readStream.schema(SCHEMA).parquet(pq_dir)
+             .writeStream.format("noop").option("checkpointLocation", str(work / f"cp{i}"))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        assert sum(p["numInputRows"] for p in q.recentProgress) == rows
+
+    def quiver_batch() -> None:
+        spark.read.format("quiver").load(root).write.format("noop").mode("overwrite").save()
+
+    def parquet_batch() -> None:
+        spark.read.parquet(pq_dir).write.format("noop").mode("overwrite").save()
+
+    out = {}
+    for name, a, b in (("stream", quiver_stream, parquet_stream),
+                       ("batch", quiver_batch, parquet_batch)):
+        a(), b()  # warm-up
+        qa, pb = [], []
+        for _ in range(reps):
+            qa.append(timed(a))
+            pb.append(timed(b))
+        mq, mp = statistics.median(qa), statistics.median(pb)
+        out[name] = {
+            "quiver_s": qa, "parquet_s": pb, "quiver_median_s": mq, "parquet_median_s": mp,
+            "quiver_rows_per_s": rows / mq, "parquet_rows_per_s": rows / mp,
+            "ratio_quiver_vs_parquet": mp / mq,
+        }
+    return out
+
+
+def p7(spark, work: Path, samples: int, trigger_ms: int, max_open: str) -> dict:
+    root = str(work / "p7store")
+    opts = {"segment.max_open_duration": max_open, "wal.flush_interval": "10ms"}
+
+    def write(marker: int) -> float:
+        df = spark.range(1000).selectExpr(f"{marker} AS marker", "id")
+        w = df.coalesce(1).write.format("quiver").mode("append")
+        for k, v in opts.items():
+            w = w.option(k, v)
+        w.save(root)
+        return time.time()
+
+    write(-1)  # creates the store and its schema
+    seen: dict[int, float] = {}
+    lock = threading.Lock()
+
+    def on_batch(df, _batch_id):
+        now = time.time()
+        for r in df.select("marker").distinct().collect():
+            with lock:
+                seen.setdefault(r.marker, now)
+
+    q = (spark.readStream.format("quiver").option("subscriber", "p7").load(root)
+         .writeStream.foreachBatch(on_batch).option("checkpointLocation", str(work / "cp7"))
+         .trigger(processingTime=f"{trigger_ms} milliseconds").start())
+    deadline = time.time() + 120
+    while -1 not in seen and time.time() < deadline:
+        time.sleep(0.05)
+    committed: dict[int, float] = {}
+    for m in range(samples):
+        committed[m] = write(m)
+        time.sleep(0.3 + (m % 5) * 0.07)  # spread commits across trigger phases
+    deadline = time.time() + 60
+    while len([m for m in committed if m in seen]) < samples and time.time() < deadline:
+        time.sleep(0.05)
+    q.stop()
+    lat = sorted((seen[m] - committed[m]) * 1000 for m in committed if m in seen)
+    missing = samples - len(lat)
+
+    def pct(p: float) -> float:
+        return lat[min(len(lat) - 1, round(p / 100 * (len(lat) - 1)))]
+
+    return {
+        "trigger_ms": trigger_ms, "segment.max_open_duration": max_open, "samples": len(lat),
+        "missing": missing, "p50_ms": pct(50), "p99_ms": pct(99), "max_ms": lat[-1],
+        "goal_p50_ms": trigger_ms + 100,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=4_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "source.json"))
+    args = ap.parse_args()
+    from pyspark.sql import SparkSession
+
+    work = Path(tempfile.mkdtemp(prefix="quiver-bench-source-"))
+    try:
+        spark = (SparkSession.builder.master("local[2]").appName("bench-source")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.local.dir", str(work / "spark"))
+                 .config("spark.sql.session.timeZone", "UTC")
+                 .config("spark.driver.memory", "2g")
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        t0 = time.perf_counter()
+        root, pq_dir, nbytes = prepare_data(work, args.rows)
+        prep_s = time.perf_counter() - t0
+        res_p3 = p3(spark, root, pq_dir, args.rows, args.reps, work)
+        res_p7 = p7(spark, work, args.samples, 100, "100ms")
+        spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result = {
+        "machine": {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0]},
+        "rows": args.rows, "arrow_bytes": nbytes, "prepare_s": prep_s,
+        "P3": res_p3, "P7": res_p7,
+        "command": ".venv/bin/python bench/bench_source.py",
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    s, b = res_p3["stream"], res_p3["batch"]
+    print(f"Source benchmarks, {args.rows:,} rows ({nbytes / 2**20:.0f} MB Arrow), local[2], "
+          f"medians of {args.reps} (load avg {result['machine']['load_avg_1m']:.1f})\n")
+    print("| # | what | quiver | baseline | ratio (goal) |")
+    print("|---|---|---|---|---|")
+    print(f"| P3 | stream -> noop, rows/s | {s['quiver_rows_per_s'] / 1e6:.2f} M/s | "
+          f"Parquet source {s['parquet_rows_per_s'] / 1e6:.2f} M/s | "
+          f"{s['ratio_quiver_vs_parquet']:.2f}x (>= 1.0x) |")
+    print(f"| P3b | batch read -> noop, rows/s | {b['quiver_rows_per_s'] / 1e6:.2f} M/s | "
+          f"Parquet {b['parquet_rows_per_s'] / 1e6:.2f} M/s | "
+          f"{b['ratio_quiver_vs_parquet']:.2f}x (context) |")
+    print(f"| P7 | sink commit -> source batch, 100 ms trigger, max_open_duration 100ms | "
+          f"p50 {res_p7['p50_ms']:.0f} ms, p99 {res_p7['p99_ms']:.0f} ms | "
+          f"trigger 100 ms | p50 goal <= {res_p7['goal_p50_ms']} ms |")
+
+
+if __name__ == "__main__":
+    main()

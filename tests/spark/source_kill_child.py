@@ -1,0 +1,38 @@
+"""Child process for the kill -9 test: a source query with its own SparkSession.
+
+Usage: python -m tests.spark.source_kill_child ROOT CHECKPOINT OUT
+Runs until killed; the parent kills the whole process group with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def main(root: str, ckpt: str, out: str) -> None:
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("quiver-source-kill-child")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    (
+        spark.readStream.format("quiver")
+        .option("subscriber", "k")
+        .option("maxSegmentsPerTrigger", "1")
+        .load(root)
+        .writeStream.format("parquet")
+        .option("checkpointLocation", ckpt)
+        .trigger(processingTime="100 milliseconds")
+        .start(out)
+        .awaitTermination()
+    )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
