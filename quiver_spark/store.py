@@ -38,7 +38,14 @@ from .errors import (
 from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
 from .metrics import Metrics
 from .partition import PartitionWriter, RecoveryReport
-from .retention import AnchoredClock, RetentionResult, apply_retention, observe, wait_for_capacity
+from .retention import (
+    AnchoredClock,
+    RetentionPlan,
+    RetentionResult,
+    apply_retention,
+    observe,
+    wait_for_capacity,
+)
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 
 log = logging.getLogger(__name__)
@@ -305,6 +312,16 @@ class QuiverStore:
         the Prometheus text file ``<root>/metrics.prom``.
         """
         with self._retention_lock:
+            r = self.config.retention
+            if (
+                self._subscribers is None
+                and r.size_cap_bytes is None
+                and r.max_retain_after_ingestion_hours is None
+                and not os.path.isdir(os.path.join(self.root, fmt.SUBSCRIBERS_DIR))
+            ):
+                # no subscriber ever registered and no safety net configured: nothing
+                # may be deleted, and a read of the registry would create its directory
+                return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
             now = self._clock.now_ns() if now_ns is None else now_ns
             wal = self.wal_bytes()
             result = apply_retention(
