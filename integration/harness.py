@@ -192,10 +192,14 @@ class FreshVenv:
             PYSPARK_DRIVER_PYTHON=str(self.python),
             SPARK_LOCAL_IP=LOOPBACK,
             TMPDIR=str(self.scratch),
-            PYTHONDONTWRITEBYTECODE="1",
         )
         env.update(extra)
         return env
+
+    def quiver(self, *args: str, env: dict[str, str] | None = None) -> str:
+        """Run the wheel's ``quiver`` console script; returns its stdout."""
+        cmd = [str(self.root / "bin" / "quiver"), *args]
+        return run(cmd, cwd=self.scratch, env=self.env(**(env or {})))
 
     def python_eval(self, code: str) -> str:
         return run([str(self.python), "-c", code], cwd=self.scratch, env=self.env()).strip()
@@ -234,10 +238,13 @@ def _heavy_deps_venv(scratch: Path) -> Path:
 
 
 def _link_tree(src: Path, dst: Path) -> None:
-    """Hard-link every file of ``src`` into ``dst`` (new directories, shared file data)."""
-    for dirpath, dirnames, filenames in os.walk(src):
+    """Hard-link every file of ``src`` into ``dst`` (new directories, shared file data).
+
+    Byte code caches come along: they stay valid (same source mtime and size), and
+    without them every Python worker recompiles pyarrow at start.
+    """
+    for dirpath, _dirnames, filenames in os.walk(src):
         rel = Path(dirpath).relative_to(src)
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         (dst / rel).mkdir(parents=True, exist_ok=True)
         for name in filenames:
             target = dst / rel / name
@@ -324,6 +331,7 @@ class StandaloneCluster:
             SPARK_LOG_DIR=str(self.root / "logs"),
             SPARK_PID_DIR=str(self.root / "pids"),
             SPARK_WORKER_DIR=str(self.work_dir),
+            SPARK_LOCAL_DIRS=str(self.root / "local"),
             SPARK_IDENT_STRING="quiver-it",
             SPARK_DAEMON_MEMORY="512m",
         )
@@ -355,8 +363,8 @@ class StandaloneCluster:
             "--webui-port",
             str(self.webui_port),
         )
-        self._wait(lambda s: s.get("status") == "ALIVE", "master ALIVE", 60)
-        for n in range(1, self.workers + 1):
+        self._wait_port(self.master_port, "master RPC port", 120)
+        for n in range(1, self.workers + 1):  # workers retry registering until it is ALIVE
             port, ui = free_port(), free_port()
             self.worker_ports.append(port)
             self.started.append((WORKER_CLASS, n))
@@ -379,10 +387,23 @@ class StandaloneCluster:
                 self.master_url,
             )
         self._wait(
-            lambda s: sum(w.get("state") == "ALIVE" for w in s.get("workers", [])) >= self.workers,
-            f"{self.workers} workers ALIVE",
-            90,
+            lambda s: (
+                s.get("status") == "ALIVE"
+                and sum(w.get("state") == "ALIVE" for w in s.get("workers", [])) >= self.workers
+            ),
+            f"master and {self.workers} workers ALIVE",
+            180,
         )
+
+    def _wait_port(self, port: int, what: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(1)
+                if s.connect_ex((LOOPBACK, port)) == 0:
+                    return
+            time.sleep(0.3)
+        raise AssertionError(f"cluster: no {what} within {timeout_s}s\n" + self.logs_tail())
 
     def state(self) -> dict:
         """The master's JSON status (workers, active and completed apps)."""

@@ -7,7 +7,7 @@ Queries, each with its own checkpoint under ``--ckpt``:
   ``0 .. total-1``, written with ``format("quiver")``. Once a committed batch's end
   offset covers ``total`` the producer is stopped (and not restarted by a later
   attempt): the rows produced are exactly keys ``0 .. total-1``.
-* one ``subscriber`` per ``--subscriber NAME:TRIGGER_SECONDS:MAX_SEGMENTS``: reads the
+* once the store has a schema, one ``subscriber`` per ``--subscriber NAME:TRIGGER_SECONDS:MAX_SEGMENTS``: reads the
   store with that subscriber id and writes what it receives (with the
   ``_quiver_*`` metadata columns) to Parquet under ``--out/NAME``; the Parquet sink's
   own log makes that output exactly-once, so duplicates seen there are Quiver's.
@@ -15,7 +15,8 @@ Queries, each with its own checkpoint under ``--ckpt``:
 The driver appends JSON lines to ``--events`` (start, where ``quiver_spark`` was
 imported from on the driver and on the executors, producer done, failures, stop) and
 runs until the file ``--stop-file`` appears, then stops every query and exits 0.
-Any query failing makes it exit 1.
+A query failing makes it exit 1 (except a Python worker too slow to start, see
+``TRANSIENT``: that query is restarted from its checkpoint and the event logged).
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 
 def emit(path: str, event: str, **fields: object) -> None:
@@ -60,6 +63,45 @@ def producer_done(ckpt: Path, total: int) -> bool:
         return False
     lines = (ckpt / "offsets" / str(max(done))).read_text().splitlines()
     return int(json.loads(lines[-1])["offset"]) >= total
+
+
+def wait_for_progress(query: StreamingQuery, timeout_s: float) -> None:
+    """Wait (bounded) until ``query`` finished a batch, failed, or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and query.isActive and query.lastProgress is None:
+        time.sleep(0.5)
+
+
+def wait_for_schema(spark: SparkSession, store: str, events: str, timeout_s: float = 600) -> None:
+    """Wait (bounded) until the producer's first batch recorded the store's schema.
+
+    A subscriber's stream takes its schema from the store; the subscribers
+    themselves are registered beforehand (``quiver subscribers PATH add NAME
+    --create``), so nothing is reclaimed before they start reading.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            schema = spark.read.format("quiver").load(store).schema
+            emit(events, "schema", fields=schema.fieldNames())
+            return
+        except Exception as e:  # AnalysisException wrapping "no schema yet"
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no schema in {store} after {timeout_s}s: {e}") from e
+            time.sleep(1.0)
+
+
+TRANSIENT = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+"""Query start-up failures of an overloaded machine (Spark waits 10 s for a Python
+worker to start): the query is restarted from its checkpoint, at most 5 times, and
+the restart is logged. Every other failure ends the job with exit code 1."""
+
+
+def restartable(error: str, restarts: int) -> bool:
+    return restarts < 5 and any(t in error for t in TRANSIENT)
 
 
 def kv(pairs: list[str]) -> dict[str, str]:
@@ -105,10 +147,8 @@ def main() -> int:
     emit(a.events, "probe", executors=sorted({tuple(x) for x in seen}))
 
     ckpt = Path(a.ckpt)
-    queries = {}
-    if producer_done(ckpt / "producer", a.total):
-        emit(a.events, "producer_done", already=True)
-    else:
+
+    def start_producer() -> StreamingQuery:
         rows = (
             spark.readStream.format("rate-micro-batch")
             .option("rowsPerBatch", a.rows_per_batch)
@@ -127,35 +167,51 @@ def main() -> int:
             rows.writeStream.format("quiver")
             .queryName("producer")
             .option("checkpointLocation", str(ckpt / "producer"))
+            .trigger(processingTime=f"{a.producer_trigger} seconds")
         )
         for k, v in kv(a.sink_option).items():
             writer = writer.option(k, v)
-        queries["producer"] = writer.trigger(processingTime=f"{a.producer_trigger} seconds").start(
-            a.store
-        )
+        return writer.start(a.store)
 
+    def subscriber(name: str, trigger_s: str, max_segments: str) -> Callable[[], StreamingQuery]:
+        def start() -> StreamingQuery:
+            reader = (
+                spark.readStream.format("quiver")
+                .option("subscriber", name)
+                .option("includeMetadata", "true")
+                .option("maxSegmentsPerTrigger", max_segments)
+            )
+            for k, v in kv(a.source_option).items():
+                reader = reader.option(k, v)
+            return (
+                reader.load(a.store)
+                .writeStream.format("parquet")
+                .queryName(name)
+                .option("checkpointLocation", str(ckpt / name))
+                .option("path", str(Path(a.out) / name))
+                .trigger(processingTime=f"{trigger_s} seconds")
+                .start()
+            )
+
+        return start
+
+    starters: dict[str, Callable[[], StreamingQuery]] = {}
+    queries: dict[str, StreamingQuery] = {}
+    if producer_done(ckpt / "producer", a.total):
+        emit(a.events, "producer_done", already=True)
+    else:
+        starters["producer"] = start_producer
+        queries["producer"] = start_producer()
+    wait_for_schema(spark, a.store, a.events)
     for spec in a.subscriber:
         name, trigger_s, max_segments = spec.split(":")
-        reader = (
-            spark.readStream.format("quiver")
-            .option("subscriber", name)
-            .option("includeMetadata", "true")
-            .option("maxSegmentsPerTrigger", max_segments)
-        )
-        for k, v in kv(a.source_option).items():
-            reader = reader.option(k, v)
-        queries[name] = (
-            reader.load(a.store)
-            .writeStream.format("parquet")
-            .queryName(name)
-            .option("checkpointLocation", str(ckpt / name))
-            .option("path", str(Path(a.out) / name))
-            .trigger(processingTime=f"{trigger_s} seconds")
-            .start()
-        )
+        starters[name] = subscriber(name, trigger_s, max_segments)
+        queries[name] = starters[name]()
+        wait_for_progress(queries[name], 30)  # one Python worker start at a time
     emit(a.events, "running", queries=sorted(queries))
 
     deadline = time.monotonic() + a.max_runtime
+    restarts: dict[str, int] = {}
     status = 0
     while time.monotonic() < deadline and not os.path.exists(a.stop_file):
         time.sleep(0.5)
@@ -164,10 +220,15 @@ def main() -> int:
             for n, q in queries.items()
             if not q.isActive and q.exception() is not None
         }
-        if failed:
-            emit(a.events, "query_failed", failed=failed)
+        fatal = {n: e for n, e in failed.items() if not restartable(e, restarts.get(n, 0))}
+        if fatal:
+            emit(a.events, "query_failed", failed=fatal)
             status = 1
             break
+        for n, e in failed.items():  # a slow Python start, not a Quiver failure
+            restarts[n] = restarts.get(n, 0) + 1
+            emit(a.events, "query_restarted", query=n, attempt=restarts[n], error=e[:300])
+            queries[n] = starters[n]()
         producer = queries.get("producer")
         if producer is not None and producer_done(ckpt / "producer", a.total):
             producer.stop()
