@@ -41,6 +41,7 @@ def _quiver(*args: str) -> None:
 def _session(work: Path) -> Any:
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     conf = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
@@ -48,7 +49,9 @@ def _session(work: Path) -> Any:
         SparkSession.builder.master("local[2]")
         .appName("quiver-demo")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.local.dir", str(work / "spark-local"))
         .config("spark.sql.session.timeZone", "UTC")
     )
@@ -116,8 +119,18 @@ def main(argv: list[str] | None = None) -> int:
         .trigger(processingTime="1 second")
         .start(str(store))
     )
-    time.sleep(args.seconds)
+    # the first micro-batch into a Python sink takes several seconds (worker start):
+    # run for --seconds and at least three batches that carried rows
+    started = time.monotonic()
+    while True:
+        time.sleep(0.5)
+        batches = [p for p in producer.recentProgress if p["numInputRows"] > 0]
+        elapsed = time.monotonic() - started
+        if (elapsed >= args.seconds and len(batches) >= 3) or elapsed > args.seconds + 240:
+            break
+    spark.sparkContext.setLogLevel("OFF")  # stopping mid-batch logs an expected abort
     producer.stop()
+    spark.sparkContext.setLogLevel("ERROR")
     n_produced = sum(p["numInputRows"] for p in producer.recentProgress)
     time.sleep(1.5)  # the last committed batch passes segment.max_open_duration
     _quiver("gc", str(store))

@@ -51,6 +51,7 @@ from .segment import SegmentLocation, SegmentMeta, SegmentReader
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
+METRICS_DIR = "metrics"
 
 
 def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
@@ -309,7 +310,7 @@ class QuiverStore:
         """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8).
 
         Updates the intake throttle (``backpressure`` over the cap), the metrics and
-        the Prometheus text file ``<root>/metrics.prom``.
+        the Prometheus text file ``<root>/metrics/<partition>.prom`` of a writer.
         """
         with self._retention_lock:
             r = self.config.retention
@@ -345,7 +346,11 @@ class QuiverStore:
         observe(
             self.metrics, self.subscribers, listing, now_ns, wal_bytes=wal, open_bytes=open_bytes
         )
-        self.metrics.write_prometheus_textfile(os.path.join(self.root, "metrics.prom"), self.io)
+        if self.writer is not None:  # one file per partition: writers never share a name
+            metrics_dir = os.path.join(self.root, METRICS_DIR)
+            self.io.mkdir(metrics_dir)
+            path = os.path.join(metrics_dir, f"{self.writer.pid}.prom")
+            self.metrics.write_prometheus_textfile(path, self.io)
 
     def maintain(self) -> dict[str, Any]:
         """The maintenance tick: finalize an idle open segment, then apply retention.

@@ -23,6 +23,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .source import QuiverBatchReader
+
 
 class QuiverDataSource(DataSource):
     """Spark data source named ``quiver`` (sink, source, batch read and write)."""
@@ -47,11 +49,42 @@ class QuiverDataSource(DataSource):
         return QuiverStreamWriter(self.options, schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from .source import QuiverBatchReader
-
-        return QuiverBatchReader(self.options, schema)
+        if _filter_pushdown_enabled():
+            return QuiverBatchReader(self.options, schema)
+        return QuiverBatchReaderNoPushdown(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .source import QuiverStreamReader
 
         return QuiverStreamReader(self.options, schema)
+
+
+class QuiverBatchReaderNoPushdown(QuiverBatchReader):
+    """The batch reader without segment pruning, for sessions with pushdown disabled."""
+
+    pushFilters = DataSourceReader.pushFilters  # type: ignore[assignment]
+
+
+def _filter_pushdown_enabled() -> bool:
+    """Whether Spark enabled Python filter pushdown for the read being planned.
+
+    PySpark 4.3 refuses a reader that implements ``pushFilters`` unless
+    ``spark.sql.python.filterPushdown.enabled`` is true, and hands that flag only to
+    its planning function (local ``enable_pushdown``), not to ``reader()``. We read it
+    there; when it cannot be found the read goes on without pruning, so a plain
+    ``spark.read.format("quiver").load(path)`` works in every session.
+    """
+    import inspect
+
+    frame = inspect.currentframe()
+    try:
+        for _ in range(8):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return False
+            flag = frame.f_locals.get("enable_pushdown")
+            if isinstance(flag, bool):
+                return flag
+        return False
+    finally:
+        del frame
