@@ -450,6 +450,7 @@ class PartitionWriter:
                 if finalize and not self.wal.failed:
                     self._resolve()
                     self.finalize()
+                    self.write_heartbeat()  # status must not show a sealed segment as open
             finally:
                 self._closed = True
                 try:

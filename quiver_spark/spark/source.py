@@ -235,7 +235,8 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         try:
             _claim_live(store.root, sub, id(self))
             registry = SubscriberRegistry.open(
-                store.root, checkpoint_records=self.config.ack_checkpoint_records,
+                store.root,
+                checkpoint_records=self.config.ack_checkpoint_records,
                 salvage=self.config.salvage,
             )
         except BaseException:
@@ -273,8 +274,9 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except SegmentMissingError:
             raise
         except CorruptionError as e:
-            log.warning("quiver.source.meta_corrupt partition=%s seq=%d error=%s",
-                        partition, seq, e)
+            log.warning(
+                "quiver.source.meta_corrupt partition=%s seq=%d error=%s", partition, seq, e
+            )
             meta = None
         rt.metas[key] = meta
         rt.seen.add(key)
@@ -310,7 +312,8 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         retained = {p: _published_seqs(rt.store, p) for p in rt.store.partitions()}
         rt.registry.register(
             sub,
-            start=StartPosition.LATEST if position is StartingPosition.LATEST
+            start=StartPosition.LATEST
+            if position is StartingPosition.LATEST
             else StartPosition.EARLIEST,
             retained=retained,
             exist_ok=True,
@@ -324,8 +327,13 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 marks[p] = seqs[0] - 1
             else:
                 marks[p] = seqs[-1]
-        log.info("quiver.source.initial_offset subscriber=%s position=%s known=%s offset=%s",
-                 sub, position.value, known, marks)
+        log.info(
+            "quiver.source.initial_offset subscriber=%s position=%s known=%s offset=%s",
+            sub,
+            position.value,
+            known,
+            marks,
+        )
         return QuiverOffset(marks).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -364,6 +372,13 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         available; never goes past the AvailableNow target.
         """
         rt = self._runtime()
+        # Spark plans the next batch from ``start`` only after the batch that ended
+        # there is in its commit log, so everything up to ``start`` is processed: ack
+        # it. Spark never calls commit() for the last batch of a run, and without this
+        # a subscriber that runs with Trigger.AvailableNow would pin its last batch's
+        # segments until new data arrived.
+        if start:
+            self.commit(start)
         self._finalize_idle(rt)
         begin = QuiverOffset.from_json(start)
         avail = self._available(rt, begin)
@@ -393,8 +408,13 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 heapq.heappush(heads, (avail[p][i + 1].order, p, i + 1))
         end = begin.merged(admitted)
         if admitted:
-            log.debug("quiver.source.latest_offset segments=%d bytes=%d rows=%d end=%s",
-                      n, nbytes, rows, end.segments)
+            log.debug(
+                "quiver.source.latest_offset segments=%d bytes=%d rows=%d end=%s",
+                n,
+                nbytes,
+                rows,
+                end.segments,
+            )
         return end.to_json()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
@@ -414,16 +434,23 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- planning ------------------------------------------------------------------------
     def _lost(self, rt: _Runtime, p: str, seq: int, reason: str, detail: str) -> None:
         sub = self.opts.subscriber
-        record_data_loss(rt.store.root, sub, p, seq, reason,
-                         skipped=not self.opts.fail_on_data_loss)
+        record_data_loss(
+            rt.store.root, sub, p, seq, reason, skipped=not self.opts.fail_on_data_loss
+        )
         rt.metrics.inc(SOURCE_LOST, subscriber=sub, reason=reason)
         if self.opts.fail_on_data_loss:
             raise DataLossError(
-                p, seq, f"{reason}: {detail}; set failOnDataLoss=false to skip it and count "
-                "the loss",
+                p,
+                seq,
+                f"{reason}: {detail}; set failOnDataLoss=false to skip it and count the loss",
             )
-        log.warning("quiver.source.data_loss partition=%s seq=%d reason=%s subscriber=%s",
-                    p, seq, reason, sub)
+        log.warning(
+            "quiver.source.data_loss partition=%s seq=%d reason=%s subscriber=%s",
+            p,
+            seq,
+            reason,
+            sub,
+        )
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One input partition per segment in ``(start, end]`` (large ones split).
@@ -447,13 +474,22 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         rt.registry.refresh()
                         refreshed = True
                     if rt.registry.is_deleted(p, seq):
-                        log.warning("quiver.source.segment_dropped partition=%s seq=%d "
-                                    "subscriber=%s", p, seq, sub)
+                        log.warning(
+                            "quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
+                            p,
+                            seq,
+                            sub,
+                        )
                         record_data_loss(rt.store.root, sub, p, seq, "dropped", skipped=True)
                         rt.metrics.inc(SOURCE_DROPPED, subscriber=sub)
                     elif (p, seq) in rt.seen:
-                        self._lost(rt, p, seq, "missing",
-                                   "published, then deleted without a dropped record")
+                        self._lost(
+                            rt,
+                            p,
+                            seq,
+                            "missing",
+                            "published, then deleted without a dropped record",
+                        )
                     else:  # a seq never published (a crashed finalize leaves such holes)
                         log.debug("quiver.source.seq_hole partition=%s seq=%d", p, seq)
                     continue
@@ -461,14 +497,18 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self._lost(rt, p, seq, "corrupt", "its .meta fails verification")
                     continue
                 for b0, b1 in split_segment(meta, self.opts.split_size_bytes):
-                    out.append(QuiverInputPartition(
-                        meta, b0, b1,
-                        segments_url=rt.store.segments_url,
-                        storage_options=None,
-                        root=rt.store.root,
-                        subscriber=sub,
-                        fail_on_data_loss=self.opts.fail_on_data_loss,
-                    ))
+                    out.append(
+                        QuiverInputPartition(
+                            meta,
+                            b0,
+                            b1,
+                            segments_url=rt.store.segments_url,
+                            storage_options=None,
+                            root=rt.store.root,
+                            subscriber=sub,
+                            fail_on_data_loss=self.opts.fail_on_data_loss,
+                        )
+                    )
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -501,14 +541,23 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if todo or now - rt.last_retention >= RETENTION_IDLE_PERIOD_S:
             rt.last_retention = now
             result = apply_retention(
-                rt.store.segment_location, rt.registry, self.config.retention, time.time_ns(),
+                rt.store.segment_location,
+                rt.registry,
+                self.config.retention,
+                time.time_ns(),
                 metrics=rt.metrics,
             )
             deleted = sum(len(v) for v in result.deleted.values())
         rt.metas = {k: v for k, v in rt.metas.items() if not stop.covers(*k)}
         rt.seen = {k for k in rt.seen if not stop.covers(*k)}
-        log.info("quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
-                 sub, stop.segments, sum(len(v) for v in todo.values()), deleted)
+        if todo or deleted:
+            log.info(
+                "quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
+                sub,
+                stop.segments,
+                sum(len(v) for v in todo.values()),
+                deleted,
+            )
 
     def stop(self) -> None:
         rt, self._rt = self._rt, None
@@ -541,8 +590,11 @@ def _physical(value: Any, typ: pa.DataType | None) -> int | None:
                 value = value.replace(tzinfo=dt.UTC)
             return pa.scalar(value, pa.timestamp(typ.unit, tz=typ.tz)).cast(pa.int64()).as_py()
         if isinstance(value, dt.date) and pa.types.is_date(typ):
-            return pa.scalar(value, typ).cast(
-                pa.int32() if pa.types.is_date32(typ) else pa.int64()).as_py()
+            return (
+                pa.scalar(value, typ)
+                .cast(pa.int32() if pa.types.is_date32(typ) else pa.int64())
+                .as_py()
+            )
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return None
     return None
@@ -595,8 +647,14 @@ def _to_prune(f: Filter, arrow: pa.Schema | None) -> _Prune | None:
     vals = [_physical(v, typ) for v in raw]
     if not vals or any(v is None for v in vals):
         return None
-    op = {FilterEqualTo: "eq", In: "in", GreaterThan: "gt", GreaterThanOrEqual: "ge",
-          LessThan: "lt", LessThanOrEqual: "le"}[type(f)]
+    op = {
+        FilterEqualTo: "eq",
+        In: "in",
+        GreaterThan: "gt",
+        GreaterThanOrEqual: "ge",
+        LessThan: "lt",
+        LessThanOrEqual: "le",
+    }[type(f)]
     return _Prune(col, op, tuple(v for v in vals if v is not None))
 
 
@@ -654,25 +712,43 @@ class QuiverBatchReader(DataSourceReader):
                     except SegmentMissingError:
                         continue
                     except CorruptionError as e:
-                        record_data_loss(store.root, None, p, seq, "corrupt",
-                                         skipped=not self.opts.fail_on_data_loss)
+                        record_data_loss(
+                            store.root,
+                            None,
+                            p,
+                            seq,
+                            "corrupt",
+                            skipped=not self.opts.fail_on_data_loss,
+                        )
                         if self.opts.fail_on_data_loss:
                             raise DataLossError(p, seq, f"corrupt ({e})") from e
-                        log.warning("quiver.source.data_loss partition=%s seq=%d reason=corrupt",
-                                    p, seq)
+                        log.warning(
+                            "quiver.source.data_loss partition=%s seq=%d reason=corrupt", p, seq
+                        )
                         continue
                     total += 1
                     if not self._keep(meta):
                         continue
                     kept += 1
                     for b0, b1 in split_segment(meta, self.opts.split_size_bytes):
-                        out.append(QuiverInputPartition(
-                            meta, b0, b1, segments_url=store.segments_url, storage_options=None,
-                            root=store.root, subscriber=None,
-                            fail_on_data_loss=self.opts.fail_on_data_loss,
-                        ))
-            log.info("quiver.source.batch_plan segments=%d kept=%d filters=%d",
-                     total, kept, len(self.prunes))
+                        out.append(
+                            QuiverInputPartition(
+                                meta,
+                                b0,
+                                b1,
+                                segments_url=store.segments_url,
+                                storage_options=None,
+                                root=store.root,
+                                subscriber=None,
+                                fail_on_data_loss=self.opts.fail_on_data_loss,
+                            )
+                        )
+            log.info(
+                "quiver.source.batch_plan segments=%d kept=%d filters=%d",
+                total,
+                kept,
+                len(self.prunes),
+            )
             return out
         finally:
             store.close()
