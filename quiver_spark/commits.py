@@ -64,17 +64,16 @@ class CommitLog:
             return False
         path = self.path(app, version)
         self.io.mkdir(os.path.dirname(path))
+        winners_list = sorted([p, int(t)] for p, t in winners)
         body = {
             "app": app,
             "version": version,
-            "winners": sorted([p, int(t)] for p, t in winners),
+            "winners": winners_list,
             "committed_ns": time.time_ns(),
             "rows": int(rows),
         }
         self.io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_COMMIT, body))
-        log.info(
-            "quiver.txn.commit app=%s version=%d winners=%d", app, version, len(body["winners"])
-        )
+        log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(winners_list))
         return True
 
     def get(self, app: str, version: int) -> CommitRecord | None:

@@ -211,7 +211,7 @@ class PartitionWriter:
                 if rec.rtype == fmt.REC_TXN:
                     info = decode_txn(rec)
                     self._pending[rec.seq] = _Txn(
-                        rec.seq, str(info["app"]), int(info["version"]), str(info["tag"])
+                        rec.seq, str(info["app"]), int(str(info["version"])), str(info["tag"])
                     )
                     continue
                 if batch is None:

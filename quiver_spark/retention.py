@@ -26,11 +26,18 @@ NS_PER_HOUR = 3_600_000_000_000
 
 
 class SegmentInfo(Protocol):
-    partition: str
-    seq: int
-    size_bytes: int
-    min_ingestion_ns: int
-    max_ingestion_ns: int
+    """What retention reads of a segment (``SegmentMeta`` has these, read-only)."""
+
+    @property
+    def partition(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def min_ingestion_ns(self) -> int: ...
+    @property
+    def max_ingestion_ns(self) -> int: ...
 
 
 class SegmentCatalog(Protocol):
@@ -215,7 +222,7 @@ def _enforce(
     if policy is SizeCapPolicy.BACKPRESSURE:
         return True
     # (b) drop_oldest: per-partition seq order, partitions merged by ingestion time
-    heads = []
+    heads: list[tuple[int, str, int, int]] = []
     queues = {p: [s for s in segs.get(p, []) if (p, s.seq) not in chosen] for p in parts}
     for p, q in queues.items():
         if q:

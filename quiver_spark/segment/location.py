@@ -196,7 +196,11 @@ class _Remote:
 
     def put(self, path: str, fill: Fill[T], *, atomic: bool = True) -> T:
         sink = _io.BytesIO()
-        result = fill(sink.write)
+
+        def write(view: memoryview) -> None:
+            sink.write(view)
+
+        result = fill(write)
         data = sink.getvalue()
         if not atomic:
             self.fs.pipe_file(path, data)

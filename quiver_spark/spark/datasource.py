@@ -62,7 +62,7 @@ class QuiverDataSource(DataSource):
 class QuiverBatchReaderNoPushdown(QuiverBatchReader):
     """The batch reader without segment pruning, for sessions with pushdown disabled."""
 
-    pushFilters = DataSourceReader.pushFilters  # type: ignore[assignment]
+    pushFilters = DataSourceReader.pushFilters
 
 
 def _filter_pushdown_enabled() -> bool:

@@ -57,7 +57,9 @@ class QuiverOffset:
             if not isinstance(p, str) or not NAME_RE.fullmatch(p) or p in (".", ".."):
                 raise OffsetFormatError(f"offset names an invalid partition id {p!r}")
             if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-                raise OffsetFormatError(f"offset seq for partition {p!r} must be an int >= 0: {s!r}")
+                raise OffsetFormatError(
+                    f"offset seq for partition {p!r} must be an int >= 0: {s!r}"
+                )
             clean[p] = s
         object.__setattr__(self, "segments", dict(sorted(clean.items())))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +133,7 @@ def check_event_time_column(config: StoreConfig, schema: pa.Schema) -> None:
 class _QuiverWriterBase:
     """State shared by the batch and streaming writers: plain, picklable values only."""
 
-    def __init__(self, options: dict[str, Any], schema: StructType, overwrite: bool) -> None:
+    def __init__(self, options: Mapping[str, Any], schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise ConfigError(
                 "mode",
@@ -311,7 +311,7 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
     >>> spark.range(10).write.format("quiver").mode("append").save("/data/q")  # doctest: +SKIP
     """
 
-    def __init__(self, options: dict[str, Any], schema: StructType, overwrite: bool) -> None:
+    def __init__(self, options: Mapping[str, Any], schema: StructType, overwrite: bool) -> None:
         super().__init__(options, schema, overwrite)
         self.app = f"batch-{uuid.uuid4().hex}"
 

@@ -147,7 +147,9 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         path=path,
         subscriber=sub,
         starting_position=position,
-        max_segments=_positive_int(MAX_SEGMENTS_PER_TRIGGER, _get(options, MAX_SEGMENTS_PER_TRIGGER)),
+        max_segments=_positive_int(
+            MAX_SEGMENTS_PER_TRIGGER, _get(options, MAX_SEGMENTS_PER_TRIGGER)
+        ),
         max_bytes=max_bytes,
         max_rows=_positive_int(MAX_ROWS_PER_TRIGGER, _get(options, MAX_ROWS_PER_TRIGGER)),
         include_metadata=parse_bool(INCLUDE_METADATA, inc) if inc is not None else False,

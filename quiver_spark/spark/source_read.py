@@ -173,10 +173,18 @@ def record_data_loss(
     Lines are small single ``write`` calls on an ``O_APPEND`` descriptor, so lines of
     concurrent tasks do not interleave. :func:`data_loss_report` deduplicates them.
     """
-    line = json.dumps(
-        {"partition": partition, "seq": seq, "reason": reason, "skipped": skipped,
-         "at_ns": time.time_ns()}
-    ).encode() + b"\n"
+    line = (
+        json.dumps(
+            {
+                "partition": partition,
+                "seq": seq,
+                "reason": reason,
+                "skipped": skipped,
+                "at_ns": time.time_ns(),
+            }
+        ).encode()
+        + b"\n"
+    )
     path = lost_log_path(root, subscriber)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -227,26 +235,36 @@ def _deleted_by_retention(root: str, subscriber: str | None, partition: str, seq
         return False
 
 
-def handle_loss(
-    part: QuiverInputPartition, error: QuiverError, reason: str
-) -> None:
+def handle_loss(part: QuiverInputPartition, error: QuiverError, reason: str) -> None:
     """Decide what a task does about an unreadable segment: skip it or raise."""
     m = part.meta
-    if reason == "missing" and _deleted_by_retention(part.root, part.subscriber, m.partition,
-                                                     m.seq):
-        log.warning("quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
-                    m.partition, m.seq, part.subscriber)
+    if reason == "missing" and _deleted_by_retention(
+        part.root, part.subscriber, m.partition, m.seq
+    ):
+        log.warning(
+            "quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
+            m.partition,
+            m.seq,
+            part.subscriber,
+        )
         record_data_loss(part.root, part.subscriber, m.partition, m.seq, "dropped", skipped=True)
         return
-    record_data_loss(part.root, part.subscriber, m.partition, m.seq, reason,
-                     skipped=not part.fail_on_data_loss)
+    record_data_loss(
+        part.root, part.subscriber, m.partition, m.seq, reason, skipped=not part.fail_on_data_loss
+    )
     if part.fail_on_data_loss:
         raise DataLossError(
-            m.partition, m.seq,
+            m.partition,
+            m.seq,
             f"{reason} ({error}); set failOnDataLoss=false to skip it and count the loss",
         ) from error
-    log.warning("quiver.source.data_loss partition=%s seq=%d reason=%s error=%s",
-                m.partition, m.seq, reason, error)
+    log.warning(
+        "quiver.source.data_loss partition=%s seq=%d reason=%s error=%s",
+        m.partition,
+        m.seq,
+        reason,
+        error,
+    )
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -305,8 +323,13 @@ def read_partition(
     if open_log:
         with open(open_log, "a", encoding="utf-8") as f:
             f.write(f"{meta.partition} {meta.seq} {part.batch_start}\n")
-    log.debug("quiver.source.segment_open partition=%s seq=%d batches=%d:%d",
-              meta.partition, meta.seq, part.batch_start, part.batch_stop)
+    log.debug(
+        "quiver.source.segment_open partition=%s seq=%d batches=%d:%d",
+        meta.partition,
+        meta.seq,
+        part.batch_start,
+        part.batch_stop,
+    )
     with reader:
         row = sum(reader.read_batch(i).num_rows for i in range(part.batch_start))
         try:

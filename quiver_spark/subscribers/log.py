@@ -185,9 +185,11 @@ def decode_records(raw: bytes) -> Facts:
         done.sort()
         for (sub, part), grp in itertools.groupby(done, key=lambda r: (r[0], r[1])):
             rows = list(grp)
-            counts = [r[3] for r in rows]
-            multi = any(c != 1 for c in counts)
-            facts.done.append(DoneGroup(sub, part, [r[2] for r in rows], counts if multi else None))
+            all_counts = [r[3] for r in rows]
+            multi = any(c != 1 for c in all_counts)
+            facts.done.append(
+                DoneGroup(sub, part, [r[2] for r in rows], all_counts if multi else None)
+            )
         return facts
     buf = pa.py_buffer(raw)
     w = pa.FixedSizeListArray.from_arrays(pa.Array.from_buffers(pa.uint32(), n * 8, [None, buf]), 8)
@@ -240,7 +242,7 @@ def _ints(arr: pa.Array | pa.ChunkedArray, code: str) -> list[int]:
     width = arr.type.bit_width // 8
     data = arr.buffers()[1]
     mv = memoryview(data)[arr.offset * width : (arr.offset + len(arr)) * width]
-    return mv.cast(code).tolist()
+    return mv.cast(code).tolist()  # type: ignore[call-overload]
 
 
 @dataclass

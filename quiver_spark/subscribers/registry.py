@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..config import validate_name
 from ..errors import StoreClosedError, SubscriberError, UnknownSegmentError
@@ -360,7 +360,7 @@ class SubscriberRegistry:
                 if exist_ok:
                     return
                 raise SubscriberError(f"subscriber {sub!r} is already registered")
-            enc, new = self._encoder(), {}
+            enc, new = self._encoder(), cast("dict[Any, Any]", {})
             sid = self.state.next_sub_id
             enc.add_name(acklog.NS_SUBSCRIBER, sid, sub)
             for p, h in sorted(marks.items()):
@@ -418,7 +418,7 @@ class SubscriberRegistry:
         }
         with self._locked(exclusive=True):
             sid = self._sid(sub)
-            enc, new = self._encoder(), {}
+            enc, new = self._encoder(), cast("dict[Any, Any]", {})
             for p, seqs in wanted.items():
                 pid = self.state.part_ids.get(p)
                 todo = [s for s in seqs if not self.state.is_done(sid, pid, s)]
@@ -516,7 +516,7 @@ class SubscriberRegistry:
         """
         dropped: dict[str, dict[str, list[int]]] = {}
         with self._locked(exclusive=True):
-            enc, new = self._encoder(), {}
+            enc, new = self._encoder(), cast("dict[Any, Any]", {})
             for p, seqs in sorted(deletions.items()):
                 seqs = sorted(set(seqs))
                 if not seqs:
