@@ -379,9 +379,12 @@ class PartitionWriter:
             + [s for t in self._pending.values() for s in (t.txn_id, *(r[0] for r in t.records))]
         )
         files = self.wal.files()
+        current = self.wal.current_path
         doomed = []
-        for i, info in enumerate(files[:-1]):
-            last = files[i + 1].first_seq - 1
+        for i, info in enumerate(files):
+            if info.path == current:
+                continue
+            last = files[i + 1].first_seq - 1 if i + 1 < len(files) else self.wal.next_seq - 1
             j = bisect.bisect_left(undone, info.first_seq)
             if j < len(undone) and undone[j] <= last:
                 continue

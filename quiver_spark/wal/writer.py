@@ -365,6 +365,12 @@ class WalWriter:
             if self._fd is not None:
                 self._seal_locked()
 
+    @property
+    def current_path(self) -> str | None:
+        """The file appends go to now, or None after a rotation (until the next append)."""
+        with self._cond:
+            return self._path if self._fd is not None else None
+
     def files(self) -> list[WalFileInfo]:
         """All WAL files sorted by first seq, pre-existing ones and the current one."""
         with self._cond:

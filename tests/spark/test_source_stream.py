@@ -42,9 +42,10 @@ def test_available_now_drains_every_segment_in_limited_batches_and_stops(spark, 
     actual = spark.createDataFrame([r for b in sink.batches.values() for r in b], SCHEMA)
     assert_df_equality(actual, _expected(spark, list(range(50))), ignore_row_order=True,
                        ignore_nullable=True)
-    # commits trail by one batch: segments of the two committed-and-acked batches are gone
-    assert segment_files(root) == [5]
-    assert registry_hwm(root, "a") == 4
+    # Spark plans once more after the last batch is in its commit log (to find the
+    # end): that planning acknowledges it, so every segment is acked and reclaimed
+    assert segment_files(root) == []
+    assert registry_hwm(root, "a") == 5
 
 
 def test_row_and_byte_limits_bound_each_batch_and_always_admit_one_segment(spark, tmp_path):
@@ -72,17 +73,17 @@ def test_two_subscribers_at_different_paces_each_get_every_row_once(spark, tmp_p
     assert segment_files(root) == [1, 2, 3, 4, 5], "deleted before 'slow' acked"
     run_available_now(stream(spark, root, "slow", maxSegmentsPerTrigger="1"),
                       str(tmp_path / "cs"), slow)
-    # 'fast' committed nothing yet (one batch, never committed): everything stays
-    assert segment_files(root) == [1, 2, 3, 4, 5]
+    # both have acked all five: reclaimed
+    assert segment_files(root) == []
     write_segments(root, 3, first_key=50)
     run_available_now(stream(spark, root, "fast"), str(tmp_path / "cf"), fast)
-    assert segment_files(root) == [5, 6, 7, 8], "'fast' acked 1-5, 'slow' 1-4"
+    assert segment_files(root) == [6, 7, 8], "'fast' acked 6-8, 'slow' has not"
     run_available_now(stream(spark, root, "slow", maxSegmentsPerTrigger="1"),
                       str(tmp_path / "cs"), slow)
     assert fast.keys() == slow.keys() == list(range(80))
     assert len(fast.batches) == 2 and len(slow.batches) == 8
-    assert registry_hwm(root, "fast") == 5 and registry_hwm(root, "slow") == 7
-    assert segment_files(root) == [6, 7, 8]
+    assert registry_hwm(root, "fast") == 8 and registry_hwm(root, "slow") == 8
+    assert segment_files(root) == []
 
 
 def test_replay_with_offsets_but_no_commit_reads_identical_rows_and_pins_retention(
