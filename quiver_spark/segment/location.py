@@ -268,37 +268,17 @@ class SegmentLocation:
 
     # -- writing ------------------------------------------------------------------
     def write(
-        self,
-        partition: str,
-        seq: int,
-        batches: list[pa.RecordBatch],
-        *,
-        min_ingestion_ns: int,
-        max_ingestion_ns: int,
-        wal_ranges: Iterable[tuple[int, int]],
-        event_time_column: str | None = None,
-        target_batch_rows: int = 10_000,
-        compression: str | None = None,
+        self, partition: str, seq: int, batches: list[pa.RecordBatch], **kwargs: Any
     ) -> SegmentMeta:
         """Write, make durable and publish segment ``seq``: :meth:`write_data` + :meth:`publish`.
 
-        Consecutive small batches are coalesced toward ``target_batch_rows``;
-        dictionaries are unified. The ``.arrow`` is durable before the ``.meta``
-        appears. If ``seq`` is already published, a retry with identical bytes and
-        WAL ranges returns the published metadata (idempotent); anything else raises
-        :class:`SegmentExistsError` (sequence reuse).
+        Takes the keyword arguments of :meth:`write_data`. Consecutive small batches are
+        coalesced toward ``target_batch_rows``; dictionaries are unified. The ``.arrow``
+        is durable before the ``.meta`` appears. If ``seq`` is already published, a retry
+        with identical bytes and WAL ranges returns the published metadata (idempotent);
+        anything else raises :class:`SegmentExistsError` (sequence reuse).
         """
-        meta = self.write_data(
-            partition,
-            seq,
-            batches,
-            min_ingestion_ns=min_ingestion_ns,
-            max_ingestion_ns=max_ingestion_ns,
-            wal_ranges=wal_ranges,
-            event_time_column=event_time_column,
-            target_batch_rows=target_batch_rows,
-            compression=compression,
-        )
+        meta = self.write_data(partition, seq, batches, **kwargs)
         self.publish(meta)
         return meta
 

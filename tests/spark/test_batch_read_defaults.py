@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from chispa import assert_df_equality
 
 from quiver_spark import QuiverStore
@@ -17,27 +18,17 @@ def _store(root: Path) -> None:
             store.finalize()
 
 
-def test_batch_read_works_with_python_filter_pushdown_disabled(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pushdown", ["false", "true"])
+def test_batch_read_works_whatever_the_python_filter_pushdown_setting(
+    spark, tmp_path: Path, pushdown: str
+) -> None:
     _store(tmp_path / "s")
     key = "spark.sql.python.filterPushdown.enabled"
     before = spark.conf.get(key)
-    spark.conf.set(key, "false")
+    spark.conf.set(key, pushdown)
     try:
         got = spark.read.format("quiver").load(str(tmp_path / "s")).where("id >= 10")
         want = spark.range(10, 100).select("id")
-        assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
-    finally:
-        spark.conf.set(key, before)
-
-
-def test_batch_read_works_with_python_filter_pushdown_enabled(spark, tmp_path: Path) -> None:
-    _store(tmp_path / "s")
-    key = "spark.sql.python.filterPushdown.enabled"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "true")
-    try:
-        got = spark.read.format("quiver").load(str(tmp_path / "s")).where("id < 60")
-        want = spark.range(0, 60).select("id")
         assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     finally:
         spark.conf.set(key, before)
