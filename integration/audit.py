@@ -75,23 +75,31 @@ class KeyAudit:
     """Produced keys never delivered."""
     unexpected: int
     """Delivered keys that were never produced."""
+    corrupt: int = 0
+    """Rows whose payload is not the one produced for their key."""
     duplicate_examples: list[int] = field(default_factory=list)
     lost_examples: list[int] = field(default_factory=list)
 
     @property
     def exactly_once(self) -> bool:
-        return self.duplicates == 0 and self.losses == 0 and self.unexpected == 0
+        return not (self.duplicates or self.losses or self.unexpected or self.corrupt)
 
     def line(self) -> str:
         return (
             f"{self.name}: produced {self.produced}, delivered {self.delivered}, "
             f"distinct {self.distinct}, duplicates {self.duplicates}, "
-            f"losses {self.losses}, unexpected {self.unexpected}"
+            f"losses {self.losses}, unexpected {self.unexpected}, corrupt {self.corrupt}"
         )
 
 
-def audit_keys(name: str, keys: list[int], total: int) -> KeyAudit:
+def audit_keys(
+    name: str, keys: list[int], total: int, payloads: list[str] | None = None
+) -> KeyAudit:
+    """Compare delivered ``keys`` with ``0 .. total-1``; payloads must read ``payload-<key>``."""
     counts = Counter(keys)
+    corrupt = (
+        sum(p != f"payload-{k}" for k, p in zip(keys, payloads, strict=True)) if payloads else 0
+    )
     dupes = sorted(k for k, n in counts.items() if n > 1)
     lost = [k for k in range(total) if k not in counts]
     unexpected = [k for k in counts if not 0 <= k < total]
@@ -103,6 +111,7 @@ def audit_keys(name: str, keys: list[int], total: int) -> KeyAudit:
         duplicates=sum(n - 1 for n in counts.values()),
         losses=len(lost),
         unexpected=len(unexpected),
+        corrupt=corrupt,
         duplicate_examples=dupes[:10],
         lost_examples=lost[:10],
     )

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -334,16 +335,13 @@ class StandaloneCluster:
             SPARK_LOCAL_DIRS=str(self.root / "local"),
             SPARK_IDENT_STRING="quiver-it",
             SPARK_DAEMON_MEMORY="512m",
+            SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
         )
 
     def _daemon(self, action: str, cls: str, instance: int, *args: str) -> None:
         script = self.venv.spark_home / "sbin" / "spark-daemon.sh"
-        run(
-            ["bash", str(script), action, cls, str(instance), *args],
-            cwd=self.root,
-            env=self.env(),
-            timeout=120,
-        )
+        cmd = ["bash", str(script), action, cls, str(instance), *args]
+        run(cmd, cwd=self.root, env=self.env(), timeout=120)
 
     def start(self) -> None:
         for d in ("conf", "logs", "pids", "work", "local"):
@@ -352,41 +350,18 @@ class StandaloneCluster:
         (self.conf_dir / "spark-env.sh").write_text(f"SPARK_LOCAL_IP={LOOPBACK}\n")
         self.master_port, self.webui_port = free_port(), free_port()
         self.started.append((MASTER_CLASS, 1))
-        self._daemon(
-            "start",
-            MASTER_CLASS,
-            1,
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(self.master_port),
-            "--webui-port",
-            str(self.webui_port),
-        )
+        self._daemon("start", MASTER_CLASS, 1, "--host", LOOPBACK, "--port", str(self.master_port),
+                     "--webui-port", str(self.webui_port))  # fmt: skip
         self._wait_port(self.master_port, "master RPC port", 120)
         for n in range(1, self.workers + 1):  # workers retry registering until it is ALIVE
             port, ui = free_port(), free_port()
             self.worker_ports.append(port)
             self.started.append((WORKER_CLASS, n))
-            self._daemon(
-                "start",
-                WORKER_CLASS,
-                n,
-                "--host",
-                LOOPBACK,
-                "--port",
-                str(port),
-                "--webui-port",
-                str(ui),
-                "--cores",
-                "1",
-                "--memory",
-                "2g",
-                "--work-dir",
-                str(self.work_dir / f"worker-{n}"),
-                self.master_url,
-            )
-        self._wait(
+            self._daemon("start", WORKER_CLASS, n, "--host", LOOPBACK, "--port", str(port),
+                         "--webui-port", str(ui), "--cores", "1", "--memory", "2g",
+                         "--work-dir", str(self.work_dir / f"worker-{n}"),
+                         self.master_url)  # fmt: skip
+        self.wait_for(
             lambda s: (
                 s.get("status") == "ALIVE"
                 and sum(w.get("state") == "ALIVE" for w in s.get("workers", [])) >= self.workers
@@ -411,13 +386,14 @@ class StandaloneCluster:
         with urllib.request.urlopen(url, timeout=5) as r:
             return dict(json.load(r))
 
-    def _wait(self, ok: object, what: str, timeout_s: float) -> dict:
+    def wait_for(self, ok: Callable[[dict], bool], what: str, timeout_s: float) -> dict:
+        """Poll the master's status until ``ok(status)``; fail with the daemons' logs."""
         deadline = time.monotonic() + timeout_s
         last: object = None
         while time.monotonic() < deadline:
             try:
                 st = self.state()
-                if ok(st):  # type: ignore[operator]
+                if ok(st):
                     return st
                 last = st
             except OSError as e:
@@ -426,18 +402,6 @@ class StandaloneCluster:
         raise AssertionError(
             f"cluster: no {what} within {timeout_s}s; last state {last}\n" + self.logs_tail()
         )
-
-    def wait_for(self, ok: object, what: str, timeout_s: float) -> dict:
-        return self._wait(ok, what, timeout_s)
-
-    def daemon_pids(self) -> list[int]:
-        pids = []
-        for f in (self.root / "pids").glob("*.pid"):
-            try:
-                pids.append(int(f.read_text().strip()))
-            except (OSError, ValueError):
-                continue
-        return pids
 
     def executor_pids(self) -> list[int]:
         """Pids of live CoarseGrainedExecutorBackend JVMs launched by this cluster's workers."""

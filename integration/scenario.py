@@ -61,6 +61,7 @@ class Pipeline:
     source_options: dict[str, str] = field(default_factory=dict)
     store_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    producer_trigger_s: float = 1.0
     kills: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.monotonic)
 
@@ -77,6 +78,7 @@ class Pipeline:
                 "--out", str(self.root / "out"), "--events", str(self.events),
                 "--stop-file", str(self.stop_file), "--total", str(self.total),
                 "--rows-per-batch", str(self.rows_per_batch)]  # fmt: skip
+        args += ["--producer-trigger", str(self.producer_trigger_s)]
         args += [a for n, spec in SUBSCRIBERS.items() for a in ("--subscriber", f"{n}:{spec}")]
         args += [a for k, v in self.sink_options.items() for a in ("--sink-option", f"{k}={v}")]
         args += [a for k, v in self.source_options.items() for a in ("--source-option", f"{k}={v}")]
@@ -212,7 +214,7 @@ def audit_reclaim(store: Path, segments: set[tuple[str, int]]) -> ReclaimAudit:
     with SubscriberRegistry.open(str(store)) as reg:
         names = reg.subscribers()
         assert sorted(names) == sorted(SUBSCRIBERS), names
-        acked_all = {s for s in segments if reg.done_by_all(*s)}
+        acked_all = {s for s in segments | present if reg.done_by_all(*s)}
         unacked: dict[str, int] = {}
         for part, seq in present:
             for who in reg.undone_by(part, seq):
@@ -230,8 +232,9 @@ def audit_run(run: Pipeline) -> tuple[dict[str, KeyAudit], ReclaimAudit]:
     audits: dict[str, KeyAudit] = {}
     segments: set[tuple[str, int]] = set()
     for name in SUBSCRIBERS:
-        table = delivered(run.out(name), ("key", "_quiver_partition", "_quiver_segment"))
-        audits[name] = audit_keys(name, pc.cast(table["key"], pa.int64()).to_pylist(), run.total)
+        table = delivered(run.out(name), ("key", "payload", "_quiver_partition", "_quiver_segment"))
+        keys = pc.cast(table["key"], pa.int64()).to_pylist()
+        audits[name] = audit_keys(name, keys, run.total, table["payload"].to_pylist())
         segments |= set(
             zip(
                 table["_quiver_partition"].to_pylist(),

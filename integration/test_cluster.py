@@ -73,35 +73,39 @@ def _soak_minutes() -> float:
 def test_soak_pipeline_survives_random_executor_and_driver_kills(
     spark_cluster: StandaloneCluster, fresh_venv: FreshVenv, tmp_path: Path
 ) -> None:
+    """Kills every ~minutes/8 (an executor first, then the driver, then at random)."""
     minutes = _soak_minutes()
     rng = random.Random(int(os.environ.get("QUIVER_SOAK_SEED", "66")))
     rows_per_batch = 1000
-    total = int(minutes * 60 / 2) * rows_per_batch  # about one batch every 2 s
     run = Pipeline(
-        fresh_venv, spark_cluster.master_url, spark_cluster, tmp_path / "soak", total=total,
-        rows_per_batch=rows_per_batch,
+        fresh_venv, spark_cluster.master_url, spark_cluster, tmp_path / "soak",
+        total=int(minutes * 60 / 2) * rows_per_batch, rows_per_batch=rows_per_batch,
+        producer_trigger_s=2.0,
     )  # fmt: skip
+    mean_pause = max(30.0, minutes * 60 / 8)
     deadline = time.monotonic() + minutes * 60
     try:
         run.start_driver()
         run.wait_until(run.progressed("fast", 0), "first rows at the fast subscriber", 300)
         assert_executors_use_the_wheel(run)
         while time.monotonic() < deadline and not run.complete():
-            pause = rng.uniform(60, 180)
-            end = min(deadline, time.monotonic() + pause)
+            end = min(deadline, time.monotonic() + rng.uniform(0.5, 1.5) * mean_pause)
             while time.monotonic() < end and not run.complete():
                 run.check_alive()
                 time.sleep(2)
             if time.monotonic() >= deadline or run.complete():
                 break
-            if rng.random() < 0.7:
+            kind = ["executor", "driver"][len(run.kills)] if len(run.kills) < 2 else (
+                "executor" if rng.random() < 0.7 else "driver")  # fmt: skip
+            if kind == "executor":
                 run.kill_executor(rng)
             else:
                 run.kill_driver()
                 run.start_driver()
-            print(f"[soak] {run.elapsed()} delivered {run.rows()} of {total}")
+            print(f"[soak] {run.elapsed()} delivered {run.rows()} of {run.total}")
         run.finish(minutes * 60 + 600)
     finally:
         run.driver.stop()
     assert_exactly_once(run)
-    assert len(run.kills) >= 2, f"the soak killed too little: {run.kills}"
+    kinds = {k.split("@")[0] for k in run.kills}
+    assert kinds == {"executor", "driver"}, f"the soak must kill both kinds: {run.kills}"

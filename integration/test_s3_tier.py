@@ -6,8 +6,9 @@ option, so the environment carries endpoint and credentials to the driver and it
 Python workers). Two tests:
 
 * the Spark round trip: ``jobs/pipeline.py`` in ``local[2]`` from the fresh venv,
-  the sink with ``segments.path=s3://bucket/quiver``, two subscribers, a driver
-  kill -9 mid-stream and a restart; every key exactly once at both subscribers,
+  the sink with ``segments.path=s3://bucket/quiver``, two subscribers (and in the
+  soak tier a driver kill -9 mid-upload and a restart); every key exactly once at
+  both subscribers,
   every segment both acked deleted from the bucket, and the bucket holds nothing
   but published pairs (``.arrow`` + ``.meta``);
 * T16 against the same endpoint with the engine: the k-th mutating S3 request of a
@@ -108,8 +109,18 @@ def assert_only_published_pairs(keys: list[str]) -> dict[str, set[int]]:
 
 
 @pytest.mark.timeout(900)
-def test_spark_round_trip_with_segments_in_s3_survives_driver_kill_and_reclaims_remote_segments(
-    java: str, fresh_venv: FreshVenv, s3_env: dict[str, str], bucket: str, tmp_path: Path
+@pytest.mark.parametrize(
+    "driver_kill",
+    [False, pytest.param(True, marks=pytest.mark.soak)],
+    ids=["no-kill", "driver-kill"],
+)
+def test_spark_round_trip_with_segments_in_s3_reclaims_remote_segments(
+    java: str,
+    fresh_venv: FreshVenv,
+    s3_env: dict[str, str],
+    bucket: str,
+    tmp_path: Path,
+    driver_kill: bool,
 ) -> None:
     del java
     url = f"s3://{bucket}/quiver"
@@ -120,9 +131,10 @@ def test_spark_round_trip_with_segments_in_s3_survives_driver_kill_and_reclaims_
     )  # fmt: skip
     try:
         run.start_driver()
-        run.wait_until(run.progressed("fast", 0), "first rows at the fast subscriber", 300)
-        run.kill_driver()
-        run.start_driver()
+        if driver_kill:  # soak tier: kill -9 while segments are being uploaded
+            run.wait_until(run.progressed("fast", 0), "first rows at the fast subscriber", 300)
+            run.kill_driver()
+            run.start_driver()
         run.finish(420)
     finally:
         run.driver.stop()

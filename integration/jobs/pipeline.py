@@ -207,7 +207,7 @@ def main() -> int:
         name, trigger_s, max_segments = spec.split(":")
         starters[name] = subscriber(name, trigger_s, max_segments)
         queries[name] = starters[name]()
-        wait_for_progress(queries[name], 30)  # one Python worker start at a time
+        wait_for_progress(queries[name], 10)  # one Python worker start at a time
     emit(a.events, "running", queries=sorted(queries))
 
     deadline = time.monotonic() + a.max_runtime
