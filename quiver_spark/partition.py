@@ -161,6 +161,7 @@ class PartitionWriter:
             "next_seq": self._next_seq,
             "covered": self._covered.to_list(),
             "publishing": publishing.to_body() if publishing is not None else None,
+            "next_record_seq": self.wal.next_seq,
             "updated_ns": time.time_ns(),
         }
         self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
@@ -235,8 +236,15 @@ class PartitionWriter:
         self._resolve()
         rep.discarded_txns = before - len(self._pending) if before else 0
         rep.pending_txns = len(self._pending)
+        # The WAL may be empty (every file truncated after a finalize): record seqs
+        # continue from the durable floor, never from 1, or new records would look
+        # covered by old segments and be skipped on the next recovery.
+        covered_top = max((hi for _, hi in self._covered), default=0)
+        next_record_seq = max(
+            wal.next_record_seq, int(state.get("next_record_seq", 1)), covered_top + 1
+        )
         self.wal = WalWriter(
-            self.wal_dir, self.config.wal, next_record_seq=wal.next_record_seq, io=self.io
+            self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
         )
         if publishing or rep.torn_tails or state.get("next_seq") != self._next_seq:
             self._write_state(None)

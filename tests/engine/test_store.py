@@ -292,3 +292,30 @@ def test_wall_clock_jumping_back_changes_neither_order_nor_finalize_age(
         meta = store.finalize()
         assert meta is not None
         assert meta.seq == 1 and ids_of(store) == [0, 1, 2, 3]
+
+
+def test_records_after_a_fully_truncated_wal_survive_a_crash(tmp_path: Path) -> None:
+    """Regression: an empty WAL dir must not restart record seqs at 1 (they would look
+    covered by the old segment and be skipped by the next recovery)."""
+    code = textwrap.dedent(
+        f"""
+        import os, pyarrow as pa
+        from quiver_spark import QuiverStore
+        s = QuiverStore.open({str(tmp_path)!r}, background=False)
+        assert s.writer.wal.files() == []
+        s.append(pa.record_batch({{"id": pa.array(range(100, 103), type=pa.int64()),
+                                   "name": pa.array(["a"] * 3)}}))
+        s.flush()
+        os._exit(0)
+        """
+    )
+    with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
+        for i in range(3):
+            store.append(batch(i * 10, 10))
+        store.finalize()
+        assert store.writer is not None and store.writer.wal.files() == []
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
+        assert store.recovery is not None and store.recovery.rows_replayed == 3
+        store.finalize()
+        assert ids_of(store) == [*range(30), 100, 101, 102]
