@@ -150,7 +150,7 @@ class Pipeline:
         kill_pids([victim])
         assert not wait_gone([victim], 20), f"executor {victim} survived kill -9"
         self.kills.append(f"executor@{self.elapsed()}")
-        print(f"[cluster] {self.elapsed()} kill -9 executor pid {victim} (of {before})")
+        print(f"[pipeline] {self.elapsed()} kill -9 executor pid {victim} (of {before})")
         self.wait_until(
             lambda: any(p not in before for p in cluster.executor_pids()),
             "replacement executor",
@@ -160,7 +160,7 @@ class Pipeline:
     def kill_driver(self) -> None:
         victims = self.driver.kill9()
         self.kills.append(f"driver@{self.elapsed()}")
-        print(f"[cluster] {self.elapsed()} kill -9 driver (pids {victims})")
+        print(f"[pipeline] {self.elapsed()} kill -9 driver (pids {victims})")
         if self.cluster is None:
             return
         self.cluster.wait_for(lambda s: not s.get("activeapps"), "app gone after driver kill", 120)
@@ -169,7 +169,7 @@ class Pipeline:
 
     def start_driver(self) -> None:
         self.driver.start()
-        print(f"[cluster] {self.elapsed()} driver attempt {self.driver.attempts} submitted")
+        print(f"[pipeline] {self.elapsed()} driver attempt {self.driver.attempts} submitted")
 
     def progressed(self, name: str, beyond: int) -> Callable[[], bool]:
         return lambda: delivered_rows(self.out(name)) > beyond
