@@ -69,9 +69,11 @@ def _filter_pushdown_enabled() -> bool:
     """Whether Spark enabled Python filter pushdown for the read being planned.
 
     PySpark 4.3 refuses a reader that implements ``pushFilters`` unless
-    ``spark.sql.python.filterPushdown.enabled`` is true, and hands that flag only to
-    its planning function (local ``enable_pushdown``), not to ``reader()``. We read it
-    there; when it cannot be found the read goes on without pruning, so a plain
+    ``spark.sql.python.filterPushdown.enabled`` is true. With pushdown on, it builds
+    the reader in its filter-pushdown worker; with it off, in the read-planning
+    worker, which holds the flag in a local (``enable_pushdown``) but does not pass it
+    to ``reader()``. We tell the two apart from the caller's frames; when neither is
+    found the read goes on without pruning, so a plain
     ``spark.read.format("quiver").load(path)`` works in every session.
     """
     import inspect
@@ -82,6 +84,8 @@ def _filter_pushdown_enabled() -> bool:
             frame = frame.f_back if frame is not None else None
             if frame is None:
                 return False
+            if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+                return True  # Spark's filter-pushdown worker: only used when enabled
             flag = frame.f_locals.get("enable_pushdown")
             if isinstance(flag, bool):
                 return flag
