@@ -241,15 +241,8 @@ def _batch(first: int, n: int) -> pa.RecordBatch:
     )
 
 
-RETRY_DUPLICATES = pytest.mark.xfail(
-    strict=True,
-    reason="known bug: PartitionWriter.finalize seals the same rows again under a new seq "
-    "when publish() raised after the .meta became visible (the rm of .meta.tmp failed)",
-)
-
-
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("after", [pytest.param("retry", marks=RETRY_DUPLICATES), "crash"])
+@pytest.mark.parametrize("after", ["retry", "crash"])
 @pytest.mark.parametrize("partial", [False, True], ids=["failed", "partial"])
 def test_failed_or_partial_segment_upload_to_s3_is_never_published(
     s3_env: dict[str, str], bucket: str, tmp_path: Path, partial: bool, after: str

@@ -135,6 +135,7 @@ class PartitionWriter:
         self.last_write_ns: int | None = None
         self.finalized_total = 0
         self.last_finalized: SegmentMeta | None = None
+        self._unpublished: SegmentMeta | None = None
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -338,10 +339,22 @@ class PartitionWriter:
             return [(t.txn_id, t.app, t.version, t.tag) for t in self._pending.values()]
 
     # -- finalize ------------------------------------------------------------------
+    def _publish_pending(self) -> None:
+        """Publish the segment past the commit point; idempotent, retried until it lands.
+
+        If publication fails (say an object store answered with an error after the
+        copy took effect), the rows already belong to that segment: the next finalize
+        or maintenance tick publishes the same segment again, never a new one.
+        """
+        if self._unpublished is not None:
+            self.segments.publish(self._unpublished)
+            self._unpublished = None
+
     def finalize(self) -> SegmentMeta | None:
         """Seal the open segment into a published segment; None when it is empty."""
         with self._lock:
             self._check_open()
+            self._publish_pending()
             seg = self._open
             batches = seg.batches
             if not batches:
@@ -364,9 +377,10 @@ class PartitionWriter:
             for lo, hi in meta.wal_ranges:
                 self._covered.add(lo, hi)
             self._next_seq = seq + 1
-            self._write_state(meta)  # commit point
-            self.segments.publish(meta)
+            self._write_state(meta)  # commit point: these rows now belong to ``meta``
             self._open = _OpenSegment()
+            self._unpublished = meta
+            self._publish_pending()
             self.finalized_total += 1
             self.last_finalized = meta
             log.info(
@@ -410,6 +424,7 @@ class PartitionWriter:
         with self._lock:
             if self._closed:
                 return None
+            self._publish_pending()
             self._resolve()
             if self._open and (
                 time.monotonic() - self._open.opened_mono >= self.config.segment.max_open_duration_s
