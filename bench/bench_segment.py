@@ -21,7 +21,6 @@ table and writes ``bench/results/segment.json``. Goal: A >= 0.5x B and >= 1 GB/s
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import platform
@@ -32,32 +31,17 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+from benchdata import distinct_batches
 from crc32c import crc32c
 
 from quiver_spark.segment import SegmentLocation, SegmentMeta
 
-ROWS = 10_000
 CHUNK = 8 * 1024 * 1024
 
 
 def make_batches(target_bytes: int) -> list[pa.RecordBatch]:
     """Distinct 10k-row batches cycled until the data reaches ``target_bytes``."""
-    base = dt.datetime(2026, 1, 1)
-    distinct = []
-    for k in range(8):
-        ids = range(k * ROWS, (k + 1) * ROWS)
-        distinct.append(
-            pa.record_batch(
-                {
-                    "id": pa.array(ids, pa.int64()),
-                    "value": pa.array([i * 0.25 for i in ids], pa.float64()),
-                    "ts": pa.array(
-                        [base + dt.timedelta(microseconds=i) for i in ids], pa.timestamp("us")
-                    ),
-                    "text": pa.array([f"event-{i:012d}-" + "x" * 32 for i in ids]),
-                }
-            )
-        )
+    distinct = distinct_batches()
     out, total = [], 0
     while total < target_bytes:
         b = distinct[len(out) % len(distinct)]

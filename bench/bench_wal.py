@@ -31,32 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+from benchdata import ROWS, distinct_batches
 
 from quiver_spark.config import WalConfig
 from quiver_spark.wal import WalWriter
 
-ROWS = 10_000
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def make_batches(n: int) -> list[pa.RecordBatch]:
     """``n`` 10k-row batches cycling over 8 distinct ones."""
-    base = dt.datetime(2026, 1, 1)
-    distinct = []
-    for k in range(8):
-        ids = range(k * ROWS, (k + 1) * ROWS)
-        distinct.append(
-            pa.record_batch(
-                {
-                    "id": pa.array(ids, pa.int64()),
-                    "value": pa.array([i * 0.25 for i in ids], pa.float64()),
-                    "ts": pa.array(
-                        [base + dt.timedelta(microseconds=i) for i in ids], pa.timestamp("us")
-                    ),
-                    "text": pa.array([f"event-{i:012d}-" + "x" * 32 for i in ids]),
-                }
-            )
-        )
+    distinct = distinct_batches()
     return [distinct[i % 8] for i in range(n)]
 
 

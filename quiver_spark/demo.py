@@ -166,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         if any(p["numInputRows"] > 0 for p in slow.recentProgress):
             break
         time.sleep(0.2)
+    spark.sparkContext.setLogLevel("OFF")  # stopping mid-batch logs an expected abort
     slow.stop()
-    _quiver("gc", str(store))
+    _quiver("gc", str(store))  # (also gives the cancelled tasks time to finish quietly)
+    spark.sparkContext.setLogLevel("ERROR")
     _say("   status: segments the exporter acked stay until slow_forwarder acks them too")
     _quiver("status", str(store))
 

@@ -72,6 +72,9 @@ class _Txn:
     version: int
     tag: str
     records: list[tuple[int, int, pa.RecordBatch]] = field(default_factory=list)
+    # monotonic time of the first record: the data's age counts from its append, not
+    # from the commit that admits it, so visibility stays within max_open_duration
+    first_mono: float | None = None
 
 
 class _OpenSegment:
@@ -84,10 +87,14 @@ class _OpenSegment:
         self.max_ns = 0
         self.opened_mono = 0.0
 
-    def add(self, seq: int, ingestion_ns: int, batch: pa.RecordBatch) -> None:
+    def add(
+        self, seq: int, ingestion_ns: int, batch: pa.RecordBatch, since: float | None = None
+    ) -> None:
         if not self.batches:
             self.opened_mono = time.monotonic()
             self.min_ns = self.max_ns = ingestion_ns
+        if since is not None:  # the age of the oldest data, not of the admission
+            self.opened_mono = min(self.opened_mono, since)
         self.batches.append(batch)
         self.seqs.append(seq)
         self.rows += batch.num_rows
@@ -213,7 +220,12 @@ class PartitionWriter:
                 if rec.rtype == fmt.REC_TXN:
                     info = decode_txn(rec)
                     self._pending[rec.seq] = _Txn(
-                        rec.seq, str(info["app"]), int(str(info["version"])), str(info["tag"])
+                        rec.seq,
+                        str(info["app"]),
+                        int(str(info["version"])),
+                        str(info["tag"]),
+                        # recovered data is old: sealed promptly once its commit is known
+                        first_mono=time.monotonic() - self.config.segment.max_open_duration_s,
                     )
                     continue
                 if batch is None:
@@ -277,7 +289,10 @@ class PartitionWriter:
             seq = self.wal.append_batch(batch, ingestion_ns=ns, txn_id=txn_id)
             self.last_write_ns = ns
             if txn_id:
-                self._pending[txn_id].records.append((seq, ns, batch))
+                txn = self._pending[txn_id]
+                if txn.first_mono is None:
+                    txn.first_mono = time.monotonic()
+                txn.records.append((seq, ns, batch))
             else:
                 self._admit([(seq, ns, batch)])
             return seq
@@ -288,12 +303,15 @@ class PartitionWriter:
             self._check_open()
         return self.wal.flush()
 
-    def _admit(self, records: list[tuple[int, int, pa.RecordBatch]]) -> None:
+    def _admit(
+        self, records: list[tuple[int, int, pa.RecordBatch]], since: float | None = None
+    ) -> None:
+        """Add records to the open segment; ``since``: when they were appended (monotonic)."""
         for seq, ns, batch in records:
             schema = self._open.schema
             if schema is not None and not batch.schema.equals(schema):
                 self.finalize()
-            self._open.add(seq, ns, batch)
+            self._open.add(seq, ns, batch, since)
         if self._open.nbytes >= self.config.segment.target_size_bytes:
             self.finalize()
 
@@ -324,7 +342,7 @@ class PartitionWriter:
             del self._pending[txn_id]
             if (self.pid, txn_id) in rec.winners:
                 self._open.seqs.append(txn_id)  # the REC_TXN marker is covered with its data
-                self._admit(txn.records)
+                self._admit(txn.records, since=txn.first_mono)
             else:
                 log.info(
                     "quiver.txn.discard partition=%s txn=%d app=%s version=%d",

@@ -168,6 +168,27 @@ def test_transaction_rows_stay_invisible_until_committed(tmp_path: Path) -> None
         assert ids_of(store) == list(range(5))
 
 
+def test_committed_rows_age_from_their_append_not_from_their_commit(tmp_path: Path) -> None:
+    # visibility within max_open_duration of the write: a commit that arrives after
+    # the data is already that old seals it on the next tick, not a full period later
+    cfg = StoreConfig(segment=SegmentConfig(max_open_duration_s=0.3))
+    with QuiverStore.open(str(tmp_path), cfg, background=False) as store:
+        young = store.begin_txn("q1", 0, "0.0")
+        store.append(batch(0, 5), txn_id=young)
+        store.flush()
+        assert store.commit_txn("q1", 0, [("p-0", young)])
+        assert store.maintain()["finalized"] == []  # committed, but only just written
+        time.sleep(0.35)
+        assert store.maintain()["finalized"] == [("p-0", 1)]
+        old = store.begin_txn("q1", 1, "0.0")
+        store.append(batch(5, 5), txn_id=old)
+        store.flush()
+        time.sleep(0.35)  # the batch's commit comes late (a slow task elsewhere)
+        assert store.commit_txn("q1", 1, [("p-0", old)])
+        assert store.maintain()["finalized"] == [("p-0", 2)]
+        assert ids_of(store) == list(range(10))
+
+
 def test_losing_attempts_are_discarded_and_a_replayed_commit_is_a_no_op(tmp_path: Path) -> None:
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         a0 = store.begin_txn("q1", 7, "0.0")
