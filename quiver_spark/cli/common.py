@@ -29,6 +29,7 @@ EXIT_TROUBLE = 1
 EXIT_USAGE = 2
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class CliError(click.ClickException):
@@ -176,6 +177,19 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
+
+
+def with_store(args: StoreArgs, fn: Callable[[QuiverStore], T]) -> T:
+    """``fn`` run on a read/maintain handle that is closed after; store errors exit 2."""
+    store = open_store(args)
+    try:
+        return fn(store)
+    except CorruptionError as e:
+        raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
+    except QuiverError as e:
+        raise CliError(str(e), EXIT_TROUBLE) from e
+    finally:
+        store.close()
 
 
 def wal_partitions(store: QuiverStore) -> list[str]:

@@ -39,21 +39,18 @@ from typing import Any, cast
 import click
 
 from .. import format as fmt
-from ..errors import CorruptionError, QuiverError
 from ..fs import partition_locked
 from ..ranges import RangeSet
 from ..store import QuiverStore
 from ..wal import list_wal_files, scan_wal_file
 from .common import (
-    EXIT_TROUBLE,
-    CliError,
     StoreArgs,
     emit_json,
     human_bytes,
-    open_store,
     render_table,
     store_arguments,
     wal_partitions,
+    with_store,
 )
 from .registry import open_registry
 from .status import partition_ids, wal_usage
@@ -236,15 +233,7 @@ def gc(args: StoreArgs, dry_run: bool) -> None:
     the WAL. Retention deletes segments every subscriber acknowledged, segments past
     the time limit and, under the size cap, the oldest ones its policy allows.
     """
-    store = open_store(args)
-    try:
-        doc = run_gc(store, dry_run=dry_run)
-    except CorruptionError as e:
-        raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
-    except QuiverError as e:
-        raise CliError(str(e), EXIT_TROUBLE) from e
-    finally:
-        store.close()
+    doc = with_store(args, lambda store: run_gc(store, dry_run=dry_run))
     if args.as_json:
         emit_json(doc)
     else:

@@ -48,22 +48,21 @@ from typing import Any
 import click
 
 from .. import format as fmt
-from ..errors import CorruptionError, QuiverError
+from ..errors import CorruptionError
 from ..segment import SegmentMeta
 from ..store import QuiverStore
 from ..wal import list_wal_files
 from .common import (
     EXIT_TROUBLE,
-    CliError,
     StoreArgs,
     emit_json,
     human_bytes,
     human_seconds,
     human_time,
-    open_store,
     render_table,
     store_arguments,
     wal_partitions,
+    with_store,
 )
 from .registry import open_registry
 
@@ -292,15 +291,7 @@ def status(args: StoreArgs) -> None:
     size and lag in segments, bytes and seconds. Totals are compared with
     retention.size_cap when one is given (--option or --config).
     """
-    store = open_store(args)
-    try:
-        doc = collect_status(store)
-    except CorruptionError as e:
-        raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
-    except QuiverError as e:
-        raise CliError(str(e), EXIT_TROUBLE) from e
-    finally:
-        store.close()
+    doc = with_store(args, lambda store: collect_status(store))
     if args.as_json:
         emit_json(doc)
     else:

@@ -201,7 +201,41 @@ class _Runtime:
     last_retention: float = 0.0
 
 
-class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _QuiverReading:
+    """What the stream and batch readers share: parsed options, splits and ``read``."""
+
+    def _init_reading(
+        self, options: Mapping[str, Any], schema: StructType, *, streaming: bool
+    ) -> None:
+        self.options = dict(options)
+        self.schema = schema
+        self.opts = parse_source_options(self.options, streaming=streaming)
+        self.config = store_config(self.options)
+        self.target = arrow_target(schema)
+
+    def _splits(
+        self, meta: SegmentMeta, store: QuiverStore, subscriber: str | None
+    ) -> list[InputPartition]:
+        """The input partitions reading segment ``meta`` (large ones split)."""
+        return [
+            QuiverInputPartition(
+                meta,
+                b0,
+                b1,
+                segments_url=store.segments_url,
+                storage_options=None,
+                root=store.root,
+                subscriber=subscriber,
+                fail_on_data_loss=self.opts.fail_on_data_loss,
+            )
+            for b0, b1 in split_segment(meta, self.opts.split_size_bytes)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition, self.target, self.opts.open_log)
+
+
+class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over finalized segments; commits ack for ``subscriber``.
 
     Parameters
@@ -213,11 +247,7 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """
 
     def __init__(self, options: Mapping[str, Any], schema: StructType) -> None:
-        self.options = dict(options)
-        self.schema = schema
-        self.opts = parse_source_options(self.options, streaming=True)
-        self.config = store_config(self.options)
-        self.target = arrow_target(schema)
+        self._init_reading(options, schema, streaming=True)
         self._rt: _Runtime | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -496,23 +526,8 @@ class QuiverStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if meta is None:
                     self._lost(rt, p, seq, "corrupt", "its .meta fails verification")
                     continue
-                for b0, b1 in split_segment(meta, self.opts.split_size_bytes):
-                    out.append(
-                        QuiverInputPartition(
-                            meta,
-                            b0,
-                            b1,
-                            segments_url=rt.store.segments_url,
-                            storage_options=None,
-                            root=rt.store.root,
-                            subscriber=sub,
-                            fail_on_data_loss=self.opts.fail_on_data_loss,
-                        )
-                    )
+                out.extend(self._splits(meta, rt.store, sub))
         return out
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.target, self.opts.open_log)
 
     # -- commit ---------------------------------------------------------------------------
     def commit(self, end: dict[str, Any]) -> None:
@@ -658,7 +673,7 @@ def _to_prune(f: Filter, arrow: pa.Schema | None) -> _Prune | None:
     return _Prune(col, op, tuple(v for v in vals if v is not None))
 
 
-class QuiverBatchReader(DataSourceReader):
+class QuiverBatchReader(_QuiverReading, DataSourceReader):
     """Reads every retained segment; prunes segments by event time and ingestion time.
 
     ``pushFilters`` (needs ``spark.sql.python.filterPushdown.enabled=true``) keeps
@@ -668,11 +683,7 @@ class QuiverBatchReader(DataSourceReader):
     """
 
     def __init__(self, options: Mapping[str, Any], schema: StructType) -> None:
-        self.options = dict(options)
-        self.schema = schema
-        self.opts = parse_source_options(self.options, streaming=False)
-        self.config = store_config(self.options)
-        self.target = arrow_target(schema)
+        self._init_reading(options, schema, streaming=False)
         self.prunes: list[_Prune] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
@@ -730,19 +741,7 @@ class QuiverBatchReader(DataSourceReader):
                     if not self._keep(meta):
                         continue
                     kept += 1
-                    for b0, b1 in split_segment(meta, self.opts.split_size_bytes):
-                        out.append(
-                            QuiverInputPartition(
-                                meta,
-                                b0,
-                                b1,
-                                segments_url=store.segments_url,
-                                storage_options=None,
-                                root=store.root,
-                                subscriber=None,
-                                fail_on_data_loss=self.opts.fail_on_data_loss,
-                            )
-                        )
+                    out.extend(self._splits(meta, store, None))
             log.info(
                 "quiver.source.batch_plan segments=%d kept=%d filters=%d",
                 total,
@@ -752,6 +751,3 @@ class QuiverBatchReader(DataSourceReader):
             return out
         finally:
             store.close()
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.target, self.opts.open_log)
