@@ -77,6 +77,10 @@ class _Txn:
     first_mono: float | None = None
 
 
+HEARTBEAT_PENDING = 256
+"""Pending transactions a heartbeat lists at most (oldest first)."""
+
+
 class _OpenSegment:
     def __init__(self) -> None:
         self.batches: list[pa.RecordBatch] = []
@@ -457,6 +461,10 @@ class PartitionWriter:
         reader treats a heartbeat whose writer no longer holds the lock as stale.
         """
         body = self.status()
+        body["pending"] = [
+            [t.txn_id, t.app, t.version, t.tag]
+            for t in sorted(self._pending.values(), key=lambda t: t.txn_id)[:HEARTBEAT_PENDING]
+        ]
         body["pid"] = os.getpid()
         body["written_ns"] = time.time_ns()
         body["open_since_ns"] = (

@@ -1,9 +1,9 @@
 """The ``quiver`` command line (console script ``quiver = quiver_spark.cli:main``).
 
-Commands: ``status``, ``fsck``, ``subscribers`` (``list|add|remove``) and ``gc``; each
-prints a human table by default and a JSON document with ``--json`` (schemas in
-each command's module: :mod:`.status`, :mod:`.fsck`, :mod:`.subscribers`,
-:mod:`.gc`; every document carries ``"schema": "quiver.<command>/<version>"``).
+Commands: ``status``, ``fsck``, ``subscribers`` (``list|add|remove``), ``gc`` and
+``txns`` (``list|discard``); each prints a human table by default and a JSON
+document with ``--json`` (schemas in each command's module: :mod:`.status`,
+:mod:`.fsck`, :mod:`.subscribers`, :mod:`.gc`, :mod:`.txns`; every document carries ``"schema": "quiver.<command>/<version>"``).
 
 Exit codes: 0 success; 1 the command found trouble (an unhealthy store in ``fsck``,
 a corrupt file met by ``status``, a lock held elsewhere, an unknown or duplicate
@@ -23,6 +23,7 @@ from .fsck import fsck
 from .gc import gc
 from .status import status
 from .subscribers import subscribers
+from .txns import txns
 
 __all__ = ["cli", "main"]
 
@@ -47,6 +48,7 @@ cli.add_command(status)
 cli.add_command(fsck)
 cli.add_command(subscribers)
 cli.add_command(gc)
+cli.add_command(txns)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -208,7 +208,16 @@ class _QuiverWriterBase:
             return False
         app = apps.pop()
         rows = sum(m.rows for m in msgs)
-        fresh = CommitLog(self.root).commit(app, version, winners, rows)
+        commits = CommitLog(self.root)
+        fresh = commits.commit(app, version, winners, rows)
+        if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
+            raise QuiverError(
+                f"quiver sink: batch {version} of query {app} was discarded earlier "
+                "(`quiver txns ... discard`): its rerun is refused so that its rows are "
+                "neither stored twice nor dropped silently. This checkpoint cannot go past "
+                "that batch: start the query on a new checkpoint, choosing its starting "
+                "point so that batches already in the store are not written again."
+            )
         log.info(
             "quiver.sink.commit root=%s app=%s version=%d winners=%d rows=%d new=%s",
             self.root,

@@ -1,0 +1,145 @@
+"""``quiver txns PATH list|discard APP --yes``: undecided sink transactions.
+
+Every sink task writes its rows as a transaction that only the driver's commit
+decision makes visible (ARCHITECTURE.md §9). A batch that failed and is never rerun
+(its query was abandoned, or restarted from a new checkpoint, which gives it a new
+query id) leaves its transactions pending: they pin their WAL files forever.
+
+``list`` shows them per partition, from each writer's heartbeat (a writer rewrites
+it on every maintenance tick and when it closes). ``discard APP`` decides every
+pending batch of query ``APP`` with no winners, then seals idle partitions so the
+rows are dropped and their WAL files freed at once (partitions with a live writer
+drop them on its next tick). It needs ``--yes``: if that query is ever restarted
+from its old checkpoint and reruns such a batch, the sink refuses the rerun's commit
+with an error rather than store the rows twice or lose them silently.
+
+JSON schemas (``--json``)::
+
+    list:    {"schema": "quiver.txns/1", "path": str,
+              "pending": [{"partition": str, "txn": int, "app": str, "version": int,
+                           "tag": str, "decided": bool, "writer_live": bool}]}
+    discard: {"schema": "quiver.txns/1", "path": str, "action": "discarded",
+              "app": str, "versions": [int],        # decided now, with no winners
+              "already_decided": [int],             # decided before (left as they were)
+              "sealed": [[partition, seq]]}         # idle partitions finalized
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..config import validate_name
+from ..errors import ConfigError
+from ..store import QuiverStore
+from .common import CliError, StoreArgs, emit_json, render_table, store_arguments, with_store
+
+SCHEMA = "quiver.txns/1"
+
+
+@click.command("txns")
+@store_arguments
+@click.argument("action", type=click.Choice(["list", "discard"]))
+@click.argument("app", required=False)
+@click.option("--yes", is_flag=True, help="For discard: confirm (see the risk above).")
+def txns(args: StoreArgs, action: str, app: str | None, yes: bool) -> None:
+    """List undecided sink transactions, or discard those of an abandoned query.
+
+    \b
+    quiver txns PATH list
+    quiver txns PATH discard APP --yes    (APP: the query id `list` shows)
+
+    Discard only a query that will never run again from its checkpoint: a rerun of
+    a discarded batch fails its commit instead of writing the batch.
+    """
+    if action == "list":
+        if app is not None:
+            raise click.UsageError(f"'list' takes no APP (got {app!r})")
+        doc = with_store(args, collect_pending)
+        if args.as_json:
+            emit_json(doc)
+        else:
+            click.echo(render_pending(doc))
+        return
+    if app is None:
+        raise click.UsageError("'discard' needs the APP (query id) whose batches to discard")
+    try:
+        validate_name("transaction app id", app)
+    except ConfigError as e:
+        raise CliError(f"invalid APP {app!r}: {e.allowed}") from e
+    if not yes:
+        raise CliError(
+            f"discarding the pending batches of {app} drops their rows for good; if that "
+            "query runs again from its old checkpoint its rerun fails instead. "
+            "Add --yes to confirm."
+        )
+    doc = with_store(args, lambda store: discard(store, app))
+    if args.as_json:
+        emit_json(doc)
+        return
+    if not doc["versions"] and not doc["already_decided"]:
+        click.echo(f"no pending transactions of {app}")
+    for v in doc["versions"]:
+        click.echo(f"discarded batch {v} of {app}")
+    for v in doc["already_decided"]:
+        click.echo(f"batch {v} of {app} was already decided: left as it is")
+    for pid, seq in doc["sealed"]:
+        click.echo(f"finalized idle partition {pid} (segment {seq})")
+
+
+def collect_pending(store: QuiverStore) -> dict[str, Any]:
+    """Pending transactions per partition, as the writers' heartbeats list them."""
+    pending = []
+    for pid, beat in sorted(store.heartbeats().items()):
+        for txn_id, app, version, tag in beat.get("pending", []):
+            pending.append(
+                {
+                    "partition": pid,
+                    "txn": int(txn_id),
+                    "app": str(app),
+                    "version": int(version),
+                    "tag": str(tag),
+                    "decided": store.commits.get(str(app), int(version)) is not None,
+                    "writer_live": bool(beat.get("live")),
+                }
+            )
+    return {"schema": SCHEMA, "path": store.root, "pending": pending}
+
+
+def render_pending(doc: dict[str, Any]) -> str:
+    if not doc["pending"]:
+        return "no pending transactions"
+    rows = [
+        [
+            t["partition"],
+            t["app"],
+            t["version"],
+            t["txn"],
+            t["tag"],
+            "decided (applied on the next tick)" if t["decided"] else "undecided",
+            "live" if t["writer_live"] else "stale",
+        ]
+        for t in doc["pending"]
+    ]
+    headers = ["PARTITION", "APP (query id)", "BATCH", "TXN", "TASK", "STATE", "WRITER"]
+    return render_table(headers, rows)
+
+
+def discard(store: QuiverStore, app: str) -> dict[str, Any]:
+    """Decide every pending batch of ``app`` with no winners; seal idle partitions."""
+    versions = sorted({t["version"] for t in collect_pending(store)["pending"] if t["app"] == app})
+    done: list[int] = []
+    before: list[int] = []
+    for v in versions:
+        (done if store.commit_txn(app, v, []) else before).append(v)
+    sealed = store.finalize_idle_partitions() if done else []
+    return {
+        "schema": SCHEMA,
+        "path": store.root,
+        "action": "discarded",
+        "app": app,
+        "versions": done,
+        "already_decided": before,
+        "sealed": [list(s) for s in sealed],
+    }
