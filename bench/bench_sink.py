@@ -1,6 +1,6 @@
 """Sink benchmarks P1, P2, P8, P9 (PERFORMANCE.md), side by side in one Spark session.
 
-Run: ``.venv/bin/python bench/bench_sink.py [--rows 2000000] [--reps 3] [--small-batches 200]``
+Run: ``.venv/bin/python bench/bench_sink.py [--rows 2000000] [--reps 7] [--small-batches 200]``
 
 - P1: the same file stream into the quiver sink and into a Python no-op
   ``DataSourceStreamArrowWriter`` that discards (Arrow transfer floor), interleaved,
@@ -145,7 +145,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--files", type=int, default=8)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=7)
     ap.add_argument(
         "--small-batches", type=int, default=200, help="P9: 100-row batches (1000 = full)"
     )

@@ -1,8 +1,8 @@
 """The ``quiver`` console script as installed from the built wheel into a fresh venv.
 
 A user's view: a store written by the installed engine (a writer killed mid-segment
-included), then ``quiver status``, ``subscribers``, ``gc`` and ``fsck`` run as the
-installed console script from a scratch directory, never from the checkout.
+included), then ``quiver status``, ``subscribers``, ``gc``, ``txns`` and ``fsck`` run
+as the installed console script from a scratch directory, never from the checkout.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ with SubscriberRegistry.open(root) as reg:
     reg.record("exporter", "p-0", [1, 2], Outcome.ACK)
 s = QuiverStore.open(root, cfg, partition="p-2", background=False)
 s.append(pa.record_batch({"id": pa.array(range(7))}))
+t = s.begin_txn("old-query", 7, "0.0.1")  # a batch of a query that never comes back
+s.append(pa.record_batch({"id": pa.array(range(100, 105))}), txn_id=t)
 s.flush()
 s.writer.write_heartbeat()  # what status reads (maintain() would also apply retention)
 os._exit(0)  # killed: p-2's rows are only in its WAL
@@ -78,6 +80,12 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
     gc = as_json(fresh_venv, "gc", root)
     assert gc["finalized"] == [{"partition": "p-2", "seq": 1, "wal_records": 1}]
     assert [(d["partition"], d["seq"]) for d in gc["deleted"]] == [("p-0", 1), ("p-0", 2)]
+
+    (pending,) = as_json(fresh_venv, "txns", root, "list")["pending"]
+    assert (pending["partition"], pending["app"], pending["version"]) == ("p-2", "old-query", 7)
+    quiver(fresh_venv, "txns", root, "discard", "old-query", code=2)  # needs --yes
+    assert as_json(fresh_venv, "txns", root, "discard", "old-query", "--yes")["versions"] == [7]
+    assert as_json(fresh_venv, "txns", root, "list")["pending"] == []
 
     assert as_json(fresh_venv, "fsck", root)["healthy"] is True
     seg = root / "segments" / "p-1" / f"{1:020d}.arrow"
