@@ -78,7 +78,8 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
     assert "invalid subscriber name" in bad.stderr
 
     gc = as_json(fresh_venv, "gc", root)
-    assert gc["finalized"] == [{"partition": "p-2", "seq": 1, "wal_records": 1}]
+    # p-2's WAL holds two batch records: the 7 rows and the pending batch's 5
+    assert gc["finalized"] == [{"partition": "p-2", "seq": 1, "wal_records": 2}]
     assert [(d["partition"], d["seq"]) for d in gc["deleted"]] == [("p-0", 1), ("p-0", 2)]
 
     (pending,) = as_json(fresh_venv, "txns", root, "list")["pending"]

@@ -200,8 +200,10 @@ def test_live_stream_sees_new_segments_within_a_few_triggers(spark, tmp_path):
         t0 = time.monotonic()
         wait_until(lambda: sink.keys() == list(range(30)), what="new segments")
         assert time.monotonic() - t0 < 10
-        wait_until(lambda: segment_files(root) == [3] or segment_files(root) == [2, 3],
-                   what="retention of acked segments")
+        # acked segments go at the next trigger; the last batch's are acked when Spark
+        # plans the batch after it, so [] is as valid an end state as [3] or [2, 3]
+        wait_until(lambda: 1 not in segment_files(root), what="retention of acked segments")
+        assert set(segment_files(root)) <= {2, 3}
     finally:
         q.stop()
     shutil.rmtree(ckpt)
