@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## create or update the virtualenv (.venv) with every dependency
 
 demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print what happened
-	$(PY) -m quiver_spark.demo
+	$(PY) -m quiver_spark.spark.demo
 
 test: $(STAMP) ## run the test suite (engine, Spark, integration); fails when no test ran
 	$(PY) -m pytest tests integration -m "not soak" -q

@@ -20,6 +20,10 @@ from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.cli import cli
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 
+from ..damage import flip_byte
+
+__all__ = ["flip_byte"]  # re-exported for the CLI tests
+
 CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=600))
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -108,12 +112,3 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
             st = os.stat(p)
             out[os.path.relpath(p, root)] = (st.st_size, st.st_mtime_ns)
     return out
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    os.chmod(path, 0o644)
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0xFF]))

@@ -12,16 +12,8 @@ from quiver_spark.spark.source_read import data_loss_report
 from quiver_spark.store import QuiverStore
 from quiver_spark.subscribers import StartPosition, SubscriberRegistry
 
+from ..damage import flip_byte
 from .source_helpers import Collector, run_available_now, segment_files, stream, write_segments
-
-
-def _flip_byte(path: str, offset: int) -> None:
-    os.chmod(path, 0o644)
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0xFF]))
 
 
 def _arrow(root: str, seq: int) -> str:
@@ -49,9 +41,7 @@ def _dropping_sink(root: str, collector: Collector):
 
 
 @pytest.mark.parametrize("fail", ["true", "false"])
-def test_segment_dropped_by_retention_is_skipped_with_a_warning_and_counted(
-    spark, tmp_path, fail
-):
+def test_segment_dropped_by_retention_is_skipped_with_a_warning_and_counted(spark, tmp_path, fail):
     root = str(tmp_path / "store")
     write_segments(root, 4)
     got = Collector()
@@ -80,10 +70,15 @@ def test_drop_oldest_retention_records_dropped_for_a_lagging_subscriber(tmp_path
 def test_corrupt_segment_fails_the_query_naming_partition_and_seq(spark, tmp_path):
     root = str(tmp_path / "store")
     write_segments(root, 3)
-    _flip_byte(_arrow(root, 2), 200)
+    flip_byte(_arrow(root, 2), 200)
     sink = Collector()
-    q = (stream(spark, root, "c", maxSegmentsPerTrigger="1").writeStream.foreachBatch(sink)
-         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q = (
+        stream(spark, root, "c", maxSegmentsPerTrigger="1")
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     with pytest.raises(Exception, match="segment 2 of partition p-0 is corrupt"):
         q.awaitTermination(120)
     assert all(not (10 <= k < 20) for k in sink.keys()), "corrupt rows were served"
@@ -93,7 +88,7 @@ def test_corrupt_segment_fails_the_query_naming_partition_and_seq(spark, tmp_pat
 def test_corrupt_segment_is_skipped_and_counted_without_fail_on_data_loss(spark, tmp_path):
     root = str(tmp_path / "store")
     write_segments(root, 3)
-    _flip_byte(_arrow(root, 2), 200)
+    flip_byte(_arrow(root, 2), 200)
     sink = Collector()
     run_available_now(stream(spark, root, "c", failOnDataLoss="false"), str(tmp_path / "c"), sink)
     assert sink.keys() == list(range(10)) + list(range(20, 30))
@@ -118,9 +113,13 @@ def test_vanished_segment_fails_the_query_naming_partition_and_seq(spark, tmp_pa
     root = str(tmp_path / "store")
     write_segments(root, 4)
     got = Collector()
-    q = (stream(spark, root, "v", maxSegmentsPerTrigger="1").writeStream
-         .foreachBatch(_vanishing_sink(root, got))
-         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q = (
+        stream(spark, root, "v", maxSegmentsPerTrigger="1")
+        .writeStream.foreachBatch(_vanishing_sink(root, got))
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     with pytest.raises(Exception, match="segment 3 of partition p-0 is missing"):
         q.awaitTermination(120)
     assert got.keys() == list(range(20))
@@ -132,7 +131,8 @@ def test_vanished_segment_is_skipped_and_counted_without_fail_on_data_loss(spark
     got = Collector()
     run_available_now(
         stream(spark, root, "v", maxSegmentsPerTrigger="1", failOnDataLoss="false"),
-        str(tmp_path / "c"), _vanishing_sink(root, got),
+        str(tmp_path / "c"),
+        _vanishing_sink(root, got),
     )
     assert got.keys() == list(range(20)) + list(range(30, 40))
     report = data_loss_report(root, "v")
