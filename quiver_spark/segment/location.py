@@ -56,6 +56,10 @@ class CleanupReport:
 
     removed: list[str]
     max_seq_seen: int
+    max_published_seq: int = 0
+    """Highest seq that was ever published and still leaves a trace on disk: a
+    ``.meta`` in the partition directory or any file in ``quarantine/``. Unpublished
+    ``.arrow`` orphans do not count: no reader ever saw their seq."""
 
 
 class _Local:
@@ -384,6 +388,13 @@ class SegmentLocation:
         """Partition ids that have a segment directory (valid names only), sorted."""
         return sorted(n for n in self._b.subdirs(self._b.root) if NAME_RE.fullmatch(n))
 
+    def published_seqs(self, partition: str) -> list[int]:
+        """Seqs of the published segments of ``partition``, sorted, from one listing
+        (no ``.meta`` is read or verified)."""
+        validate_name("partition", partition)
+        entries = self._b.entries(self._b.join(partition))
+        return sorted(s for n in entries if (s := parse_seq(n, META_SUFFIX)))
+
     def list(self, partition: str) -> list[SegmentMeta]:
         """Published segments of ``partition`` sorted by seq; a corrupt ``.meta`` raises."""
         validate_name("partition", partition)
@@ -467,10 +478,11 @@ class SegmentLocation:
             or ((s := parse_seq(n, SEGMENT_SUFFIX)) is not None and s not in published)
         ]
         max_seq = max((_any_seq(n) or 0 for n in names + quarantined), default=0)
+        max_published = max([*published, *(_any_seq(n) or 0 for n in quarantined)], default=0)
         removed = [self._b.display(p) for p in self._b.remove(doomed)]
         if removed:
             log.info("quiver.segment.cleanup partition=%s removed=%s", partition, removed)
-        return CleanupReport(removed=removed, max_seq_seen=max_seq)
+        return CleanupReport(removed=removed, max_seq_seen=max_seq, max_published_seq=max_published)
 
     def quarantine(self, partition: str, seq: int, reason: str) -> str:
         """Move a damaged segment's files to ``<pid>/quarantine/`` with a reason file.
