@@ -57,7 +57,10 @@ class CommitLog:
         """Record the decision; return False when ``(app, version)`` was already committed.
 
         Idempotent: a second call for the same transaction changes nothing (the first
-        decision stands, as a rerun batch must not publish a second copy).
+        decision stands, as a rerun batch must not publish a second copy). The record
+        is created exclusively (:meth:`FileIO.create_exclusive`), so of two committers
+        racing on one ``(app, version)`` exactly one writes its decision and gets True;
+        the other gets False and :meth:`get` returns the winner's decision.
         """
         if self.get(app, version) is not None:
             log.info("quiver.txn.commit_replayed app=%s version=%d", app, version)
@@ -72,7 +75,15 @@ class CommitLog:
             "committed_ns": time.time_ns(),
             "rows": int(rows),
         }
-        self.io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_COMMIT, body))
+        if not self.io.create_exclusive(path, fmt.encode_frame(fmt.MAGIC_COMMIT, body)):
+            decided = self.get(app, version)
+            log.info(
+                "quiver.txn.commit_lost_race app=%s version=%d winners=%d",
+                app,
+                version,
+                len(decided.winners) if decided else -1,
+            )
+            return False
         log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(winners_list))
         return True
 

@@ -32,7 +32,7 @@ class FileIO:
     """Primitive file operations plus the composite durable ones built on them.
 
     Subclasses override :meth:`before` to observe or fail operations. ``op`` is one of
-    ``open read write fsync close rename unlink mkdir fsync_dir truncate chmod``.
+    ``open read write fsync close rename link unlink mkdir fsync_dir truncate chmod``.
     """
 
     def __init__(self) -> None:
@@ -108,6 +108,15 @@ class FileIO:
         self.before("rename", dst)
         os.rename(src, dst)
 
+    def link(self, src: str, dst: str) -> None:
+        """Give the file ``src`` the new name ``dst``; FileExistsError if ``dst`` exists.
+
+        ``link(2)`` never replaces an existing name, which makes it an exclusive create
+        of a file whose content is already complete (see :meth:`create_exclusive`).
+        """
+        self.before("link", dst)
+        os.link(src, dst)
+
     def unlink(self, path: str) -> None:
         self.before("unlink", path)
         os.unlink(path)
@@ -169,6 +178,36 @@ class FileIO:
             self.close(fd)
         self.rename(tmp, path)
         self.fsync_dir(os.path.dirname(path) or ".")
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` durably unless it exists; True if created.
+
+        The bytes go to a temporary file of this call alone, which is fsynced and then
+        hard-linked to ``path``: the name appears whole or not at all, and never
+        replaces an existing file (two racing creators: exactly one gets True). The
+        temporary name is removed and the directory fsynced on both outcomes, so a
+        ``False`` also means the existing file's name is durable.
+        """
+        d = os.path.dirname(path) or "."
+        tmp = f"{path}.{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}.tmp"
+        fd = self.open_create(tmp)
+        try:
+            self.write(fd, data)
+            self.fsync(fd)
+        finally:
+            self.close(fd)
+        try:
+            self.link(tmp, path)
+            created = True
+        except FileExistsError:
+            created = False
+        finally:
+            try:
+                self.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        self.fsync_dir(d)
+        return created
 
     @staticmethod
     def write_advisory(path: str, data: bytes) -> None:

@@ -38,7 +38,7 @@ class TraceOp:
     ``index`` is the position in the trace; ``size`` the bytes written (for ``write``)
     or the new length (for ``truncate``); ``data`` the bytes written when recording
     data (for a failed partial write: the prefix that reached the file); ``src`` the
-    source of a ``rename`` (``path`` is its destination); ``mode`` is ``create``
+    source of a ``rename`` or ``link`` (``path`` is its destination); ``mode`` is ``create``
     (truncating) or ``append`` for ``open``. ``failed`` is set with ``errno`` when the
     operation was made to fail.
     """
@@ -154,6 +154,10 @@ class FaultyIO(FileIO):
     def rename(self, src: str, dst: str) -> None:
         self._pending.src = src
         super().rename(src, dst)
+
+    def link(self, src: str, dst: str) -> None:
+        self._pending.src = src
+        super().link(src, dst)
 
     def write(self, fd: int, data: bytes | memoryview) -> None:
         try:
@@ -354,6 +358,10 @@ class CrashSimulator:
             src = self._rel(op.src)
             if src is not None and src in live:
                 live[rel] = live.pop(src)
+        elif op.op == "link":
+            src = self._rel(op.src)
+            if src is not None and src in live and rel not in live:
+                live[rel] = live[src]  # a second name of the same inode
         elif op.op == "unlink":
             live.pop(rel, None)
         elif op.op == "fsync_dir":
