@@ -105,6 +105,15 @@ class StoreAtCapacityError(QuiverError):
     retryable = True
 
 
+class BatchTooLargeError(QuiverError, ValueError):
+    """Raised at once when one batch can never fit in ``wal.max_size``.
+
+    Not retryable: nothing was written; split the batch or raise ``wal.max_size``.
+    """
+
+    retryable = False
+
+
 class WalFailedError(QuiverError, OSError):
     """Raised after a WAL write or fsync failed: the writer instance is unusable.
 

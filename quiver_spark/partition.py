@@ -15,7 +15,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -23,6 +25,7 @@ from . import format as fmt
 from .commits import CommitLog
 from .config import StoreConfig, validate_name
 from .errors import (
+    BatchTooLargeError,
     CorruptionError,
     SegmentMissingError,
     StoreAtCapacityError,
@@ -114,6 +117,14 @@ class _OpenSegment:
         return bool(self.batches)
 
 
+class DeletedLookup(Protocol):
+    """What the ack log knows of a partition's deleted segments (§8.4 DELETED facts)."""
+
+    def __call__(self, partition: str) -> tuple[int, Callable[[int], bool]]:
+        """``(highest seq recorded deleted, 0 if none; is_deleted(seq))``."""
+        ...
+
+
 def partition_dir(wal_root: str, pid: str) -> str:
     return os.path.join(wal_root, validate_name("partition", pid))
 
@@ -130,8 +141,10 @@ class PartitionWriter:
         segments: SegmentLocation,
         commits: CommitLog,
         io: FileIO = DEFAULT_IO,
+        deleted: DeletedLookup | None = None,
     ) -> None:
         self.pid = validate_name("partition", pid)
+        self._deleted = deleted
         self.config = config
         self.segments = segments
         self.commits = commits
@@ -147,6 +160,11 @@ class PartitionWriter:
         self.finalized_total = 0
         self.last_finalized: SegmentMeta | None = None
         self._unpublished: SegmentMeta | None = None
+        # WAL seqs being admitted into the open segment right now: a finalize that
+        # an admission triggers must not delete the WAL file holding them
+        self._admitting: set[int] = set()
+        self._recovering = False
+        self.maintenance_error: BaseException | None = None
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -184,41 +202,102 @@ class PartitionWriter:
         state = self._read_state()
         self._covered = RangeSet(tuple(r) for r in state["covered"])
         self._next_seq = int(state["next_seq"])
+        # The ack log's DELETED facts (retention records them before unlinking) are
+        # the one durable trace of segments that are gone: consulted when STATE cannot
+        # tell (a new or lost ``wal.path``) or names a segment whose .meta is missing.
+        deleted_max, is_deleted = (0, lambda _seq: False)
         publishing = state.get("publishing")
+        state_missing = "partition" not in state
+        if self._deleted is not None and (state_missing or publishing):
+            deleted_max, is_deleted = self._deleted(self.pid)
         if publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
             if not self.segments.is_published(self.pid, meta.seq):
                 # Either we crashed between the STATE commit point and publication (the
                 # .arrow is there: finish publishing), or the segment was published and
-                # retention deleted it since (the .arrow is gone: nothing to do). The
-                # .arrow is durable before STATE names it, so no third case exists.
-                try:
-                    self.segments.publish(meta)
-                    rep.republished_seq = meta.seq
-                except SegmentMissingError as e:
-                    if not str(e).endswith("missing)"):
-                        raise
+                # retention deleted it since (the ack log says so, or the .arrow is gone;
+                # retention may die between the two unlinks, leaving the .arrow).
+                if is_deleted(meta.seq):
                     log.info(
                         "quiver.recovery.published_then_deleted partition=%s seq=%d",
                         self.pid,
                         meta.seq,
                     )
+                else:
+                    try:
+                        self.segments.publish(meta)
+                        rep.republished_seq = meta.seq
+                    except SegmentMissingError as e:
+                        if not str(e).endswith("missing)"):
+                            raise
+                        log.info(
+                            "quiver.recovery.published_then_deleted partition=%s seq=%d",
+                            self.pid,
+                            meta.seq,
+                        )
         cleanup = self.segments.cleanup(self.pid)
         rep.removed_files.extend(cleanup.removed)
-        published = self.segments.list(self.pid)
-        floor = max([cleanup.max_seq_seen, *(m.seq for m in published)], default=0) + 1
+        # Seqs are allocated without gaps: an unpublished orphan's seq was never seen by
+        # any reader and is reused; every seq that was published (listed, quarantined,
+        # or recorded deleted in the ack log) stays below the floor for good.
+        floor = max(cleanup.max_published_seq, deleted_max) + 1
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
 
         wal = recover_wal(self.wal_dir, salvage=self.config.salvage, io=self.io)
         rep.wal_files = len(wal.files)
         rep.torn_tails = list(wal.torn)
+        # The WAL writer exists before anything is replayed: replaying may finalize
+        # (a schema change, a transaction past segment.target_size). Record seqs continue
+        # from the durable floor, never from 1, or new records would look covered.
+        covered_top = max((hi for _, hi in self._covered), default=0)
+        next_record_seq = max(
+            wal.next_record_seq, int(state.get("next_record_seq", 1)), covered_top + 1
+        )
+        self.wal = WalWriter(
+            self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
+        )
+        old = time.monotonic() - self.config.segment.max_open_duration_s
+        self._recovering = True  # no WAL file is deleted before the whole WAL is replayed
+        try:
+            self._replay(wal, rep, old)
+            before = len(self._pending)
+            self._resolve()
+            rep.discarded_txns = before - len(self._pending) if before else 0
+        finally:
+            self._recovering = False
+        if self._open:  # recovered data is old: let maintenance finalize it promptly
+            self._open.opened_mono = min(self._open.opened_mono, old)
+        rep.pending_txns = len(self._pending)
+        if (
+            publishing
+            or rep.torn_tails
+            or state.get("next_seq") != self._next_seq
+            or state_missing
+        ):
+            self._write_state(None)
+        self._truncate_wal()
+        rep.next_segment_seq = self._next_seq
+        rep.duration_s = time.monotonic() - t0
+        if rep.records_scanned or rep.torn_tails or rep.removed_files:
+            log.info("quiver.recovery %s", rep.summary())
+        return rep
+
+    def _replay(self, wal: object, rep: RecoveryReport, old: float) -> None:
+        """Replay the scanned WAL records not yet inside durable segments (§7.3 step 5)."""
         decoder = WalDecoder()
-        for scan in wal.scans:
+        # Transaction markers already covered by a segment: a data record naming one
+        # (left by an older writer that covered a marker before its data) is resolved
+        # by the marker's decision instead of wedging the partition.
+        covered_markers: dict[int, dict] = {}
+        for scan in wal.scans:  # type: ignore[attr-defined]
             rep.salvaged_skips += len(scan.skipped)
             for rec in scan.records:
                 rep.records_scanned += 1
                 batch = decoder.decode(rec)  # keeps the per-file schema current
+                if rec.rtype == fmt.REC_TXN and rec.seq in self._covered:
+                    covered_markers[rec.seq] = decode_txn(rec)
+                    continue
                 if rec.seq in self._covered:
                     continue
                 if rec.rtype == fmt.REC_TXN:
@@ -229,7 +308,7 @@ class PartitionWriter:
                         int(str(info["version"])),
                         str(info["tag"]),
                         # recovered data is old: sealed promptly once its commit is known
-                        first_mono=time.monotonic() - self.config.segment.max_open_duration_s,
+                        first_mono=old,
                     )
                     continue
                 if batch is None:
@@ -237,39 +316,25 @@ class PartitionWriter:
                 rep.records_replayed += 1
                 rep.rows_replayed += batch.num_rows
                 if rec.txn_id == 0:
-                    self._admit([(rec.seq, rec.ingestion_ns, batch)])
-                else:
-                    txn = self._pending.get(rec.txn_id)
-                    if txn is None:
-                        raise CorruptionError(
-                            scan.path,
-                            rec.offset,
-                            f"record {rec.seq} names unknown txn {rec.txn_id}",
-                        )
-                    txn.records.append((rec.seq, rec.ingestion_ns, batch))
-        if self._open:  # recovered data is old: let maintenance finalize it promptly
-            self._open.opened_mono -= self.config.segment.max_open_duration_s
-        before = len(self._pending)
-        self._resolve()
-        rep.discarded_txns = before - len(self._pending) if before else 0
-        rep.pending_txns = len(self._pending)
-        # The WAL may be empty (every file truncated after a finalize): record seqs
-        # continue from the durable floor, never from 1, or new records would look
-        # covered by old segments and be skipped on the next recovery.
-        covered_top = max((hi for _, hi in self._covered), default=0)
-        next_record_seq = max(
-            wal.next_record_seq, int(state.get("next_record_seq", 1)), covered_top + 1
-        )
-        self.wal = WalWriter(
-            self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
-        )
-        if publishing or rep.torn_tails or state.get("next_seq") != self._next_seq:
-            self._write_state(None)
-        self._truncate_wal()
-        rep.duration_s = time.monotonic() - t0
-        if rep.records_scanned or rep.torn_tails or rep.removed_files:
-            log.info("quiver.recovery %s", rep.summary())
-        return rep
+                    self._admit([(rec.seq, rec.ingestion_ns, batch)], since=old)
+                    continue
+                txn = self._pending.get(rec.txn_id)
+                if txn is None and rec.txn_id in covered_markers:
+                    info = covered_markers[rec.txn_id]
+                    txn = self._pending[rec.txn_id] = _Txn(
+                        rec.txn_id,
+                        str(info["app"]),
+                        int(str(info["version"])),
+                        str(info["tag"]),
+                        first_mono=old,
+                    )
+                if txn is None:
+                    raise CorruptionError(
+                        scan.path,
+                        rec.offset,
+                        f"record {rec.seq} names unknown txn {rec.txn_id}",
+                    )
+                txn.records.append((rec.seq, rec.ingestion_ns, batch))
 
     # -- appends -------------------------------------------------------------------
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
@@ -283,12 +348,21 @@ class PartitionWriter:
             return seq
 
     def append(self, batch: pa.RecordBatch, *, txn_id: int = 0) -> int:
-        """Append ``batch`` to the WAL (durable at the next flush) and the open segment."""
+        """Append ``batch`` to the WAL (durable at the next flush) and the open segment.
+
+        Every check that can refuse the batch runs before its record is written. Once
+        the record is written the call succeeds: a finalize it triggers that fails is
+        kept in :attr:`maintenance_error` (and retried by the next finalize or
+        maintenance tick), never raised, so a caller never retries a written record.
+        """
         with self._lock:
             self._check_open()
             if txn_id and txn_id not in self._pending:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
             self._make_room(batch.nbytes)
+            schema = self._open.schema
+            if not txn_id and schema is not None and not batch.schema.equals(schema):
+                self.finalize()  # a segment holds one schema: seal before writing
             ns = time.time_ns()
             seq = self.wal.append_batch(batch, ingestion_ns=ns, txn_id=txn_id)
             self.last_write_ns = ns
@@ -297,9 +371,18 @@ class PartitionWriter:
                 if txn.first_mono is None:
                     txn.first_mono = time.monotonic()
                 txn.records.append((seq, ns, batch))
-            else:
-                self._admit([(seq, ns, batch)])
+                return seq
+            self._open.add(seq, ns, batch)
+            if self._open.nbytes >= self.config.segment.target_size_bytes:
+                try:
+                    self.finalize()
+                except Exception as e:  # the record is written: report it, do not raise
+                    self._maintenance_failed("finalize after append", e)
             return seq
+
+    def _maintenance_failed(self, what: str, e: BaseException) -> None:
+        self.maintenance_error = e
+        log.error("quiver.maintenance.deferred partition=%s during=%s: %s", self.pid, what, e)
 
     def flush(self) -> int:
         """Barrier: every append made before the call is durable on return."""
@@ -308,21 +391,45 @@ class PartitionWriter:
         return self.wal.flush()
 
     def _admit(
-        self, records: list[tuple[int, int, pa.RecordBatch]], since: float | None = None
+        self,
+        records: list[tuple[int, int, pa.RecordBatch]],
+        since: float | None = None,
+        marker: int | None = None,
     ) -> None:
-        """Add records to the open segment; ``since``: when they were appended (monotonic)."""
-        for seq, ns, batch in records:
-            schema = self._open.schema
-            if schema is not None and not batch.schema.equals(schema):
-                self.finalize()
-            self._open.add(seq, ns, batch, since)
-        if self._open.nbytes >= self.config.segment.target_size_bytes:
-            self.finalize()
+        """Add records to the open segment; ``since``: when they were appended (monotonic).
+
+        ``marker`` is the seq of the transaction's ``REC_TXN`` record: it joins the open
+        segment after the last of its records, so a segment never covers a marker
+        before all its data (recovery resolves uncovered records through the marker).
+        Records not yet admitted stay in ``_admitting`` so a finalize triggered midway
+        (schema change, ``segment.target_size``) keeps their WAL files.
+        """
+        self._admitting = {seq for seq, _, _ in records}
+        if marker is not None:
+            self._admitting.add(marker)
+        try:
+            for seq, ns, batch in records:
+                schema = self._open.schema
+                if schema is not None and not batch.schema.equals(schema):
+                    self.finalize()
+                self._open.add(seq, ns, batch, since)
+                self._admitting.discard(seq)
+                if self._open.nbytes >= self.config.segment.target_size_bytes:
+                    self.finalize()
+            if marker is not None:
+                self._open.seqs.append(marker)
+        finally:
+            self._admitting = set()
 
     def _make_room(self, nbytes: int) -> None:
         limit = self.config.wal.max_size_bytes
         if self.wal.total_bytes + nbytes <= limit:
             return
+        if nbytes + fmt.WAL_HEADER_SIZE + fmt.WAL_RECORD_SIZE > limit:
+            raise BatchTooLargeError(
+                f"partition {self.pid}: a batch of {nbytes} bytes can never fit in "
+                f"wal.max_size={limit} bytes; split it into smaller batches or raise wal.max_size"
+            )
         self.finalize()
         deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
         while self.wal.total_bytes + nbytes > limit:
@@ -345,8 +452,8 @@ class PartitionWriter:
                 continue
             del self._pending[txn_id]
             if (self.pid, txn_id) in rec.winners:
-                self._open.seqs.append(txn_id)  # the REC_TXN marker is covered with its data
-                self._admit(txn.records, since=txn.first_mono)
+                # the REC_TXN marker is covered with (never before) its data
+                self._admit(txn.records, since=txn.first_mono, marker=txn_id)
             else:
                 log.info(
                     "quiver.txn.discard partition=%s txn=%d app=%s version=%d",
@@ -413,13 +520,14 @@ class PartitionWriter:
                 meta.size_bytes,
             )
             self.wal.rotate()
-            self._truncate_wal()
+            if not self._recovering:  # recovery truncates once the whole WAL is replayed
+                self._truncate_wal()
             return meta
 
     def _truncate_wal(self) -> None:
         """Delete WAL files whose every record is in a durable segment or discarded."""
         undone = sorted(
-            [*self._open.seqs]
+            [*self._open.seqs, *self._admitting]
             + [s for t in self._pending.values() for s in (t.txn_id, *(r[0] for r in t.records))]
         )
         files = self.wal.files()
@@ -448,11 +556,13 @@ class PartitionWriter:
                 return None
             self._publish_pending()
             self._resolve()
-            if self._open and (
+            due = self._open and (
                 time.monotonic() - self._open.opened_mono >= self.config.segment.max_open_duration_s
-            ):
-                return self.finalize()
-            return None
+                or self._open.nbytes >= self.config.segment.target_size_bytes
+            )
+            meta = self.finalize() if due else None
+            self.maintenance_error = None
+            return meta
 
     def write_heartbeat(self) -> None:
         """Publish this writer's live state for other processes (``quiver status``).
@@ -487,6 +597,9 @@ class PartitionWriter:
                 "next_segment_seq": self._next_seq,
                 "last_write_ns": self.last_write_ns,
                 "finalized_total": self.finalized_total,
+                "maintenance_error": (
+                    None if self.maintenance_error is None else str(self.maintenance_error)
+                ),
             }
 
     def _check_open(self) -> None:

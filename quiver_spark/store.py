@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -29,7 +29,9 @@ from . import format as fmt
 from .commits import CommitLog
 from .config import NAME_RE, SizeCapPolicy, StoreConfig
 from .errors import (
+    ConfigError,
     CorruptionError,
+    QuiverError,
     LockedError,
     SchemaMismatchError,
     StoreClosedError,
@@ -54,6 +56,15 @@ STORE_FORMAT = 1
 METRICS_DIR = "metrics"
 
 
+def _location_key(url: str) -> str:
+    """A segments location in a form two spellings of the same place share."""
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    if "://" in url:
+        return url.rstrip("/")
+    return os.path.normpath(os.path.abspath(url))
+
+
 def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
     """Same column names and types in the same order; nullability and metadata ignored."""
     return a.names == b.names and all(x.type.equals(y.type) for x, y in zip(a, b, strict=True))
@@ -74,11 +85,15 @@ class QuiverStore:
         self.config = config
         self.io = io
         self._descriptor = descriptor
-        seg_url = (
-            config.segment.path
-            or descriptor.get("segments_url")
-            or os.path.join(root, fmt.SEGMENTS_DIR)
-        )
+        recorded = descriptor.get("segments_url") or os.path.join(root, fmt.SEGMENTS_DIR)
+        if config.segment.path and _location_key(config.segment.path) != _location_key(recorded):
+            raise ConfigError(
+                "segments.path",
+                config.segment.path,
+                f"the location store {root} recorded in its {fmt.STORE_FILE} at creation, "
+                f"{recorded!r} (omit segments.path to use it)",
+            )
+        seg_url = recorded
         self.segments_url = seg_url
         self.segment_location = SegmentLocation(seg_url, io=io, storage_options=storage_options)
         self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
@@ -93,6 +108,9 @@ class QuiverStore:
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
+        self.maintenance_error: BaseException | None = None
+        """The last failure of work done after a write had succeeded (retention, a
+        finalize an append triggered); retried by later passes, logged when it happens."""
 
     # -- opening ---------------------------------------------------------------------
     @classmethod
@@ -119,14 +137,7 @@ class QuiverStore:
         descriptor = cls._load_or_create_descriptor(root, config, io, create)
         store = cls(root, config, io, descriptor, storage_options)
         if partition is not None:
-            store.writer = PartitionWriter(
-                pid=partition,
-                wal_root=store.wal_root,
-                config=config,
-                segments=store.segment_location,
-                commits=store.commits,
-                io=io,
-            )
+            store.writer = store._partition_writer(partition)
             if background:
                 store._start_maintenance()
         return store
@@ -215,19 +226,29 @@ class QuiverStore:
         """
         w = self._w()
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-        seq = 0
-        for b in batches:
+        for b in batches:  # refuse before anything is written
             if self._descriptor.get("schema") is None or not schemas_compatible(
                 self.schema() or b.schema, b.schema
             ):
                 self.ensure_schema(b.schema)
+        seq = 0
+        for b in batches:
             if self._throttled:
                 self._wait_for_capacity()
             before = w.finalized_total
             seq = w.append(b, txn_id=txn_id)
             if w.finalized_total != before:
-                self.run_retention()
+                self._retention_after_write()
         return seq
+
+    def _retention_after_write(self) -> None:
+        """Retention after a write succeeded: a failure is kept and logged, not raised
+        (the write is done; raising would make a caller retry and duplicate it)."""
+        try:
+            self.run_retention()
+        except Exception as e:
+            self.maintenance_error = e
+            log.error("quiver.retention.deferred root=%s: %s", self.root, e)
 
     def _wait_for_capacity(self) -> None:
         """Under ``backpressure``, block (bounded) until retention frees space."""
@@ -258,7 +279,7 @@ class QuiverStore:
         """Seal the open segment now (None if it holds nothing committed); then retention."""
         meta = self._w().finalize()
         if meta is not None:
-            self.run_retention()
+            self._retention_after_write()
         return meta
 
     # -- reading ---------------------------------------------------------------------
@@ -386,23 +407,42 @@ class QuiverStore:
             if not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
                 continue
             try:
-                w = PartitionWriter(
-                    pid=pid,
-                    wal_root=self.wal_root,
-                    config=self.config,
-                    segments=self.segment_location,
-                    commits=self.commits,
-                    io=self.io,
-                )
+                w = self._partition_writer(pid)
             except LockedError:
+                continue
+            except (QuiverError, OSError) as e:  # one damaged partition must not stop the rest
+                log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
                 continue
             try:
                 w.close(finalize=True)
                 if w.last_finalized is not None:
                     sealed.append((pid, w.last_finalized.seq))
+            except (QuiverError, OSError) as e:
+                log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
             finally:
                 w.close(finalize=False)
         return sealed
+
+    def _partition_writer(self, pid: str) -> PartitionWriter:
+        return PartitionWriter(
+            pid=pid,
+            wal_root=self.wal_root,
+            config=self.config,
+            segments=self.segment_location,
+            commits=self.commits,
+            io=self.io,
+            deleted=self._deleted_lookup,
+        )
+
+    def _deleted_lookup(self, pid: str) -> tuple[int, Callable[[int], bool]]:
+        """The ack log's record of ``pid``'s deleted segments (for a writer's recovery)."""
+        if self._subscribers is None and not os.path.isdir(
+            os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
+        ):
+            return 0, lambda _seq: False
+        reg = self.subscribers
+        reg.refresh()
+        return reg.max_deleted(pid), lambda seq: bool(reg.is_deleted(pid, seq))
 
     def heartbeats(self) -> dict[str, dict[str, Any]]:
         """Last heartbeat of each partition's writer, with ``live`` telling if it still runs."""

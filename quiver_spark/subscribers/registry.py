@@ -485,6 +485,12 @@ class SubscriberRegistry:
         dl = self.state.deleted.get(pid) if pid is not None else None
         return dl is not None and dl.is_done(seq)
 
+    def max_deleted(self, partition: str) -> int:
+        """Highest seq of ``partition`` retention recorded deleted (0 if none)."""
+        pid = self.state.part_ids.get(partition)
+        dl = self.state.deleted.get(pid) if pid is not None else None
+        return 0 if dl is None else max(dl.hwm, max(dl.gaps, default=0))
+
     # -- delivery helper (embedded use) ------------------------------------------------------
     def next_segments(
         self, sub: str, partition: str, available: Sequence[int], limit: int | None = None
