@@ -540,6 +540,44 @@ def test_append_does_not_raise_once_its_record_is_durable(tmp_path: Path, child:
     assert ev["outcomes"] == ["ok"], ev
 
 
+def test_read_schema_naming_a_column_the_store_lacks_fails_naming_it(
+    tmp_path: Path, child: Any, spark: Any
+) -> None:
+    root = tmp_path / "store"
+    child("write", root=str(root), first=0, rows=10, segments=1).done()
+    schema = "k long, v string, not_in_store int"
+    checks = Checks()
+
+    def batch() -> None:
+        try:
+            rows = spark.read.format("quiver").schema(schema).load(str(root)).collect()
+        except Exception as e:
+            assert "not_in_store" in str(e), str(e)[-2000:]
+            return
+        raise AssertionError(f"read returned {len(rows)} rows, e.g. {rows[:2]}")
+
+    checks.check("a batch read with that schema fails naming the column", batch)
+
+    def streaming() -> None:
+        got = Collector()
+        try:
+            q = (
+                spark.readStream.format("quiver").schema(schema).option("subscriber", "typed")
+                .load(str(root)).writeStream.foreachBatch(got)
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+                .start()
+            )  # fmt: skip
+            q.awaitTermination(180)
+            err = q.exception()
+        except Exception as e:
+            err = e
+        assert err is not None, f"the stream delivered {got.batches}"
+        assert "not_in_store" in str(err), str(err)[-2000:]
+
+    checks.check("a readStream with that schema fails naming the column", streaming)
+    checks.verify()
+
+
 def _sizes(text: str) -> list[float]:
     """Every size mentioned in ``text``, in bytes (plain integers or KB/MB/MiB...)."""
     units = {"": 1, "b": 1, "kb": 1024, "kib": 1024, "mb": 1024**2, "mib": 1024**2,
