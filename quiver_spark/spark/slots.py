@@ -8,7 +8,9 @@ about 8 store partitions, and no task waits for another task's lock. The open
 store's maintenance thread seals committed data once ``segment.max_open_duration``
 old. Handles are closed at interpreter exit; a worker killed instead (PySpark's
 daemon ends workers with ``os._exit`` or SIGKILL) leaves a durable WAL that the next
-claimant of the slot, or the driver after its next commit, recovers.
+claimant of the slot, or the driver after its next commit, recovers. A slot whose
+partition cannot be recovered (damage that ``quiver fsck`` names) is skipped, so one
+damaged partition never stops a host's writers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import socket
 import threading
 
 from ..config import StoreConfig
-from ..errors import LockedError, StoreClosedError, WalFailedError
+from ..errors import CorruptionError, LockedError, StoreClosedError, WalFailedError
 from ..store import QuiverStore
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,10 @@ def slot_store(root: str, config: StoreConfig) -> QuiverStore:
             try:
                 store = QuiverStore.open(root, config, partition=pid)
             except LockedError:
+                continue
+            except CorruptionError as e:
+                # a damaged slot stays for ``quiver fsck``; the worker writes elsewhere
+                log.error("quiver.sink.slot_damaged root=%s partition=%s: %s", root, pid, e)
                 continue
             break
         else:
