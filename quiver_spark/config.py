@@ -127,3 +127,12 @@ class StoreConfig:
     """Opt-in: skip (and count) corrupt mid-log WAL records instead of refusing to open."""
     ack_checkpoint_records: int = 100_000
     """Write a subscriber checkpoint after this many ack-log records."""
+    subscriber_expire_after_s: float | None = None
+    """Store policy: deregister a subscriber that has not acknowledged for this long."""
+    explicit: frozenset[str] = frozenset()
+    """Option names given explicitly (by options, YAML or CLI), as opposed to defaults:
+    an explicit option that contradicts the store's recorded policy is an error."""
+
+    def __post_init__(self) -> None:
+        if self.subscriber_expire_after_s is not None:
+            _positive("subscriber.expire_after", self.subscriber_expire_after_s, "a positive duration")

@@ -87,6 +87,7 @@ MAGIC_SEGMENT_META = b"QSMT"
 MAGIC_CHECKPOINT = b"QCKP"
 MAGIC_COMMIT = b"QTXN"
 MAGIC_HEARTBEAT = b"QHBT"
+MAGIC_POLICY = b"QPOL"
 FRAME_VERSION = 1
 
 
@@ -143,6 +144,7 @@ def parse_seq(name: str, suffix: str) -> int | None:
 
 # -- §1 store layout names ---------------------------------------------------------
 STORE_FILE = "STORE"
+POLICY_FILE = "POLICY"
 PARTITIONS_DIR = "partitions"
 SEGMENTS_DIR = "segments"
 SUBSCRIBERS_DIR = "subscribers"

@@ -29,11 +29,11 @@ _SIZE_UNITS = {
     "gb": 1024**3, "gib": 1024**3, "g": 1024**3,
     "tb": 1024**4, "tib": 1024**4, "t": 1024**4,
 }  # fmt: skip
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _NUM = r"\s*([0-9]+(?:\.[0-9]+)?)\s*"
 
 SIZE_ALLOWED = "a size such as 512KB, 32MB or 4GB (units B, KB, MB, GB, TB; 1024-based)"
-DURATION_ALLOWED = "a duration such as 25ms, 5s, 10m or 1h (units ms, s, m, h)"
+DURATION_ALLOWED = "a duration such as 25ms, 5s, 10m, 1h or 7d (units ms, s, m, h, d)"
 
 
 def parse_size(option: str, value: object) -> int:
@@ -50,7 +50,7 @@ def parse_duration(option: str, value: object) -> float:
     """``'25ms'`` -> 0.025 seconds. A bare number is seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
-    m = re.fullmatch(_NUM + r"(ms|s|m|h)?\s*", str(value))
+    m = re.fullmatch(_NUM + r"(ms|s|m|h|d)?\s*", str(value))
     if not m:
         raise ConfigError(option, value, DURATION_ALLOWED)
     return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
@@ -88,10 +88,12 @@ def parse_bool(option: str, value: object) -> bool:
 
 
 def parse_choice(option: str, value: object, choices: list[str]) -> str:
+    """One of ``choices``, matched case-insensitively (``DROP_OLDEST`` is ``drop_oldest``)."""
     s = str(value).strip()
-    if s not in choices:
-        raise ConfigError(option, value, " | ".join(choices))
-    return s
+    for choice in choices:
+        if s.lower() == choice.lower():
+            return choice
+    raise ConfigError(option, value, " | ".join(choices))
 
 
 # Store options: name -> (default shown in docs, description). The README table is
@@ -108,9 +110,13 @@ STORE_OPTIONS: dict[str, tuple[str, str]] = {
     "retention.max_retain_after_ingestion_hours": ("none", "delete older segments regardless"),
     "retention.steady_state_headroom": ("0B", "bytes of acked segments to keep as a spool"),
     "retention.backpressure_timeout": ("30s", "how long an append waits for space"),
+    "subscriber.expire_after": (
+        "none",
+        "store policy: deregister a subscriber that has not acknowledged for this long",
+    ),
     "eventTimeColumn": ("none", "column whose min/max each segment's metadata keeps"),
 }
-_PREFIXES = ("segment.", "segments.", "wal.", "retention.")
+_PREFIXES = ("segment.", "segments.", "wal.", "retention.", "subscriber.")
 
 
 def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
@@ -179,7 +185,19 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
     )
     if retention.size_cap_bytes is not None and retention.size_cap_bytes <= 0:
         raise ConfigError("retention.size_cap", cap, "a size greater than zero")
-    return StoreConfig(wal=wal, segment=segment, retention=retention)
+    expire = opts.get("subscriber.expire_after")
+    expire_s = None
+    if expire not in (None, "", "none"):
+        expire_s = parse_duration("subscriber.expire_after", expire)
+        if expire_s <= 0:
+            raise ConfigError("subscriber.expire_after", expire, "a duration greater than zero")
+    return StoreConfig(
+        wal=wal,
+        segment=segment,
+        retention=retention,
+        subscriber_expire_after_s=expire_s,
+        explicit=frozenset(opts),
+    )
 
 
 def _opt_str(opts: Mapping[str, Any], key: str) -> str | None:

@@ -14,6 +14,7 @@ A store is a root directory with one or more partitions (§1). Opening a store w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -40,6 +41,14 @@ from .errors import (
 from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
 from .metrics import Metrics
 from .partition import PartitionWriter, RecoveryReport
+from .policy import (
+    StorePolicy,
+    ensure_policy,
+    policy_of,
+    read_policy,
+    reconcile,
+    replace_policy,
+)
 from .retention import (
     AnchoredClock,
     RetentionPlan,
@@ -135,12 +144,69 @@ class QuiverStore:
         config = config or StoreConfig()
         root = os.path.abspath(path)
         descriptor = cls._load_or_create_descriptor(root, config, io, create)
+        config = cls._effective_config(root, config, io, descriptor, create)
         store = cls(root, config, io, descriptor, storage_options)
         if partition is not None:
             store.writer = store._partition_writer(partition)
             if background:
                 store._start_maintenance()
         return store
+
+    @staticmethod
+    def _effective_config(
+        root: str, config: StoreConfig, io: FileIO, descriptor: dict[str, Any], create: bool
+    ) -> StoreConfig:
+        """``config`` with the store's recorded policy and WAL root; an explicit option
+        that contradicts either is refused (ARCHITECTURE.md §6.6)."""
+        policy = ensure_policy(root, io, config) if create else read_policy(root, io)
+        if policy is not None:
+            reconcile(root, policy, config)
+        else:  # a store from before policies were recorded, opened read-only
+            policy = policy_of(config)
+        wal_path = config.wal.path
+        if "wal_path" in descriptor:  # recorded at creation (None: under the root)
+            recorded = descriptor["wal_path"]
+            shown = recorded or os.path.join(root, fmt.PARTITIONS_DIR)
+            if wal_path and _location_key(wal_path) != _location_key(shown):
+                raise ConfigError(
+                    "wal.path",
+                    wal_path,
+                    f"the WAL root store {root} recorded in its {fmt.STORE_FILE} at creation, "
+                    f"{shown!r} (omit wal.path to use it)",
+                )
+            wal_path = recorded
+        return dataclasses.replace(
+            config,
+            wal=dataclasses.replace(config.wal, path=wal_path),
+            retention=policy.retention(config.retention),
+            subscriber_expire_after_s=policy.expire_after_s,
+        )
+
+    @property
+    def policy(self) -> StorePolicy:
+        """The store's recorded policy (read again on every call)."""
+        return read_policy(self.root, self.io) or policy_of(self.config)
+
+    def set_policy(
+        self, changes: dict[str, Any], *, expected_generation: int | None = None
+    ) -> StorePolicy:
+        """Change the store's recorded policy (``changes``: option name -> parsed value);
+        this handle applies it at once, other processes at their next retention pass."""
+        new = replace_policy(self.root, self.io, changes, expected_generation=expected_generation)
+        self._apply_policy(new)
+        return new
+
+    def _apply_policy(self, policy: StorePolicy) -> None:
+        retention = policy.retention(self.config.retention)
+        if (
+            retention != self.config.retention
+            or policy.expire_after_s != self.config.subscriber_expire_after_s
+        ):
+            self.config = dataclasses.replace(
+                self.config, retention=retention, subscriber_expire_after_s=policy.expire_after_s
+            )
+            if self.writer is not None:
+                self.writer.config = self.config
 
     @staticmethod
     def _load_or_create_descriptor(
@@ -167,6 +233,9 @@ class QuiverStore:
                 "created_ns": time.time_ns(),
                 "schema": None,
                 "segments_url": config.segment.path,
+                "wal_path": (
+                    os.path.abspath(config.wal.path) if config.wal.path else None
+                ),
             }
             io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
             log.info("quiver.store.create root=%s", root)
@@ -334,6 +403,9 @@ class QuiverStore:
         the Prometheus text file ``<root>/metrics/<partition>.prom`` of a writer.
         """
         with self._retention_lock:
+            recorded = read_policy(self.root, self.io)
+            if recorded is not None:  # a change made elsewhere applies from this pass on
+                self._apply_policy(recorded)
             r = self.config.retention
             if (
                 self._subscribers is None

@@ -1,0 +1,253 @@
+"""The store's own policy: retention and subscriber expiry, recorded in ``<root>/POLICY``.
+
+A store keeps one policy whoever writes, reads or maintains it (ARCHITECTURE.md §6.6).
+It is recorded when the store is created (from its first opener's options, the YAML
+config or the CLI) and changes only explicitly (:func:`replace_policy`, ``quiver
+config PATH set``): a process whose explicit option contradicts it fails at start,
+naming the option, both values and how to change it (:func:`reconcile`).
+
+The file is a §6 frame replaced as a whole, guarded by ``generation``: a change names
+the generation it read and is refused if another change came first. That is the shape
+of a conditional replace on an object store, so the record can move there unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import format as fmt
+from .config import RetentionConfig, SizeCapPolicy, StoreConfig
+from .errors import ConfigError, CorruptionError, QuiverError
+from .fs import FileIO, file_lock
+
+POLICY_FILE = fmt.POLICY_FILE
+MAGIC_POLICY = fmt.MAGIC_POLICY
+STORE_LOCK = ".store.lock"
+
+# option name -> RetentionConfig field, for the options a store's policy holds
+RETENTION_FIELDS: dict[str, str] = {
+    "retention.size_cap": "size_cap_bytes",
+    "retention.size_cap_policy": "size_cap_policy",
+    "retention.max_retain_after_ingestion_hours": "max_retain_after_ingestion_hours",
+    "retention.steady_state_headroom": "steady_state_headroom_bytes",
+}
+EXPIRE_AFTER = "subscriber.expire_after"
+POLICY_OPTIONS = (*RETENTION_FIELDS, EXPIRE_AFTER)
+
+
+class PolicyConflictError(ConfigError):
+    """Raised when an explicit option contradicts the store's recorded policy, or a
+    policy change lost the race with another one."""
+
+    def __init__(self, option: str, value: object, allowed: str) -> None:
+        super().__init__(option, value, allowed)
+        self.args = (f"option {option}={value} contradicts {allowed}",)
+
+
+@dataclass(frozen=True)
+class StorePolicy:
+    """What a store keeps and for how long, shared by every process that opens it."""
+
+    generation: int = 0
+    """0 until recorded; then 1, and +1 per change."""
+    size_cap_bytes: int | None = None
+    size_cap_policy: SizeCapPolicy = SizeCapPolicy.BACKPRESSURE
+    max_retain_after_ingestion_hours: float | None = None
+    steady_state_headroom_bytes: int = 0
+    expire_after_s: float | None = None
+    """Deregister a subscriber that has not acknowledged for this long (None: never)."""
+    updated_ns: int = 0
+
+    def retention(self, base: RetentionConfig) -> RetentionConfig:
+        """``base`` (a process's config) with the policy's retention fields."""
+        return dataclasses.replace(
+            base, **{f: getattr(self, f) for f in RETENTION_FIELDS.values()}
+        )
+
+    def value(self, option: str) -> Any:
+        if option == EXPIRE_AFTER:
+            return self.expire_after_s
+        return getattr(self, RETENTION_FIELDS[option])
+
+    def shown(self, option: str) -> str:
+        """The value of ``option`` as a person writes it."""
+        return show(option, self.value(option))
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "updated_ns": self.updated_ns,
+            "retention": {
+                "size_cap": self.size_cap_bytes,
+                "size_cap_policy": self.size_cap_policy.value,
+                "max_age_hours": self.max_retain_after_ingestion_hours,
+                "steady_state_headroom": self.steady_state_headroom_bytes,
+            },
+            "subscriber": {"expire_after_s": self.expire_after_s},
+        }
+
+    @classmethod
+    def from_body(cls, path: str, body: Mapping[str, Any]) -> StorePolicy:
+        try:
+            ret = body.get("retention") or {}
+            sub = body.get("subscriber") or {}
+            gen = body["generation"]
+            if not isinstance(gen, int) or isinstance(gen, bool) or gen < 1:
+                raise ValueError(f"generation {gen!r}")
+            return cls(
+                generation=gen,
+                size_cap_bytes=_opt_int(ret.get("size_cap")),
+                size_cap_policy=SizeCapPolicy(ret.get("size_cap_policy", "backpressure")),
+                max_retain_after_ingestion_hours=_opt_float(ret.get("max_age_hours")),
+                steady_state_headroom_bytes=int(ret.get("steady_state_headroom", 0)),
+                expire_after_s=_opt_float(sub.get("expire_after_s")),
+                updated_ns=int(body.get("updated_ns", 0)),
+            )
+        except (KeyError, ValueError, TypeError) as e:
+            raise CorruptionError(path, fmt.FRAME_SIZE, f"invalid policy body: {e}") from e
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def show(option: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, SizeCapPolicy):
+        return value.value
+    if option in ("retention.size_cap", "retention.steady_state_headroom"):
+        return _size(int(value))
+    if option == EXPIRE_AFTER:
+        return _duration(float(value))
+    if option == "retention.max_retain_after_ingestion_hours":
+        return f"{value:g}h"
+    return str(value)
+
+
+def _size(n: int) -> str:
+    for unit, mult in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return f"{n}B"
+
+
+def _duration(s: float) -> str:
+    for unit, mult in (("d", 86400.0), ("h", 3600.0), ("m", 60.0)):
+        if s >= mult and s % mult == 0:
+            return f"{int(s // mult)}{unit}"
+    return f"{s:g}s"
+
+
+def policy_path(root: str) -> str:
+    return os.path.join(root, POLICY_FILE)
+
+
+def read_policy(root: str, io: FileIO) -> StorePolicy | None:
+    """The recorded policy, or None when the store has none recorded yet."""
+    path = policy_path(root)
+    try:
+        raw = io.read_file(path)
+    except FileNotFoundError:
+        return None
+    return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
+
+
+def policy_of(config: StoreConfig) -> StorePolicy:
+    """The policy a new store gets from its creator's config."""
+    r = config.retention
+    return StorePolicy(
+        size_cap_bytes=r.size_cap_bytes,
+        size_cap_policy=r.size_cap_policy,
+        max_retain_after_ingestion_hours=r.max_retain_after_ingestion_hours,
+        steady_state_headroom_bytes=r.steady_state_headroom_bytes,
+        expire_after_s=config.subscriber_expire_after_s,
+    )
+
+
+def _write(root: str, io: FileIO, policy: StorePolicy) -> None:
+    io.atomic_write(policy_path(root), fmt.encode_frame(MAGIC_POLICY, policy.to_body()))
+
+
+def ensure_policy(root: str, io: FileIO, config: StoreConfig) -> StorePolicy:
+    """The store's policy, recording ``config``'s as generation 1 if none is recorded
+    (a new store, or one created before policies were recorded)."""
+    current = read_policy(root, io)
+    if current is not None:
+        return current
+    with file_lock(os.path.join(root, STORE_LOCK)):
+        current = read_policy(root, io)
+        if current is not None:
+            return current
+        first = dataclasses.replace(policy_of(config), generation=1, updated_ns=time.time_ns())
+        _write(root, io, first)
+        return first
+
+
+def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
+    """Refuse an explicit option of ``config`` that contradicts ``policy``.
+
+    An option counts as explicit when it was given (``config.explicit``) or, for a
+    config built in code, when its value differs from the default.
+    """
+    mine = policy_of(config)
+    default = policy_of(StoreConfig())
+    for option in POLICY_OPTIONS:
+        given = mine.value(option)
+        explicit = option in config.explicit or given != default.value(option)
+        if explicit and given != policy.value(option):
+            raise PolicyConflictError(
+                option,
+                show(option, given),
+                f"the store's recorded policy, {option}={policy.shown(option)} "
+                f"(generation {policy.generation}); omit the option to use it, or change "
+                f"the store's policy with: quiver config {root} set {option}=VALUE",
+            )
+
+
+def replace_policy(
+    root: str,
+    io: FileIO,
+    changes: Mapping[str, Any],
+    *,
+    expected_generation: int | None = None,
+) -> StorePolicy:
+    """Change the recorded policy; ``changes`` maps option names to parsed values.
+
+    With ``expected_generation`` the change is refused if the policy moved on since
+    it was read (a conditional replace). Returns the new policy.
+    """
+    unknown = sorted(set(changes) - set(POLICY_OPTIONS))
+    if unknown:
+        raise ConfigError(unknown[0], changes[unknown[0]], "one of " + ", ".join(POLICY_OPTIONS))
+    with file_lock(os.path.join(root, STORE_LOCK)):
+        current = read_policy(root, io)
+        if current is None:
+            raise QuiverError(f"store {root} has no recorded policy yet; open it once first")
+        if expected_generation is not None and current.generation != expected_generation:
+            raise PolicyConflictError(
+                "generation",
+                expected_generation,
+                f"the store's policy, now at generation {current.generation}: it changed "
+                "since it was read; read it again and retry",
+            )
+        fields: dict[str, Any] = {}
+        for option, value in changes.items():
+            fields["expire_after_s" if option == EXPIRE_AFTER else RETENTION_FIELDS[option]] = value
+        new = dataclasses.replace(
+            current, generation=current.generation + 1, updated_ns=time.time_ns(), **fields
+        )
+        # validate as a config would (a size cap of zero, a negative headroom, ...)
+        new.retention(RetentionConfig())
+        RetentionConfig(**{f: getattr(new, f) for f in RETENTION_FIELDS.values()})
+        _write(root, io, new)
+        return new
