@@ -133,9 +133,26 @@ class SubscriberError(QuiverError, ValueError):
 
 
 class SegmentMissingError(QuiverError):
-    """Raised when a segment a reader needs was deleted without a ``dropped`` record."""
+    """Raised when a segment a reader needs is not there (any more).
 
-    def __init__(self, partition: str, seq: int, reason: str = "missing") -> None:
+    ``kind`` says why, for callers that must not parse the message:
+    ``"missing"`` (not there, nothing more known), ``"deleted"`` (retention recorded
+    its deletion), ``"quarantined"`` (moved to ``<pid>/quarantine/``; ``evidence``
+    names the reason file) or ``"corrupt"`` (there, but fails verification).
+    See :mod:`quiver_spark.missing`.
+    """
+
+    def __init__(
+        self,
+        partition: str,
+        seq: int,
+        reason: str = "missing",
+        *,
+        kind: str = "missing",
+        evidence: str | None = None,
+    ) -> None:
         self.partition = partition
         self.seq = seq
+        self.kind = kind
+        self.evidence = evidence
         super().__init__(f"segment {seq} of partition {partition} is {reason}")

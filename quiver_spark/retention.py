@@ -5,6 +5,12 @@ caller's ``now_ns`` and WAL sizes, it returns a :class:`RetentionPlan`. It never
 a clock. :func:`apply_retention` runs a plan under the registry's exclusive lock:
 ``dropped`` + ``deleted`` records are made durable first, then segments are deleted.
 Precedence of the three layers: ARCHITECTURE.md §8.7.
+
+A segment whose ``.meta`` fails verification (damaged) is never deleted nor recorded
+deleted or dropped by a pass: it stays where it is, named in the result, the log and
+the ``quiver.segment.damaged`` gauge, until ``quiver fsck --quarantine`` moves it
+aside; its ``.arrow`` bytes still count toward the size cap. Every other segment is
+reclaimed as usual.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from .errors import StoreAtCapacityError
 log = logging.getLogger(__name__)
 
 NS_PER_HOUR = 3_600_000_000_000
+SEGMENT_DAMAGED = "quiver.segment.damaged"  # {partition}: segments whose .meta fails verification
 
 
 class SegmentInfo(Protocol):
@@ -41,13 +48,33 @@ class SegmentInfo(Protocol):
 
 
 class SegmentCatalog(Protocol):
-    """What retention needs of the segment store (``SegmentLocation`` has exactly this)."""
+    """What retention needs of the segment store (``SegmentLocation`` has this).
+
+    A catalog may also have ``survey(partition)`` returning an object with ``metas``
+    (SegmentInfo) and ``damaged`` (:class:`DamagedInfo`): retention then goes on
+    around segments whose metadata is unreadable instead of failing the whole pass.
+    """
 
     def partitions(self) -> list[str]: ...
 
     def list(self, partition: str) -> Sequence[SegmentInfo]: ...
 
     def delete(self, partition: str, seqs: Iterable[int]) -> None: ...
+
+
+class DamagedInfo(Protocol):
+    """A published segment whose metadata is unreadable (``DamagedSegment`` has these)."""
+
+    @property
+    def partition(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def size_bytes(self) -> int: ...
 
 
 class RegistryView(Protocol):
@@ -78,6 +105,7 @@ class RetentionPlan:
     bytes_after: int = 0
     cap_bytes: int | None = None
     reasons: list[str] = field(default_factory=list)
+    damaged: list[Key] = field(default_factory=list)  # kept: metadata unreadable
 
     def deletions(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -95,15 +123,22 @@ def plan(
     *,
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
+    damaged: Sequence[DamagedInfo] = (),
 ) -> RetentionPlan:
     """Decide deletions and throttling. Pure: no I/O, no clock.
 
     ``per_partition_cap`` selects the proposal's phase 1 (each partition enforces
     ``size_cap / n_partitions`` alone); the default is one shared cap with global
-    oldest-first eviction across partitions.
+    oldest-first eviction across partitions. ``damaged`` segments are never chosen;
+    their bytes count like WAL bytes (present, not removable by retention).
     """
     wal = dict(wal_bytes_by_partition or {})
+    for d in damaged:
+        wal[d.partition] = wal.get(d.partition, 0) + d.size_bytes
     pl = RetentionPlan(cap_bytes=config.size_cap_bytes)
+    pl.damaged = sorted((d.partition, d.seq) for d in damaged)
+    if pl.damaged:
+        pl.reasons.append(f"damaged: {len(pl.damaged)} segments kept (quiver fsck --quarantine)")
     segs = {p: sorted(v, key=lambda s: s.seq) for p, v in listing.items()}
     chosen: set[Key] = set()
     done = {
@@ -251,6 +286,9 @@ class RetentionResult:
     plan: RetentionPlan
     deleted: dict[str, list[int]]
     dropped: dict[str, dict[str, list[int]]]  # subscriber -> partition -> seqs
+    damaged: list[DamagedInfo] = field(default_factory=list)  # kept, named
+    listing: dict[str, list[SegmentInfo]] = field(default_factory=dict)
+    """The readable segments the pass saw, per partition (deleted ones included)."""
 
     @property
     def throttle(self) -> bool:
@@ -274,9 +312,12 @@ def apply_retention(
     every subscriber not done) and ``deleted`` for every segment about to go, then
     delete them through ``catalog.delete`` (which fsyncs the directory). A crash after
     the records and before the deletion is finished by the next pass.
+
+    A segment with an unreadable ``.meta`` (when the catalog can ``survey``) is kept
+    and reported in ``damaged``; it never stops the pass.
     """
     with registry.exclusive() as reg:  # type: ignore[attr-defined]
-        listing = {p: list(catalog.list(p)) for p in catalog.partitions()}
+        listing, damaged = survey_catalog(catalog)
         pl = plan(
             listing,
             reg,
@@ -285,6 +326,7 @@ def apply_retention(
             wal_bytes,
             per_partition_cap=per_partition_cap,
             n_partitions=n_partitions,
+            damaged=damaged,
         )
         deletions = pl.deletions()
         dropped: dict[str, dict[str, list[int]]] = {}
@@ -303,9 +345,41 @@ def apply_retention(
             pl.bytes_before,
             pl.bytes_after,
         )
+    for d in damaged:
+        log.warning(
+            "quiver.gc.damaged_segment partition=%s seq=%d path=%s error=%s "
+            "(kept, not reclaimed: `quiver fsck --quarantine` moves it aside)",
+            d.partition,
+            d.seq,
+            d.path,
+            d.error,
+        )
     if metrics is not None:
-        _count(metrics, pl, dropped, listing, wal_bytes or {}, config)
-    return RetentionResult(pl, deletions, dropped)
+        fixed = dict(wal_bytes or {})
+        for d in damaged:
+            fixed[d.partition] = fixed.get(d.partition, 0) + d.size_bytes
+        _count(metrics, pl, dropped, listing, fixed, config)
+        metrics.clear_gauge(SEGMENT_DAMAGED)
+        for p in sorted({d.partition for d in damaged}):
+            metrics.set(SEGMENT_DAMAGED, sum(d.partition == p for d in damaged), partition=p)
+    return RetentionResult(pl, deletions, dropped, list(damaged), listing)
+
+
+def survey_catalog(
+    catalog: SegmentCatalog,
+) -> tuple[dict[str, list[SegmentInfo]], list[DamagedInfo]]:
+    """Every partition's readable segments, and the damaged ones (if the catalog can tell)."""
+    listing: dict[str, list[SegmentInfo]] = {}
+    damaged: list[DamagedInfo] = []
+    survey = getattr(catalog, "survey", None)
+    for p in catalog.partitions():
+        if survey is None:
+            listing[p] = list(catalog.list(p))
+            continue
+        found = survey(p)
+        listing[p] = list(found.metas)
+        damaged.extend(found.damaged)
+    return listing, damaged
 
 
 def _count(

@@ -26,7 +26,10 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
           # reason: "acked" | "time" | "size_cap" | "drop_oldest"
       "dropped": {subscriber: {partition: [seq]}},   # recorded as dropped (drop_oldest)
       "freed_bytes": int,
-      "throttled": bool    # over the size cap with nothing deletable (backpressure)
+      "throttled": bool,   # over the size cap with nothing deletable (backpressure)
+      "damaged": [{"partition": str, "seq": int, "path": str, "error": str, "bytes": int}]
+          # segments whose .meta fails verification: kept and counted, never deleted
+          # by gc; `quiver fsck --quarantine` moves them aside
     }
 """
 
@@ -128,25 +131,26 @@ def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, A
         if dry_run:
             if registry is not None:
                 registry.refresh()
-            listing = {p: store.segment_location.list(p) for p in store.partitions()}
+            listing, damaged = retention.survey_catalog(cast(Any, store.segment_location))
             plan = retention.plan(  # SegmentMeta is a frozen SegmentInfo
-                cast(Any, listing),
+                listing,
                 registry or _NoSubscribers(),
                 store.config.retention,
                 now_ns,
                 wal_bytes,
+                damaged=damaged,
             )
             dropped: dict[str, dict[str, list[int]]] = {}
             for (pid, seq), subs in sorted(plan.drop_records.items()):
                 for sub in subs:
                     dropped.setdefault(sub, {}).setdefault(pid, []).append(seq)
         else:
-            listing = {p: store.segment_location.list(p) for p in store.partitions()}
+            listing, _ = retention.survey_catalog(cast(Any, store.segment_location))
             result = retention.apply_retention(
                 cast(Any, store.segment_location), registry, store.config.retention, now_ns,
                 wal_bytes=wal_bytes,
             )  # fmt: skip
-            plan, dropped = result.plan, result.dropped
+            plan, dropped, damaged = result.plan, result.dropped, result.damaged
     finally:
         if registry is not None:
             registry.close()
@@ -164,6 +168,16 @@ def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, A
         "dropped": dropped,
         "freed_bytes": sum(d["bytes"] for d in deleted),
         "throttled": bool(plan.throttle),
+        "damaged": [
+            {
+                "partition": d.partition,
+                "seq": d.seq,
+                "path": d.path,
+                "error": d.error,
+                "bytes": d.size_bytes,
+            }
+            for d in sorted(damaged, key=lambda d: (d.partition, d.seq))
+        ],
     }
 
 
@@ -217,6 +231,11 @@ def render_gc(doc: dict[str, Any]) -> str:
     for sub, parts in sorted(doc["dropped"].items()):
         for pid, seqs in sorted(parts.items()):
             out.append(f"  {verb}record {len(seqs)} segment(s) of {pid} as dropped for {sub}")
+    for d in doc.get("damaged", []):
+        out.append(
+            f"  kept damaged segment {d['seq']} of {d['partition']} ({d['path']}: {d['error']}); "
+            f"`quiver fsck {doc['path']} --quarantine` moves it aside"
+        )
     if doc["throttled"]:
         out.append("  over the size cap with nothing deletable: writers are throttled")
     out.append(f"  {'would free' if doc['dry_run'] else 'freed'} {human_bytes(doc['freed_bytes'])}")

@@ -90,13 +90,18 @@ def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, A
     beats = store.heartbeats()
     metas: dict[str, list[SegmentMeta]] = {}
     partitions: list[dict[str, Any]] = []
+    seg_parts = set(store.partitions())
     for pid in partition_ids(store):
         error = None
         try:
-            metas[pid] = store.segments(pid)
+            survey = store.segment_location.survey(pid) if pid in seg_parts else None
         except CorruptionError as e:
             metas[pid] = []
             error = str(e)
+        else:
+            metas[pid] = survey.metas if survey else []
+            if survey and survey.damaged:  # the rest of the partition is still shown
+                error = "; ".join(f"{d.error} (run `quiver fsck`)" for d in survey.damaged)
         partitions.append(_partition_row(store, pid, metas[pid], beats.get(pid), now_ns, error))
 
     registry = open_registry(store)

@@ -141,7 +141,8 @@ def _list(store: QuiverStore, args: StoreArgs) -> None:
 def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
     from ..subscribers import StartPosition
 
-    retained = {p: [m.seq for m in store.segments(p)] for p in store.partitions()}
+    # from the listing alone: a damaged .meta elsewhere must not stop a registration
+    retained = {p: store.segment_location.published_seqs(p) for p in store.partitions()}
     registry = open_registry(store, create=True)
     try:
         registry.register(name, start=StartPosition(start), retained=retained)

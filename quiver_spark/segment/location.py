@@ -62,6 +62,29 @@ class CleanupReport:
     ``.arrow`` orphans do not count: no reader ever saw their seq."""
 
 
+@dataclass(frozen=True)
+class DamagedSegment:
+    """A published segment whose ``.meta`` fails verification (see :meth:`SegmentLocation.survey`).
+
+    ``path`` names the damaged ``.meta``; ``size_bytes`` is its ``.arrow``'s length
+    from the directory listing (0 when that is gone), so space accounting still sees it.
+    """
+
+    partition: str
+    seq: int
+    path: str
+    error: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class SegmentSurvey:
+    """The published segments of one partition: readable metadata and damaged ones."""
+
+    metas: list[SegmentMeta]
+    damaged: list[DamagedSegment]
+
+
 class _Local:
     """Local POSIX backend: durable create (tmp, fsync, rename, fsync dir) via FileIO."""
 
@@ -395,18 +418,72 @@ class SegmentLocation:
         entries = self._b.entries(self._b.join(partition))
         return sorted(s for n in entries if (s := parse_seq(n, META_SUFFIX)))
 
-    def list(self, partition: str) -> list[SegmentMeta]:
-        """Published segments of ``partition`` sorted by seq; a corrupt ``.meta`` raises."""
+    def quarantined(self, partition: str) -> dict[int, str]:
+        """Seqs of ``partition`` with a file in ``quarantine/``, each mapped to the file
+        that says why (its ``.reason`` when there is one), from one listing."""
+        return {seq: self._b.display(raw) for seq, raw in self._quarantined(partition).items()}
+
+    def quarantine_note(self, partition: str, seq: int) -> str:
+        """The reason text recorded when ``seq`` was quarantined ("" if none is readable)."""
+        raw = self._quarantined(partition).get(seq)
+        if raw is None or not raw.endswith(REASON_SUFFIX):
+            return ""
+        try:
+            text = self._b.read(raw).decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return " ".join(line.strip() for line in text.splitlines()[1:] if line.strip())[:300]
+
+    def _quarantined(self, partition: str) -> dict[int, str]:
         validate_name("partition", partition)
-        d = self._b.join(partition)
-        seqs = sorted(s for n in self._b.entries(d) if (s := parse_seq(n, META_SUFFIX)))
-        metas = []
-        for seq in seqs:
+        qdir = self._b.join(partition, QUARANTINE_DIR)
+        out: dict[int, str] = {}
+        for n in sorted(self._b.entries(qdir)):
+            # <seq>.<suffix> or, for a repeated quarantine, <seq>.<ns>.<suffix>
+            seq = _any_seq(n.split(".", 1)[0] + "." + n.rsplit(".", 1)[-1])
+            if seq is not None and (seq not in out or n.endswith(REASON_SUFFIX)):
+                out[seq] = f"{qdir}/{n}"
+        return out
+
+    def list(self, partition: str) -> list[SegmentMeta]:
+        """Published segments of ``partition`` sorted by seq; a corrupt ``.meta`` raises.
+
+        For readers that must not skip anything. Maintenance that must go on around
+        damage (retention, status) uses :meth:`survey`.
+        """
+        survey = self._survey(partition, strict=True)
+        return survey.metas
+
+    def survey(self, partition: str) -> SegmentSurvey:
+        """Like :meth:`list`, but a ``.meta`` that fails verification is reported in
+        ``damaged`` (file, error, ``.arrow`` size) instead of raising, so one damaged
+        segment never hides the others. Nothing is moved or deleted."""
+        return self._survey(partition, strict=False)
+
+    def _survey(self, partition: str, *, strict: bool) -> SegmentSurvey:
+        validate_name("partition", partition)
+        metas: list[SegmentMeta] = []
+        damaged: list[DamagedSegment] = []
+        for seq in self.published_seqs(partition):
             try:
                 metas.append(self.read_meta(partition, seq))
             except SegmentMissingError:  # deleted between listing and reading
                 continue
-        return metas
+            except CorruptionError as e:
+                if strict:
+                    raise
+                arrow_path, meta_path = self._paths(partition, seq)
+                shown = self._b.display(meta_path)
+                log.warning(
+                    "quiver.segment.meta_damaged partition=%s seq=%d path=%s error=%s",
+                    partition,
+                    seq,
+                    shown,
+                    e,
+                )
+                size = self._b.size(arrow_path) or 0
+                damaged.append(DamagedSegment(partition, seq, shown, str(e), size))
+        return SegmentSurvey(metas, damaged)
 
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
         """The published metadata of one segment; SegmentMissingError if unpublished."""

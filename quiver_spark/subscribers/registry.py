@@ -491,6 +491,14 @@ class SubscriberRegistry:
         dl = self.state.deleted.get(pid) if pid is not None else None
         return 0 if dl is None else max(dl.hwm, max(dl.gaps, default=0))
 
+    def deleted_seqs(self, partition: str) -> tuple[int, frozenset[int]]:
+        """What retention recorded deleted in ``partition``: ``(floor, above)``, where
+        every seq up to ``floor`` is deleted and ``above`` holds the deleted seqs
+        beyond it (``(0, frozenset())`` if none)."""
+        pid = self.state.part_ids.get(partition)
+        dl = self.state.deleted.get(pid) if pid is not None else None
+        return (0, frozenset()) if dl is None else (dl.hwm, frozenset(dl.gaps))
+
     # -- delivery helper (embedded use) ------------------------------------------------------
     def next_segments(
         self, sub: str, partition: str, available: Sequence[int], limit: int | None = None
