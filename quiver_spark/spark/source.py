@@ -63,9 +63,10 @@ from ..errors import (
     StoreNotFoundError,
     SubscriberError,
 )
-from ..format import META_SUFFIX, parse_seq
+from ..format import SUBSCRIBERS_DIR
 from ..fs import PartitionLock
 from ..metrics import Metrics
+from ..missing import DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
 from ..retention import apply_retention
 from ..segment import SegmentMeta
 from ..store import QuiverStore
@@ -78,6 +79,7 @@ from .source_read import (
     READERS_DIR,
     DataLossError,
     QuiverInputPartition,
+    ReadSchemaError,
     SchemaUnavailableError,
     arrow_target,
     read_partition,
@@ -129,9 +131,32 @@ def store_spark_schema(options: Mapping[str, Any]) -> StructType:
 
 def _published_seqs(store: QuiverStore, partition: str) -> list[int]:
     """Seqs with a ``.meta`` in ``partition``, from one directory listing (no reads)."""
-    loc = store.segment_location
-    b = loc._b  # the listing primitive; SegmentLocation.list() would read every .meta
-    return sorted(s for n in b.entries(b.join(partition)) if (s := parse_seq(n, META_SUFFIX)))
+    return store.segment_location.published_seqs(partition)
+
+
+def check_read_schema(store: QuiverStore, schema: StructType, include_metadata: bool) -> None:
+    """Refuse a read schema naming a column the store lacks (it would read as nulls).
+
+    A store without a schema yet (nothing written) accepts any read schema.
+    """
+    arrow = store.schema()
+    if arrow is None:
+        return
+    have = spark_schema_of(arrow, include_metadata).fieldNames()
+    unknown = [name for name in schema.fieldNames() if name not in have]
+    if unknown:
+        raise ReadSchemaError(
+            f"the read schema names column(s) {unknown} that the Quiver store at "
+            f"{store.root} does not have; its columns are {have}. Fix the names in "
+            "spark.read/readStream.schema(...) or leave the schema out to use the store's"
+        )
+
+
+def _registry_if_any(root: str) -> SubscriberRegistry | None:
+    """The subscriber registry if the store has one (a batch read creates nothing)."""
+    if not os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR)):
+        return None
+    return SubscriberRegistry.open(root)
 
 
 # -- the live-subscriber lock ---------------------------------------------------------------
@@ -194,7 +219,7 @@ class _Runtime:
     config: StoreConfig
     metrics: Metrics = field(default_factory=Metrics)
     metas: dict[tuple[str, int], SegmentMeta | None] = field(default_factory=dict)
-    seen: set[tuple[str, int]] = field(default_factory=set)
+    meta_errors: dict[tuple[str, int], CorruptionError] = field(default_factory=dict)
     target: QuiverOffset | None = None
     latest: QuiverOffset | None = None
     last_finalize: float = 0.0
@@ -212,6 +237,11 @@ class _QuiverReading:
         self.opts = parse_source_options(self.options, streaming=streaming)
         self.config = store_config(self.options)
         self.target = arrow_target(schema)
+        store = _open_store(self.opts, self.config)
+        try:
+            check_read_schema(store, schema, self.opts.include_metadata)
+        finally:
+            store.close()
 
     def _splits(
         self, meta: SegmentMeta, store: QuiverStore, subscriber: str | None
@@ -308,24 +338,33 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                 "quiver.source.meta_corrupt partition=%s seq=%d error=%s", partition, seq, e
             )
             meta = None
+            rt.meta_errors[key] = e
         rt.metas[key] = meta
-        rt.seen.add(key)
         return meta
 
     def _available(self, rt: _Runtime, start: QuiverOffset) -> dict[str, list[_Available]]:
+        """Segments above ``start`` to plan: the published ones and quarantined ones
+        (planning a quarantined seq is what reports its loss, see :meth:`partitions`)."""
         out: dict[str, list[_Available]] = {}
+        loc = rt.store.segment_location
         for p in rt.store.partitions():
             segs = []
-            for seq in _published_seqs(rt.store, p):
+            published = _published_seqs(rt.store, p)
+            for seq in published:
                 if seq <= start.get(p):
                     continue
                 try:
                     segs.append(_Available(p, seq, self._meta(rt, p, seq)))
                 except SegmentMissingError:
                     continue  # deleted between listing and reading
+            gone = set(loc.quarantined(p)) - set(published)
+            segs.extend(_Available(p, seq, None) for seq in gone if seq > start.get(p))
             if segs:
-                out[p] = segs
+                out[p] = sorted(segs, key=lambda a: a.seq)
         return out
+
+    def _evidence(self, rt: _Runtime, p: str) -> PartitionEvidence:
+        return evidence(rt.store.segment_location, rt.registry, p)
 
     # -- offsets ------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -339,7 +378,12 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         position = self.opts.starting_position or (
             StartingPosition.ACKED if known else StartingPosition.EARLIEST
         )
-        retained = {p: _published_seqs(rt.store, p) for p in rt.store.partitions()}
+        # A seq published once but now lost (quarantined, vanished) counts as retained:
+        # an earliest start plans it, so its loss is reported (§9a), never skipped.
+        found = {p: self._evidence(rt, p) for p in rt.store.partitions()}
+        retained = {
+            p: sorted(ev.published | {m.seq for m in ev.losses()}) for p, ev in found.items()
+        }
         rt.registry.register(
             sub,
             start=StartPosition.LATEST
@@ -354,9 +398,9 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
             if position is StartingPosition.ACKED or not seqs:
                 marks[p] = hwm
             elif position is StartingPosition.EARLIEST:
-                marks[p] = seqs[0] - 1
+                marks[p] = found[p].first_unread() - 1
             else:
-                marks[p] = seqs[-1]
+                marks[p] = found[p].highest
         log.info(
             "quiver.source.initial_offset subscriber=%s position=%s known=%s offset=%s",
             sub,
@@ -456,16 +500,35 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         """Fix the AvailableNow target: everything published (or idle-sealed) now."""
         rt = self._runtime()
         self._finalize_idle(rt, force=True)
+        loc = rt.store.segment_location
         rt.target = QuiverOffset(
-            {p: seqs[-1] for p in rt.store.partitions() if (seqs := _published_seqs(rt.store, p))}
+            {
+                p: top
+                for p in rt.store.partitions()
+                if (top := max([*_published_seqs(rt.store, p), *loc.quarantined(p)], default=0))
+            }
         )
         log.info("quiver.source.available_now target=%s", rt.target.segments)
 
     # -- planning ------------------------------------------------------------------------
-    def _lost(self, rt: _Runtime, p: str, seq: int, reason: str, detail: str) -> None:
+    def _lost(
+        self,
+        rt: _Runtime,
+        p: str,
+        seq: int,
+        reason: str,
+        detail: str,
+        evidence_path: str | None = None,
+    ) -> None:
         sub = self.opts.subscriber
         record_data_loss(
-            rt.store.root, sub, p, seq, reason, skipped=not self.opts.fail_on_data_loss
+            rt.store.root,
+            sub,
+            p,
+            seq,
+            reason,
+            skipped=not self.opts.fail_on_data_loss,
+            evidence=evidence_path,
         )
         rt.metrics.inc(SOURCE_LOST, subscriber=sub, reason=reason)
         if self.opts.fail_on_data_loss:
@@ -473,6 +536,8 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                 p,
                 seq,
                 f"{reason}: {detail}; set failOnDataLoss=false to skip it and count the loss",
+                kind=reason,
+                evidence=evidence_path,
             )
         log.warning(
             "quiver.source.data_loss partition=%s seq=%d reason=%s subscriber=%s",
@@ -485,10 +550,12 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One input partition per segment in ``(start, end]`` (large ones split).
 
-        A pure function of the offsets, except for segments that are no longer there:
-        a segment retention dropped (recorded ``dropped``) is skipped with a warning;
-        one that vanished or whose metadata is corrupt fails the query, or with
-        ``failOnDataLoss=false`` is skipped and counted.
+        A pure function of the offsets, except for segments that are no longer there.
+        Seqs are allocated without gaps, so every seq in a planned range was published;
+        one without a ``.meta`` is classified (:mod:`quiver_spark.missing`): deleted by
+        retention (recorded ``dropped``) is skipped with a warning and counted;
+        quarantined, vanished, or with corrupt metadata fails the query naming
+        partition and seq, or with ``failOnDataLoss=false`` is skipped and counted.
         """
         rt = self._runtime()
         sub = self.opts.subscriber
@@ -496,6 +563,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         out: list[InputPartition] = []
         refreshed = False
         for p, (lo, hi) in begin.ranges(stop).items():
+            ev: PartitionEvidence | None = None
             for seq in range(lo, hi + 1):
                 try:
                     meta = self._meta(rt, p, seq)
@@ -503,7 +571,14 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                     if not refreshed:
                         rt.registry.refresh()
                         refreshed = True
-                    if rt.registry.is_deleted(p, seq):
+                    ev = ev or self._evidence(rt, p)
+                    found = ev.classify(seq)
+                    if found is None:  # published since our first look
+                        try:
+                            meta = self._meta(rt, p, seq)
+                        except SegmentMissingError:
+                            found = MissingSegment(p, seq, MISSING)
+                    if found is not None and found.kind == DELETED:
                         log.warning(
                             "quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
                             p,
@@ -512,19 +587,14 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                         )
                         record_data_loss(rt.store.root, sub, p, seq, "dropped", skipped=True)
                         rt.metrics.inc(SOURCE_DROPPED, subscriber=sub)
-                    elif (p, seq) in rt.seen:
-                        self._lost(
-                            rt,
-                            p,
-                            seq,
-                            "missing",
-                            "published, then deleted without a dropped record",
-                        )
-                    else:  # a seq never published (a crashed finalize leaves such holes)
-                        log.debug("quiver.source.seq_hole partition=%s seq=%d", p, seq)
-                    continue
+                        continue
+                    if found is not None:
+                        self._lost(rt, p, seq, found.kind, found.describe(), found.evidence)
+                        continue
                 if meta is None:
-                    self._lost(rt, p, seq, "corrupt", "its .meta fails verification")
+                    e = rt.meta_errors.get((p, seq))
+                    where = e.path if e is not None else None
+                    self._lost(rt, p, seq, "corrupt", f"its .meta fails verification: {e}", where)
                     continue
                 out.extend(self._splits(meta, rt.store, sub))
         return out
@@ -564,7 +634,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
             )
             deleted = sum(len(v) for v in result.deleted.values())
         rt.metas = {k: v for k, v in rt.metas.items() if not stop.covers(*k)}
-        rt.seen = {k for k in rt.seen if not stop.covers(*k)}
+        rt.meta_errors = {k: v for k, v in rt.meta_errors.items() if not stop.covers(*k)}
         if todo or deleted:
             log.info(
                 "quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
@@ -716,8 +786,34 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
         try:
             out: list[InputPartition] = []
             total = kept = 0
-            for p in store.partitions():
-                for seq in _published_seqs(store, p):
+            registry = _registry_if_any(store.root)
+            try:
+                found = {
+                    p: evidence(store.segment_location, registry, p) for p in store.partitions()
+                }
+            finally:
+                if registry is not None:
+                    registry.close()
+            for p, ev in found.items():
+                for lost in ev.losses():  # published once, neither there nor deleted
+                    record_data_loss(
+                        store.root,
+                        None,
+                        p,
+                        lost.seq,
+                        lost.kind,
+                        skipped=not self.opts.fail_on_data_loss,
+                        evidence=lost.evidence,
+                    )
+                    if self.opts.fail_on_data_loss:
+                        raise lost.error("set failOnDataLoss=false to skip it and count the loss")
+                    log.warning(
+                        "quiver.source.data_loss partition=%s seq=%d reason=%s",
+                        p,
+                        lost.seq,
+                        lost.kind,
+                    )
+                for seq in sorted(ev.published):
                     try:
                         meta = store.segment_location.read_meta(p, seq)
                     except SegmentMissingError:
@@ -730,9 +826,12 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
                             seq,
                             "corrupt",
                             skipped=not self.opts.fail_on_data_loss,
+                            evidence=e.path,
                         )
                         if self.opts.fail_on_data_loss:
-                            raise DataLossError(p, seq, f"corrupt ({e})") from e
+                            raise DataLossError(
+                                p, seq, f"corrupt ({e})", kind="corrupt", evidence=e.path
+                            ) from e
                         log.warning(
                             "quiver.source.data_loss partition=%s seq=%d reason=corrupt", p, seq
                         )

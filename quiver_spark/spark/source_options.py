@@ -37,7 +37,10 @@ SOURCE_OPTIONS: dict[str, tuple[str, str]] = {
     MAX_BYTES_PER_TRIGGER: ("none", "at most this many segment bytes per micro-batch"),
     MAX_ROWS_PER_TRIGGER: ("none", "at most this many rows per micro-batch"),
     INCLUDE_METADATA: ("false", "add _quiver_partition/_segment/_row/_ingestion_time"),
-    FAIL_ON_DATA_LOSS: ("true", "fail on a vanished or corrupt segment (else skip, count)"),
+    FAIL_ON_DATA_LOSS: (
+        "true",
+        "fail on a lost segment: vanished, quarantined or corrupt (else skip, count)",
+    ),
     SPLIT_SIZE: ("64MB", "segments larger than this are read by several tasks"),
     OPEN_LOG: ("none", "debugging: append 'partition seq' per segment opened to this file"),
 }

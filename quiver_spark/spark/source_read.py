@@ -29,6 +29,8 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from ..errors import ConfigError, CorruptionError, QuiverError, SegmentMissingError
+from ..format import SUBSCRIBERS_DIR
+from ..missing import DELETED, MISSING, MissingSegment, evidence
 from ..segment import SegmentLocation, SegmentMeta
 
 log = logging.getLogger(__name__)
@@ -60,8 +62,13 @@ class SchemaUnavailableError(QuiverError, ValueError):
     """Raised when a store has no schema yet and the query gave none."""
 
 
+class ReadSchemaError(QuiverError, ValueError):
+    """Raised at query start when a read schema names a column the store lacks."""
+
+
 class DataLossError(SegmentMissingError):
-    """Raised (``failOnDataLoss=true``) for a segment that vanished or is corrupt."""
+    """Raised (``failOnDataLoss=true``) for a segment that is lost: vanished,
+    quarantined or corrupt (``kind``), never for one retention deleted."""
 
 
 # -- schema ------------------------------------------------------------------------------
@@ -166,9 +173,19 @@ def lost_log_path(root: str, subscriber: str | None) -> str:
 
 
 def record_data_loss(
-    root: str, subscriber: str | None, partition: str, seq: int, reason: str, *, skipped: bool
+    root: str,
+    subscriber: str | None,
+    partition: str,
+    seq: int,
+    reason: str,
+    *,
+    skipped: bool,
+    evidence: str | None = None,
 ) -> None:
     """Append one JSON line about a lost segment (best effort; never raises).
+
+    ``reason``: ``dropped`` (retention), ``corrupt``, ``quarantined`` or ``missing``;
+    ``evidence`` names the file that says more (a quarantine reason file).
 
     Lines are small single ``write`` calls on an ``O_APPEND`` descriptor, so lines of
     concurrent tasks do not interleave. :func:`data_loss_report` deduplicates them.
@@ -180,6 +197,7 @@ def record_data_loss(
                 "seq": seq,
                 "reason": reason,
                 "skipped": skipped,
+                **({"evidence": evidence} if evidence else {}),
                 "at_ns": time.time_ns(),
             }
         ).encode()
@@ -223,24 +241,39 @@ def data_loss_report(root: str, subscriber: str | None) -> dict[str, Any]:
     }
 
 
-def _deleted_by_retention(root: str, subscriber: str | None, partition: str, seq: int) -> bool:
-    """True when retention recorded the deletion of ``seq`` (with ``dropped`` records)."""
+def classify_vanished(
+    root: str, location: SegmentLocation, partition: str, seq: int
+) -> MissingSegment:
+    """Why a planned segment has vanished: deleted by retention, quarantined, missing."""
     from ..subscribers import SubscriberRegistry
 
+    reg = None
+    if os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR)):
+        try:
+            reg = SubscriberRegistry.open(root)
+        except (QuiverError, OSError) as e:
+            log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
     try:
-        with SubscriberRegistry.open(root) as reg:
-            return reg.is_deleted(partition, seq)
-    except (QuiverError, OSError) as e:
-        log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
-        return False
+        found = evidence(location, reg, partition).classify(seq)
+    finally:
+        if reg is not None:
+            reg.close()
+    return found or MissingSegment(partition, seq, MISSING)
 
 
-def handle_loss(part: QuiverInputPartition, error: QuiverError, reason: str) -> None:
+def handle_loss(
+    part: QuiverInputPartition,
+    error: QuiverError,
+    reason: str,
+    location: SegmentLocation | None = None,
+) -> None:
     """Decide what a task does about an unreadable segment: skip it or raise."""
     m = part.meta
-    if reason == "missing" and _deleted_by_retention(
-        part.root, part.subscriber, m.partition, m.seq
-    ):
+    found = None
+    if reason == MISSING and location is not None:
+        found = classify_vanished(part.root, location, m.partition, m.seq)
+        reason = found.kind
+    if found is not None and found.kind == DELETED:
         log.warning(
             "quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
             m.partition,
@@ -249,14 +282,24 @@ def handle_loss(part: QuiverInputPartition, error: QuiverError, reason: str) -> 
         )
         record_data_loss(part.root, part.subscriber, m.partition, m.seq, "dropped", skipped=True)
         return
+    where = found.evidence if found is not None else None
     record_data_loss(
-        part.root, part.subscriber, m.partition, m.seq, reason, skipped=not part.fail_on_data_loss
+        part.root,
+        part.subscriber,
+        m.partition,
+        m.seq,
+        reason,
+        skipped=not part.fail_on_data_loss,
+        evidence=where,
     )
     if part.fail_on_data_loss:
+        detail = found.describe() if found is not None else str(error)
         raise DataLossError(
             m.partition,
             m.seq,
-            f"{reason} ({error}); set failOnDataLoss=false to skip it and count the loss",
+            f"{reason} ({detail}); set failOnDataLoss=false to skip it and count the loss",
+            kind=reason,
+            evidence=where,
         ) from error
     log.warning(
         "quiver.source.data_loss partition=%s seq=%d reason=%s error=%s",
@@ -315,7 +358,7 @@ def read_partition(
     try:
         reader = location.open(meta, verify=True)
     except SegmentMissingError as e:
-        handle_loss(part, e, "missing")
+        handle_loss(part, e, MISSING, location)
         return
     except CorruptionError as e:
         handle_loss(part, e, "corrupt")
