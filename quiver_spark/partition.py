@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import pyarrow as pa
 
@@ -117,12 +116,9 @@ class _OpenSegment:
         return bool(self.batches)
 
 
-class DeletedLookup(Protocol):
-    """What the ack log knows of a partition's deleted segments (§8.4 DELETED facts)."""
-
-    def __call__(self, partition: str) -> tuple[int, Callable[[int], bool]]:
-        """``(highest seq recorded deleted, 0 if none; is_deleted(seq))``."""
-        ...
+DeletedLookup = Callable[[str], tuple[int, Callable[[int], bool]]]
+"""What the ack log knows of a partition's deleted segments (§8.4 DELETED facts):
+``partition -> (highest seq recorded deleted, 0 if none; is_deleted(seq))``."""
 
 
 def partition_dir(wal_root: str, pid: str) -> str:
@@ -228,7 +224,7 @@ class PartitionWriter:
                         self.segments.publish(meta)
                         rep.republished_seq = meta.seq
                     except SegmentMissingError as e:
-                        if not str(e).endswith("missing)"):
+                        if e.kind != "missing":
                             raise
                         log.info(
                             "quiver.recovery.published_then_deleted partition=%s seq=%d",

@@ -428,11 +428,18 @@ class QuiverStore:
             )
             self._throttled = result.throttle
             self._last_retention = time.monotonic()
-            self._publish_metrics(now, wal)
+            gone = {(p, q) for p, seqs in result.deleted.items() for q in seqs}
+            listing = {
+                p: [m for m in metas if (p, m.seq) not in gone]
+                for p, metas in result.listing.items()
+            }
+            self._publish_metrics(now, wal, listing)
             return result
 
-    def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
-        listing = {p: self.segment_location.list(p) for p in self.partitions()}
+    def _publish_metrics(
+        self, now_ns: int, wal: dict[str, int], listing: dict[str, list[Any]]
+    ) -> None:
+        """Gauges from the listing the retention pass read (damaged segments left out)."""
         open_bytes = {}
         if self.writer is not None:
             open_bytes[self.writer.pid] = self.writer.status()["open_segment_bytes"]

@@ -380,7 +380,10 @@ class SegmentLocation:
         if size != meta.size_bytes:
             state = "missing" if size is None else f"{size} bytes, expected {meta.size_bytes}"
             raise SegmentMissingError(
-                meta.partition, meta.seq, f"not publishable ({self._b.display(arrow_path)} {state})"
+                meta.partition,
+                meta.seq,
+                f"not publishable ({self._b.display(arrow_path)} {state})",
+                kind="missing" if size is None else "corrupt",
             )
         encoded = meta.encode()
         self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))

@@ -289,3 +289,27 @@ def test_append_succeeds_once_written_even_if_its_finalize_fails(tmp_path: Path)
         assert all_ids(s) == list(range(500))
     with QuiverStore.open(str(tmp_path), cfg, background=False) as s:
         assert all_ids(s) == list(range(500))
+
+
+def test_a_damaged_meta_in_one_partition_stops_no_writer_nor_retention(tmp_path: Path) -> None:
+    from tests.damage import flip_byte
+
+    with QuiverStore.open(str(tmp_path), CFG, partition="p-0", background=False) as s:
+        s.subscribers.register("reader")
+        for i in range(3):
+            s.append(ids([i], nullable=True))
+            s.finalize()
+    flip_byte(tmp_path / "segments" / "p-0" / f"{2:020d}.meta", 20)
+    with QuiverStore.open(str(tmp_path), CFG, partition="p-1", background=False) as s:
+        s.append(ids([100], nullable=True))
+        assert s.finalize() is not None  # retention after it does not raise
+        assert s.maintenance_error is None
+        s.subscribers.record("reader", "p-0", [1, 3], Outcome.ACK)
+        result = s.run_retention()
+        assert [(d.partition, d.seq) for d in result.damaged] == [("p-0", 2)]
+        assert result.deleted == {"p-0": [1, 3]}
+        assert (tmp_path / "metrics" / "p-1.prom").exists()
+    with QuiverStore.open(str(tmp_path), CFG, partition="p-0", background=False) as s:
+        s.append(ids([200], nullable=True))
+        meta = s.finalize()
+        assert meta is not None and meta.seq == 4
