@@ -62,7 +62,9 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
                    cwd=fresh_venv.scratch, env=fresh_venv.env())  # fmt: skip
 
     assert quiver(fresh_venv, "--version").stdout.startswith("quiver, version ")
-    status = as_json(fresh_venv, "status", root, "-o", "retention.size_cap=1GB")
+    cfg = as_json(fresh_venv, "config", root, "set", "retention.size_cap=1GB")
+    assert cfg["policy"]["retention.size_cap"] == "1GB" and cfg["generation"] == 2
+    status = as_json(fresh_venv, "status", root)  # the recorded policy, no option
     parts = {p["partition"]: p for p in status["partitions"]}
     assert [parts[p]["segments"] for p in ("p-0", "p-1", "p-2")] == [2, 2, 0]
     assert parts["p-2"]["stale"] is True and parts["p-2"]["open_segment_rows"] == 7

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import format as fmt
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
-from .errors import ConfigError, CorruptionError, QuiverError
+from .errors import ConfigError, CorruptionError
 from .fs import FileIO, file_lock
 
 POLICY_FILE = fmt.POLICY_FILE
@@ -230,9 +230,8 @@ def replace_policy(
     if unknown:
         raise ConfigError(unknown[0], changes[unknown[0]], "one of " + ", ".join(POLICY_OPTIONS))
     with file_lock(os.path.join(root, STORE_LOCK)):
-        current = read_policy(root, io)
-        if current is None:
-            raise QuiverError(f"store {root} has no recorded policy yet; open it once first")
+        # a store from before policies were recorded starts from the defaults
+        current = read_policy(root, io) or StorePolicy()
         if expected_generation is not None and current.generation != expected_generation:
             raise PolicyConflictError(
                 "generation",

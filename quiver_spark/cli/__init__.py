@@ -1,9 +1,9 @@
 """The ``quiver`` command line (console script ``quiver = quiver_spark.cli:main``).
 
-Commands: ``status``, ``fsck``, ``subscribers`` (``list|add|remove``), ``gc`` and
-``txns`` (``list|discard``); each prints a human table by default and a JSON
+Commands: ``status``, ``fsck``, ``subscribers`` (``list|add|remove``), ``gc``,
+``txns`` (``list|discard``) and ``config`` (``show|set``); each prints a human table by default and a JSON
 document with ``--json`` (schemas in each command's module: :mod:`.status`,
-:mod:`.fsck`, :mod:`.subscribers`, :mod:`.gc`, :mod:`.txns`; every document carries ``"schema": "quiver.<command>/<version>"``).
+:mod:`.fsck`, :mod:`.subscribers`, :mod:`.gc`, :mod:`.txns`, :mod:`.config`; every document carries ``"schema": "quiver.<command>/<version>"``).
 
 Exit codes: 0 success; 1 the command found trouble (an unhealthy store in ``fsck``,
 a corrupt file met by ``status``, a lock held elsewhere, an unknown or duplicate
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import click
 
 from .. import __version__
+from .config import config
 from .fsck import fsck
 from .gc import gc
 from .status import status
@@ -49,6 +50,7 @@ cli.add_command(fsck)
 cli.add_command(subscribers)
 cli.add_command(gc)
 cli.add_command(txns)
+cli.add_command(config)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -173,6 +173,8 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
     root = check_store_path(args.path)
     try:
         return QuiverStore.open(root, config, partition=None, create=False, background=False)
+    except ConfigError as e:  # an option contradicting the store's policy: usage
+        raise CliError(str(e), EXIT_USAGE) from e
     except CorruptionError as e:
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
     except QuiverError as e:

@@ -31,7 +31,8 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
       "totals": {"partitions": int, "segments": int, "segment_bytes": int,
                  "wal_bytes": int, "bytes": int, "size_cap_bytes": int|null,
                  "size_cap_used": float|null, "size_cap_policy": str,
-                 "subscribers": int}
+                 "subscribers": int},
+      "policy": {"generation": int, option: str}   # the store's recorded policy (§6.6)
     }
 
 Lag of a subscriber in a partition counts the published segments it has not
@@ -50,6 +51,7 @@ import click
 from .. import format as fmt
 from ..errors import CorruptionError
 from ..segment import SegmentMeta
+from ..policy import POLICY_OPTIONS
 from ..store import QuiverStore
 from ..wal import list_wal_files
 from .common import (
@@ -116,7 +118,12 @@ def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, A
     seg_bytes = store.segment_location.total_bytes()
     wal_bytes = sum(p["wal_bytes"] for p in partitions)
     cap = store.config.retention.size_cap_bytes
+    policy = store.policy
     return {
+        "policy": {
+            "generation": policy.generation,
+            **{o: policy.shown(o) for o in POLICY_OPTIONS},
+        },
         "schema": SCHEMA,
         "path": store.root,
         "segments_url": store.segments_url,
@@ -216,6 +223,12 @@ def render_status(doc: dict[str, Any]) -> str:
     out = [f"Quiver store {doc['path']}", f"  segments: {doc['segments_url']}"]
     if doc["wal_root"] != os.path.join(doc["path"], fmt.PARTITIONS_DIR):
         out.append(f"  wal:      {doc['wal_root']}")
+    pol = doc["policy"]
+    out.append(
+        f"  policy:   generation {pol['generation']}: "
+        + ", ".join(f"{o}={v}" for o, v in pol.items() if o != "generation")
+        + " (change with `quiver config PATH set KEY=VALUE`)"
+    )
     out.append("")
     rows = []
     for p in doc["partitions"]:

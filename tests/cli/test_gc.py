@@ -91,8 +91,9 @@ def test_gc_leaves_a_partition_with_a_live_writer_to_it(built: Built) -> None:
 def test_gc_under_drop_oldest_records_dropped_for_the_subscribers_behind(built: Built) -> None:
     total = sum(m.size_bytes for ms in built.metas.values() for m in ms)
     cap = total // 2  # forces eviction beyond what both subscribers acked
-    doc = run_json(["gc", built.root, "-o", f"retention.size_cap={cap}",
-                    "-o", "retention.size_cap_policy=drop_oldest"])  # fmt: skip
+    run_json(["config", built.root, "set", f"retention.size_cap={cap}",
+         "retention.size_cap_policy=drop_oldest"])  # fmt: skip
+    doc = run_json(["gc", built.root])  # the store's recorded policy applies
     reasons = {(d["partition"], d["seq"]): d["reason"] for d in doc["deleted"]}
     assert reasons[("p-0", 1)] == "acked" and reasons[("p-0", 3)] == "acked"
     dropped = [k for k, r in reasons.items() if r == "drop_oldest"]
@@ -104,16 +105,16 @@ def test_gc_under_drop_oldest_records_dropped_for_the_subscribers_behind(built: 
 
 
 def test_gc_under_backpressure_deletes_nothing_unacked_and_says_it_throttles(built: Built) -> None:
-    doc = run_json(["gc", built.root, "-o", "retention.size_cap=1KB"])
+    run_json(["config", built.root, "set", "retention.size_cap=1KB"])
+    doc = run_json(["gc", built.root])
     assert {d["reason"] for d in doc["deleted"]} == {"acked"}
     assert doc["throttled"] is True and doc["dropped"] == {}
-    assert "writers are throttled" in run(["gc", built.root, "-o",
-                                           "retention.size_cap=1KB"]).stdout  # fmt: skip
+    assert "writers are throttled" in run(["gc", built.root]).stdout
 
 
 def test_gc_with_time_retention_deletes_old_segments_whatever_their_acks(built: Built) -> None:
-    doc = run_json(["gc", built.root, "-o",
-                    "retention.max_retain_after_ingestion_hours=0.00000001"])  # fmt: skip
+    run_json(["config", built.root, "set", "retention.max_retain_after_ingestion_hours=0.00000001"])
+    doc = run_json(["gc", built.root])
     assert len(doc["deleted"]) == 6
     assert {d["reason"] for d in doc["deleted"]} == {"acked", "time"}
     assert doc["dropped"]["slow"]["p-1"] == [1, 2, 3]
@@ -128,3 +129,11 @@ def test_gc_of_a_store_without_subscribers_keeps_its_segments(tmp_path: Path) ->
     doc = run_json(["gc", root])
     assert doc["deleted"] == []
     assert len(list((root / "segments" / "p-0").glob("*.arrow"))) == 2
+
+
+def test_gc_refuses_an_option_that_contradicts_the_stores_policy(built: Built) -> None:
+    run_json(["config", built.root, "set", "retention.size_cap=1GB"])
+    res = run(["gc", built.root, "-o", "retention.size_cap=2GB"])
+    assert res.exit_code == 2, res.output
+    assert "retention.size_cap=2GB contradicts" in res.stderr and "1GB" in res.stderr
+    assert f"quiver config {built.root} set retention.size_cap=" in res.stderr

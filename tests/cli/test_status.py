@@ -73,26 +73,41 @@ def test_status_table_shows_partitions_subscribers_and_totals(built: Built) -> N
     assert "no size cap configured" in out
 
 
-def test_status_compares_totals_with_the_size_cap_given_as_an_option(built: Built) -> None:
-    doc = run_json(["status", built.root, "--option", "retention.size_cap=1MB"])
+def test_status_compares_totals_with_the_stores_size_cap_without_options(built: Built) -> None:
+    run_json(["config", built.root, "set", "retention.size_cap=1MB"])
+    doc = run_json(["status", built.root])  # no option: the recorded policy
     t = doc["totals"]
     assert t["size_cap_bytes"] == 1024 * 1024
     assert abs(t["size_cap_used"] - t["bytes"] / (1024 * 1024)) < 1e-12
     assert t["size_cap_policy"] == "backpressure"
-    res = run(["status", built.root, "-o", "retention.size_cap=1MB",
-               "-o", "retention.size_cap_policy=drop_oldest"])  # fmt: skip
+    assert doc["policy"]["retention.size_cap"] == "1MB" and doc["policy"]["generation"] == 2
+    run_json(["config", built.root, "set", "retention.size_cap_policy=DROP_OLDEST"])
+    res = run(["status", built.root])
     assert "of size cap 1.0MB" in res.stdout and "drop_oldest" in res.stdout
+    assert "generation 3" in res.stdout
 
 
-def test_status_takes_the_size_cap_from_a_yaml_config(built: Built, tmp_path: Path) -> None:
+def test_status_of_a_store_whose_writer_set_a_cap(tmp_path: Path) -> None:
+    from quiver_spark.options import store_config_from_options
+
+    opts = {"retention.size_cap": "2MB", "retention.size_cap_policy": "drop_oldest"}
+    with QuiverStore.open(str(tmp_path), store_config_from_options(opts)) as s:
+        s.append(pa.record_batch({"x": [1, 2, 3]}))
+    doc = run_json(["status", str(tmp_path)])
+    assert doc["totals"]["size_cap_bytes"] == 2 * 1024 * 1024
+    assert doc["totals"]["size_cap_policy"] == "drop_oldest"
+
+
+def test_a_yaml_config_that_agrees_with_the_policy_is_accepted(built: Built, tmp_path: Path) -> None:
+    run_json(["config", built.root, "set", "retention.size_cap=2MB", "retention.size_cap_policy=drop_oldest"])
     cfg = tmp_path / "quiver.yaml"
     cfg.write_text("retention:\n  size_cap: 2MB\n  size_cap_policy: drop_oldest\n")
     doc = run_json(["status", built.root, "--config", cfg])
     assert doc["totals"]["size_cap_bytes"] == 2 * 1024 * 1024
-    assert doc["totals"]["size_cap_policy"] == "drop_oldest"
-    # an explicit --option wins over the file
-    doc = run_json(["status", built.root, "--config", cfg, "-o", "retention.size_cap=3MB"])
-    assert doc["totals"]["size_cap_bytes"] == 3 * 1024 * 1024
+    # a file or option that contradicts it is refused
+    res = run(["status", built.root, "--config", cfg, "-o", "retention.size_cap=3MB"])
+    assert res.exit_code == 2, res.output
+    assert "contradicts" in res.stderr
 
 
 def test_status_shows_a_killed_writer_as_stale_with_its_last_heartbeat(built: Built) -> None:
