@@ -1,0 +1,1108 @@
+"""A model of what a Quiver store must hold, and a harness driving the public API.
+
+:class:`StoreHarness` owns one store directory (optionally with ``wal.path`` outside
+the root, the executor-local layout of ARCHITECTURE.md §10), two writer partitions
+opened as separate :class:`~quiver_spark.QuiverStore` handles, a read/maintain handle
+(the "driver": commit decisions, subscribers, retention) and a model of every row
+ever offered to the store. Every row carries a unique int64 key ``k``, so after each
+reopen the harness can check, row by row:
+
+- every acknowledged plain row (``flush()`` returned after its append, or the append
+  returned under ``wal.flush_interval=0``) and every row of a committed transaction
+  (decided after its records were flushed) is readable exactly once, unless
+  retention legitimately deleted its segment;
+- nothing undecided, discarded or refused is ever visible;
+- no (partition, segment seq) is ever published with two different contents, and a
+  segment the ack log records as deleted never comes back;
+- under ``backpressure`` nothing a registered subscriber has not acknowledged is
+  deleted; a segment deleted unacknowledged (``drop_oldest``, time retention) is
+  recorded as done (dropped) for every subscriber;
+- damage is contained: a damaged partition opens or fails with a QuiverError naming
+  the damaged file, everything else keeps opening, writing, reading and reclaiming.
+
+The harness is used by the generative test (``test_state_space.py``), which draws the
+operations, and by the regression tests, which replay shrunk sequences by hand. Each
+broken invariant raises its own :class:`Violation` subclass (so hypothesis keeps
+distinct failures apart). Counters for the run's report accumulate in :data:`STATS`.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from quiver_spark import (
+    QuiverError,
+    QuiverStore,
+    RetentionConfig,
+    SchemaMismatchError,
+    SegmentConfig,
+    SizeCapPolicy,
+    StoreAtCapacityError,
+    StoreConfig,
+    WalConfig,
+)
+from quiver_spark.errors import CorruptionError, SegmentMissingError
+from quiver_spark.subscribers import Outcome
+from tests.damage import flip_byte
+from tests.faults import CrashSimulator, FaultyIO
+
+STATS: Counter[str] = Counter()
+"""Figures of the run: sequences, steps, invariant checks, faults fired per point..."""
+
+FAULT_POINTS: set[tuple[str, str, str, bool]] = set()
+"""Distinct (operation, file kind, errno, partial) at which an injected fault fired."""
+
+PARTS = ("p-0", "p-1")
+APPS = ("qa", "qb")
+SUBS = ("s1", "s2")
+
+TARGET_SIZE = 2048
+WAL_MAX = 24 * 1024
+WAL_FILE = 4096
+SIZE_CAP = 48 * 1024
+HOUR_NS = 3600 * 10**9
+
+ROW_SIZES = {"one": 1, "small": 7, "near_target": 90, "over_target": 130, "large": 280}
+HUGE_ROWS = 3000  # ~3x wal.max_size: can never fit
+
+
+# -- violations ---------------------------------------------------------------------
+class Violation(AssertionError):
+    """An invariant of the store does not hold."""
+
+
+class LostRow(Violation):
+    """An acknowledged or committed row is not readable."""
+
+
+class DuplicateRow(Violation):
+    """A row is readable more than once."""
+
+
+class UndecidedVisible(Violation):
+    """A row of an undecided, discarded or refused write is readable."""
+
+
+class SeqReused(Violation):
+    """One (partition, seq) was published with two different contents."""
+
+
+class Resurrected(Violation):
+    """A segment retention deleted (or condemned) is readable again."""
+
+
+class UnackedDeleted(Violation):
+    """A segment vanished that a subscriber had not acknowledged (nor had dropped)."""
+
+
+class DamageNotContained(Violation):
+    """Damage to one file stopped something that does not depend on it."""
+
+
+class WrongError(Violation):
+    """An operation failed with an error the contract does not allow."""
+
+
+class AppendRaisedAfterDurable(Violation):
+    """append() raised although its record was durable: a retry duplicates it."""
+
+
+class SchemaDecision(Violation):
+    """A compatible batch was refused, or an incompatible one accepted."""
+
+
+# -- batches ------------------------------------------------------------------------
+def _schema(variant: str) -> pa.Schema:
+    k_nullable = variant == "nullable"
+    fields = [pa.field("k", pa.int64(), nullable=k_nullable)]
+    if variant == "dict":
+        fields.append(pa.field("v", pa.dictionary(pa.int32(), pa.string())))
+    elif variant == "badtype":
+        fields.append(pa.field("v", pa.int64()))
+    else:
+        fields.append(pa.field("v", pa.string()))
+    if variant == "newcol":
+        fields.append(pa.field("w", pa.int32()))
+    schema = pa.schema(fields)
+    if variant == "meta":
+        schema = schema.with_metadata({"origin": "backfill"})
+    return schema
+
+
+VARIANTS = ("base", "nullable", "dict", "newcol", "badtype", "meta")
+
+
+def make_batch(variant: str, keys: list[int]) -> pa.RecordBatch:
+    schema = _schema(variant)
+    cols: list[pa.Array] = [pa.array(keys, type=pa.int64())]
+    if variant == "dict":
+        cols.append(pa.array([f"r{k % 7}" for k in keys]).dictionary_encode())
+    elif variant == "badtype":
+        cols.append(pa.array(keys, type=pa.int64()))
+    else:
+        cols.append(pa.array([f"r{k:08d}" for k in keys], type=pa.string()))
+    if variant == "newcol":
+        cols.append(pa.array([k % 1000 for k in keys], type=pa.int32()))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def compatible(a: pa.Schema, b: pa.Schema) -> bool:
+    """The documented rule: same names and types; nullability and metadata ignored."""
+    return a.names == b.names and all(x.type.equals(y.type) for x, y in zip(a, b, strict=True))
+
+
+# -- model records ------------------------------------------------------------------
+# key status: what the store may show of a row
+ACKED = "acked"  # must be visible exactly once (once sealed)
+PENDING = "pending"  # appended, not yet durable: 0 or 1 times
+MAYBE = "maybe"  # may be visible at most once (crash, damage, lost wal.path)
+RAISED = "raised"  # append raised under flush_interval=0: must never be visible
+TXN = "txn"  # in an undecided transaction: never visible
+COMMITTED = "committed"  # like ACKED
+DISCARDED = "discarded"  # loser or discarded transaction: never visible
+REFUSED = "refused"  # refused before anything was written: never visible
+GONE = "gone"  # in a segment retention legitimately deleted: never visible again
+LOST = "lost"  # legitimately lost and not visible at a check: never visible again
+MUST = (ACKED, COMMITTED)
+NEVER = (RAISED, TXN, DISCARDED, REFUSED, GONE, LOST)
+
+
+@dataclass
+class Txn:
+    partition: str
+    txn_id: int
+    app: str
+    version: int
+    gen: int
+    keys: list[int] = field(default_factory=list)
+    durable: bool = True
+    state: str = "open"  # open | dead (died unflushed) | won | lost | abandoned | gone
+
+
+@dataclass
+class Damage:
+    kind: str  # wal | state | meta | arrow | acklog | commit
+    path: str
+    partition: str | None = None
+    seq: int | None = None
+    app: str | None = None
+    version: int | None = None
+
+
+class Crashed(Exception):
+    """An injected fault fired: the harness treats it as the process dying."""
+
+
+class Outage(Exception):
+    """The ack log is damaged beyond opening: calls that need it fail naming it."""
+
+
+@dataclass
+class Options:
+    flush: str = "group"  # group: acked at flush(); sync: wal.flush_interval=0
+    layout: str = "default"  # default | external (wal.path outside the root)
+    policy: str | None = None  # None | backpressure | drop_oldest (size cap)
+    time_retention: bool = False
+
+
+def _file_kind(path: str) -> str:
+    if "/wal/" in path:
+        return "wal"
+    for kind in ("STATE", "subscribers", "commits", "metrics", "STORE"):
+        if kind in path:
+            return kind.lower()
+    if path.endswith((".meta", ".meta.tmp")):
+        return "meta"
+    if path.endswith((".arrow", ".arrow.tmp")):
+        return "arrow"
+    return "other"
+
+
+class StoreHarness:
+    """One store, its handles and the model (see module docstring)."""
+
+    def __init__(self, base: str, opts: Options | None = None) -> None:
+        self.opts = opts or Options()
+        self.base = os.path.abspath(base)
+        self.root = os.path.join(self.base, "store")
+        self.wal_path = os.path.join(self.base, "local") if self.opts.layout == "external" else None
+        os.makedirs(self.root, exist_ok=True)
+        self.io = FaultyIO(record_data=True)
+        self.sim = CrashSimulator.snapshot(self.base)
+        flush_s = 0.0 if self.opts.flush == "sync" else 3600.0
+        policy = (
+            SizeCapPolicy.DROP_OLDEST
+            if self.opts.policy == "drop_oldest"
+            else SizeCapPolicy.BACKPRESSURE
+        )
+        hours = 1.0 if self.opts.time_retention else None
+        wal = WalConfig(
+            flush_interval_s=flush_s,
+            max_size_bytes=WAL_MAX,
+            file_size_bytes=WAL_FILE,
+            path=self.wal_path,
+        )
+        seg = SegmentConfig(target_size_bytes=TARGET_SIZE, max_open_duration_s=0.001)
+        # one policy for every handle: the store records it at creation (POLICY)
+        self.cfg = StoreConfig(
+            wal=wal,
+            segment=seg,
+            retention=RetentionConfig(
+                size_cap_bytes=SIZE_CAP if self.opts.policy else None,
+                size_cap_policy=policy,
+                max_retain_after_ingestion_hours=hours,
+                backpressure_timeout_s=0.05,
+            ),
+            ack_checkpoint_records=9,
+        )
+        self.writers: dict[str, QuiverStore | None] = dict.fromkeys(PARTS)
+        self.gen: dict[str, int] = dict.fromkeys(PARTS, 0)
+        self.damaged_parts: set[str] = set()
+        self.damage: list[Damage] = []
+        self.registry_broken = False
+        self.reader: QuiverStore | None = None
+        # model
+        self.next_key = 1
+        self.status: dict[int, str] = {}
+        self.key_part: dict[int, str] = {}
+        self.unflushed: dict[str, list[int]] = {p: [] for p in PARTS}
+        self.txns: list[Txn] = []
+        self.version = dict.fromkeys(APPS, 0)
+        self.abandoned: dict[str, list[int]] = {a: [] for a in APPS}
+        self.store_schema: pa.Schema | None = None
+        self.segs: dict[tuple[str, int], tuple[int, frozenset[int]]] = {}
+        self.live: set[tuple[str, int]] = set()
+        self.deleted: set[tuple[str, int]] = set()
+        self.subs: dict[str, set[tuple[str, int]]] = {}
+        self.drop_window = self.opts.policy == "drop_oldest"
+        self.uncertain_subs: set[str] = set()
+        self.uncertain_acks: list[tuple[str, list[tuple[str, int]]]] = []
+        self._open_reader()
+        for p in PARTS:
+            self._open_writer(p)
+        STATS["sequences"] += 1
+
+    # -- handles -----------------------------------------------------------------------
+    def _open_reader(self) -> None:
+        self.reader = QuiverStore.open(
+            self.root, self.cfg, partition=None, io=self.io, background=False
+        )
+
+    def _open_writer(self, p: str) -> None:
+        self.writers[p] = QuiverStore.open(
+            self.root, self.cfg, partition=p, io=self.io, background=False
+        )
+        self.gen[p] += 1
+        STATS["writer_opens"] += 1
+
+    @staticmethod
+    def _kill_handle(store: QuiverStore | None) -> None:
+        """Abandon a handle as a dying process would: no flush, no finalize, locks freed."""
+        if store is None:
+            return
+        store._closed = True
+        store._maint_stop.set()
+        w = store.writer
+        if w is not None:
+            wal = getattr(w, "wal", None)
+            if wal is not None:
+                wal._stop.set()
+                if wal._flusher is not None:
+                    wal._flusher.join()
+                fd, wal._fd = wal._fd, None
+                if fd is not None:
+                    os.close(fd)
+                wal._closed = True
+            w._closed = True
+            w._flock.release()
+        if store._subscribers is not None:
+            store._subscribers.close()
+
+    def live_writers(self) -> list[str]:
+        return [p for p in PARTS if self.writers[p] is not None]
+
+    def kill(self, p: str) -> None:
+        """The writer process of ``p`` dies (kill -9): unflushed rows may or may not survive."""
+        self._kill_handle(self.writers[p])
+        self.writers[p] = None
+        for k in self.unflushed[p]:
+            if self.status[k] == PENDING:
+                self.status[k] = MAYBE
+        self.unflushed[p] = []
+        for t in self.txns:
+            if t.partition == p and t.state == "open" and not t.durable:
+                t.state = "dead"
+        STATS["kills"] += 1
+
+    def kill_all(self) -> None:
+        for p in PARTS:
+            if self.writers[p] is not None:
+                self.kill(p)
+        self._kill_handle(self.reader)
+        self.reader = None
+
+    def close(self) -> None:
+        for p in PARTS:
+            self._kill_handle(self.writers[p])
+        self._kill_handle(self.reader)
+
+    # -- the engine boundary ---------------------------------------------------------------
+    def _fired(self) -> int:
+        return sum(f.fired for f in self.io.faults)
+
+    def _engine(self, what: str, fn: Any, refusals: tuple[type[BaseException], ...] = ()) -> Any:
+        """Run ``fn``; a fired fault becomes :class:`Crashed`, anything else unexpected a
+        :class:`Violation`. Returns ``(result, refusal)``."""
+        before = self._fired()
+        try:
+            return fn(), None
+        except Exception as e:
+            fired = self._fired() > before
+            if fired:
+                if not isinstance(e, (QuiverError, OSError)):
+                    raise WrongError(
+                        f"{what}: an injected I/O fault surfaced as {type(e).__name__}: {e}"
+                    ) from e
+                raise Crashed(what) from e
+            if refusals and isinstance(e, refusals):
+                return None, e
+            if isinstance(e, Violation):
+                raise
+            if (
+                self.registry_broken
+                and isinstance(e, QuiverError)
+                and any(
+                    d.kind == "acklog" and os.path.basename(d.path) in str(e) for d in self.damage
+                )
+            ):
+                raise Outage(what) from e
+            if self.damage and isinstance(e, QuiverError):
+                raise DamageNotContained(
+                    f"{what} failed because of damage elsewhere ({[d.path for d in self.damage]}): "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+            raise WrongError(f"{what} raised {type(e).__name__}: {e}") from e
+
+    # -- faults ------------------------------------------------------------------------------
+    def arm(self, op: str, at: int, err: int, partial: bool, path: str | None) -> None:
+        """Fail the ``at``-th ``op`` (on a path containing ``path``) from now on."""
+        self.io.fail(op, at, err, partial=partial, path_contains=path)
+        STATS["faults_armed"] += 1
+
+    def _failed_ops(self) -> list[Any]:
+        return [t for t in self.io.trace if t.failed]
+
+    def _note_fired(self) -> None:
+        partial = any(f.partial for f in self.io.faults if f.fired)
+        for t in self._failed_ops():
+            FAULT_POINTS.add(
+                (t.op, _file_kind(t.path), errno_mod.errorcode.get(t.errno or 0, "?"), partial)
+            )
+            STATS["faults_fired"] += 1
+        self.io.faults.clear()
+
+    def crashed(self) -> None:
+        """A fault fired: every handle of the process dies; reopen and check."""
+        self._note_fired()
+        self.kill_all()
+        self.recover_and_check()
+
+    # -- writes --------------------------------------------------------------------------------
+    def _keys(self, n: int, p: str, status: str) -> list[int]:
+        keys = list(range(self.next_key, self.next_key + n))
+        self.next_key += n
+        for k in keys:
+            self.status[k] = status
+            self.key_part[k] = p
+        return keys
+
+    def _expect_schema(self, variant: str) -> bool:
+        if self.store_schema is None and self.reader is not None:
+            self.store_schema = self.reader.schema()
+        return self.store_schema is None or compatible(self.store_schema, _schema(variant))
+
+    def _append(self, p: str, variant: str, n: int, txn: Txn | None) -> None:
+        store = self.writers[p]
+        assert store is not None
+        expect_ok = self._expect_schema(variant)
+        huge = n >= HUGE_ROWS
+        keys = self._keys(n, p, TXN if txn else PENDING)
+        batch = make_batch(variant, keys)
+        sync = self.opts.flush == "sync"
+        refusals: tuple[type[BaseException], ...] = (SchemaMismatchError, StoreAtCapacityError)
+        if huge:
+            refusals = (QuiverError,)
+        try:
+            _, refusal = self._engine(
+                f"append {n} rows ({variant}) to {p}",
+                lambda: store.append(batch, txn_id=txn.txn_id if txn else 0),
+                refusals,
+            )
+        except Crashed:
+            wal_fault = any(
+                t.op in ("write", "fsync") and "/wal/" in t.path for t in self._failed_ops()
+            )
+            for k in keys:
+                if txn is not None:
+                    self.status[k] = TXN
+                elif sync and not wal_fault:
+                    self.status[k] = RAISED
+                else:
+                    self.status[k] = MAYBE
+            if txn is not None:
+                txn.keys.extend(keys)
+                txn.durable = False
+            raise
+        except Outage:
+            for k in keys:
+                self.status[k] = RAISED if sync and txn is None else (TXN if txn else MAYBE)
+            if txn is not None:
+                txn.keys.extend(keys)
+                txn.durable = False
+            return
+        except Violation:
+            for k in keys:
+                self.status[k] = MAYBE if txn is None and not sync else RAISED
+            raise
+        if refusal is not None:
+            for k in keys:
+                self.status[k] = REFUSED
+            STATS[f"refused:{type(refusal).__name__}"] += 1
+            if isinstance(refusal, SchemaMismatchError) and expect_ok:
+                raise SchemaDecision(f"compatible batch ({variant}) refused: {refusal}")
+            if huge and getattr(refusal, "retryable", False):
+                raise WrongError(
+                    f"a batch of {batch.nbytes} bytes can never fit in wal.max_size={WAL_MAX} "
+                    f"but was refused as retryable: {type(refusal).__name__}: {refusal}"
+                )
+            return
+        if not expect_ok:
+            raise SchemaDecision(
+                f"incompatible batch ({variant}: {_schema(variant)}) accepted by a store "
+                f"whose schema is {self.store_schema}"
+            )
+        if self.store_schema is None:
+            self.store_schema = _schema(variant)
+        STATS["appends"] += 1
+        if txn is not None:
+            txn.keys.extend(keys)
+            if not sync:
+                txn.durable = False
+            return
+        if sync:
+            for k in keys:
+                self.status[k] = ACKED
+        else:
+            self.unflushed[p].extend(keys)
+
+    def append(self, p: str, variant: str, n: int) -> None:
+        self._append(p, variant, n, None)
+
+    def flush(self, p: str) -> None:
+        store = self.writers[p]
+        assert store is not None
+        self._engine(f"flush {p}", store.flush)
+        for k in self.unflushed[p]:
+            if self.status[k] == PENDING:
+                self.status[k] = ACKED
+        self.unflushed[p] = []
+        for t in self.txns:
+            if t.partition == p and t.state == "open" and t.gen == self.gen[p]:
+                t.durable = True
+        STATS["flushes"] += 1
+
+    def begin(self, p: str, app: str) -> Txn:
+        store = self.writers[p]
+        assert store is not None
+        v = self.version[app]
+        tag = f"{p}.{len(self.txns)}"
+        try:
+            txn_id, _ = self._engine(
+                f"begin_txn {app}/{v} on {p}", lambda: store.begin_txn(app, v, tag)
+            )
+        except Crashed:
+            raise
+        t = Txn(p, txn_id, app, v, self.gen[p], durable=self.opts.flush == "sync")
+        self.txns.append(t)
+        STATS["txns_begun"] += 1
+        return t
+
+    def open_txns(self, p: str | None = None) -> list[Txn]:
+        return [
+            t
+            for t in self.txns
+            if t.state == "open"
+            and (p is None or t.partition == p)
+            and self.writers[t.partition] is not None
+            and t.gen == self.gen[t.partition]
+        ]
+
+    def txn_append(self, t: Txn, variant: str, n: int) -> None:
+        self._append(t.partition, variant, n, t)
+
+    def candidates(self, app: str) -> list[Txn]:
+        """Transactions of the app's current batch that may win (flushed, still there)."""
+        v = self.version[app]
+        return [
+            t
+            for t in self.txns
+            if t.app == app
+            and t.version == v
+            and t.state == "open"
+            and t.durable
+            and t.partition not in self.damaged_parts
+        ]
+
+    def commit(self, app: str, winners: list[Txn]) -> None:
+        """The driver decides batch ``(app, version)``: winners' rows become committed."""
+        v = self.version[app]
+        assert self.reader is not None
+        reader = self.reader
+        names = [(t.partition, t.txn_id) for t in winners]
+        rows = sum(len(t.keys) for t in winners)
+        try:
+            self._engine(f"commit {app}/{v}", lambda: reader.commit_txn(app, v, names, rows))
+        except Crashed:
+            # the decision may or may not have reached the disk
+            for t in winners:
+                for k in t.keys:
+                    if self.status[k] == TXN:
+                        self.status[k] = MAYBE
+            for t in self.txns:
+                if t.app == app and t.version == v and t.state in ("open", "dead"):
+                    t.state = "abandoned"
+            self.abandoned[app].append(v)
+            self.version[app] = v + 1
+            raise
+        for t in self.txns:
+            if t.app != app or t.version != v:
+                continue
+            win = t in winners
+            t.state = "won" if win else "lost"
+            for k in t.keys:
+                if self.status[k] == TXN:
+                    self.status[k] = COMMITTED if win else DISCARDED
+        self.version[app] = v + 1
+        STATS["commits"] += 1
+
+    def abandon(self, app: str) -> None:
+        """The query moves on without deciding its batch (abandoned checkpoint)."""
+        v = self.version[app]
+        for t in self.txns:
+            if t.app == app and t.version == v and t.state in ("open", "dead"):
+                t.state = "abandoned"
+        self.abandoned[app].append(v)
+        self.version[app] = v + 1
+        STATS["abandoned"] += 1
+
+    def discard_abandoned(self, app: str) -> None:
+        """``quiver txns discard APP``: an empty decision for each abandoned batch."""
+        assert self.reader is not None
+        reader = self.reader
+        for v in self.abandoned[app]:
+            self._engine(f"discard {app}/{v}", lambda v=v: reader.commit_txn(app, v, [], 0))
+            for t in self.txns:
+                if t.app == app and t.version == v:
+                    t.state = "lost"
+                    for k in t.keys:
+                        if self.status[k] == TXN:
+                            self.status[k] = DISCARDED
+        self.abandoned[app] = []
+        STATS["discards"] += 1
+
+    def finalize(self, p: str) -> None:
+        store = self.writers[p]
+        assert store is not None
+        self._engine(f"finalize {p}", store.finalize)
+        STATS["finalizes"] += 1
+
+    def maintain(self, p: str) -> None:
+        store = self.writers[p]
+        assert store is not None
+        self._engine(f"maintain {p}", store.maintain)
+        STATS["maintains"] += 1
+
+    # -- subscribers and retention ---------------------------------------------------------
+    def register(self, sub: str) -> None:
+        if sub in self.subs or self.registry_broken:
+            return
+        assert self.reader is not None
+        reader = self.reader
+        try:
+            self._engine(f"register {sub}", lambda: reader.subscribers.register(sub))
+        except Crashed:
+            self.uncertain_subs.add(sub)
+            raise
+        self.subs[sub] = set()
+        STATS["registers"] += 1
+
+    def ack(self, sub: str, count: int, outcome: str = "ack") -> None:
+        """``sub`` reads up to ``count`` segments it has not acknowledged, then records them."""
+        if sub not in self.subs or self.registry_broken:
+            return
+        self.observe()
+        todo = sorted(
+            s for s in self.live if s not in self.subs[sub] and not self._damaged_seg(*s)
+        )[:count]
+        if not todo:
+            return
+        assert self.reader is not None
+        reg = self.reader.subscribers
+        by_part: dict[str, list[int]] = {}
+        for p, seq in todo:
+            by_part.setdefault(p, []).append(seq)
+        out = Outcome.ACK if outcome == "ack" else Outcome.NACK
+        try:
+            self._engine(
+                f"record {outcome} {sub} {by_part}", lambda: reg.record_many(sub, by_part, out)
+            )
+        except Crashed:
+            if out is Outcome.ACK:
+                self.uncertain_acks.append((sub, todo))
+            raise
+        if out is Outcome.ACK:
+            self.subs[sub].update(todo)
+        STATS[f"subscriber_{outcome}s"] += 1
+
+    def retention(self, expire: bool, via_gc: bool) -> None:
+        """One retention pass of the maintenance handle (or ``quiver gc``'s engine function)."""
+        if self.registry_broken and not self.subs:
+            pass
+        self.observe()
+        assert self.reader is not None
+        reader = self.reader
+        now = time.time_ns() + (2 * HOUR_NS if expire else 0)
+        if self.opts.policy == "drop_oldest" or (expire and self.opts.time_retention):
+            self.drop_window = True
+        if via_gc:
+            from quiver_spark.cli.gc import run_gc
+
+            self._engine("quiver gc", lambda: run_gc(reader, dry_run=False, now_ns=now))
+            STATS["gc_runs"] += 1
+        else:
+            self._engine("run_retention", lambda: reader.run_retention(now_ns=now))
+            STATS["retention_runs"] += 1
+        self.observe()
+
+    # -- observation -------------------------------------------------------------------------
+    def _damaged_seg(self, p: str, seq: int) -> bool:
+        return any(
+            d.kind in ("meta", "arrow") and (d.partition, d.seq) == (p, seq) for d in self.damage
+        )
+
+    def _damage_named(self, e: BaseException) -> bool:
+        text = str(e) + " " + str(getattr(e, "path", ""))
+        return any(os.path.basename(d.path) in text for d in self.damage)
+
+    def _listing(self) -> dict[str, list[int]]:
+        assert self.reader is not None
+        loc = self.reader.segment_location
+        return {p: loc.published_seqs(p) for p in loc.partitions()}
+
+    def observe(self) -> Counter[int]:
+        """Read every published segment; update the seq map; check vanished segments."""
+        assert self.reader is not None
+        loc = self.reader.segment_location
+        visible: Counter[int] = Counter()
+        now_live: set[tuple[str, int]] = set()
+        for p, seqs in self._listing().items():
+            for seq in seqs:
+                key = (p, seq)
+                now_live.add(key)
+                try:
+                    meta = loc.read_meta(p, seq)
+                except SegmentMissingError:
+                    now_live.discard(key)
+                    continue
+                except CorruptionError as e:
+                    if self._damaged_seg(p, seq) and self._damage_named(e):
+                        continue
+                    raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
+                known = self.segs.get(key)
+                if known is not None and known[0] == meta.checksum:
+                    visible.update(known[1])
+                    continue
+                try:
+                    with loc.open(meta) as r:
+                        keys = [k for b in r.batches() for k in b.column("k").to_pylist()]
+                except CorruptionError as e:
+                    if self._damaged_seg(p, seq) and self._damage_named(e):
+                        continue
+                    raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
+                fp = frozenset(keys)
+                if known is not None and known[1] != fp:
+                    raise SeqReused(
+                        f"segment {p}/{seq} was published with rows {_span(known[1])} and is now "
+                        f"published with other rows {_span(fp)}"
+                    )
+                if key in self.deleted:
+                    raise Resurrected(f"segment {p}/{seq} was deleted and is visible again")
+                self.segs[key] = (meta.checksum, fp)
+                STATS["segments_read"] += 1
+                visible.update(keys)
+        for key in self.live - now_live:
+            self._vanished(*key)
+        for key in now_live & self.deleted:
+            raise Resurrected(f"segment {key[0]}/{key[1]} was deleted and is visible again")
+        self.live = now_live
+        self.drop_window = self.opts.policy == "drop_oldest"
+        STATS["observations"] += 1
+        return visible
+
+    def _vanished(self, p: str, seq: int) -> None:
+        key = (p, seq)
+        self.deleted.add(key)
+        keys = self.segs.get(key, (0, frozenset()))[1]
+        if self._damaged_seg(p, seq):  # quarantined
+            for k in keys:
+                if self.status[k] not in NEVER:
+                    self.status[k] = LOST
+            return
+        acked_by_all = bool(self.subs) and all(key in acked for acked in self.subs.values())
+        if not acked_by_all:
+            if not self.drop_window:
+                not_done = sorted(s for s, a in self.subs.items() if key not in a)
+                raise UnackedDeleted(
+                    f"segment {p}/{seq} ({len(keys)} rows) was deleted although "
+                    + (
+                        f"subscribers {not_done} had not acknowledged it"
+                        if self.subs
+                        else "no subscriber had acknowledged it"
+                    )
+                    + f" (policy {self.opts.policy}, time retention {self.opts.time_retention})"
+                )
+            if not self.registry_broken:
+                assert self.reader is not None
+                reg = self.reader.subscribers
+                reg.refresh()
+                for s in self.subs:
+                    if key not in self.subs[s] and not reg.is_done(s, p, seq):
+                        raise UnackedDeleted(
+                            f"segment {p}/{seq} was deleted unacknowledged by {s} without a dropped record"
+                        )
+        for k in keys:
+            self.status[k] = GONE
+        STATS["segments_deleted"] += 1
+
+    # -- the check after every reopen -------------------------------------------------------
+    def recover_and_check(self) -> None:
+        """Reopen every handle (recovery), seal what is committed, read everything, compare."""
+        self.io.faults.clear()
+        if self.reader is None:
+            try:
+                self._open_reader()
+            except QuiverError as e:
+                raise DamageNotContained(f"the store does not open: {e}") from e
+        before = self._listing_quiet()
+        self._sync_subscribers()
+        for p in PARTS:
+            if self.writers[p] is None and p not in self.damaged_parts:
+                try:
+                    self._open_writer(p)
+                except Exception as e:
+                    self._open_failed(p, e)
+        for p in self.live_writers():
+            store = self.writers[p]
+            assert store is not None
+            for what, fn in (("maintain", store.maintain), ("finalize", store.finalize)):
+                try:
+                    self._engine(f"{what} {p} at check", fn)
+                except Outage:
+                    pass
+            self.unflushed[p] = []
+        after = self._listing_quiet()
+        self._check_came_back(before, after)
+        if self.damage:
+            self._check_store_works()
+        visible = self.observe()
+        self._compare(visible)
+        self.sim = CrashSimulator.snapshot(self.base)
+        self.io.trace.clear()
+        STATS["invariant_checks"] += 1
+
+    def _sync_subscribers(self) -> None:
+        """Registrations and acks whose call crashed may or may not be durable: ask."""
+        if self.registry_broken or not (self.uncertain_subs or self.uncertain_acks):
+            return
+        assert self.reader is not None
+        reg = self.reader.subscribers
+        reg.refresh()
+        for s in self.uncertain_subs:
+            if s in reg.subscribers() and s not in self.subs:
+                self.subs[s] = set()
+        for s, keys in self.uncertain_acks:
+            if s in self.subs:
+                self.subs[s].update(k for k in keys if reg.is_done(s, *k))
+        self.uncertain_subs.clear()
+        self.uncertain_acks.clear()
+
+    def _listing_quiet(self) -> set[tuple[str, int]]:
+        if self.reader is None:
+            return set()
+        return {(p, s) for p, seqs in self._listing().items() for s in seqs}
+
+    def _check_came_back(self, before: set[tuple[str, int]], after: set[tuple[str, int]]) -> None:
+        """A segment unpublished at the crash that recovery publishes again must not be one
+        the ack log condemned (retention died between its .meta and its .arrow)."""
+        back = {k for k in after - before if k in self.segs}
+        if not back or self.registry_broken:
+            return
+        assert self.reader is not None
+        reg = self.reader.subscribers
+        reg.refresh()
+        for p, seq in sorted(back):
+            if reg.is_deleted(p, seq):
+                raise Resurrected(
+                    f"segment {p}/{seq} was condemned by retention (deleted record in the ack log) "
+                    "and unpublished, and recovery published it again"
+                )
+
+    def _open_failed(self, p: str, e: Exception) -> None:
+        if not isinstance(e, QuiverError):
+            raise WrongError(f"opening partition {p} raised {type(e).__name__}: {e}") from e
+        explained = [d for d in self.damage if d.partition == p or d.kind in ("commit", "acklog")]
+        if not explained:
+            raise WrongError(f"partition {p} does not open: {type(e).__name__}: {e}") from e
+        if not self._damage_named(e):
+            raise DamageNotContained(
+                f"partition {p} does not open and the error does not name the damaged file "
+                f"({[d.path for d in explained]}): {e}"
+            ) from e
+        self.damaged_parts.add(p)
+        self._relax_partition(p)
+        if any(d.kind == "acklog" for d in self.damage):
+            self.registry_broken = True
+        STATS["partitions_refused_naming_damage"] += 1
+
+    def _relax_partition(self, p: str) -> None:
+        """Rows of ``p`` not yet in a segment may be lost with its WAL or state."""
+        sealed = {k for key, (_, fp) in self.segs.items() if key[0] == p for k in fp}
+        for k, part in self.key_part.items():
+            if part == p and k not in sealed and self.status[k] in (ACKED, COMMITTED, PENDING):
+                self.status[k] = MAYBE
+        for t in self.txns:
+            if t.partition == p and t.state in ("open", "dead"):
+                t.state = "lost"
+
+    def _check_store_works(self) -> None:
+        """With damage somewhere: retention runs and undamaged partitions take writes."""
+        assert self.reader is not None
+        reader = self.reader
+        if not self.registry_broken:
+            try:
+                reader.run_retention()
+            except QuiverError as e:
+                raise DamageNotContained(
+                    f"retention stops because of damage to {[d.path for d in self.damage]}: {e}"
+                ) from e
+            STATS["retention_runs_with_damage"] += 1
+
+    def _compare(self, visible: Counter[int]) -> None:
+        dups = sorted(k for k, n in visible.items() if n > 1)
+        if dups:
+            raise DuplicateRow(
+                f"rows readable more than once: {_span(dups)} ({self._describe(dups)})"
+            )
+        bad = sorted(k for k in visible if self.status.get(k) in NEVER)
+        if bad:
+            by: dict[str, list[int]] = {}
+            for k in bad:
+                by.setdefault(self.status[k], []).append(k)
+            if RAISED in by:
+                raise AppendRaisedAfterDurable(
+                    f"rows of appends that raised under wal.flush_interval=0 are readable: "
+                    f"{_span(by[RAISED])}: a caller retrying them duplicates them"
+                )
+            if GONE in by or LOST in by:
+                raise Resurrected(f"rows deleted or lost earlier are readable again: {by}")
+            raise UndecidedVisible(f"rows that must never be visible are readable: {by}")
+        missing = sorted(k for k, s in self.status.items() if s in MUST and k not in visible)
+        if missing and self.opts.policy == "drop_oldest" and not self.registry_broken:
+            # drop_oldest may evict a segment inside the very call that sealed it: rows
+            # of partitions with a dropped segment nobody observed may be gone
+            assert self.reader is not None
+            reg = self.reader.subscribers
+            reg.refresh()
+            unseen = {
+                p
+                for p in PARTS
+                for seq in range(1, 400)
+                if (p, seq) not in self.segs and reg.is_deleted(p, seq)
+            }
+            for k in missing:
+                if self.key_part[k] in unseen:
+                    self.status[k] = GONE
+            missing = [k for k in missing if self.key_part[k] not in unseen]
+        if missing:
+            raise LostRow(
+                f"{len(missing)} acknowledged/committed rows are not readable: {_span(missing)} "
+                f"({self._describe(missing)})"
+            )
+        for k in visible:
+            if self.status[k] in (PENDING, MAYBE):
+                self.status[k] = ACKED
+        for k, s in self.status.items():
+            if s in (PENDING, MAYBE) and k not in visible:
+                p = self.key_part[k]
+                if p not in self.damaged_parts and self.writers[p] is not None:
+                    self.status[k] = LOST
+
+    def _describe(self, keys: list[int]) -> str:
+        c = Counter((self.key_part[k], self.status[k]) for k in keys)
+        return ", ".join(f"{n} {s} in {p}" for (p, s), n in sorted(c.items()))
+
+    # -- crashes, lost directories, damage ------------------------------------------------------
+    def power_loss(self, pick: int, kind: str = "power") -> str:
+        """Power fails now: one crash state of the I/O since the last check is materialized."""
+        self.io.faults.clear()
+        states = self.sim.states(self.io.trace, points=[len(self.io.trace)])
+        states = [s for s in states if s.kind == kind] or states
+        state = states[pick % len(states)]
+        self.kill_all()
+        for d in ("store", "local"):
+            shutil.rmtree(os.path.join(self.base, d), ignore_errors=True)
+        state.materialize(self.base)
+        os.makedirs(self.root, exist_ok=True)
+        STATS[f"crash_state:{state.kind}"] += 1
+        self.recover_and_check()
+        return state.kind
+
+    def lose_wal_path(self, p: str) -> None:
+        """The executor-local disk holding ``p``'s WAL, LOCK and STATE is replaced."""
+        assert self.wal_path is not None
+        self.observe()
+        self.kill(p)
+        sealed = {k for key, (_, fp) in self.segs.items() if key[0] == p for k in fp}
+        for k, part in self.key_part.items():
+            if part == p and k not in sealed and self.status[k] in (ACKED, COMMITTED, PENDING):
+                self.status[k] = MAYBE  # lost with the machine (ARCHITECTURE.md §10)
+        for t in self.txns:
+            if t.partition == p and t.state in ("open", "dead"):
+                t.state = "lost"
+                for k in t.keys:
+                    if self.status[k] == TXN:
+                        self.status[k] = DISCARDED
+        shutil.rmtree(os.path.join(self.wal_path, p), ignore_errors=True)
+        STATS["wal_path_losses"] += 1
+        self.recover_and_check()
+
+    def damage_files(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {
+            k: [] for k in ("wal", "state", "meta", "arrow", "acklog", "commit")
+        }
+        for dirpath, _, names in os.walk(self.base):
+            for n in sorted(names):
+                path = os.path.join(dirpath, n)
+                if n.endswith(".tmp") or os.path.getsize(path) == 0:
+                    continue
+                if n.endswith(".wal"):
+                    out["wal"].append(path)
+                elif n == "STATE":
+                    out["state"].append(path)
+                elif n.endswith(".meta") and "quarantine" not in dirpath:
+                    out["meta"].append(path)
+                elif n.endswith(".arrow") and "quarantine" not in dirpath:
+                    out["arrow"].append(path)
+                elif n.startswith("ack-") and n.endswith(".log"):
+                    out["acklog"].append(path)
+                elif n.endswith(".commit"):
+                    out["commit"].append(path)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def flip(self, kind: str, index: int, frac: float, quarantine: bool) -> bool:
+        """Kill everything, flip one byte of one file of ``kind``, (fsck), reopen, check."""
+        self.observe()
+        files = self.damage_files()[kind]
+        if not files:
+            return False
+        path = files[index % len(files)]
+        self.kill_all()
+        size = os.path.getsize(path)
+        flip_byte(path, min(size - 1, int(frac * size)))
+        d = Damage(kind, path)
+        name = os.path.basename(path)
+        if kind in ("wal", "state"):
+            d.partition = os.path.basename(
+                os.path.dirname(path if kind == "state" else os.path.dirname(path))
+            )
+            self._relax_partition(d.partition)
+        elif kind in ("meta", "arrow"):
+            d.partition = os.path.basename(os.path.dirname(path))
+            d.seq = int(name.split(".")[0])
+            for k in self.segs.get((d.partition, d.seq), (0, frozenset()))[1]:
+                if self.status[k] not in NEVER:
+                    self.status[k] = MAYBE
+        elif kind == "commit":
+            d.app = os.path.basename(os.path.dirname(path))
+            d.version = int(name.split(".")[0])
+            sealed = {k for _, fp in self.segs.values() for k in fp}
+            for t in self.txns:
+                if (t.app, t.version) == (d.app, d.version):
+                    for k in t.keys:
+                        if self.status[k] == COMMITTED and k not in sealed:
+                            self.status[k] = MAYBE
+        self.damage.append(d)
+        STATS[f"flips:{kind}"] += 1
+        if kind == "acklog":
+            self._reopen_registry()
+        if quarantine:
+            self.fsck_quarantine()
+        self.recover_and_check()
+        return True
+
+    def _reopen_registry(self) -> None:
+        """After ack-log damage: the registry opens (torn tail cut: acks may be lost, which
+        only means redelivery) or refuses naming the file; the model follows the registry."""
+        try:
+            self._open_reader()
+            assert self.reader is not None
+            reg = self.reader.subscribers
+        except QuiverError as e:
+            if not self._damage_named(e):
+                raise DamageNotContained(
+                    f"ack log damage reported without naming the file: {e}"
+                ) from e
+            self.registry_broken = True
+            self.reader = None
+            STATS["registry_refused_naming_damage"] += 1
+            return
+        for s in list(self.subs):
+            if s not in reg.subscribers():
+                del self.subs[s]
+                continue
+            self.subs[s] = {key for key in self.subs[s] if reg.is_done(s, *key)}
+
+    def fsck_quarantine(self) -> dict[str, Any]:
+        """``quiver fsck --quarantine`` through the CLI: only damaged segments move."""
+        from click.testing import CliRunner
+
+        from quiver_spark.cli import cli
+
+        self.observe_quiet()
+        args = ["fsck", self.root, "--quarantine", "--json"]
+        if self.wal_path:
+            args += ["--wal-path", self.wal_path]
+        res = CliRunner().invoke(cli, args)
+        if res.exception is not None and not isinstance(res.exception, SystemExit):
+            raise WrongError(f"quiver fsck --quarantine crashed: {res.exception!r}\n{res.output}")
+        STATS["fsck_runs"] += 1
+        return {"exit": res.exit_code, "output": res.output}
+
+    def observe_quiet(self) -> None:
+        if self.reader is not None:
+            self.observe()
+
+
+def _span(keys: Any) -> str:
+    ks = sorted(keys)
+    if len(ks) <= 8:
+        return str(ks)
+    return f"{ks[:4]}...{ks[-4:]} ({len(ks)} rows)"

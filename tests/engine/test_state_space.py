@@ -1,0 +1,299 @@
+"""Exploring the state space is the test: random operation sequences over the public
+engine API, with faults, crashes, lost directories and damage, checked against a model
+after every reopen (the model and its invariants: ``tests/engine/state_model.py``).
+
+Two writers (partitions ``p-0`` and ``p-1``, separate store handles), a driver
+handle deciding transactions of two queries, two subscribers, retention under the
+store's size-cap policy and time retention, ``quiver gc`` and ``quiver fsck
+--quarantine``. Batch and transaction sizes straddle ``segment.target_size`` and
+``wal.max_size``; schemas vary in nullability, metadata, dictionary encoding, an extra
+column and an incompatible type. Faults: kill, power loss (every crash state kind of
+:class:`~tests.faults.CrashSimulator`), EIO/ENOSPC on a chosen operation (optionally
+torn), loss of ``wal.path``, a flipped byte in any kind of file.
+
+Profiles: the CI one runs by default (a few dozen sequences); ``QUIVER_SOAK=1``
+(``make soak``) runs the long one under the ``soak`` marker. The figures of the run
+(sequences x steps, fault points, invariant checks) are printed at the end of the
+module. Shrunk failures live on as ``test_state_space_regressions.py``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tests.engine import state_model as sm
+from tests.engine.state_model import APPS, ROW_SIZES, SUBS, Crashed, Options, StoreHarness
+
+SOAK = os.environ.get("QUIVER_SOAK") == "1"
+
+SIZES = st.sampled_from(sorted(ROW_SIZES.values()))
+VARIANT = st.sampled_from(
+    ["base"] * 6 + ["nullable", "nullable", "meta", "dict", "newcol", "badtype"]
+)
+OPS = ["write", "fsync", "rename", "unlink", "open", "fsync_dir", "truncate", "chmod", "mkdir"]
+WHERE = [None, "/wal/", "/segments/", "/subscribers/", "/commits/", "STATE"]
+
+
+class StoreStateSpace(RuleBasedStateMachine):
+    """Drives :class:`StoreHarness`; a rule's injected fault ends in a crash + check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.h: StoreHarness | None = None
+        self.tmp = tempfile.mkdtemp(prefix="qstate-")
+
+    def teardown(self) -> None:
+        if self.h is not None:
+            self.h.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @initialize(
+        flush=st.sampled_from(["group", "sync"]),
+        layout=st.sampled_from(["default", "external"]),
+        policy=st.sampled_from([None, "backpressure", "drop_oldest"]),
+        time_retention=st.booleans(),
+    )
+    def start(self, flush: str, layout: str, policy: str | None, time_retention: bool) -> None:
+        self.h = StoreHarness(self.tmp, Options(flush, layout, policy, time_retention))
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _run(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        assert self.h is not None
+        sm.STATS["steps"] += 1
+        try:
+            fn(*args)
+        except Crashed:
+            self.h.crashed()
+        except sm.Outage:
+            pass
+
+    def _writer(self, data: st.DataObject) -> str | None:
+        assert self.h is not None
+        live = self.h.live_writers()
+        return data.draw(st.sampled_from(live), label="partition") if live else None
+
+    # -- writes --------------------------------------------------------------------------
+    @rule(data=st.data(), variant=VARIANT, n=SIZES, huge=st.integers(0, 30))
+    def append(self, data: st.DataObject, variant: str, n: int, huge: int) -> None:
+        p = self._writer(data)
+        if p is not None:
+            self._run(self.h.append, p, variant, sm.HUGE_ROWS if huge == 0 else n)
+
+    @rule(data=st.data(), variant=VARIANT, n=SIZES, flush=st.booleans())
+    def append_more(self, data: st.DataObject, variant: str, n: int, flush: bool) -> None:
+        # appends dominate real workloads: a second append rule doubles their weight
+        p = self._writer(data)
+        if p is not None:
+            self._run(self.h.append, p, variant, n)
+            if flush and self.h.writers.get(p) is not None:
+                self._run(self.h.flush, p)
+
+    @rule(data=st.data(), variant=VARIANT, n=SIZES)
+    def txn_write(self, data: st.DataObject, variant: str, n: int) -> None:
+        """A task: begin, append, flush (its records durable before it reports)."""
+        p = self._writer(data)
+        if p is None:
+            return
+        app = data.draw(st.sampled_from(APPS), label="app")
+        before = len(self.h.txns)
+        self._run(self.h.begin, p, app)
+        if len(self.h.txns) > before and self.h.writers.get(p) is not None:
+            self._run(self.h.txn_append, self.h.txns[-1], variant, n)
+            if self.h.writers.get(p) is not None:
+                self._run(self.h.flush, p)
+
+    @rule(data=st.data())
+    def flush(self, data: st.DataObject) -> None:
+        p = self._writer(data)
+        if p is not None:
+            self._run(self.h.flush, p)
+
+    @rule(data=st.data(), app=st.sampled_from(APPS))
+    def begin_txn(self, data: st.DataObject, app: str) -> None:
+        p = self._writer(data)
+        if p is not None:
+            self._run(self.h.begin, p, app)
+
+    @rule(data=st.data(), variant=VARIANT, n=SIZES)
+    def txn_append(self, data: st.DataObject, variant: str, n: int) -> None:
+        txns = self.h.open_txns()
+        if txns:
+            t = data.draw(st.sampled_from(txns), label="txn")
+            self._run(self.h.txn_append, t, variant, n)
+
+    @rule(data=st.data(), app=st.sampled_from(APPS))
+    def commit(self, data: st.DataObject, app: str) -> None:
+        cands = self.h.candidates(app)
+        winners = [t for t in cands if data.draw(st.booleans(), label="wins")]
+        self._run(self.h.commit, app, winners)
+
+    @rule(app=st.sampled_from(APPS), discard=st.booleans())
+    def abandon(self, app: str, discard: bool) -> None:
+        self._run(self.h.abandon, app)
+        if discard:
+            self._run(self.h.discard_abandoned, app)
+
+    @rule(data=st.data(), tick=st.booleans())
+    def finalize_or_tick(self, data: st.DataObject, tick: bool) -> None:
+        p = self._writer(data)
+        if p is not None:
+            self._run(self.h.maintain if tick else self.h.finalize, p)
+
+    # -- subscribers and retention ----------------------------------------------------------
+    @rule(sub=st.sampled_from(SUBS))
+    def register(self, sub: str) -> None:
+        self._run(self.h.register, sub)
+
+    @rule(sub=st.sampled_from(SUBS), count=st.integers(1, 4), nack=st.integers(0, 5))
+    def read_and_ack(self, sub: str, count: int, nack: int) -> None:
+        self._run(self.h.ack, sub, count, "nack" if nack == 0 else "ack")
+
+    @rule(expire=st.integers(0, 4), via_gc=st.booleans())
+    def retention(self, expire: int, via_gc: bool) -> None:
+        if self.h.reader is not None and not self.h.registry_broken:
+            self._run(self.h.retention, expire == 0, via_gc)
+
+    # -- crashes, faults, lost directories, damage ---------------------------------------------
+    @rule(data=st.data(), reopen=st.booleans())
+    def kill(self, data: st.DataObject, reopen: bool) -> None:
+        p = self._writer(data)
+        if p is not None:
+            sm.STATS["steps"] += 1
+            self.h.kill(p)
+            if reopen:
+                self.h.recover_and_check()
+
+    @rule()
+    def reopen(self) -> None:
+        sm.STATS["steps"] += 1
+        self.h.kill_all()
+        self.h.recover_and_check()
+
+    @rule(
+        op=st.sampled_from(OPS),
+        at=st.integers(1, 4),
+        err=st.sampled_from([errno.EIO, errno.ENOSPC]),
+        partial=st.booleans(),
+        where=st.sampled_from(WHERE),
+    )
+    def arm_fault(self, op: str, at: int, err: int, partial: bool, where: str | None) -> None:
+        sm.STATS["steps"] += 1
+        self.h.arm(op, at, err, partial and op == "write", where)
+
+    @rule(
+        kind=st.sampled_from(["power", "power-meta", "power-prefix", "torn", "process"]),
+        pick=st.integers(0, 1000),
+    )
+    def power_loss(self, kind: str, pick: int) -> None:
+        sm.STATS["steps"] += 1
+        self.h.power_loss(pick, kind)
+
+    @precondition(lambda self: self.h is not None and self.h.wal_path is not None)
+    @rule(data=st.data())
+    def lose_wal_path(self, data: st.DataObject) -> None:
+        p = self._writer(data)
+        if p is not None:
+            sm.STATS["steps"] += 1
+            self.h.lose_wal_path(p)
+
+    @rule(
+        kind=st.sampled_from(["wal", "state", "meta", "arrow", "acklog", "commit"]),
+        index=st.integers(0, 50),
+        frac=st.floats(0, 1),
+        quarantine=st.booleans(),
+    )
+    def flip_byte(self, kind: str, index: int, frac: float, quarantine: bool) -> None:
+        if len(self.h.damage) < 2:
+            sm.STATS["steps"] += 1
+            self.h.flip(kind, index, frac, quarantine)
+
+    @invariant()
+    def a_swallowed_fault_still_ends_the_process(self) -> None:
+        # an injected fault the engine caught (best-effort cleanup): crash and check anyway
+        if self.h is not None and any(f.fired for f in self.h.io.faults):
+            self.h.crashed()
+
+
+def _settings(examples: int, steps: int, **kw: object) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def state_space_report(request: pytest.FixtureRequest):
+    sm.STATS.clear()
+    sm.FAULT_POINTS.clear()
+    t0 = time.monotonic()
+    yield
+    s = sm.STATS
+    figures = {
+        "sequences": s["sequences"],
+        "steps": s["steps"],
+        "invariant_checks": s["invariant_checks"],
+        "faults_armed": s["faults_armed"],
+        "faults_fired": s["faults_fired"],
+        "distinct_fault_points": len(sm.FAULT_POINTS),
+        "crash_states": {
+            k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("crash_state:")
+        },
+        "flips": {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("flips:")},
+        "wal_path_losses": s["wal_path_losses"],
+        "kills": s["kills"],
+        "wall_s": round(time.monotonic() - t0, 1),
+        "other": {k: v for k, v in sorted(s.items()) if ":" not in k},
+    }
+    line = "state space: " + json.dumps(figures, sort_keys=True)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(line)
+    out = os.environ.get("QUIVER_STATE_SPACE_REPORT")
+    if out:
+        with open(out, "w") as f:
+            json.dump({**figures, "fault_points": sorted(map(list, sm.FAULT_POINTS))}, f, indent=1)
+
+
+def test_state_space_ci_profile():
+    """The short profile: deterministic sequences, no example database."""
+    run = StoreStateSpace.TestCase("runTest")
+    run.settings = _settings(
+        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "300")),
+        int(os.environ.get("QUIVER_STATE_SPACE_STEPS", "40")),
+        database=None,
+        derandomize=True,
+        # shrinking many distinct failures takes minutes: CI reports them raw (the shrunk
+        # ones are the regression tests); QUIVER_STATE_SPACE_SHRINK=1 shrinks
+        phases=list(Phase) if os.environ.get("QUIVER_STATE_SPACE_SHRINK") else [Phase.generate],
+    )
+    run.runTest()
+
+
+@pytest.mark.soak
+def test_state_space_soak_profile():
+    """The long profile (``make soak``): random sequences, failures saved in a tmp database."""
+    db = os.environ.get("QUIVER_STATE_SPACE_DB") or os.path.join(
+        tempfile.gettempdir(), "quiver-state-space-db"
+    )
+    run = StoreStateSpace.TestCase("runTest")
+    run.settings = _settings(
+        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "400")),
+        int(os.environ.get("QUIVER_STATE_SPACE_STEPS", "80")),
+        database=DirectoryBasedExampleDatabase(db),
+    )
+    run.runTest()
