@@ -135,4 +135,6 @@ class StoreConfig:
 
     def __post_init__(self) -> None:
         if self.subscriber_expire_after_s is not None:
-            _positive("subscriber.expire_after", self.subscriber_expire_after_s, "a positive duration")
+            _positive(
+                "subscriber.expire_after", self.subscriber_expire_after_s, "a positive duration"
+            )

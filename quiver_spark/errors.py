@@ -156,3 +156,8 @@ class SegmentMissingError(QuiverError):
         self.kind = kind
         self.evidence = evidence
         super().__init__(f"segment {seq} of partition {partition} is {reason}")
+
+
+class DataLossError(SegmentMissingError):
+    """Raised (``failOnDataLoss=true``) for a published segment that is lost:
+    vanished, quarantined or corrupt (``kind``), never for one retention deleted."""

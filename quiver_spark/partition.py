@@ -265,12 +265,7 @@ class PartitionWriter:
         if self._open:  # recovered data is old: let maintenance finalize it promptly
             self._open.opened_mono = min(self._open.opened_mono, old)
         rep.pending_txns = len(self._pending)
-        if (
-            publishing
-            or rep.torn_tails
-            or state.get("next_seq") != self._next_seq
-            or state_missing
-        ):
+        if publishing or rep.torn_tails or state.get("next_seq") != self._next_seq or state_missing:
             self._write_state(None)
         self._truncate_wal()
         rep.next_segment_seq = self._next_seq

@@ -65,9 +65,7 @@ class StorePolicy:
 
     def retention(self, base: RetentionConfig) -> RetentionConfig:
         """``base`` (a process's config) with the policy's retention fields."""
-        return dataclasses.replace(
-            base, **{f: getattr(self, f) for f in RETENTION_FIELDS.values()}
-        )
+        return dataclasses.replace(base, **{f: getattr(self, f) for f in RETENTION_FIELDS.values()})
 
     def value(self, option: str) -> Any:
         if option == EXPIRE_AFTER:

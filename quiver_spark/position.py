@@ -1,4 +1,7 @@
-"""Source offsets: which finalized segments a micro-batch covers.
+"""Positions in a store: which finalized segments a consumer has reached.
+
+A position is the Spark source's offset (ARCHITECTURE.md §9a) and the unit of the
+engine's subscription API (:mod:`quiver_spark.subscription`).
 
 A Quiver source offset names, for every store partition, the sequence number of the
 last finalized segment the query has planned up to (inclusive). The micro-batch that
@@ -29,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import NAME_RE
-from ..errors import QuiverError
+from .config import NAME_RE
+from .errors import QuiverError
 
 OFFSET_VERSION = 1
 
@@ -40,7 +43,7 @@ class OffsetFormatError(QuiverError, ValueError):
 
 
 @dataclass(frozen=True)
-class QuiverOffset:
+class Position:
     """An immutable source offset: partition -> last included segment seq.
 
     Attributes
@@ -69,7 +72,7 @@ class QuiverOffset:
         return {"v": OFFSET_VERSION, "segments": dict(self.segments)}
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any] | None) -> QuiverOffset:
+    def from_json(cls, raw: Mapping[str, Any] | None) -> Position:
         """Parse and validate an offset dict coming back from Spark."""
         if raw is None:
             return cls({})
@@ -95,14 +98,14 @@ class QuiverOffset:
         """Last included seq of ``partition`` (0 when the partition is absent)."""
         return self.segments.get(partition, 0)
 
-    def merged(self, updates: Mapping[str, int]) -> QuiverOffset:
+    def merged(self, updates: Mapping[str, int]) -> Position:
         """A copy with ``updates`` applied (seqs never move backwards)."""
         out = dict(self.segments)
         for p, s in updates.items():
             out[p] = max(out.get(p, 0), s)
-        return QuiverOffset(out)
+        return Position(out)
 
-    def ranges(self, end: QuiverOffset) -> dict[str, tuple[int, int]]:
+    def ranges(self, end: Position) -> dict[str, tuple[int, int]]:
         """Per partition, the inclusive seq range ``(lo, hi)`` from ``self`` to ``end``.
 
         Partitions with nothing new are left out.
@@ -118,11 +121,11 @@ class QuiverOffset:
         """True when ``seq`` of ``partition`` is at or below this offset."""
         return seq <= self.get(partition)
 
-    def is_after(self, other: QuiverOffset) -> bool:
+    def is_after(self, other: Position) -> bool:
         """True when some partition is strictly ahead of ``other``."""
         return any(s > other.get(p) for p, s in self.segments.items())
 
     @staticmethod
-    def union_partitions(offsets: Iterable[QuiverOffset]) -> list[str]:
+    def union_partitions(offsets: Iterable[Position]) -> list[str]:
         """Sorted partition ids named by any of ``offsets``."""
         return sorted({p for o in offsets for p in o.segments})

@@ -32,8 +32,8 @@ from .config import NAME_RE, SizeCapPolicy, StoreConfig
 from .errors import (
     ConfigError,
     CorruptionError,
-    QuiverError,
     LockedError,
+    QuiverError,
     SchemaMismatchError,
     StoreClosedError,
     StoreNotFoundError,
@@ -58,6 +58,7 @@ from .retention import (
     wait_for_capacity,
 )
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
+from .subscribers import SubscriberRegistry
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class QuiverStore:
         self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
         self.commits = CommitLog(root, io)
         self.writer: PartitionWriter | None = None
-        self._subscribers: Any = None
+        self._subscribers: SubscriberRegistry | None = None
         self.metrics = Metrics()
         self._clock = AnchoredClock()
         self._throttled = False
@@ -233,9 +234,7 @@ class QuiverStore:
                 "created_ns": time.time_ns(),
                 "schema": None,
                 "segments_url": config.segment.path,
-                "wal_path": (
-                    os.path.abspath(config.wal.path) if config.wal.path else None
-                ),
+                "wal_path": (os.path.abspath(config.wal.path) if config.wal.path else None),
             }
             io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
             log.info("quiver.store.create root=%s", root)
@@ -372,13 +371,14 @@ class QuiverStore:
 
     # -- maintenance -----------------------------------------------------------------
     @property
-    def subscribers(self) -> Any:
+    def subscribers(self) -> SubscriberRegistry:
         """The store's :class:`~quiver_spark.subscribers.SubscriberRegistry` (opened lazily)."""
         if self._subscribers is None:
-            from .subscribers import SubscriberRegistry
-
             self._subscribers = SubscriberRegistry.open(
-                self.root, io=self.io, checkpoint_records=self.config.ack_checkpoint_records
+                self.root,
+                io=self.io,
+                checkpoint_records=self.config.ack_checkpoint_records,
+                salvage=self.config.salvage,
             )
         return self._subscribers
 

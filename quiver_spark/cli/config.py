@@ -81,9 +81,7 @@ def _document(store: QuiverStore, policy: StorePolicy, changed: list[str]) -> di
     default=None,
     help="With set: apply only if the policy is still at this generation.",
 )
-def config(
-    args: StoreArgs, action: str, changes: tuple[str, ...], generation: int | None
-) -> None:
+def config(args: StoreArgs, action: str, changes: tuple[str, ...], generation: int | None) -> None:
     """Show the store's policy, or change it with: set KEY=VALUE ..."""
     if action == "show" and changes:
         raise CliError(f"show takes no KEY=VALUE; did you mean: quiver config {args.path} set ...")

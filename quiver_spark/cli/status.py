@@ -50,8 +50,8 @@ import click
 
 from .. import format as fmt
 from ..errors import CorruptionError
-from ..segment import SegmentMeta
 from ..policy import POLICY_OPTIONS
+from ..segment import SegmentMeta
 from ..store import QuiverStore
 from ..wal import list_wal_files
 from .common import (

@@ -15,10 +15,7 @@ and ``_quiver_segment`` come from the segment's identity, ``_quiver_row`` is the
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,10 +25,10 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from ..errors import ConfigError, CorruptionError, QuiverError, SegmentMissingError
-from ..format import SUBSCRIBERS_DIR
-from ..missing import DELETED, MISSING, MissingSegment, evidence
+from ..errors import ConfigError, CorruptionError, DataLossError, QuiverError, SegmentMissingError
+from ..missing import MissingSegment
 from ..segment import SegmentLocation, SegmentMeta
+from ..subscription import LostLog, classify_vanished, settle_missing
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +43,6 @@ METADATA_FIELDS = (
     StructField(META_INGESTION_TIME, TimestampType(), False),
 )
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS)
-READERS_DIR = "readers"
-LOST_SUFFIX = ".lost.jsonl"
-BATCH_READS = "_batch"
 
 _UNSIGNED = {
     pa.uint8(): pa.int16(),
@@ -64,11 +58,6 @@ class SchemaUnavailableError(QuiverError, ValueError):
 
 class ReadSchemaError(QuiverError, ValueError):
     """Raised at query start when a read schema names a column the store lacks."""
-
-
-class DataLossError(SegmentMissingError):
-    """Raised (``failOnDataLoss=true``) for a segment that is lost: vanished,
-    quarantined or corrupt (``kind``), never for one retention deleted."""
 
 
 # -- schema ------------------------------------------------------------------------------
@@ -168,145 +157,23 @@ def split_segment(meta: SegmentMeta, split_size_bytes: int) -> list[tuple[int, i
 
 
 # -- data loss ---------------------------------------------------------------------------
-def lost_log_path(root: str, subscriber: str | None) -> str:
-    return os.path.join(root, READERS_DIR, f"{subscriber or BATCH_READS}{LOST_SUFFIX}")
-
-
-def record_data_loss(
-    root: str,
-    subscriber: str | None,
-    partition: str,
-    seq: int,
-    reason: str,
-    *,
-    skipped: bool,
-    evidence: str | None = None,
-) -> None:
-    """Append one JSON line about a lost segment (best effort; never raises).
-
-    ``reason``: ``dropped`` (retention), ``corrupt``, ``quarantined`` or ``missing``;
-    ``evidence`` names the file that says more (a quarantine reason file).
-
-    Lines are small single ``write`` calls on an ``O_APPEND`` descriptor, so lines of
-    concurrent tasks do not interleave. :func:`data_loss_report` deduplicates them.
-    """
-    line = (
-        json.dumps(
-            {
-                "partition": partition,
-                "seq": seq,
-                "reason": reason,
-                "skipped": skipped,
-                **({"evidence": evidence} if evidence else {}),
-                "at_ns": time.time_ns(),
-            }
-        ).encode()
-        + b"\n"
-    )
-    path = lost_log_path(root, subscriber)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", path, e)
-
-
 def data_loss_report(root: str, subscriber: str | None) -> dict[str, Any]:
-    """Segments a source skipped, deduplicated: ``{"dropped": n, "lost": n, "segments": [...]}``.
-
-    ``dropped``: removed by retention with a ``dropped`` record (always skipped);
-    ``lost``: vanished or corrupt without one (skipped only with failOnDataLoss=false).
-    """
-    seen: dict[tuple[str, int], dict[str, Any]] = {}
-    try:
-        with open(lost_log_path(root, subscriber), encoding="utf-8") as f:
-            for raw in f:
-                try:
-                    rec = json.loads(raw)
-                    seen.setdefault((str(rec["partition"]), int(rec["seq"])), rec)
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line
-    except FileNotFoundError:
-        pass
-    segs = [seen[k] for k in sorted(seen)]
-    skipped = [s for s in segs if s.get("skipped")]
-    return {
-        "dropped": sum(1 for s in skipped if s["reason"] == "dropped"),
-        "lost": sum(1 for s in skipped if s["reason"] != "dropped"),
-        "segments": segs,
-    }
+    """Segments a source skipped, deduplicated (see :meth:`LostLog.report`)."""
+    return LostLog(root, subscriber).report()
 
 
-def classify_vanished(
-    root: str, location: SegmentLocation, partition: str, seq: int
-) -> MissingSegment:
-    """Why a planned segment has vanished: deleted by retention, quarantined, missing."""
-    from ..subscribers import SubscriberRegistry
-
-    reg = None
-    if os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR)):
-        try:
-            reg = SubscriberRegistry.open(root)
-        except (QuiverError, OSError) as e:
-            log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
-    try:
-        found = evidence(location, reg, partition).classify(seq)
-    finally:
-        if reg is not None:
-            reg.close()
-    return found or MissingSegment(partition, seq, MISSING)
-
-
-def handle_loss(
-    part: QuiverInputPartition,
-    error: QuiverError,
-    reason: str,
-    location: SegmentLocation | None = None,
-) -> None:
-    """Decide what a task does about an unreadable segment: skip it or raise."""
+def handle_loss(part: QuiverInputPartition, error: QuiverError, location: SegmentLocation) -> None:
+    """What a task does about a segment it cannot read: the one data-loss policy."""
     m = part.meta
-    found = None
-    if reason == MISSING and location is not None:
+    if isinstance(error, SegmentMissingError):
         found = classify_vanished(part.root, location, m.partition, m.seq)
-        reason = found.kind
-    if found is not None and found.kind == DELETED:
-        log.warning(
-            "quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
-            m.partition,
-            m.seq,
-            part.subscriber,
-        )
-        record_data_loss(part.root, part.subscriber, m.partition, m.seq, "dropped", skipped=True)
-        return
-    where = found.evidence if found is not None else None
-    record_data_loss(
-        part.root,
-        part.subscriber,
-        m.partition,
-        m.seq,
-        reason,
-        skipped=not part.fail_on_data_loss,
-        evidence=where,
-    )
-    if part.fail_on_data_loss:
-        detail = found.describe() if found is not None else str(error)
-        raise DataLossError(
-            m.partition,
-            m.seq,
-            f"{reason} ({detail}); set failOnDataLoss=false to skip it and count the loss",
-            kind=reason,
-            evidence=where,
-        ) from error
-    log.warning(
-        "quiver.source.data_loss partition=%s seq=%d reason=%s error=%s",
-        m.partition,
-        m.seq,
-        reason,
-        error,
+    else:
+        found = MissingSegment(m.partition, m.seq, "corrupt", None, str(error))
+    settle_missing(
+        found,
+        subscriber=part.subscriber,
+        fail_on_data_loss=part.fail_on_data_loss,
+        lost=LostLog(part.root, part.subscriber),
     )
 
 
@@ -357,11 +224,8 @@ def read_partition(
     location = SegmentLocation(part.segments_url, storage_options=part.storage_options)
     try:
         reader = location.open(meta, verify=True)
-    except SegmentMissingError as e:
-        handle_loss(part, e, MISSING, location)
-        return
-    except CorruptionError as e:
-        handle_loss(part, e, "corrupt")
+    except (SegmentMissingError, CorruptionError) as e:
+        handle_loss(part, e, location)
         return
     if open_log:
         with open(open_log, "a", encoding="utf-8") as f:

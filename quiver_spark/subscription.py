@@ -1,0 +1,661 @@
+"""Consuming a store as a subscriber: plan, read, acknowledge (ARCHITECTURE.md §9b).
+
+A :class:`Subscription` is one named consumer of a store. It turns the store's
+finalized segments into :class:`~quiver_spark.position.Position` ranges, reads them
+verified, and records every position it finishes as a durable acknowledgement, after
+which one retention pass (:meth:`QuiverStore.run_retention`, the store's policy)
+reclaims what every subscriber is done with. The Spark source is a translation of
+its offsets to these calls; an embedded consumer uses them directly::
+
+    with Subscription.open("/data/quiver", "forwarder") as sub:
+        while (batch := sub.poll(Caps(max_segments=8))) is not None:
+            for meta in batch.segments:
+                for rb in sub.read(meta):
+                    forward(rb)
+            sub.ack(batch.end)          # durable; the segments may now be reclaimed
+
+Everything it decides (start positions, admission under caps, the data-loss policy
+for a missing sequence, acknowledgements) runs without a JVM.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+
+from . import format as fmt
+from .config import StoreConfig, validate_name
+from .errors import (
+    CorruptionError,
+    DataLossError,
+    LockedError,
+    SegmentMissingError,
+    StoreNotFoundError,
+    SubscriberError,
+)
+from .fs import DEFAULT_IO, FileIO, PartitionLock
+from .metrics import Metrics
+from .missing import DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
+from .position import Position
+from .segment import SegmentLocation, SegmentMeta
+from .store import QuiverStore
+from .subscribers import Outcome, StartPosition, SubscriberRegistry
+
+log = logging.getLogger(__name__)
+
+READERS_DIR = "readers"
+LOST_SUFFIX = ".lost.jsonl"
+BATCH_READS = "_batch"
+
+SOURCE_DROPPED = "quiver.source.dropped_segments_total"  # {subscriber}
+SOURCE_LOST = "quiver.source.lost_segments_total"  # {subscriber, reason}
+SOURCE_ACKED = "quiver.source.acked_segments_total"  # {subscriber}
+RETENTION_IDLE_PERIOD_S = 5.0
+"""Retention also runs this often from a consumer that acknowledged nothing new."""
+
+
+class Start(Enum):
+    """Where a consumer without a position of its own starts."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    ACKED = "acked"
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Admission limits of one planned batch (None: unlimited). A batch always
+    admits at least one segment, so a segment larger than a cap still progresses."""
+
+    max_segments: int | None = None
+    max_bytes: int | None = None
+    max_rows: int | None = None
+
+    def tightened(self, other: Caps) -> Caps:
+        """The lower of each limit."""
+
+        def lower(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        return Caps(
+            lower(self.max_segments, other.max_segments),
+            lower(self.max_bytes, other.max_bytes),
+            lower(self.max_rows, other.max_rows),
+        )
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A planned batch: the segments in ``(start, end]`` that can be read."""
+
+    start: Position
+    end: Position
+    segments: list[SegmentMeta]
+
+
+@dataclass
+class _Available:
+    """A segment available to plan (meta None: unreadable metadata, or quarantined)."""
+
+    partition: str
+    seq: int
+    meta: SegmentMeta | None
+
+    @property
+    def order(self) -> int:
+        return self.meta.min_ingestion_ns if self.meta else 0
+
+
+# -- the lost-segment log -------------------------------------------------------------------
+class LostLog:
+    """``<root>/readers/<subscriber>.lost.jsonl``: segments a consumer skipped or failed
+    on (advisory, for operators: one JSON object a line, ARCHITECTURE.md §1)."""
+
+    def __init__(self, root: str, subscriber: str | None, io: FileIO = DEFAULT_IO) -> None:
+        self.path = os.path.join(root, READERS_DIR, f"{subscriber or BATCH_READS}{LOST_SUFFIX}")
+        self.io = io
+
+    def record(
+        self, partition: str, seq: int, reason: str, *, skipped: bool, evidence: str | None
+    ) -> None:
+        """Append one line; best effort (a log that cannot be written never fails a read).
+
+        Each line is one ``write`` on an ``O_APPEND`` descriptor, so lines written by
+        concurrent tasks do not interleave.
+        """
+        line = {"partition": partition, "seq": seq, "reason": reason, "skipped": skipped}
+        if evidence:
+            line["evidence"] = evidence
+        line["at_ns"] = time.time_ns()
+        data = json.dumps(line).encode() + b"\n"
+        try:
+            self.io.mkdir(os.path.dirname(self.path))
+            fd = self.io.open_append(self.path)
+            try:
+                self.io.write(fd, data)
+            finally:
+                self.io.close(fd)
+        except OSError as e:
+            log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
+
+    def report(self) -> dict[str, Any]:
+        """Deduplicated: ``{"dropped": n, "lost": n, "segments": [...]}`` (``dropped``:
+        deleted by retention, always skipped; ``lost``: skipped with failOnDataLoss=false)."""
+        seen: dict[tuple[str, int], dict[str, Any]] = {}
+        try:
+            raw = self.io.read_file(self.path)
+        except FileNotFoundError:
+            raw = b""
+        for line in raw.splitlines():
+            try:
+                rec = json.loads(line)
+                seen.setdefault((str(rec["partition"]), int(rec["seq"])), rec)
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn last line
+        segs = [seen[k] for k in sorted(seen)]
+        skipped = [s for s in segs if s.get("skipped")]
+        return {
+            "dropped": sum(1 for s in skipped if s["reason"] == "dropped"),
+            "lost": sum(1 for s in skipped if s["reason"] != "dropped"),
+            "segments": segs,
+        }
+
+
+def settle_missing(
+    found: MissingSegment,
+    *,
+    subscriber: str | None,
+    fail_on_data_loss: bool,
+    lost: LostLog,
+    metrics: Metrics | None = None,
+) -> None:
+    """The one data-loss policy: a segment retention deleted is skipped (counted as
+    dropped); any other missing one is data loss: recorded, then raised as
+    :class:`DataLossError` under ``fail_on_data_loss``, else skipped and counted."""
+    if found.kind == DELETED:
+        log.warning(
+            "quiver.source.segment_dropped partition=%s seq=%d subscriber=%s",
+            found.partition,
+            found.seq,
+            subscriber,
+        )
+        lost.record(found.partition, found.seq, "dropped", skipped=True, evidence=None)
+        if metrics is not None:
+            metrics.inc(SOURCE_DROPPED, subscriber=subscriber or BATCH_READS)
+        return
+    lost.record(
+        found.partition,
+        found.seq,
+        found.kind,
+        skipped=not fail_on_data_loss,
+        evidence=found.evidence,
+    )
+    if metrics is not None:
+        metrics.inc(SOURCE_LOST, subscriber=subscriber or BATCH_READS, reason=found.kind)
+    if fail_on_data_loss:
+        raise DataLossError(
+            found.partition,
+            found.seq,
+            f"{found.kind}: {found.describe()}; set failOnDataLoss=false to skip it and "
+            "count the loss",
+            kind=found.kind,
+            evidence=found.evidence,
+        )
+    log.warning(
+        "quiver.source.data_loss partition=%s seq=%d reason=%s subscriber=%s",
+        found.partition,
+        found.seq,
+        found.kind,
+        subscriber,
+    )
+
+
+def corrupt_meta(partition: str, seq: int, error: CorruptionError) -> MissingSegment:
+    """A published segment whose ``.meta`` fails verification, as a data-loss finding."""
+    return MissingSegment(partition, seq, "corrupt", error.path, str(error))
+
+
+def classify_vanished(
+    root: str, location: SegmentLocation, partition: str, seq: int
+) -> MissingSegment:
+    """Why a planned segment is gone (from a read task): deleted, quarantined, missing."""
+    reg = None
+    if os.path.isdir(os.path.join(root, fmt.SUBSCRIBERS_DIR)):
+        try:
+            reg = SubscriberRegistry.open(root)
+        except (OSError, CorruptionError) as e:
+            log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
+    try:
+        found = evidence(location, reg, partition).classify(seq)
+    finally:
+        if reg is not None:
+            reg.close()
+    return found or MissingSegment(partition, seq, MISSING)
+
+
+# -- one live consumer per subscriber ---------------------------------------------------------
+_live_mutex = threading.Lock()
+_live: dict[str, tuple[int, PartitionLock]] = {}  # lock path -> (owner token, lock)
+
+
+def claim_live(root: str, subscriber: str, token: int) -> None:
+    """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``token`` of this process.
+
+    A second live consumer of the same subscriber in another process fails fast. A lock
+    already held in this process by another token belongs to a consumer that ended
+    without closing (a Spark query's reader is replaced): it is taken over.
+    """
+    path = os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with _live_mutex:
+        held = _live.get(path)
+        if held is not None:
+            _live[path] = (token, held[1])
+            return
+        try:
+            lock = PartitionLock.acquire(path, purpose=f"consumer subscriber={subscriber}")
+        except LockedError as e:
+            raise SubscriberError(
+                f"subscriber {subscriber!r} is already read by a live query or consumer "
+                f"({e.holder}); two live consumers cannot share a subscriber: give each its "
+                "own option('subscriber', ...)"
+            ) from e
+        _live[path] = (token, lock)
+
+
+def release_live(root: str, subscriber: str, token: int) -> None:
+    path = os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+    with _live_mutex:
+        held = _live.get(path)
+        if held is not None and held[0] == token:
+            del _live[path]
+            held[1].release()
+
+
+def open_store(path: str, config: StoreConfig | None = None) -> QuiverStore:
+    """A read/maintain handle on an existing store (a consumer creates nothing)."""
+    try:
+        return QuiverStore.open(path, config, partition=None, create=False, background=False)
+    except StoreNotFoundError as e:
+        raise StoreNotFoundError(
+            f"{path} is not a Quiver store yet: start the writer first "
+            "(df.writeStream.format('quiver').start(path)) or check the path"
+        ) from e
+
+
+# -- the subscription -------------------------------------------------------------------------
+@dataclass
+class _State:
+    metas: dict[tuple[str, int], SegmentMeta | None] = field(default_factory=dict)
+    meta_errors: dict[tuple[str, int], CorruptionError] = field(default_factory=dict)
+    latest: Position | None = None
+    last_seal: float = 0.0
+    last_retention: float = 0.0
+
+
+class Subscription:
+    """A named consumer of a store (see the module docstring).
+
+    Parameters
+    ----------
+    store
+        An open handle (read/maintain handles suffice); closed with the subscription
+        when ``owns_store``.
+    name
+        The subscriber id (``[A-Za-z0-9_.-]{1,64}``).
+    fail_on_data_loss
+        A published segment that is gone without a retention record, quarantined or
+        corrupt fails the read (True) or is skipped and counted (False).
+    live
+        Hold the subscriber's one-live-consumer lock while open.
+    """
+
+    def __init__(
+        self,
+        store: QuiverStore,
+        name: str,
+        *,
+        fail_on_data_loss: bool = True,
+        live: bool = True,
+        owns_store: bool = False,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self.name = validate_name("subscriber", name)
+        self.fail_on_data_loss = fail_on_data_loss
+        self.metrics = metrics if metrics is not None else store.metrics
+        self.lost = LostLog(store.root, name, store.io)
+        self._owns_store = owns_store
+        self._live = live
+        self._state = _State()
+        if live:
+            claim_live(store.root, name, id(self))
+        try:
+            self.registry: SubscriberRegistry = store.subscribers
+        except BaseException:
+            if live:
+                release_live(store.root, name, id(self))
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str,
+        name: str,
+        *,
+        config: StoreConfig | None = None,
+        fail_on_data_loss: bool = True,
+        live: bool = True,
+    ) -> Subscription:
+        """Open subscriber ``name`` on the store at ``path`` (registered by :meth:`start`)."""
+        store = open_store(os.path.abspath(path), config)
+        try:
+            return cls(store, name, fail_on_data_loss=fail_on_data_loss, live=live, owns_store=True)
+        except BaseException:
+            store.close()
+            raise
+
+    # -- facts ------------------------------------------------------------------------------
+    @property
+    def location(self) -> SegmentLocation:
+        return self.store.segment_location
+
+    def registered(self) -> bool:
+        self.registry.refresh()
+        return self.name in self.registry.subscribers()
+
+    def evidence(self, partition: str) -> PartitionEvidence:
+        return evidence(self.location, self.registry, partition)
+
+    def meta(self, partition: str, seq: int) -> SegmentMeta | None:
+        """Cached metadata (immutable once published); None when it fails verification.
+
+        Raises SegmentMissingError when the segment is not published (any more).
+        """
+        key = (partition, seq)
+        st = self._state
+        if key in st.metas:
+            return st.metas[key]
+        try:
+            meta: SegmentMeta | None = self.location.read_meta(partition, seq)
+        except CorruptionError as e:
+            log.warning(
+                "quiver.source.meta_corrupt partition=%s seq=%d error=%s", partition, seq, e
+            )
+            meta = None
+            st.meta_errors[key] = e
+        st.metas[key] = meta
+        return meta
+
+    def seal_idle(self, *, force: bool = False) -> None:
+        """Seal committed data of partitions whose writer is gone (rate limited), so
+        rows committed while a writer sits idle or after it died become readable."""
+        period = min(5.0, max(0.05, self.store.config.segment.max_open_duration_s / 2))
+        now = time.monotonic()
+        if not force and now - self._state.last_seal < period:
+            return
+        self._state.last_seal = now
+        sealed = self.store.finalize_idle_partitions()
+        if sealed:
+            log.info("quiver.source.finalize_idle sealed=%s", sealed)
+
+    def available(self, after: Position) -> dict[str, list[_Available]]:
+        """Segments above ``after`` per partition, ascending: the published ones and the
+        quarantined ones (planning a quarantined seq is what reports its loss)."""
+        out: dict[str, list[_Available]] = {}
+        for p in self.store.partitions():
+            segs = []
+            published = self.location.published_seqs(p)
+            for seq in published:
+                if seq <= after.get(p):
+                    continue
+                try:
+                    segs.append(_Available(p, seq, self.meta(p, seq)))
+                except SegmentMissingError:
+                    continue  # deleted between listing and reading
+            gone = set(self.location.quarantined(p)) - set(published)
+            segs.extend(_Available(p, seq, None) for seq in gone if seq > after.get(p))
+            if segs:
+                out[p] = sorted(segs, key=lambda a: a.seq)
+        return out
+
+    def top(self) -> Position:
+        """The highest seq published or quarantined per partition (what exists now)."""
+        return Position(
+            {
+                p: top
+                for p in self.store.partitions()
+                if (
+                    top := max(
+                        [*self.location.published_seqs(p), *self.location.quarantined(p)],
+                        default=0,
+                    )
+                )
+            }
+        )
+
+    # -- positions ------------------------------------------------------------------------------
+    def acked(self) -> Position:
+        """Per partition, the highest seq through which everything is acknowledged."""
+        self.registry.refresh()
+        return Position(
+            {p: h for p in self.store.partitions() if (h := self.registry.hwm(self.name, p)) > 0}
+        )
+
+    def start(self, position: Start | None = None) -> Position:
+        """Register the subscriber if new and return where a consumer without a
+        position of its own starts: ``acked`` (default for a known subscriber),
+        ``earliest`` (default for a new one: the first retained or lost segment) or
+        ``latest`` (after everything published now)."""
+        self.seal_idle(force=True)
+        known = self.registered()
+        position = position or (Start.ACKED if known else Start.EARLIEST)
+        # A seq published once but now lost (quarantined, vanished) counts as retained:
+        # an earliest start plans it, so its loss is reported (§9a), never skipped.
+        found = {p: self.evidence(p) for p in self.store.partitions()}
+        retained = {
+            p: sorted(ev.published | {m.seq for m in ev.losses()}) for p, ev in found.items()
+        }
+        self.registry.register(
+            self.name,
+            start=StartPosition.LATEST if position is Start.LATEST else StartPosition.EARLIEST,
+            retained=retained,
+            exist_ok=True,
+        )
+        marks: dict[str, int] = {}
+        for p, seqs in retained.items():
+            hwm = self.registry.hwm(self.name, p)
+            if position is Start.ACKED or not seqs:
+                marks[p] = hwm
+            elif position is Start.EARLIEST:
+                marks[p] = found[p].first_unread() - 1
+            else:
+                marks[p] = found[p].highest
+        log.info(
+            "quiver.source.start subscriber=%s position=%s known=%s offset=%s",
+            self.name,
+            position.value,
+            known,
+            marks,
+        )
+        return Position(marks)
+
+    def plan(self, after: Position, caps: Caps = Caps(), until: Position | None = None) -> Position:
+        """The end of the next batch after ``after``: segments admitted oldest first
+        (by ingestion time, across partitions) under ``caps``, never past ``until``;
+        at least one segment when any is available."""
+        self.seal_idle()
+        avail = self.available(after)
+        self._state.latest = after.merged({p: v[-1].seq for p, v in avail.items()})
+        if until is not None:
+            avail = {p: [a for a in v if a.seq <= until.get(p)] for p, v in avail.items()}
+        heads = [(v[0].order, p, 0) for p, v in avail.items() if v]
+        heapq.heapify(heads)
+        admitted: dict[str, int] = {}
+        n = nbytes = rows = 0
+        while heads:
+            _, p, i = heads[0]
+            a = avail[p][i]
+            size = a.meta.size_bytes if a.meta else 0
+            count = a.meta.rows if a.meta else 0
+            if n and (
+                (caps.max_segments is not None and n + 1 > caps.max_segments)
+                or (caps.max_bytes is not None and nbytes + size > caps.max_bytes)
+                or (caps.max_rows is not None and rows + count > caps.max_rows)
+            ):
+                break
+            n, nbytes, rows = n + 1, nbytes + size, rows + count
+            admitted[p] = a.seq
+            heapq.heappop(heads)
+            if i + 1 < len(avail[p]):
+                heapq.heappush(heads, (avail[p][i + 1].order, p, i + 1))
+        end = after.merged(admitted)
+        if admitted:
+            log.debug(
+                "quiver.source.plan segments=%d bytes=%d rows=%d end=%s",
+                n,
+                nbytes,
+                rows,
+                end.segments,
+            )
+        return end
+
+    @property
+    def latest(self) -> Position | None:
+        """Everything available at the last :meth:`plan` (for lag reporting)."""
+        return self._state.latest
+
+    def segments(self, start: Position, end: Position) -> list[SegmentMeta]:
+        """The readable segments in ``(start, end]``, each missing one settled by the
+        data-loss policy (:func:`settle_missing`): a pure function of the positions but
+        for segments that are no longer there."""
+        out: list[SegmentMeta] = []
+        refreshed = False
+        for p, (lo, hi) in start.ranges(end).items():
+            ev: PartitionEvidence | None = None
+            for seq in range(lo, hi + 1):
+                try:
+                    meta = self.meta(p, seq)
+                except SegmentMissingError:
+                    if not refreshed:
+                        self.registry.refresh()
+                        refreshed = True
+                    ev = ev or self.evidence(p)
+                    found = ev.classify(seq)
+                    if found is None:  # published since our first look
+                        try:
+                            meta = self.meta(p, seq)
+                        except SegmentMissingError:
+                            found = MissingSegment(p, seq, MISSING)
+                    if found is not None:
+                        self._settle(found)
+                        continue
+                if meta is None:
+                    self._settle(corrupt_meta(p, seq, self._state.meta_errors[(p, seq)]))
+                    continue
+                out.append(meta)
+        return out
+
+    def _settle(self, found: MissingSegment) -> None:
+        settle_missing(
+            found,
+            subscriber=self.name,
+            fail_on_data_loss=self.fail_on_data_loss,
+            lost=self.lost,
+            metrics=self.metrics,
+        )
+
+    def poll(self, caps: Caps = Caps()) -> Batch | None:
+        """The next batch after what is acknowledged (registering the subscriber on
+        first use), or None when nothing new is available."""
+        if not self.registered():
+            self.start()
+        begin = self.acked()
+        end = self.plan(begin, caps)
+        if not end.is_after(begin):
+            return None
+        return Batch(begin, end, self.segments(begin, end))
+
+    def read(self, meta: SegmentMeta, *, verify: bool = True) -> Iterator[pa.RecordBatch]:
+        """The rows of one planned segment, verified (size and CRC-32C) before the
+        first batch; a segment gone since planning is settled by the data-loss policy."""
+        try:
+            reader = self.location.open(meta, verify=verify)
+        except SegmentMissingError:
+            self._settle(
+                classify_vanished(self.store.root, self.location, meta.partition, meta.seq)
+            )
+            return
+        except CorruptionError as e:
+            self._settle(corrupt_meta(meta.partition, meta.seq, e))
+            return
+        with reader:
+            yield from reader.batches()
+
+    # -- acknowledgement ------------------------------------------------------------------------
+    def ack(self, through: Position) -> int:
+        """Durably acknowledge every seq up to ``through`` (idempotent, replay-safe:
+        seqs already done are not recorded again), then run the store's retention pass
+        (rate limited when nothing new was acknowledged). Returns the seqs acknowledged.
+
+        Seqs that were never readable (dropped, lost and skipped) are acknowledged too,
+        so the subscriber's mark moves past them.
+        """
+        self.registry.refresh()
+        todo: dict[str, list[int]] = {}
+        for p, hi in through.segments.items():
+            lo = self.registry.hwm(self.name, p) + 1
+            seqs = [s for s in range(lo, hi + 1) if not self.registry.is_done(self.name, p, s)]
+            if seqs:
+                todo[p] = seqs
+        n = sum(len(v) for v in todo.values())
+        if todo:
+            self.registry.record_many(self.name, todo, Outcome.ACK)
+            self.metrics.inc(SOURCE_ACKED, n, subscriber=self.name)
+        st = self._state
+        now = time.monotonic()
+        deleted = 0
+        if todo or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
+            st.last_retention = now
+            deleted = sum(len(v) for v in self.store.run_retention().deleted.values())
+        st.metas = {k: v for k, v in st.metas.items() if not through.covers(*k)}
+        st.meta_errors = {k: v for k, v in st.meta_errors.items() if not through.covers(*k)}
+        if todo or deleted:
+            log.info(
+                "quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
+                self.name,
+                through.segments,
+                n,
+                deleted,
+            )
+        return n
+
+    def nack(self, partition: str, seqs: Sequence[int]) -> None:
+        """Mark ``seqs`` as not processed: they stay pending and are delivered again."""
+        self.registry.record(self.name, partition, seqs, Outcome.NACK)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def close(self) -> None:
+        try:
+            if self._owns_store:
+                self.store.close()
+        finally:
+            if self._live:
+                release_live(self.store.root, self.name, id(self))
+                self._live = False
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

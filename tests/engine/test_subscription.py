@@ -1,0 +1,173 @@
+"""The engine's subscription API: what the Spark source decides, without a JVM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark.errors import DataLossError
+from quiver_spark.position import Position
+from quiver_spark.subscription import Caps, Start, Subscription
+
+CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=60))
+
+
+def rows(lo: int, n: int) -> pa.RecordBatch:
+    return pa.record_batch({"k": pa.array(range(lo, lo + n), type=pa.int64())})
+
+
+def fill(root: Path, partition: str, segments: list[tuple[int, int]]) -> None:
+    with QuiverStore.open(str(root), CFG, partition=partition, background=False) as s:
+        for lo, n in segments:
+            s.append(rows(lo, n))
+            s.finalize()
+
+
+def keys(sub: Subscription, metas: list) -> list[int]:
+    out: list[int] = []
+    for m in metas:
+        for b in sub.read(m):
+            out.extend(pc.cast(b.column("k"), "int64").to_pylist())
+    return out
+
+
+def test_an_embedded_consumer_reads_every_row_once_and_reclaims_disk(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 10), (10, 10), (20, 10)])
+    fill(tmp_path, "p-1", [(100, 5), (105, 5)])
+    seen: list[int] = []
+    with Subscription.open(str(tmp_path), "forwarder") as sub:
+        while (batch := sub.poll(Caps(max_segments=2))) is not None:
+            assert len(batch.segments) <= 2
+            seen.extend(keys(sub, batch.segments))
+            sub.ack(batch.end)
+        assert sub.poll() is None
+    assert sorted(seen) == [*range(30), *range(100, 110)] and len(seen) == len(set(seen))
+    # everything acknowledged by the only subscriber is gone from disk
+    with QuiverStore.open(str(tmp_path), CFG, partition=None, background=False) as s:
+        assert s.segments() == []
+
+
+def test_a_restarted_consumer_resumes_after_its_acknowledged_position(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 3), (3, 3)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        batch = sub.poll(Caps(max_segments=1))
+        assert batch is not None and keys(sub, batch.segments) == [0, 1, 2]
+        sub.ack(batch.end)
+        batch = sub.poll(Caps(max_segments=1))
+        assert batch is not None  # read but never acknowledged: delivered again
+    fill(tmp_path, "p-0", [(6, 3)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        assert sub.acked() == Position({"p-0": 1})
+        batch = sub.poll()
+        assert batch is not None and keys(sub, batch.segments) == [3, 4, 5, 6, 7, 8]
+
+
+def test_plan_admits_oldest_first_across_partitions_under_every_cap(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 100)])
+    fill(tmp_path, "p-1", [(100, 100)])
+    fill(tmp_path, "p-0", [(200, 100)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        start = sub.start()
+        assert start == Position({"p-0": 0, "p-1": 0})
+        assert sub.plan(start, Caps(max_segments=2)) == Position({"p-0": 1, "p-1": 1})
+        assert sub.plan(start, Caps(max_rows=150)) == Position({"p-0": 1, "p-1": 0})
+        one = sub.meta("p-0", 1)
+        assert one is not None
+        assert sub.plan(start, Caps(max_bytes=1)) == Position({"p-0": 1, "p-1": 0})  # >= 1
+        assert sub.plan(start, Caps(), until=Position({"p-0": 1})) == Position({"p-0": 1, "p-1": 0})
+        assert sub.latest == Position({"p-0": 2, "p-1": 1})
+
+
+def test_start_positions_for_new_and_known_subscribers(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 1), (1, 1), (2, 1)])
+    with Subscription.open(str(tmp_path), "late") as sub:
+        assert sub.start(Start.LATEST) == Position({"p-0": 3})
+    with Subscription.open(str(tmp_path), "early") as sub:
+        assert sub.start() == Position({"p-0": 0})
+        sub.ack(Position({"p-0": 2}))
+    with Subscription.open(str(tmp_path), "early") as sub:  # known: resumes where acked
+        assert sub.start() == Position({"p-0": 2})
+
+
+def test_a_published_segment_that_vanished_is_data_loss_per_policy(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 1), (1, 1), (2, 1)])
+    seg = tmp_path / "segments" / "p-0"
+    (seg / f"{2:020d}.meta").unlink()  # gone by hand: no retention record, no quarantine
+    with Subscription.open(str(tmp_path), "strict") as sub:
+        start = sub.start()
+        end = sub.plan(start)
+        assert end == Position({"p-0": 3})
+        with pytest.raises(DataLossError, match="segment 2 of partition p-0") as err:
+            sub.segments(start, end)
+        assert err.value.kind == "missing"
+    with Subscription.open(str(tmp_path), "lenient", fail_on_data_loss=False) as sub:
+        start = sub.start()
+        metas = sub.segments(start, sub.plan(start))
+        assert [m.seq for m in metas] == [1, 3]
+        report = sub.lost.report()
+        assert report["lost"] == 1 and report["segments"][0]["seq"] == 2
+
+
+def test_a_segment_retention_deleted_is_skipped_as_dropped(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 1), (1, 1)])
+    with QuiverStore.open(str(tmp_path), CFG, partition=None, background=False) as s:
+        s.subscribers.register("a")
+        s.subscribers.register("b")
+    with Subscription.open(str(tmp_path), "a") as a:
+        start = Position({"p-0": 0})
+        a.ack(Position({"p-0": 2}))
+    with QuiverStore.open(str(tmp_path), CFG, partition=None, background=False) as s:
+        s.subscribers.condemn({"p-0": [1]})  # what drop_oldest records before deleting
+        s.segment_location.delete("p-0", [1])
+    with Subscription.open(str(tmp_path), "b") as b:
+        metas = b.segments(start, Position({"p-0": 2}))
+        assert [m.seq for m in metas] == [2]
+        assert b.lost.report()["dropped"] == 1
+
+
+def test_one_live_consumer_per_subscriber(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 1)])
+    code = textwrap.dedent(
+        f"""
+        from quiver_spark.subscription import Subscription
+        try:
+            Subscription.open({str(tmp_path)!r}, "r")
+        except Exception as e:
+            print(type(e).__name__, e)
+        """
+    )
+    with Subscription.open(str(tmp_path), "r"):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert "SubscriberError" in out.stdout and "already read by a live" in out.stdout
+    with Subscription.open(str(tmp_path), "r") as again:  # released on close
+        again.start()
+        assert again.registered()
+
+
+def test_nacked_segments_stay_pending(tmp_path: Path) -> None:
+    fill(tmp_path, "p-0", [(0, 1), (1, 1)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        sub.start()
+        sub.nack("p-0", [1])
+        assert sub.registry.nacked("r", "p-0") == frozenset({1})
+        assert sub.registry.pending("r", "p-0", [1, 2]) == [1, 2]
+
+
+def test_a_corrupt_meta_is_data_loss_naming_the_file(tmp_path: Path) -> None:
+    from tests.damage import flip_byte
+
+    fill(tmp_path, "p-0", [(0, 1), (1, 1)])
+    meta = tmp_path / "segments" / "p-0" / f"{1:020d}.meta"
+    flip_byte(meta, 20)
+    with Subscription.open(str(tmp_path), "r") as sub:
+        start = sub.start()
+        with pytest.raises(DataLossError, match="corrupt") as err:
+            sub.segments(start, sub.plan(start))
+        assert err.value.evidence == str(meta)
