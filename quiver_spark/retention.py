@@ -365,6 +365,42 @@ def apply_retention(
     return RetentionResult(pl, deletions, dropped, list(damaged), listing)
 
 
+class _NoSubscribers:
+    """The registry view of a store nobody subscribed to yet (dry runs create nothing)."""
+
+    def done_by_all(self, partition: str, seq: int) -> bool:
+        return False
+
+    def undone_by(self, partition: str, seq: int) -> list[str]:
+        return []
+
+    def is_deleted(self, partition: str, seq: int) -> bool:
+        return False
+
+
+NO_SUBSCRIBERS = _NoSubscribers()
+
+
+def plan_retention(
+    catalog: SegmentCatalog,
+    registry: RegistryView | None,
+    config: RetentionConfig,
+    now_ns: int,
+    *,
+    wal_bytes: Mapping[str, int] | None = None,
+) -> RetentionResult:
+    """What :func:`apply_retention` would do now, changing nothing (``quiver gc --dry-run``)."""
+    listing, damaged = survey_catalog(catalog)
+    pl = plan(listing, registry or NO_SUBSCRIBERS, config, now_ns, wal_bytes, damaged=damaged)
+    dropped: dict[str, dict[str, list[int]]] = {}
+    for (pid, seq), subs in sorted(pl.drop_records.items()):
+        for sub in subs:
+            dropped.setdefault(sub, {}).setdefault(pid, []).append(seq)
+    return RetentionResult(
+        plan=pl, deleted={}, dropped=dropped, damaged=list(damaged), listing=dict(listing)
+    )
+
+
 def survey_catalog(
     catalog: SegmentCatalog,
 ) -> tuple[dict[str, list[SegmentInfo]], list[DamagedInfo]]:

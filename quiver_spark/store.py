@@ -55,6 +55,7 @@ from .retention import (
     RetentionResult,
     apply_retention,
     observe,
+    plan_retention,
     wait_for_capacity,
 )
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
@@ -396,32 +397,45 @@ class QuiverStore:
             out[pid] = total
         return out
 
-    def run_retention(self, now_ns: int | None = None) -> RetentionResult:
-        """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8).
+    def run_retention(self, now_ns: int | None = None, *, dry_run: bool = False) -> RetentionResult:
+        """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8.7) under
+        the store's recorded policy (§6.6), counting WAL bytes against the size cap.
 
-        Updates the intake throttle (``backpressure`` over the cap), the metrics and
-        the Prometheus text file ``<root>/metrics/<partition>.prom`` of a writer.
+        The one entry point every pass goes through: a writer's maintenance, a
+        subscription's acknowledgement, ``quiver gc``. Updates the intake throttle
+        (``backpressure`` over the cap), the metrics and the Prometheus text file
+        ``<root>/metrics/<partition>.prom`` of a writer. ``dry_run`` plans and changes
+        nothing (no registry is created either).
         """
         with self._retention_lock:
             recorded = read_policy(self.root, self.io)
             if recorded is not None:  # a change made elsewhere applies from this pass on
                 self._apply_policy(recorded)
             r = self.config.retention
+            now = self._clock.now_ns() if now_ns is None else now_ns
+            has_registry = self._subscribers is not None or os.path.isdir(
+                os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
+            )
+            if dry_run:
+                registry = self.subscribers if has_registry else None
+                if registry is not None:
+                    registry.refresh()
+                return plan_retention(
+                    self.segment_location, registry, r, now, wal_bytes=self.wal_bytes()
+                )
             if (
-                self._subscribers is None
+                not has_registry
                 and r.size_cap_bytes is None
                 and r.max_retain_after_ingestion_hours is None
-                and not os.path.isdir(os.path.join(self.root, fmt.SUBSCRIBERS_DIR))
             ):
                 # no subscriber ever registered and no safety net configured: nothing
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
-            now = self._clock.now_ns() if now_ns is None else now_ns
             wal = self.wal_bytes()
             result = apply_retention(
                 self.segment_location,
                 self.subscribers,
-                self.config.retention,
+                r,
                 now,
                 wal_bytes=wal,
                 metrics=self.metrics,

@@ -4,13 +4,13 @@
    and whose WAL still holds committed data is recovered and sealed into a segment
    (:meth:`QuiverStore.finalize_idle_partitions`). Partitions with a live writer are
    left to it.
-2. Retention (:func:`quiver_spark.retention.apply_retention`, the same pass a
-   store's maintenance runs): delete segments every subscriber acknowledged
+2. Retention (:meth:`QuiverStore.run_retention`, the same pass a writer's
+   maintenance and a subscriber's acknowledgement run, under the store's recorded
+   policy, `quiver config PATH`): delete segments every subscriber acknowledged
    (steady state), segments past
    ``retention.max_retain_after_ingestion_hours``, and under the size cap the oldest
    acknowledged ones, or under ``drop_oldest`` the oldest unacknowledged ones (each
-   recorded as ``dropped``). Pass the store's options (``--option``/``--config``) so
-   the cap and time limit are known.
+   recorded as ``dropped``).
 
 ``--dry-run`` changes nothing and prints the plan.
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, cast
+from typing import Any
 
 import click
 
@@ -55,8 +55,6 @@ from .common import (
     wal_partitions,
     with_store,
 )
-from .registry import open_registry
-from .status import partition_ids, wal_usage
 
 SCHEMA = "quiver.gc/1"
 
@@ -99,19 +97,6 @@ def idle_partitions(store: QuiverStore) -> tuple[list[str], list[str]]:
     return idle, live
 
 
-class _NoSubscribers:
-    """The registry view of a store nobody subscribed to yet (dry runs create nothing)."""
-
-    def done_by_all(self, partition: str, seq: int) -> bool:
-        return False
-
-    def undone_by(self, partition: str, seq: int) -> list[str]:
-        return []
-
-    def is_deleted(self, partition: str, seq: int) -> bool:
-        return False
-
-
 REASONS = (
     ("delete_steady", "acked"),
     ("delete_time", "time"),
@@ -122,38 +107,9 @@ REASONS = (
 
 def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, Any]:
     """Plan (dry run) or apply one retention pass; the ``deleted``... part of the document."""
-    from .. import retention
-
-    wal_bytes = {p: wal_usage(store, p)[1] for p in partition_ids(store)}
-    sizes = {}
-    registry = open_registry(store, create=not dry_run)
-    try:
-        if dry_run:
-            if registry is not None:
-                registry.refresh()
-            listing, damaged = retention.survey_catalog(cast(Any, store.segment_location))
-            plan = retention.plan(  # SegmentMeta is a frozen SegmentInfo
-                listing,
-                registry or _NoSubscribers(),
-                store.config.retention,
-                now_ns,
-                wal_bytes,
-                damaged=damaged,
-            )
-            dropped: dict[str, dict[str, list[int]]] = {}
-            for (pid, seq), subs in sorted(plan.drop_records.items()):
-                for sub in subs:
-                    dropped.setdefault(sub, {}).setdefault(pid, []).append(seq)
-        else:
-            listing, _ = retention.survey_catalog(cast(Any, store.segment_location))
-            result = retention.apply_retention(
-                cast(Any, store.segment_location), registry, store.config.retention, now_ns,
-                wal_bytes=wal_bytes,
-            )  # fmt: skip
-            plan, dropped, damaged = result.plan, result.dropped, result.damaged
-    finally:
-        if registry is not None:
-            registry.close()
+    result = store.run_retention(now_ns, dry_run=dry_run)
+    plan, dropped, damaged, listing = result.plan, result.dropped, result.damaged, result.listing
+    sizes: dict[tuple[str, int], int] = {}
     for pid, metas in listing.items():
         for meta in metas:
             sizes[(pid, meta.seq)] = meta.size_bytes
