@@ -289,6 +289,8 @@ class RetentionResult:
     damaged: list[DamagedInfo] = field(default_factory=list)  # kept, named
     listing: dict[str, list[SegmentInfo]] = field(default_factory=dict)
     """The readable segments the pass saw, per partition (deleted ones included)."""
+    expired: list[str] = field(default_factory=list)
+    """Subscribers this pass deregistered under ``subscriber.expire_after``."""
 
     @property
     def throttle(self) -> bool:

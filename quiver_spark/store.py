@@ -59,7 +59,7 @@ from .retention import (
     wait_for_capacity,
 )
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
-from .subscribers import SubscriberRegistry
+from .subscribers import SubscriberRegistry, records
 
 log = logging.getLogger(__name__)
 
@@ -431,6 +431,7 @@ class QuiverStore:
                 # no subscriber ever registered and no safety net configured: nothing
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
+            expired = self._expire_idle_subscribers(now) if has_registry else []
             wal = self.wal_bytes()
             result = apply_retention(
                 self.segment_location,
@@ -448,7 +449,40 @@ class QuiverStore:
                 for p, metas in result.listing.items()
             }
             self._publish_metrics(now, wal, listing)
+            result.expired = expired
             return result
+
+    def _expire_idle_subscribers(self, now_ns: int) -> list[str]:
+        """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
+        leaving a record that says so (§8.10); a live consumer is never expired."""
+        after = self.config.subscriber_expire_after_s
+        if after is None:
+            return []
+        reg = self.subscribers
+        reg.refresh()
+        recs = records.list_records(self.root, self.io)
+        expired = []
+        for name in reg.subscribers():
+            rec = recs.get(name)
+            if rec is None:  # registered before records existed: its clock starts now
+                records.create_record(self.root, self.io, name, now_ns)
+                continue
+            if now_ns - rec.last_active_ns < after * 1e9 or records.is_live(self.root, name):
+                continue
+            reg.deregister(name)
+            records.write_record(
+                self.root,
+                self.io,
+                dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
+            )
+            log.warning(
+                "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
+                name,
+                (now_ns - rec.last_active_ns) / 1e9,
+                after,
+            )
+            expired.append(name)
+        return expired
 
     def _publish_metrics(
         self, now_ns: int, wal: dict[str, int], listing: dict[str, list[Any]]

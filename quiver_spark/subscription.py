@@ -49,7 +49,7 @@ from .missing import DELETED, MISSING, MissingSegment, PartitionEvidence, eviden
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
-from .subscribers import Outcome, StartPosition, SubscriberRegistry
+from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ SOURCE_LOST = "quiver.source.lost_segments_total"  # {subscriber, reason}
 SOURCE_ACKED = "quiver.source.acked_segments_total"  # {subscriber}
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
+RECORD_PERIOD_S = 1.0
+"""A consumer rewrites its subscription record's last-ack time at most this often."""
 
 
 class Start(Enum):
@@ -301,6 +303,7 @@ class _State:
     latest: Position | None = None
     last_seal: float = 0.0
     last_retention: float = 0.0
+    last_touch: float = float("-inf")
 
 
 class Subscription:
@@ -459,6 +462,8 @@ class Subscription:
         ``latest`` (after everything published now)."""
         self.seal_idle(force=True)
         known = self.registered()
+        if not known:
+            self._refuse_if_expired()
         position = position or (Start.ACKED if known else Start.EARLIEST)
         # A seq published once but now lost (quarantined, vanished) counts as retained:
         # an earliest start plans it, so its loss is reported (§9a), never skipped.
@@ -472,6 +477,7 @@ class Subscription:
             retained=retained,
             exist_ok=True,
         )
+        records.create_record(self.store.root, self.store.io, self.name)
         marks: dict[str, int] = {}
         for p, seqs in retained.items():
             hwm = self.registry.hwm(self.name, p)
@@ -566,6 +572,18 @@ class Subscription:
                 out.append(meta)
         return out
 
+    def _refuse_if_expired(self) -> None:
+        rec = records.read_record(self.store.root, self.store.io, self.name)
+        if rec is None or rec.expired_ns is None:
+            return
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(rec.expired_ns / 1e9))
+        raise SubscriberError(
+            f"subscriber {self.name!r} expired at {when}: it had not acknowledged for "
+            f"longer than subscriber.expire_after ({rec.expired_after_s or 0:.0f}s), so the "
+            "store deregistered it and released what it pinned. To start it over from the "
+            f"retained data: quiver subscribers {self.store.root} add {self.name}"
+        )
+
     def _settle(self, found: MissingSegment) -> None:
         settle_missing(
             found,
@@ -619,11 +637,14 @@ class Subscription:
             if seqs:
                 todo[p] = seqs
         n = sum(len(v) for v in todo.values())
+        st = self._state
+        now = time.monotonic()
         if todo:
             self.registry.record_many(self.name, todo, Outcome.ACK)
             self.metrics.inc(SOURCE_ACKED, n, subscriber=self.name)
-        st = self._state
-        now = time.monotonic()
+            if now - st.last_touch >= RECORD_PERIOD_S:  # its record: last acknowledged
+                st.last_touch = now
+                records.touch(self.store.root, self.store.io, self.name)
         deleted = 0
         if todo or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
             st.last_retention = now

@@ -24,6 +24,10 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
       "subscribers": [{
         "name": str,
         "lag_segments": int, "lag_bytes": int, "lag_seconds": float|null,
+        "registered_ns": int|null, "last_ack_ns": int|null,   # from its record (§8.10)
+        "live": bool,                  # a query or consumer holds it now
+        "idle_seconds": float|null,    # since the last ack (or registration)
+        "pinning_idle": bool,          # not live, idle >= 1h, and holding unread bytes
         "partitions": [{"partition": str, "hwm": int, "gaps": int,
                         "lag_segments": int, "lag_bytes": int,
                         "lag_seconds": float|null}]
@@ -53,6 +57,7 @@ from ..errors import CorruptionError
 from ..policy import POLICY_OPTIONS
 from ..segment import SegmentMeta
 from ..store import QuiverStore
+from ..subscribers import SubscriberRegistry, records
 from ..wal import list_wal_files
 from .common import (
     EXIT_TROUBLE,
@@ -111,7 +116,7 @@ def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, A
     if registry is not None:
         try:
             for name in sorted(registry.subscribers()):
-                subscribers.append(_subscriber_row(registry, name, metas, now_ns))
+                subscribers.append(_subscriber_row(registry, name, metas, now_ns, store))
         finally:
             registry.close()
 
@@ -189,8 +194,16 @@ def _partition_row(
     }
 
 
+IDLE_WARNING_S = 3600.0
+"""A subscriber that pins bytes and has not acknowledged for this long is warned about."""
+
+
 def _subscriber_row(
-    registry: Any, name: str, metas: dict[str, list[SegmentMeta]], now_ns: int
+    registry: SubscriberRegistry,
+    name: str,
+    metas: dict[str, list[SegmentMeta]],
+    now_ns: int,
+    store: QuiverStore | None = None,
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for pid in sorted(metas):
@@ -208,12 +221,24 @@ def _subscriber_row(
                 "lag_seconds": max(0.0, (now_ns - oldest) / 1e9) if oldest is not None else 0.0,
             }
         )
+    rec = records.read_record(store.root, store.io, name) if store is not None else None
+    last = rec.last_ack_ns if rec is not None else None
+    live = records.is_live(store.root, name) if store is not None else False
+    idle_s = (now_ns - rec.last_active_ns) / 1e9 if rec is not None else None
+    lag_bytes = sum(r["lag_bytes"] for r in rows)
     return {
         "name": name,
         "lag_segments": sum(r["lag_segments"] for r in rows),
-        "lag_bytes": sum(r["lag_bytes"] for r in rows),
+        "lag_bytes": lag_bytes,
         "lag_seconds": max((r["lag_seconds"] for r in rows), default=0.0),
         "partitions": rows,
+        "registered_ns": rec.created_ns if rec is not None else None,
+        "last_ack_ns": last,
+        "live": live,
+        "idle_seconds": idle_s,
+        "pinning_idle": bool(
+            not live and lag_bytes and idle_s is not None and idle_s >= IDLE_WARNING_S
+        ),
     }
 
 
@@ -280,6 +305,18 @@ def render_status(doc: dict[str, Any]) -> str:
             srows.append([s["name"], "-", "-", "-", 0, human_bytes(0), "-"])
     sheaders = ["SUBSCRIBER", "PARTITION", "HWM", "GAPS", "LAG SEGS", "LAG BYTES", "LAG TIME"]
     out.append(render_table(sheaders, srows) if srows else "  (none)")
+    for s in doc["subscribers"]:
+        out.append(
+            f"  {s['name']}: {'live' if s['live'] else 'not running'}, last acknowledged "
+            f"{human_time(s['last_ack_ns'], now) if s['last_ack_ns'] else 'never'}"
+        )
+        if s["pinning_idle"]:
+            out.append(
+                f"  WARNING: subscriber {s['name']} has not acknowledged for "
+                f"{human_seconds(s['idle_seconds'])} and pins {human_bytes(s['lag_bytes'])}; "
+                f"remove it (quiver subscribers PATH remove {s['name']}) or set the store "
+                "policy subscriber.expire_after (quiver config PATH set ...)"
+            )
     t = doc["totals"]
     out.append("")
     total = (

@@ -28,6 +28,7 @@ from .. import format as fmt
 from ..config import validate_name
 from ..errors import ConfigError, QuiverError, SubscriberError
 from ..store import QuiverStore
+from ..subscribers import records
 from .common import (
     EXIT_TROUBLE,
     CliError,
@@ -130,12 +131,21 @@ def _list(store: QuiverStore, args: StoreArgs) -> None:
     for s in subs:
         marks = ", ".join(f"{r['partition']}:{r['hwm']}" for r in s["partitions"]) or "-"
         gaps = sum(r["gaps"] for r in s["partitions"])
+        last = human_seconds(s["idle_seconds"]) + " ago" if s["last_ack_ns"] else "never"
         rows.append(
             [s["name"], marks, gaps, s["lag_segments"], human_bytes(s["lag_bytes"]),
-             human_seconds(s["lag_seconds"])]
+             human_seconds(s["lag_seconds"]), last, "yes" if s["live"] else "no"]
         )  # fmt: skip
-    headers = ["SUBSCRIBER", "HWM (partition:seq)", "GAPS", "LAG SEGS", "LAG BYTES", "LAG TIME"]
+    headers = ["SUBSCRIBER", "HWM (partition:seq)", "GAPS", "LAG SEGS", "LAG BYTES", "LAG TIME",
+               "LAST ACK", "LIVE"]  # fmt: skip
     click.echo(render_table(headers, rows))
+    for s in subs:
+        if s["pinning_idle"]:
+            click.echo(
+                f"WARNING: {s['name']} has not acknowledged for {human_seconds(s['idle_seconds'])}"
+                f" and pins {human_bytes(s['lag_bytes'])}; `quiver subscribers {args.path} "
+                f"remove {s['name']}` releases it (or set subscriber.expire_after)"
+            )
 
 
 def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
@@ -144,11 +154,14 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
     # from the listing alone: a damaged .meta elsewhere must not stop a registration
     retained = {p: store.segment_location.published_seqs(p) for p in store.partitions()}
     registry = open_registry(store, create=True)
+    assert registry is not None
     try:
         registry.register(name, start=StartPosition(start), retained=retained)
         marks = {p: registry.hwm(name, p) for p in sorted(retained)}
     finally:
         registry.close()
+    # a fresh record: adding an expired name starts it over
+    records.write_record(store.root, store.io, records.SubscriptionRecord(name, time.time_ns()))
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "action": "added", "name": name,
                    "start": start, "marks": marks})  # fmt: skip
@@ -159,12 +172,15 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
 
 def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:
     registry = open_registry(store)
+    rec = records.read_record(store.root, store.io, name) if registry is not None else None
     if registry is None:
         raise SubscriberError(f"unknown subscriber {name!r}; registered: []")
     try:
-        registry.deregister(name)
+        if rec is None or rec.expired_ns is None or name in registry.subscribers():
+            registry.deregister(name)
     finally:
         registry.close()
+    records.remove_record(store.root, store.io, name)
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "action": "removed", "name": name})
     else:

@@ -1,0 +1,140 @@
+"""Subscription records: each subscriber's visible life (ARCHITECTURE.md §8.10).
+
+``<root>/subscribers/records/<name>.sub`` (a §6 frame, magic ``QSUB``) says when a
+subscriber was registered, when it last acknowledged, and whether the store expired
+it (policy ``subscriber.expire_after``). The ack log stays the truth of progress; a
+record adds what an operator needs to see an idle subscriber pinning bytes, and the
+tombstone that makes a later query under an expired name fail clearly instead of
+silently starting over.
+
+Each record is written by one party at a time: created exclusively at registration,
+replaced by the subscriber's live consumer (which holds the subscriber's lock) or by
+the retention pass that expires it (under the ack log's exclusive lock). On an object
+store the same body maps to a create-if-absent and a conditional replace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .. import format as fmt
+from ..config import validate_name
+from ..errors import CorruptionError
+from ..fs import FileIO, partition_locked
+
+RECORDS_DIR = "records"
+RECORD_SUFFIX = ".sub"
+MAGIC_SUBSCRIPTION = b"QSUB"
+READERS_DIR = "readers"
+
+
+@dataclass(frozen=True)
+class SubscriptionRecord:
+    """One subscriber's life: registered, last acknowledged, expired."""
+
+    name: str
+    created_ns: int
+    last_ack_ns: int | None = None
+    expired_ns: int | None = None
+    expired_after_s: float | None = None
+
+    @property
+    def last_active_ns(self) -> int:
+        """The last acknowledgement, or the registration when there was none."""
+        return self.last_ack_ns if self.last_ack_ns is not None else self.created_ns
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "created_ns": self.created_ns,
+            "last_ack_ns": self.last_ack_ns,
+            "expired_ns": self.expired_ns,
+            "expired_after_s": self.expired_after_s,
+        }
+
+    @classmethod
+    def from_body(cls, path: str, body: dict[str, Any]) -> SubscriptionRecord:
+        try:
+            return cls(
+                name=str(body["name"]),
+                created_ns=int(body["created_ns"]),
+                last_ack_ns=None if body.get("last_ack_ns") is None else int(body["last_ack_ns"]),
+                expired_ns=None if body.get("expired_ns") is None else int(body["expired_ns"]),
+                expired_after_s=(
+                    None if body.get("expired_after_s") is None else float(body["expired_after_s"])
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptionError(path, fmt.FRAME_SIZE, f"invalid subscription record: {e}") from e
+
+
+def records_dir(root: str) -> str:
+    return os.path.join(root, fmt.SUBSCRIBERS_DIR, RECORDS_DIR)
+
+
+def record_path(root: str, name: str) -> str:
+    return os.path.join(records_dir(root), validate_name("subscriber", name) + RECORD_SUFFIX)
+
+
+def read_record(root: str, io: FileIO, name: str) -> SubscriptionRecord | None:
+    path = record_path(root, name)
+    try:
+        raw = io.read_file(path)
+    except FileNotFoundError:
+        return None
+    return SubscriptionRecord.from_body(path, fmt.decode_frame(path, MAGIC_SUBSCRIPTION, raw))
+
+
+def list_records(root: str, io: FileIO) -> dict[str, SubscriptionRecord]:
+    """Every readable record by name (a damaged one is skipped: records are advisory
+    for everything but expiry, which then simply does not happen for that name)."""
+    out: dict[str, SubscriptionRecord] = {}
+    for entry in io.listdir(records_dir(root)):
+        if not entry.endswith(RECORD_SUFFIX):
+            continue
+        try:
+            rec = read_record(root, io, entry[: -len(RECORD_SUFFIX)])
+        except (CorruptionError, ValueError):
+            continue
+        if rec is not None:
+            out[rec.name] = rec
+    return out
+
+
+def create_record(root: str, io: FileIO, name: str, now_ns: int | None = None) -> bool:
+    """Record a new registration; False if a record exists (it is left as it is)."""
+    io.mkdir(records_dir(root))
+    rec = SubscriptionRecord(name, time.time_ns() if now_ns is None else now_ns)
+    body = fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
+    return io.create_exclusive(record_path(root, name), body)
+
+
+def write_record(root: str, io: FileIO, rec: SubscriptionRecord) -> None:
+    io.mkdir(records_dir(root))
+    io.atomic_write(
+        record_path(root, rec.name), fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
+    )
+
+
+def touch(root: str, io: FileIO, name: str, now_ns: int | None = None) -> SubscriptionRecord:
+    """Note an acknowledgement by ``name``'s live consumer."""
+    now = time.time_ns() if now_ns is None else now_ns
+    rec = read_record(root, io, name) or SubscriptionRecord(name, now)
+    rec = dataclasses.replace(rec, last_ack_ns=now)
+    write_record(root, io, rec)
+    return rec
+
+
+def remove_record(root: str, io: FileIO, name: str) -> None:
+    path = record_path(root, name)
+    if io.exists(path):
+        io.durable_unlink([path])
+
+
+def is_live(root: str, name: str) -> bool:
+    """True while a consumer holds ``name``'s one-live-consumer lock."""
+    return partition_locked(os.path.join(root, READERS_DIR, f"{name}.lock"))
