@@ -258,7 +258,8 @@ def test_failed_or_partial_segment_upload_to_s3_is_never_published(
         store.flush()
         appended += range(first, first + 50)
         assert store.writer is not None
-        fs = store.segment_location._b.fs  # type: ignore[union-attr]
+        fs = store.segment_location.remote_fs
+        assert fs is not None
         with FaultyRequests(fs, fail_at, partial) as fault:
             try:
                 store.finalize()

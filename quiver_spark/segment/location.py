@@ -78,6 +78,17 @@ class DamagedSegment:
 
 
 @dataclass(frozen=True)
+class SegmentListing:
+    """The segment files of one partition directory, from one listing (nothing is read)."""
+
+    published: list[int]
+    """Seqs with a ``.meta`` (visible), sorted."""
+    unpublished: list[int]
+    """Seqs with an ``.arrow`` and no ``.meta`` (an interrupted finalize or delete,
+    which :meth:`SegmentLocation.cleanup` removes), sorted."""
+
+
+@dataclass(frozen=True)
 class SegmentSurvey:
     """The published segments of one partition: readable metadata and damaged ones."""
 
@@ -288,6 +299,11 @@ class SegmentLocation:
     def __repr__(self) -> str:
         return f"SegmentLocation({self.url!r})"
 
+    @property
+    def remote_fs(self) -> fsspec.AbstractFileSystem | None:
+        """The fsspec filesystem of a remote location (None when local)."""
+        return self._b.fs if isinstance(self._b, _Remote) else None
+
     def _paths(self, partition: str, seq: int) -> tuple[str, str]:
         validate_name("partition", partition)
         d = self._b.join(partition)
@@ -417,9 +433,19 @@ class SegmentLocation:
     def published_seqs(self, partition: str) -> list[int]:
         """Seqs of the published segments of ``partition``, sorted, from one listing
         (no ``.meta`` is read or verified)."""
+        return self.listing(partition).published
+
+    def listing(self, partition: str) -> SegmentListing:
+        """Published and unpublished segment seqs of ``partition`` from one listing."""
         validate_name("partition", partition)
         entries = self._b.entries(self._b.join(partition))
-        return sorted(s for n in entries if (s := parse_seq(n, META_SUFFIX)))
+        published = sorted(s for n in entries if (s := parse_seq(n, META_SUFFIX)))
+        arrows = {s for n in entries if (s := parse_seq(n, SEGMENT_SUFFIX))}
+        return SegmentListing(published, sorted(arrows - set(published)))
+
+    def data_path(self, partition: str, seq: int) -> str:
+        """Where segment ``seq``'s ``.arrow`` is (or would be), as messages show it."""
+        return self._b.display(self._paths(partition, seq)[0])
 
     def quarantined(self, partition: str) -> dict[int, str]:
         """Seqs of ``partition`` with a file in ``quarantine/``, each mapped to the file

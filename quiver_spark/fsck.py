@@ -1,0 +1,403 @@
+"""Verify every checksum of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
+
+Checked, in order: the STORE descriptor; per partition its STATE and every WAL file
+(scanned read-only through a memory map: a torn tail is reported, never cut — the
+next writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
+(size, CRC-32C, Arrow footer, schema, every batch decodable); every transaction
+commit record; the subscriber registry (ack logs and checkpoints, through the
+registry's own verification). With ``quarantine`` each corrupt segment is moved to
+``<segments>/<pid>/quarantine/`` (the partition's writer lock is taken for it; a
+partition with a live writer is skipped and says so).
+
+A problem is damage; a warning (a torn WAL tail, an unpublished segment file, an
+unreadable advisory heartbeat) is what a crash leaves and recovery repairs.
+:func:`check_store` returns an :class:`FsckReport`; ``quiver fsck`` only renders it.
+
+``Finding.kind`` is one of ``store``, ``state``, ``wal``, ``wal_torn_tail``,
+``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``, ``commit``,
+``subscribers``; ``action`` is ``"quarantined to <path>"`` or
+``"not quarantined: <why>"`` when quarantining acted on the finding.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import format as fmt
+from .config import NAME_RE
+from .errors import CorruptionError, LockedError, QuiverError, SegmentMissingError
+from .fs import PartitionLock
+from .segment import SegmentMeta
+from .store import QuiverStore
+from .wal import list_wal_files, scan_wal_file
+
+log = logging.getLogger(__name__)
+
+CHECKED_KEYS = (
+    "store", "states", "wal_files", "wal_records", "wal_bytes", "segments", "segment_bytes",
+    "commits", "subscriber_files",
+)  # fmt: skip
+"""What :attr:`FsckReport.checked` counts."""
+
+
+@dataclass
+class Finding:
+    """One problem or warning, located by file and (where known) byte offset."""
+
+    kind: str
+    file: str
+    reason: str
+    offset: int | None = None
+    partition: str | None = None
+    seq: int | None = None
+    action: str | None = None
+
+    def line(self) -> str:
+        where = self.file if self.offset is None else f"{self.file}:{self.offset}"
+        text = f"{self.kind}: {where}: {self.reason}"
+        return f"{text} [{self.action}]" if self.action else text
+
+
+@dataclass
+class FsckReport:
+    """What :class:`StoreChecker` found."""
+
+    path: str
+    problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    checked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECKED_KEYS, 0))
+    quarantined: int = 0
+
+    def healthy(self, strict: bool = False) -> bool:
+        """No problem found (and, with ``strict``, no warning either)."""
+        return not self.problems and not (strict and self.warnings)
+
+
+Task = tuple[int, Callable[[], None]]
+"""A unit of verification: its weight for the progress bar (bytes) and the work."""
+
+
+class StoreChecker:
+    """Plans and runs the verification of one store (read-only unless quarantining)."""
+
+    def __init__(self, store: QuiverStore, *, quarantine: bool = False) -> None:
+        self.store = store
+        self.quarantine = quarantine
+        self.report = FsckReport(store.root)
+        self._wal_last_seq: dict[str, tuple[int, int | None]] = {}
+
+    # -- planning ---------------------------------------------------------------------
+    def plan(self) -> list[Task]:
+        """Every check as a weighted task; listing errors become findings at once."""
+        tasks: list[Task] = [(1, self._check_store_file)]
+        for pid in self._wal_partitions():
+            tasks.extend(self._plan_partition(pid))
+        for pid in self._segment_partitions():
+            tasks.extend(self._plan_segments(pid))
+        tasks.extend(self._plan_commits())
+        tasks.extend(self._plan_subscribers())
+        return tasks
+
+    def run(self, tasks: list[Task], progress: Callable[[int], None] | None = None) -> FsckReport:
+        """Run ``tasks`` in order, calling ``progress(weight)`` after each."""
+        for weight, work in tasks:
+            work()
+            if progress is not None:
+                progress(weight)
+        return self.report
+
+    def _wal_partitions(self) -> list[str]:
+        root = self.store.wal_root
+        return [
+            p
+            for p in self.store.io.listdir(root)
+            if NAME_RE.fullmatch(p) and os.path.isdir(os.path.join(root, p))
+        ]
+
+    def _segment_partitions(self) -> list[str]:
+        try:
+            return self.store.partitions()
+        except (OSError, QuiverError) as e:
+            self._problem("segment", self.store.segments_url, f"cannot list partitions: {e}")
+            return []
+
+    # -- findings -----------------------------------------------------------------------
+    def _problem(self, kind: str, file: str, reason: str, **kw: Any) -> Finding:
+        f = Finding(kind, file, reason, **kw)
+        self.report.problems.append(f)
+        return f
+
+    def _warning(self, kind: str, file: str, reason: str, **kw: Any) -> None:
+        self.report.warnings.append(Finding(kind, file, reason, **kw))
+
+    def _corruption(self, kind: str, e: CorruptionError, **kw: Any) -> Finding:
+        return self._problem(kind, e.path, e.reason, offset=e.offset, **kw)
+
+    # -- STORE ----------------------------------------------------------------------------
+    def _check_store_file(self) -> None:
+        path = os.path.join(self.store.root, fmt.STORE_FILE)
+        try:
+            body = fmt.decode_frame(path, fmt.MAGIC_STORE, self.store.io.read_file(path))
+            for key in ("format", "uuid"):
+                if key not in body:
+                    raise CorruptionError(path, fmt.FRAME_SIZE, f"STORE lacks {key!r}")
+        except CorruptionError as e:
+            self._corruption("store", e)
+        except FileNotFoundError:
+            self._problem("store", path, "missing")
+        self.report.checked["store"] += 1
+
+    # -- partitions: STATE, HEARTBEAT, WAL -------------------------------------------------------
+    def _plan_partition(self, pid: str) -> list[Task]:
+        pdir = os.path.join(self.store.wal_root, pid)
+        tasks: list[Task] = [(1, lambda: self._check_state(pid, pdir))]
+        infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), self.store.io)
+        for i, info in enumerate(infos):
+            last = i == len(infos) - 1
+            tasks.append((max(1, info.size), self._wal_task(pid, info.path, last)))
+        if len(infos) > 1:
+            tasks.append((1, lambda: self._check_wal_continuity(pid, [f.path for f in infos])))
+        return tasks
+
+    def _check_state(self, pid: str, pdir: str) -> None:
+        io = self.store.io
+        state = os.path.join(pdir, fmt.STATE_FILE)
+        try:
+            body = fmt.decode_frame(state, fmt.MAGIC_STATE, io.read_file(state))
+            for key in ("next_seq", "covered"):
+                if key not in body:
+                    raise CorruptionError(state, fmt.FRAME_SIZE, f"STATE lacks {key!r}")
+            self.report.checked["states"] += 1
+        except FileNotFoundError:
+            pass  # a partition that never finalized has no STATE
+        except CorruptionError as e:
+            self._corruption("state", e, partition=pid)
+            self.report.checked["states"] += 1
+        beat = os.path.join(pdir, fmt.HEARTBEAT_FILE)
+        try:
+            fmt.decode_frame(beat, fmt.MAGIC_HEARTBEAT, io.read_file(beat))
+        except FileNotFoundError:
+            pass
+        except CorruptionError as e:
+            self._warning(
+                "heartbeat", e.path, f"{e.reason} (advisory file, rewritten by the writer)",
+                offset=e.offset, partition=pid,
+            )  # fmt: skip
+
+    def _wal_task(self, pid: str, path: str, last: bool) -> Callable[[], None]:
+        def work() -> None:
+            try:
+                scan = scan_wal_file(path, last=last, salvage=True, io=self.store.io)
+            except FileNotFoundError:
+                return  # truncated away by a live writer after it finalized
+            except CorruptionError as e:
+                self._corruption("wal", e, partition=pid)
+                return
+            self.report.checked["wal_files"] += 1
+            self.report.checked["wal_records"] += len(scan.records)
+            self.report.checked["wal_bytes"] += scan.valid_bytes + scan.torn_bytes
+            for offset, reason in scan.skipped:
+                self._problem("wal", path, reason, offset=offset, partition=pid)
+            if scan.torn_bytes:
+                self._warning(
+                    "wal_torn_tail",
+                    path,
+                    f"torn tail of {scan.torn_bytes} bytes after the last whole record "
+                    "(left in place; the partition's next writer cuts it on open)",
+                    offset=scan.valid_bytes,
+                    partition=pid,
+                )
+            self._wal_last_seq[path] = (
+                scan.first_seq, scan.records[-1].seq if scan.records else None
+            )  # fmt: skip
+
+        return work
+
+    def _check_wal_continuity(self, pid: str, paths: list[str]) -> None:
+        expected: int | None = None
+        for path in paths:
+            seen = self._wal_last_seq.get(path)
+            if seen is None:
+                expected = None
+                continue
+            first, last = seen
+            if expected is not None and first != expected:
+                self._problem(
+                    "wal", path, f"wal files not contiguous: expected first seq {expected}, "
+                    f"found {first}", offset=0, partition=pid,
+                )  # fmt: skip
+            expected = last + 1 if last is not None else first
+
+    # -- segments ---------------------------------------------------------------------------
+    def _plan_segments(self, pid: str) -> list[Task]:
+        loc = self.store.segment_location
+        listing = loc.listing(pid)
+        for seq in listing.unpublished:
+            self._warning(
+                "segment_orphan", loc.data_path(pid, seq),
+                "segment file without metadata: never published (recovery removes it)",
+                partition=pid, seq=seq,
+            )  # fmt: skip
+        tasks: list[Task] = []
+        for seq in listing.published:
+            try:
+                meta = loc.read_meta(pid, seq)
+            except SegmentMissingError:
+                continue  # deleted by retention since the listing
+            except CorruptionError as e:
+                f = self._corruption("segment_meta", e, partition=pid, seq=seq)
+                tasks.append((1, lambda f=f: self._maybe_quarantine(f)))  # type: ignore[misc]
+                self.report.checked["segments"] += 1
+                continue
+            tasks.append((max(1, meta.size_bytes), self._segment_task(meta)))
+        return tasks
+
+    def _segment_task(self, meta: SegmentMeta) -> Callable[[], None]:
+        def work() -> None:
+            self.report.checked["segments"] += 1
+            self.report.checked["segment_bytes"] += meta.size_bytes
+            loc = self.store.segment_location
+            try:
+                with loc.open(meta, verify=True) as reader:
+                    for i in range(reader.num_batches):
+                        reader.read_batch(i).validate(full=True)
+            except SegmentMissingError as e:
+                if not loc.is_published(meta.partition, meta.seq):
+                    return  # deleted by retention while we checked
+                f = self._problem(
+                    "segment", self._arrow_path(meta), f"published but {e}",
+                    partition=meta.partition, seq=meta.seq,
+                )  # fmt: skip
+                self._maybe_quarantine(f)
+            except CorruptionError as e:
+                f = self._corruption("segment", e, partition=meta.partition, seq=meta.seq)
+                self._maybe_quarantine(f)
+            except Exception as e:  # an Arrow validation error on a checksummed file
+                f = self._problem(
+                    "segment", self._arrow_path(meta), f"invalid Arrow data: {e}",
+                    partition=meta.partition, seq=meta.seq,
+                )  # fmt: skip
+                self._maybe_quarantine(f)
+
+        return work
+
+    def _arrow_path(self, meta: SegmentMeta) -> str:
+        return self.store.segment_location.data_path(meta.partition, meta.seq)
+
+    def _maybe_quarantine(self, f: Finding) -> None:
+        if not self.quarantine or f.partition is None or f.seq is None:
+            return
+        lock_path = os.path.join(self.store.wal_root, f.partition, fmt.LOCK_FILE)
+        lock: PartitionLock | None = None
+        try:
+            if os.path.isdir(os.path.dirname(lock_path)):
+                lock = PartitionLock.acquire(lock_path, purpose="quiver fsck --quarantine")
+            moved = self.store.segment_location.quarantine(f.partition, f.seq, f.line())
+        except LockedError as e:
+            f.action = f"not quarantined: {e}"
+            return
+        except (OSError, QuiverError) as e:
+            f.action = f"not quarantined: {e}"
+            return
+        finally:
+            if lock is not None:
+                lock.release()
+        f.action = f"quarantined to {moved}"
+        self.report.quarantined += 1
+
+    # -- commits ----------------------------------------------------------------------------
+    def _plan_commits(self) -> list[Task]:
+        io = self.store.io
+        cdir = os.path.join(self.store.root, fmt.COMMITS_DIR)
+        tasks: list[Task] = []
+        for app in io.listdir(cdir):
+            for name in io.listdir(os.path.join(cdir, app)):
+                if name.endswith(".commit"):
+                    path = os.path.join(cdir, app, name)
+                    tasks.append((1, lambda path=path: self._check_commit(path)))  # type: ignore[misc]
+        return tasks
+
+    def _check_commit(self, path: str) -> None:
+        self.report.checked["commits"] += 1
+        try:
+            body = fmt.decode_frame(path, fmt.MAGIC_COMMIT, self.store.io.read_file(path))
+            if "winners" not in body:
+                raise CorruptionError(path, fmt.FRAME_SIZE, "commit record lacks 'winners'")
+        except FileNotFoundError:
+            return
+        except CorruptionError as e:
+            self._corruption("commit", e)
+
+    # -- subscribers --------------------------------------------------------------------------
+    def _plan_subscribers(self) -> list[Task]:
+        sdir = os.path.join(self.store.root, fmt.SUBSCRIBERS_DIR)
+        if not os.path.isdir(sdir):
+            return []
+        from .subscribers import log as acklog
+
+        tasks: list[Task] = [(1, lambda: self._check_checkpoint(sdir))]
+        for gen in acklog.list_generations(self.store.io, sdir):
+            path = os.path.join(sdir, acklog.log_file_name(gen))
+            size = os.path.getsize(path) if os.path.exists(path) else 1
+            tasks.append((max(1, size), lambda path=path: self._check_ack_log(path)))  # type: ignore[misc]
+        return tasks
+
+    def _check_checkpoint(self, sdir: str) -> None:
+        from .subscribers.registry import CHECKPOINT_NAME
+        from .subscribers.state import RegistryState
+
+        path = os.path.join(sdir, CHECKPOINT_NAME)
+        try:
+            body = fmt.decode_frame(path, fmt.MAGIC_CHECKPOINT, self.store.io.read_file(path))
+            RegistryState.from_body(path, body)
+        except FileNotFoundError:
+            return
+        except CorruptionError as e:
+            self._corruption("subscribers", e)
+        self.report.checked["subscriber_files"] += 1
+
+    def _check_ack_log(self, path: str) -> None:
+        """Verify one ack log read-only: header, every record's chained CRC, decoding."""
+        from .subscribers import log as acklog
+
+        io = self.store.io
+        try:
+            cursor = acklog.open_cursor(io, path)
+            tail = acklog.read_tail(io, path, cursor, salvage=True)
+            acklog.decode_records(tail.data)
+        except FileNotFoundError:
+            return  # compacted away by a checkpoint while we checked
+        except CorruptionError as e:
+            self._corruption("subscribers", e)
+            return
+        self.report.checked["subscriber_files"] += 1
+        for off in tail.skipped:
+            self._problem(
+                "subscribers", path, "ack record crc mismatch or unknown kind", offset=off
+            )
+        if tail.torn_bytes:
+            self._warning(
+                "subscribers", path,
+                f"torn tail of {tail.torn_bytes} bytes (left in place; the registry's next "
+                "writer cuts it)", offset=tail.torn_offset,
+            )  # fmt: skip
+
+
+def check_store(
+    store: QuiverStore,
+    *,
+    quarantine: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> FsckReport:
+    """Verify every file of ``store`` (see the module docstring) and report what was found.
+
+    ``progress(weight)`` is called after each unit of work; the weights (mostly bytes)
+    sum to that of :meth:`StoreChecker.plan`. With ``quarantine`` corrupt segments are
+    moved aside; nothing else is ever changed.
+    """
+    checker = StoreChecker(store, quarantine=quarantine)
+    return checker.run(checker.plan(), progress)
