@@ -38,6 +38,27 @@ class StoreNotFoundError(QuiverError, FileNotFoundError):
     """Raised when a path that should hold a Quiver store does not."""
 
 
+class PolicyConflictError(ConfigError):
+    """Raised when an explicit option contradicts the store's recorded policy, or a
+    policy change lost the race with another one."""
+
+    def __init__(self, option: str, value: object, allowed: str) -> None:
+        super().__init__(option, value, allowed)
+        self.args = (f"option {option}={value} contradicts {allowed}",)
+
+
+class SchemaUnavailableError(QuiverError, ValueError):
+    """Raised when a store has no schema yet and the query gave none."""
+
+
+class ReadSchemaError(QuiverError, ValueError):
+    """Raised at query start when a read schema names a column the store lacks."""
+
+
+class OffsetFormatError(QuiverError, ValueError):
+    """Raised when a checkpointed offset is not a valid Quiver source offset."""
+
+
 class StoreClosedError(QuiverError):
     """Raised when a closed store or writer is used."""
 
@@ -130,6 +151,18 @@ class UnknownSegmentError(QuiverError, KeyError):
 
 class SubscriberError(QuiverError, ValueError):
     """Raised for subscriber misuse: unknown id, duplicate registration, live duplicate."""
+
+
+class SegmentExistsError(QuiverError, FileExistsError):
+    """Raised when a write names a segment seq that is already published.
+
+    Writing it again would be sequence reuse; a retry of the very same bytes is
+    accepted instead (see :meth:`SegmentLocation.write`).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"segment {path} is already published with different content")
 
 
 class SegmentMissingError(QuiverError):

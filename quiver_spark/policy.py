@@ -23,6 +23,7 @@ from typing import Any
 from . import format as fmt
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
 from .errors import ConfigError, CorruptionError
+from .errors import PolicyConflictError as PolicyConflictError  # re-exported: errors.py
 from .fs import FileIO, file_lock
 
 POLICY_FILE = fmt.POLICY_FILE
@@ -38,15 +39,6 @@ RETENTION_FIELDS: dict[str, str] = {
 }
 EXPIRE_AFTER = "subscriber.expire_after"
 POLICY_OPTIONS = (*RETENTION_FIELDS, EXPIRE_AFTER)
-
-
-class PolicyConflictError(ConfigError):
-    """Raised when an explicit option contradicts the store's recorded policy, or a
-    policy change lost the race with another one."""
-
-    def __init__(self, option: str, value: object, allowed: str) -> None:
-        super().__init__(option, value, allowed)
-        self.args = (f"option {option}={value} contradicts {allowed}",)
 
 
 @dataclass(frozen=True)

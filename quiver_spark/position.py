@@ -33,13 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import NAME_RE
-from .errors import QuiverError
+from .errors import OffsetFormatError as OffsetFormatError  # re-exported: defined in errors.py
 
 OFFSET_VERSION = 1
-
-
-class OffsetFormatError(QuiverError, ValueError):
-    """Raised when a checkpointed offset is not a valid Quiver source offset."""
 
 
 @dataclass(frozen=True)

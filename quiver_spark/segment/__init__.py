@@ -3,10 +3,10 @@
 The store talks to :class:`SegmentLocation`; everything else here is its parts.
 """
 
+from ..errors import SegmentExistsError
 from .location import CleanupReport, SegmentLocation
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader
-from .writer import SegmentExistsError
 
 __all__ = [
     "CleanupReport",

@@ -25,14 +25,13 @@ import fsspec
 import pyarrow as pa
 
 from ..config import NAME_RE, validate_name
-from ..errors import CorruptionError, SegmentMissingError
+from ..errors import CorruptionError, SegmentExistsError, SegmentMissingError
 from ..format import META_SUFFIX, SEGMENT_SUFFIX, TMP_SUFFIX, meta_file_name, parse_seq
 from ..format import segment_file_name as arrow_file_name
 from ..fs import DEFAULT_IO, FileIO
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader, open_verified
 from .writer import (
-    SegmentExistsError,
     Serialized,
     coalesce,
     event_time_range,

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from ..errors import ConfigError, QuiverError, SchemaMismatchError
+from ..errors import ConfigError, SchemaMismatchError
+from ..errors import SegmentExistsError as SegmentExistsError  # re-exported: errors.py
 from ..format import checksum
 
 log = logging.getLogger(__name__)
@@ -26,18 +27,6 @@ COMPRESSIONS = (None, "lz4", "zstd")
 
 _SMALL_WRITE = 64 * 1024
 _FLUSH_AT = 1024 * 1024
-
-
-class SegmentExistsError(QuiverError, FileExistsError):
-    """Raised when a write names a segment seq that is already published.
-
-    Writing it again would be sequence reuse; a retry of the very same bytes is
-    accepted instead (see :meth:`SegmentLocation.write`).
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        super().__init__(f"segment {path} is already published with different content")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ The JSON format is specified in :mod:`quiver_spark.position` and ARCHITECTURE.md
 
 from __future__ import annotations
 
-from ..position import OFFSET_VERSION, OffsetFormatError, Position
+from ..errors import OffsetFormatError
+from ..position import OFFSET_VERSION, Position
 
 QuiverOffset = Position
 

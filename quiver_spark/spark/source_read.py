@@ -26,6 +26,8 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from ..errors import ConfigError, CorruptionError, DataLossError, QuiverError, SegmentMissingError
+from ..errors import ReadSchemaError as ReadSchemaError  # re-exported: defined in errors.py
+from ..errors import SchemaUnavailableError as SchemaUnavailableError
 from ..missing import MissingSegment
 from ..segment import SegmentLocation, SegmentMeta
 from ..subscription import LostLog, classify_vanished, settle_missing
@@ -50,14 +52,6 @@ _UNSIGNED = {
     pa.uint32(): pa.int64(),
     pa.uint64(): pa.decimal128(20, 0),
 }
-
-
-class SchemaUnavailableError(QuiverError, ValueError):
-    """Raised when a store has no schema yet and the query gave none."""
-
-
-class ReadSchemaError(QuiverError, ValueError):
-    """Raised at query start when a read schema names a column the store lacks."""
 
 
 # -- schema ------------------------------------------------------------------------------
