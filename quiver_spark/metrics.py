@@ -1,51 +1,147 @@
-"""A tiny in-process registry of labelled counters and gauges (no dependency).
+"""Counters and gauges, exposed in the Prometheus text format through prometheus_client.
 
-Names follow the proposal (``quiver.gc.evictions_total{reason}``); the Prometheus
-text exposition replaces dots with underscores. :meth:`Metrics.write_prometheus_textfile`
-follows the node_exporter textfile-collector convention: write ``<path>.tmp``, fsync,
-rename over ``<path>`` (which should end in ``.prom``), fsync the directory.
+Every family is declared once in :data:`FAMILIES` with its type, help text, labels and
+*scope*, which decides which file carries it, so that no series appears in two files
+of a textfile collector's directory (ARCHITECTURE.md §8.9):
+
+- ``process``: what one process did (evictions by its retention passes, throttled
+  appends, a consumer's acknowledgements). Each process writes its own file
+  ``<root>/metrics/<instance>.prom`` (``writer-<partition>``, ``consumer-<subscriber>``,
+  ``gc``) and every series in it carries ``instance="<instance>"``; counters continue
+  from the file's previous values when the process restarts.
+- ``writer``: a live writer's own partition (WAL and open-segment bytes, throttle
+  state, heartbeat time), labelled ``partition``, in that writer's file.
+- ``store``: figures of the whole store (bytes per partition, subscriber lag, gap
+  sets, ack-log depth, damaged segments, liveness), computed once, by
+  ``quiver metrics PATH`` (:mod:`quiver_spark.cli.metrics`), never by a writer.
+
+Names are written with dots in code (``quiver.gc.evictions_total``) and underscores
+in the exposition.
 """
 
 from __future__ import annotations
 
-import re
+import os
 import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from .fs import DEFAULT_IO, FileIO
 
-GC_EVICTIONS = "quiver.gc.evictions_total"  # {reason: steady|time|size}
+GC_EVICTIONS = "quiver.gc.evictions_total"  # {reason}
 INGEST_THROTTLE = "quiver.ingest.throttle_total"
 SUBSCRIBER_DROPPED = "quiver.subscriber.dropped_segments_total"  # {subscriber}
 SEGMENT_DROPPED = "quiver.segment.dropped_total"
-CORE_BYTES = "quiver.core.bytes"  # {core_id}: WAL + segment bytes of one partition
-CORE_CAP_FRACTION = "quiver.core.cap_fraction"  # {core_id}
+SOURCE_ACKED = "quiver.source.acked_segments_total"  # {subscriber}
+SOURCE_DROPPED = "quiver.source.dropped_segments_total"  # {subscriber}
+SOURCE_LOST = "quiver.source.lost_segments_total"  # {subscriber, reason}
+PARTITION_BYTES = "quiver.partition.bytes"  # {partition}: WAL + segment bytes
+PARTITION_CAP_FRACTION = "quiver.partition.cap_fraction"  # {partition}
+PARTITION_SEGMENTS = "quiver.partition.segments"  # {partition}
+PARTITION_WRITER_LIVE = "quiver.partition.writer_live"  # {partition}
 STORE_BYTES = "quiver.store.bytes"
+STORE_SIZE_CAP = "quiver.store.size_cap_bytes"
 OPEN_SEGMENT_BYTES = "quiver.segment.open_bytes"  # {partition}
 WAL_BYTES = "quiver.wal.bytes"  # {partition}
+SEGMENT_DAMAGED = "quiver.segment.damaged"  # {partition}
 ACKLOG_DEPTH_RECORDS = "quiver.acklog.depth_records"
 ACKLOG_DEPTH_BYTES = "quiver.acklog.depth_bytes"
 GAP_SET_SIZE = "quiver.subscriber.gap_set_size"  # {subscriber, partition}
 LAG_SEGMENTS = "quiver.subscriber.lag_segments"  # {subscriber}
 LAG_BYTES = "quiver.subscriber.lag_bytes"  # {subscriber}
 LAG_SECONDS = "quiver.subscriber.lag_seconds"  # {subscriber}
-THROTTLED = "quiver.ingest.throttled"  # 1 while the size cap throttles intake
+SUBSCRIBER_LIVE = "quiver.subscriber.live"  # {subscriber}
+SUBSCRIBER_LAST_ACK = "quiver.subscriber.last_ack_timestamp_seconds"  # {subscriber}
+THROTTLED = "quiver.ingest.throttled"  # {partition}: 1 while the size cap throttles intake
+WRITER_HEARTBEAT = "quiver.writer.heartbeat_timestamp_seconds"  # {partition}
 
-COUNTERS = {GC_EVICTIONS, INGEST_THROTTLE, SUBSCRIBER_DROPPED, SEGMENT_DROPPED}
+PROCESS, WRITER, STORE = "process", "writer", "store"
+
+
+@dataclass(frozen=True)
+class Family:
+    kind: str  # "counter" | "gauge"
+    help: str
+    labels: tuple[str, ...]
+    scope: str
+
+
+FAMILIES: dict[str, Family] = {
+    GC_EVICTIONS: Family(
+        "counter", "Segments deleted by this process's retention passes, by the layer that "
+        "needed them (steady, time, size, drop)", ("reason",), PROCESS),
+    INGEST_THROTTLE: Family(
+        "counter", "Appends that waited for space under the size cap", (), PROCESS),
+    SUBSCRIBER_DROPPED: Family(
+        "counter", "Segments recorded dropped for a subscriber before it acknowledged them",
+        ("subscriber",), PROCESS),
+    SEGMENT_DROPPED: Family(
+        "counter", "Segments deleted before every subscriber acknowledged them", (), PROCESS),
+    SOURCE_ACKED: Family(
+        "counter", "Segments a consumer acknowledged", ("subscriber",), PROCESS),
+    SOURCE_DROPPED: Family(
+        "counter", "Planned segments a consumer skipped because retention had dropped them",
+        ("subscriber",), PROCESS),
+    SOURCE_LOST: Family(
+        "counter", "Planned segments a consumer found lost (quarantined, missing, corrupt)",
+        ("subscriber", "reason"), PROCESS),
+    WAL_BYTES: Family("gauge", "WAL bytes of the writer's partition", ("partition",), WRITER),
+    OPEN_SEGMENT_BYTES: Family(
+        "gauge", "Bytes in the writer's open (unsealed) segment", ("partition",), WRITER),
+    THROTTLED: Family(
+        "gauge", "1 while the size cap throttles this writer's appends", ("partition",), WRITER),
+    WRITER_HEARTBEAT: Family(
+        "gauge", "Unix time of the writer's last metrics update; a stale value means the "
+        "writer is gone (quiver metrics --prune-stale removes its file)", ("partition",), WRITER),
+    PARTITION_BYTES: Family(
+        "gauge", "WAL + segment bytes of a partition", ("partition",), STORE),
+    PARTITION_CAP_FRACTION: Family(
+        "gauge", "A partition's bytes over its fair share of the size cap", ("partition",), STORE),
+    PARTITION_SEGMENTS: Family("gauge", "Published segments of a partition", ("partition",), STORE),
+    PARTITION_WRITER_LIVE: Family(
+        "gauge", "1 when a writer holds the partition's lock", ("partition",), STORE),
+    STORE_BYTES: Family("gauge", "WAL + segment bytes of the whole store", (), STORE),
+    STORE_SIZE_CAP: Family("gauge", "The store's size cap (0: none)", (), STORE),
+    SEGMENT_DAMAGED: Family(
+        "gauge", "Segments whose .meta fails verification (kept for quiver fsck --quarantine)",
+        ("partition",), STORE),
+    ACKLOG_DEPTH_RECORDS: Family(
+        "gauge", "Ack-log records since the last checkpoint (replay cost)", (), STORE),
+    ACKLOG_DEPTH_BYTES: Family("gauge", "Ack-log bytes since the last checkpoint", (), STORE),
+    GAP_SET_SIZE: Family(
+        "gauge", "Segments acknowledged above a subscriber's high-water mark",
+        ("subscriber", "partition"), STORE),
+    LAG_SEGMENTS: Family(
+        "gauge", "Published segments a subscriber has not acknowledged", ("subscriber",), STORE),
+    LAG_BYTES: Family(
+        "gauge", "Bytes of the segments a subscriber has not acknowledged", ("subscriber",),
+        STORE),
+    LAG_SECONDS: Family(
+        "gauge", "Age of the oldest segment a subscriber has not acknowledged",
+        ("subscriber",), STORE),
+    SUBSCRIBER_LIVE: Family(
+        "gauge", "1 while a query or consumer holds the subscriber", ("subscriber",), STORE),
+    SUBSCRIBER_LAST_ACK: Family(
+        "gauge", "Unix time of the subscriber's last acknowledgement (0: never)",
+        ("subscriber",), STORE),
+}  # fmt: skip
+
+COUNTERS = {n for n, f in FAMILIES.items() if f.kind == "counter"}
 
 Labels = tuple[tuple[str, str], ...]
-_LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def prom_name(name: str) -> str:
+    return name.replace(".", "_")
 
 
 def _key(labels: dict[str, Any]) -> Labels:
-    for k in labels:
-        if not _LABEL_RE.fullmatch(k):
-            raise ValueError(f"invalid metric label name {k!r}")
     return tuple(sorted((k, str(v)) for k, v in labels.items()))
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 class Metrics:
@@ -103,19 +199,86 @@ class Metrics:
                     }
             return out
 
-    def to_prometheus(self) -> str:
-        """The text exposition format (version 0.0.4)."""
-        lines: list[str] = []
-        for name, entry in self.snapshot().items():
-            prom = name.replace(".", "_")
-            lines.append(f"# TYPE {prom} {entry['type']}")
-            for s in entry["series"]:
-                labels = ",".join(f'{k}="{_escape(v)}"' for k, v in s["labels"].items())
-                value = s["value"]
-                text = repr(float(value)) if not float(value).is_integer() else str(int(value))
-                lines.append(f"{prom}{{{labels}}} {text}" if labels else f"{prom} {text}")
-        return "\n".join(lines) + "\n"
+    # -- exposition ------------------------------------------------------------------------
+    def families(
+        self, scopes: Iterable[str], instance: str | None = None, partition: str | None = None
+    ) -> Iterator[Metric]:
+        """The declared families of ``scopes`` with their current series; ``process``
+        families get ``instance`` as a label; ``writer`` families keep only the series
+        of ``partition`` when it is given. Undeclared names are never exported."""
+        wanted = set(scopes)
+        snap = self.snapshot()
+        for name, fam in FAMILIES.items():
+            if fam.scope not in wanted:
+                continue
+            extra = ("instance",) if fam.scope == PROCESS and instance is not None else ()
+            labels = [*extra, *fam.labels]
+            cls = CounterMetricFamily if fam.kind == "counter" else GaugeMetricFamily
+            base = prom_name(name)
+            if fam.kind == "counter":
+                base = base.removesuffix("_total")
+            out = cls(base, fam.help, labels=labels)
+            for s in snap.get(name, {}).get("series", []):
+                if fam.scope == WRITER and partition is not None:
+                    if s["labels"].get("partition") != partition:
+                        continue
+                values: list[str] = [instance] if instance is not None and extra else []
+                values += [str(s["labels"].get(label, "")) for label in fam.labels]
+                out.add_metric(values, s["value"])
+            yield out
 
-    def write_prometheus_textfile(self, path: str, io: FileIO = DEFAULT_IO) -> None:
-        """Atomically replace ``path`` with the exposition (temp, fsync, rename, fsync dir)."""
-        io.atomic_write(path, self.to_prometheus().encode())
+    def to_prometheus(self, scopes: Iterable[str] = (PROCESS, WRITER, STORE),
+                      instance: str | None = None, partition: str | None = None) -> str:  # fmt: skip
+        """The text exposition (HELP and TYPE on every family) through prometheus_client."""
+        registry = CollectorRegistry(auto_describe=False)
+        chosen = list(scopes)
+
+        class _Collector:
+            def collect(inner) -> Iterator[Metric]:
+                yield from self.families(chosen, instance, partition)
+
+        registry.register(_Collector())
+        return generate_latest(registry).decode()
+
+    def write_prometheus_textfile(
+        self,
+        path: str,
+        io: FileIO = DEFAULT_IO,
+        *,
+        scopes: Iterable[str] = (PROCESS, WRITER, STORE),
+        instance: str | None = None,
+        partition: str | None = None,
+    ) -> None:
+        """Atomically replace ``path`` with the exposition (temp, fsync, rename, fsync dir),
+        the node_exporter textfile-collector convention."""
+        io.atomic_write(path, self.to_prometheus(scopes, instance, partition).encode())
+
+    def restore_counters(self, path: str) -> int:
+        """Continue this process's counters from a previous exposition at ``path`` (a
+        restarted writer or consumer), so they stay monotonic; returns series restored."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (FileNotFoundError, IsADirectoryError):
+            return 0
+        by_prom = {prom_name(n).removesuffix("_total"): n for n in COUNTERS}
+        restored = 0
+        try:
+            families = list(text_string_to_metric_families(text))
+        except ValueError:
+            return 0  # a damaged advisory file: start from zero
+        for fam in families:
+            name = by_prom.get(fam.name.removesuffix("_total"))
+            if name is None:
+                continue
+            for sample in fam.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                labels = {k: v for k, v in sample.labels.items() if k != "instance"}
+                self.inc(name, sample.value, **labels)
+                restored += 1
+        return restored
+
+
+def metrics_dir(root: str) -> str:
+    return os.path.join(root, "metrics")

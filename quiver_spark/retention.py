@@ -29,7 +29,7 @@ from .errors import StoreAtCapacityError
 log = logging.getLogger(__name__)
 
 NS_PER_HOUR = 3_600_000_000_000
-SEGMENT_DAMAGED = "quiver.segment.damaged"  # {partition}: segments whose .meta fails verification
+SEGMENT_DAMAGED = m.SEGMENT_DAMAGED  # {partition}: segments whose .meta fails verification
 
 
 class SegmentInfo(Protocol):
@@ -442,16 +442,17 @@ def _count(
         metrics.inc(m.SUBSCRIBER_DROPPED, sum(len(v) for v in per.values()), subscriber=sub)
     gone = {(p, s) for p, v in pl.deletions().items() for s in v}
     parts = sorted(set(listing) | set(wal))
-    metrics.clear_gauge(m.CORE_BYTES)
+    metrics.clear_gauge(m.PARTITION_BYTES)
     for p in parts:
         b = wal.get(p, 0) + sum(s.size_bytes for s in listing.get(p, []) if (p, s.seq) not in gone)
-        metrics.set(m.CORE_BYTES, b, core_id=p)
+        metrics.set(m.PARTITION_BYTES, b, partition=p)
         if config.size_cap_bytes:
             metrics.set(
-                m.CORE_CAP_FRACTION, b / (config.size_cap_bytes / max(len(parts), 1)), core_id=p
+                m.PARTITION_CAP_FRACTION,
+                b / (config.size_cap_bytes / max(len(parts), 1)),
+                partition=p,
             )
     metrics.set(m.STORE_BYTES, pl.bytes_after)
-    metrics.set(m.THROTTLED, 1 if pl.throttle else 0)
 
 
 def observe(

@@ -39,7 +39,7 @@ from .errors import (
     StoreNotFoundError,
 )
 from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
-from .metrics import Metrics
+from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_dir
 from .partition import PartitionWriter, RecoveryReport
 from .policy import (
     StorePolicy,
@@ -64,7 +64,6 @@ from .subscribers import SubscriberRegistry, records
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
-METRICS_DIR = "metrics"
 
 
 def _location_key(url: str) -> str:
@@ -112,6 +111,7 @@ class QuiverStore:
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
         self.metrics = Metrics()
+        self._restored: set[str] = set()  # metrics files whose counters were continued
         self._clock = AnchoredClock()
         self._throttled = False
         self._last_retention = 0.0
@@ -487,7 +487,9 @@ class QuiverStore:
     def _publish_metrics(
         self, now_ns: int, wal: dict[str, int], listing: dict[str, list[Any]]
     ) -> None:
-        """Gauges from the listing the retention pass read (damaged segments left out)."""
+        """Refresh in-process gauges from the listing the retention pass read, and
+        rewrite a writer's own metrics file (its partition's series and what this
+        process did; store-wide figures are ``quiver metrics``'s, ARCHITECTURE.md §8.9)."""
         open_bytes = {}
         if self.writer is not None:
             open_bytes[self.writer.pid] = self.writer.status()["open_segment_bytes"]
@@ -495,10 +497,26 @@ class QuiverStore:
             self.metrics, self.subscribers, listing, now_ns, wal_bytes=wal, open_bytes=open_bytes
         )
         if self.writer is not None:  # one file per partition: writers never share a name
-            metrics_dir = os.path.join(self.root, METRICS_DIR)
-            self.io.mkdir(metrics_dir)
-            path = os.path.join(metrics_dir, f"{self.writer.pid}.prom")
-            self.metrics.write_prometheus_textfile(path, self.io)
+            pid = self.writer.pid
+            self.metrics.set(THROTTLED, 1 if self._throttled else 0, partition=pid)
+            self.metrics.set(WRITER_HEARTBEAT, time.time(), partition=pid)
+            self.publish_process_metrics(f"writer-{pid}", scopes=(PROCESS, WRITER), partition=pid)
+
+    def publish_process_metrics(
+        self, instance: str, *, scopes: tuple[str, ...] = (PROCESS,), partition: str | None = None
+    ) -> str:
+        """Write ``<root>/metrics/<instance>.prom``: this process's series, each labelled
+        ``instance``; counters continue from the file's previous values on first use."""
+        directory = metrics_dir(self.root)
+        path = os.path.join(directory, f"{instance}.prom")
+        if instance not in self._restored:
+            self._restored.add(instance)
+            self.metrics.restore_counters(path)
+        self.io.mkdir(directory)
+        self.metrics.write_prometheus_textfile(
+            path, self.io, scopes=scopes, instance=instance, partition=partition
+        )
+        return path
 
     def maintain(self) -> dict[str, Any]:
         """The maintenance tick: finalize an idle open segment, then apply retention.

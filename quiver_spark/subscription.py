@@ -44,7 +44,7 @@ from .errors import (
     SubscriberError,
 )
 from .fs import DEFAULT_IO, FileIO, PartitionLock
-from .metrics import Metrics
+from .metrics import SOURCE_ACKED, SOURCE_DROPPED, SOURCE_LOST, Metrics
 from .missing import DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
@@ -57,9 +57,6 @@ READERS_DIR = "readers"
 LOST_SUFFIX = ".lost.jsonl"
 BATCH_READS = "_batch"
 
-SOURCE_DROPPED = "quiver.source.dropped_segments_total"  # {subscriber}
-SOURCE_LOST = "quiver.source.lost_segments_total"  # {subscriber, reason}
-SOURCE_ACKED = "quiver.source.acked_segments_total"  # {subscriber}
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
 RECORD_PERIOD_S = 1.0
@@ -649,6 +646,8 @@ class Subscription:
         if todo or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
             st.last_retention = now
             deleted = sum(len(v) for v in self.store.run_retention().deleted.values())
+        if todo or deleted:
+            self._publish_metrics()
         st.metas = {k: v for k, v in st.metas.items() if not through.covers(*k)}
         st.meta_errors = {k: v for k, v in st.meta_errors.items() if not through.covers(*k)}
         if todo or deleted:
@@ -660,6 +659,12 @@ class Subscription:
                 deleted,
             )
         return n
+
+    def _publish_metrics(self) -> None:
+        try:  # advisory: a metrics file that cannot be written never fails a commit
+            self.store.publish_process_metrics(f"consumer-{self.name}")
+        except OSError as e:
+            log.warning("quiver.metrics.unwritten subscriber=%s error=%s", self.name, e)
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:
         """Mark ``seqs`` as not processed: they stay pending and are delivered again."""

@@ -1,7 +1,7 @@
 """The ``quiver`` command line (console script ``quiver = quiver_spark.cli:main``).
 
 Commands: ``status``, ``fsck``, ``subscribers`` (``list|add|remove``), ``gc``,
-``txns`` (``list|discard``) and ``config`` (``show|set``); each prints a human table by default and a JSON
+``txns`` (``list|discard``), ``config`` (``show|set``) and ``metrics``; each prints a human table by default and a JSON
 document with ``--json`` (schemas in each command's module: :mod:`.status`,
 :mod:`.fsck`, :mod:`.subscribers`, :mod:`.gc`, :mod:`.txns`, :mod:`.config`; every document carries ``"schema": "quiver.<command>/<version>"``).
 
@@ -22,6 +22,7 @@ from .. import __version__
 from .config import config
 from .fsck import fsck
 from .gc import gc
+from .metrics import metrics
 from .status import status
 from .subscribers import subscribers
 from .txns import txns
@@ -51,6 +52,7 @@ cli.add_command(subscribers)
 cli.add_command(gc)
 cli.add_command(txns)
 cli.add_command(config)
+cli.add_command(metrics)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

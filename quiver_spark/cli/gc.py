@@ -35,6 +35,7 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -97,6 +98,8 @@ def idle_partitions(store: QuiverStore) -> tuple[list[str], list[str]]:
     return idle, live
 
 
+log = logging.getLogger(__name__)
+
 REASONS = (
     ("delete_steady", "acked"),
     ("delete_time", "time"),
@@ -151,7 +154,7 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
         before = {p: unfinalized_records(store, p) for p in idle}
         for pid, seq in store.finalize_idle_partitions():
             finalized.append({"partition": pid, "seq": seq, "wal_records": before.get(pid, 0)})
-    return {
+    doc = {
         "schema": SCHEMA,
         "path": store.root,
         "dry_run": dry_run,
@@ -159,6 +162,12 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
         "skipped_live": sorted(live),
         **_retention(store, dry_run=dry_run, now_ns=now_ns),
     }
+    if not dry_run and os.path.isdir(os.path.join(store.root, fmt.SUBSCRIBERS_DIR)):
+        try:  # its evictions, continued across runs (advisory)
+            store.publish_process_metrics("gc")
+        except OSError as e:
+            log.warning("quiver.metrics.unwritten instance=gc error=%s", e)
+    return doc
 
 
 def render_gc(doc: dict[str, Any]) -> str:

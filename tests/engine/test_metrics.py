@@ -17,11 +17,11 @@ def test_counters_add_and_gauges_set_per_label_set():
     reg.inc(m.GC_EVICTIONS, 2, reason="size")
     reg.inc(m.GC_EVICTIONS, reason="size")
     reg.inc(m.GC_EVICTIONS, reason="time")
-    reg.set(m.CORE_BYTES, 10, core_id="p-0")
-    reg.set(m.CORE_BYTES, 7, core_id="p-0")
+    reg.set(m.PARTITION_BYTES, 10, partition="p-0")
+    reg.set(m.PARTITION_BYTES, 7, partition="p-0")
     assert reg.get(m.GC_EVICTIONS, reason="size") == 3
     assert reg.total(m.GC_EVICTIONS) == 4
-    assert reg.get(m.CORE_BYTES, core_id="p-0") == 7
+    assert reg.get(m.PARTITION_BYTES, partition="p-0") == 7
     snap = reg.snapshot()
     assert snap[m.GC_EVICTIONS]["type"] == "counter"
     assert {"labels": {"reason": "time"}, "value": 1} in snap[m.GC_EVICTIONS]["series"]
@@ -38,9 +38,10 @@ def test_prometheus_textfile_uses_underscores_escapes_labels_and_replaces_atomic
     reg.write_prometheus_textfile(path)
     text = open(path).read()
     assert "# TYPE quiver_subscriber_dropped_segments_total counter" in text
-    assert 'quiver_subscriber_dropped_segments_total{subscriber="we\\"ird"} 3' in text
+    assert "# HELP quiver_subscriber_dropped_segments_total Segments recorded dropped" in text
+    assert 'quiver_subscriber_dropped_segments_total{subscriber="we\\"ird"} 3.0' in text
     assert 'quiver_subscriber_lag_seconds{subscriber="a"} 1.5' in text
-    assert "quiver_ingest_throttle_total 1" in text
+    assert "quiver_ingest_throttle_total 1.0" in text
     assert os.listdir(tmp_path) == ["quiver.prom"]  # no temp file left behind
 
 

@@ -308,7 +308,7 @@ def test_a_damaged_meta_in_one_partition_stops_no_writer_nor_retention(tmp_path:
         result = s.run_retention()
         assert [(d.partition, d.seq) for d in result.damaged] == [("p-0", 2)]
         assert result.deleted == {"p-0": [1, 3]}
-        assert (tmp_path / "metrics" / "p-1.prom").exists()
+        assert (tmp_path / "metrics" / "writer-p-1.prom").exists()
     with QuiverStore.open(str(tmp_path), CFG, partition="p-0", background=False) as s:
         s.append(ids([200], nullable=True))
         meta = s.finalize()

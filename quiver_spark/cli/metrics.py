@@ -1,0 +1,142 @@
+"""``quiver metrics PATH``: the store-wide Prometheus series, computed once.
+
+Writers and consumers each keep their own file in ``<root>/metrics/`` (what that
+process did, every series labelled ``instance``; ARCHITECTURE.md §8.9). The figures
+of the whole store (bytes per partition, subscriber lag and liveness, gap sets,
+ack-log depth, damaged segments, the size cap) come from this command alone, so a
+textfile collector pointed at a directory never sees a series twice:
+
+    quiver metrics /data/quiver --textfile /var/lib/node_exporter/quiver.prom   # cron
+    quiver metrics /data/quiver --all     # this plus every process file, on stdout
+
+``--prune-stale`` removes the files of writers whose partition no process holds (a
+replaced executor's slot) before reading; their counters restart from zero if that
+slot is written again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import click
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from .. import metrics as m
+from ..fs import partition_locked
+from ..retention import observe
+from ..store import QuiverStore
+from .common import StoreArgs, store_arguments, with_store
+from .registry import open_registry
+from .status import collect_status
+
+
+def store_metrics(store: QuiverStore, now_ns: int | None = None) -> m.Metrics:
+    """A :class:`~quiver_spark.metrics.Metrics` holding the store-scope families."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    doc = collect_status(store, now_ns)
+    out = m.Metrics()
+    cap = doc["totals"]["size_cap_bytes"] or 0
+    parts = doc["partitions"]
+    for p in parts:
+        pid = p["partition"]
+        total = p["segment_bytes"] + p["wal_bytes"]
+        out.set(m.PARTITION_BYTES, total, partition=pid)
+        out.set(m.PARTITION_SEGMENTS, p["segments"], partition=pid)
+        out.set(m.PARTITION_WRITER_LIVE, 1 if p["writer_live"] else 0, partition=pid)
+        if cap:
+            out.set(m.PARTITION_CAP_FRACTION, total / (cap / max(len(parts), 1)), partition=pid)
+    for d in store.run_retention(now_ns, dry_run=True).damaged:
+        out.set(m.SEGMENT_DAMAGED, out.get(m.SEGMENT_DAMAGED, partition=d.partition) + 1,
+                partition=d.partition)  # fmt: skip
+    out.set(m.STORE_BYTES, doc["totals"]["bytes"])
+    out.set(m.STORE_SIZE_CAP, cap)
+    registry = open_registry(store)
+    if registry is not None:
+        try:
+            listing = {p: store.segment_location.survey(p).metas for p in store.partitions()}
+            observe(out, registry, listing, now_ns)
+        finally:
+            registry.close()
+    for s in doc["subscribers"]:
+        out.set(m.SUBSCRIBER_LIVE, 1 if s["live"] else 0, subscriber=s["name"])
+        out.set(m.SUBSCRIBER_LAST_ACK, (s["last_ack_ns"] or 0) / 1e9, subscriber=s["name"])
+    return out
+
+
+def prune_stale(store: QuiverStore) -> list[str]:
+    """Remove ``writer-<partition>.prom`` files of partitions no writer holds."""
+    directory = m.metrics_dir(store.root)
+    removed = []
+    for name in store.io.listdir(directory):
+        if not (name.startswith("writer-") and name.endswith(".prom")):
+            continue
+        pid = name[len("writer-") : -len(".prom")]
+        if not partition_locked(os.path.join(store.wal_root, pid, "LOCK")):
+            store.io.durable_unlink([os.path.join(directory, name)])
+            removed.append(name)
+    return removed
+
+
+def merged_exposition(texts: list[str]) -> str:
+    """One exposition of several: families with the same name are joined (their series
+    differ by ``instance``), so HELP and TYPE appear once each."""
+    families: dict[str, Metric] = {}
+    for text in texts:
+        for fam in text_string_to_metric_families(text):
+            have = families.get(fam.name)
+            if have is None:
+                families[fam.name] = fam
+            else:
+                have.samples.extend(fam.samples)
+    registry = CollectorRegistry(auto_describe=False)
+
+    class _Merged:
+        def collect(self) -> list[Metric]:
+            return list(families.values())
+
+    registry.register(_Merged())
+    return generate_latest(registry).decode()
+
+
+@click.command("metrics")
+@store_arguments
+@click.option("--textfile", metavar="FILE", help="Write atomically to FILE instead of stdout.")
+@click.option(
+    "--all",
+    "include_all",
+    is_flag=True,
+    help="Merge in every process file of <PATH>/metrics (writers, consumers, gc).",
+)
+@click.option(
+    "--prune-stale",
+    "prune",
+    is_flag=True,
+    help="First remove the files of writers whose partition no process holds.",
+)
+def metrics(args: StoreArgs, textfile: str | None, include_all: bool, prune: bool) -> None:
+    """Print the store-wide metrics in the Prometheus text format."""
+
+    def run(store: QuiverStore) -> str:
+        if prune:
+            for name in prune_stale(store):
+                click.echo(f"removed stale {name}", err=True)
+        texts = [store_metrics(store).to_prometheus(scopes=(m.STORE,))]
+        if include_all:
+            directory = m.metrics_dir(store.root)
+            for name in sorted(store.io.listdir(directory)):
+                if name.endswith(".prom"):
+                    with open(os.path.join(directory, name), encoding="utf-8") as f:
+                        texts.append(f.read())
+        return merged_exposition(texts)
+
+    text = with_store(args, run)
+    if textfile:  # outside the store: the textfile collector's own temp-and-rename
+        tmp = f"{textfile}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, textfile)
+    else:
+        click.echo(text, nl=False)
