@@ -160,7 +160,7 @@ class _QuiverReading:
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.target, self.opts.open_log)
+        return read_partition(partition, self.target)
 
 
 class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -26,7 +26,6 @@ MAX_ROWS_PER_TRIGGER = "maxRowsPerTrigger"
 INCLUDE_METADATA = "includeMetadata"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 SPLIT_SIZE = "splitSize"
-OPEN_LOG = "debug.openLog"
 
 # name -> (default shown in docs, description); the README options table uses these.
 SOURCE_OPTIONS: dict[str, tuple[str, str]] = {
@@ -42,7 +41,6 @@ SOURCE_OPTIONS: dict[str, tuple[str, str]] = {
         "fail on a lost segment: vanished, quarantined or corrupt (else skip, count)",
     ),
     SPLIT_SIZE: ("64MB", "segments larger than this are read by several tasks"),
-    OPEN_LOG: ("none", "debugging: append 'partition seq' per segment opened to this file"),
 }
 
 
@@ -75,9 +73,6 @@ class SourceOptions:
         Fail (True) or skip and count (False) a segment that vanished or is corrupt.
     split_size_bytes
         Segments larger than this are split into record-batch ranges read in parallel.
-    open_log
-        Debugging aid: a local file to which every read task appends ``partition seq``
-        for each segment it opens (shows what filter pruning saved).
     """
 
     path: str
@@ -89,7 +84,6 @@ class SourceOptions:
     include_metadata: bool = False
     fail_on_data_loss: bool = True
     split_size_bytes: int = 64 * 1024 * 1024
-    open_log: str | None = None
 
     @property
     def limited(self) -> bool:
@@ -158,5 +152,4 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         include_metadata=parse_bool(INCLUDE_METADATA, inc) if inc is not None else False,
         fail_on_data_loss=parse_bool(FAIL_ON_DATA_LOSS, fail) if fail is not None else True,
         split_size_bytes=split,
-        open_log=str(_get(options, OPEN_LOG)) if _get(options, OPEN_LOG) is not None else None,
     )

@@ -208,9 +208,7 @@ def conform(
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-def read_partition(
-    part: InputPartition, target: pa.Schema, open_log: str | None = None
-) -> Iterator[pa.RecordBatch]:
+def read_partition(part: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Yield the rows of one :class:`QuiverInputPartition`, verified, cast to ``target``."""
     if not isinstance(part, QuiverInputPartition):
         return  # Spark's placeholder for a batch read with nothing to read
@@ -221,9 +219,6 @@ def read_partition(
     except (SegmentMissingError, CorruptionError) as e:
         handle_loss(part, e, location)
         return
-    if open_log:
-        with open(open_log, "a", encoding="utf-8") as f:
-            f.write(f"{meta.partition} {meta.seq} {part.batch_start}\n")
     log.debug(
         "quiver.source.segment_open partition=%s seq=%d batches=%d:%d",
         meta.partition,

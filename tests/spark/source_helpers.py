@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
-from quiver_spark.segment import SegmentMeta
+from quiver_spark.segment import SegmentLocation, SegmentMeta
 
 SCHEMA = "k long, v string, ts timestamp"
 ROWS_PER_SEGMENT = 10
@@ -50,6 +50,18 @@ def write_segments(
             assert meta is not None
             metas.append(meta)
     return metas
+
+
+def remove_segment_data(root: str, seqs: list[int], partition: str = "p-0") -> None:
+    """Delete the ``.arrow`` of each of ``seqs``, leaving its ``.meta`` published.
+
+    How the pruning tests prove that a segment was never opened: planning reads only
+    ``.meta`` files, while a read task that opens a segment whose data is gone fails
+    the query with a data-loss error naming it.
+    """
+    loc = SegmentLocation(os.path.join(root, "segments"))
+    for seq in seqs:
+        os.remove(loc.data_path(partition, seq))
 
 
 def segment_files(root: str, partition: str = "p-0") -> list[int]:

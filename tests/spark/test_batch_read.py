@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from quiver_spark import QuiverStore
 from quiver_spark.spark.source_read import METADATA_FIELDS
 
-from .source_helpers import SCHEMA, TS_BASE_US, rows_of, write_segments
+from .source_helpers import SCHEMA, TS_BASE_US, remove_segment_data, rows_of, write_segments
 
 
 def _rows_df(spark, start, n):
@@ -44,33 +44,34 @@ def test_metadata_columns_come_from_segment_metadata(spark, tmp_path):
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
-def _opened(log_path) -> list[int]:
-    try:
-        with open(log_path) as f:
-            return sorted({int(line.split()[1]) for line in f})  # distinct: Spark may rerun
-    except FileNotFoundError:
-        return []
-
-
 def test_event_time_filters_prune_segments_by_min_max(spark, tmp_path):
-    root, log = str(tmp_path / "store"), tmp_path / "opened.log"
+    root = str(tmp_path / "store")
     write_segments(root, 5)  # key k has ts = base + k hours; segment i holds keys 10i..10i+9
     cut = dt.datetime.fromtimestamp(TS_BASE_US / 1e6 + 25 * 3600, dt.UTC)
-    df = (spark.read.format("quiver").option("debug.openLog", str(log)).load(root)
-          .where(F.col("ts") >= F.lit(cut)))
+    remove_segment_data(root, [1, 2])  # segments 1 and 2 end before the cut: never opened
+    df = spark.read.format("quiver").load(root).where(F.col("ts") >= F.lit(cut))
     assert_df_equality(df, _rows_df(spark, 25, 25), ignore_row_order=True, ignore_nullable=True)
-    assert _opened(log) == [3, 4, 5], "segments 1 and 2 end before the cut"
 
 
 def test_ingestion_time_filters_prune_segments(spark, tmp_path):
-    root, log = str(tmp_path / "store"), tmp_path / "opened.log"
+    root = str(tmp_path / "store")
     metas = write_segments(root, 4)
     cut = dt.datetime.fromtimestamp(metas[2].max_ingestion_ns // 1000 / 1e6, dt.UTC)
-    df = (spark.read.format("quiver").option("includeMetadata", "true")
-          .option("debug.openLog", str(log)).load(root)
+    remove_segment_data(root, [1, 2])  # ingested before the cut: never opened
+    df = (spark.read.format("quiver").option("includeMetadata", "true").load(root)
           .where(F.col("_quiver_ingestion_time") >= F.lit(cut)).select("k"))
     assert sorted(r.k for r in df.collect()) == list(range(20, 40))
-    assert _opened(log) == [3, 4]
+
+
+def test_a_segment_a_filter_keeps_is_opened(spark, tmp_path):
+    """The counterpart of the pruning tests: their proof is that a read opening a
+    segment whose data file is gone fails (``failOnDataLoss`` defaults to true)."""
+    root = str(tmp_path / "store")
+    write_segments(root, 3)
+    remove_segment_data(root, [3])
+    cut = dt.datetime.fromtimestamp(TS_BASE_US / 1e6 + 15 * 3600, dt.UTC)
+    with pytest.raises(Exception, match="segment 3 of partition p-0 is missing"):
+        spark.read.format("quiver").load(root).where(F.col("ts") >= F.lit(cut)).collect()
 
 
 def test_reading_a_store_without_schema_says_to_start_the_writer(spark, tmp_path):
