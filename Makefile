@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## create or update the virtualenv (.venv) with every dependency
 
 demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print what happened
-	$(PY) -m quiver_spark.spark.demo
+	$(PY) examples/demo.py
 
 test: $(STAMP) ## run the test suite (engine, Spark, integration); fails when no test ran
 	$(PY) -m pytest tests integration -m "not soak" -q
@@ -31,13 +31,13 @@ test-engine: $(STAMP) ## run only the engine tests (no JVM)
 	$(PY) -m pytest tests -m "not spark and not soak" -q
 
 lint: $(STAMP) ## ruff (lint + format check) and mypy
-	$(VENV)/bin/ruff check quiver_spark pyspark_quiver tests integration bench
+	$(VENV)/bin/ruff check quiver_spark pyspark_quiver tests integration bench examples
 	$(VENV)/bin/ruff format --check quiver_spark pyspark_quiver
 	$(VENV)/bin/mypy quiver_spark
 
 format: $(STAMP) ## apply ruff's formatter and import sorting
-	$(VENV)/bin/ruff format quiver_spark pyspark_quiver tests integration bench
-	$(VENV)/bin/ruff check --fix -q quiver_spark pyspark_quiver tests integration bench
+	$(VENV)/bin/ruff format quiver_spark pyspark_quiver tests integration bench examples
+	$(VENV)/bin/ruff check --fix -q quiver_spark pyspark_quiver tests integration bench examples
 
 bench: $(STAMP) ## run the benchmarks and write bench/results/RESULTS.md (+ JSON)
 	$(PY) bench/run_all.py

@@ -9,7 +9,8 @@
 5. ``slow_forwarder`` catches up; status shows the disk reclaimed.
 6. Audits: every produced key reached each subscriber exactly once.
 
-Run with ``make demo`` (or ``python -m quiver_spark.spark.demo [--seconds N]``).
+Run with ``make demo`` (or ``python examples/demo.py [--seconds N]`` with the package
+installed). It lives outside the package: the wheel ships no demo.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _session(work: Path) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    conf = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
+    conf = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
     builder = (
         SparkSession.builder.master("local[2]")
         .appName("quiver-demo")
