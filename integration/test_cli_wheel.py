@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from integration.harness import FreshVenv
+from tests.damage import flip_byte
 
 WRITE_STORE = """
 import os, sys, pyarrow as pa
@@ -92,10 +93,7 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
 
     assert as_json(fresh_venv, "fsck", root)["healthy"] is True
     seg = root / "segments" / "p-1" / f"{1:020d}.arrow"
-    seg.chmod(0o644)
-    data = bytearray(seg.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    seg.write_bytes(bytes(data))
+    flip_byte(seg, seg.stat().st_size // 2)
     report = as_json(fresh_venv, "fsck", root, "--quarantine", code=1)
     assert report["quarantined"] == 1 and report["problems"][0]["file"] == str(seg)
     assert quiver(fresh_venv, "fsck", root).returncode == 0

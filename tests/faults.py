@@ -2,7 +2,6 @@
 
 - :class:`FaultyIO` is a :class:`~quiver_spark.fs.FileIO` that counts operations,
   records a trace and fails chosen operations with a chosen errno.
-- :func:`flip_bit`, :func:`truncate_by`, :func:`append_garbage` damage files.
 - :class:`CrashSimulator` turns a trace recorded with ``FaultyIO(record_data=True)``
   into the on-disk states a crash at each point of the trace could leave.
 
@@ -182,36 +181,6 @@ class FaultyIO(FileIO):
             entry = self.trace[-1]
             entry.size = len(prefix)
             entry.data = prefix if self.wants_data else None
-
-
-# -- damage helpers ----------------------------------------------------------------
-
-
-def flip_bit(path: str | os.PathLike[str], offset: int, bit: int = 0) -> None:
-    """Invert bit ``bit`` (0..7) of the byte at ``offset``."""
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        if not b:
-            raise ValueError(f"offset {offset} is past the end of {path}")
-        f.seek(offset)
-        f.write(bytes([b[0] ^ (1 << bit)]))
-
-
-def truncate_by(path: str | os.PathLike[str], n: int) -> None:
-    """Remove the last ``n`` bytes of the file."""
-    os.truncate(path, max(0, os.path.getsize(path) - n))
-
-
-def cut_at(path: str | os.PathLike[str], size: int) -> None:
-    """Truncate the file to ``size`` bytes."""
-    os.truncate(path, size)
-
-
-def append_garbage(path: str | os.PathLike[str], data: bytes) -> None:
-    """Append ``data`` to the file."""
-    with open(path, "ab") as f:
-        f.write(data)
 
 
 # -- crash simulation ----------------------------------------------------------------

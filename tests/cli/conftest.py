@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.cli import cli
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 
+from ..child import run_python
 from ..damage import flip_byte
 
 __all__ = ["flip_byte"]  # re-exported for the CLI tests
@@ -87,8 +86,7 @@ def run_json(args: Sequence[str], code: int = 0) -> dict[str, Any]:
 
 def kill_writer_after_append(root: Path, partition: str, rows: int) -> None:
     """A real writer process appends and flushes ``rows`` rows, heartbeats, then dies."""
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         import os, pyarrow as pa
         from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
         cfg = StoreConfig(segment=SegmentConfig(max_open_duration_s=600))
@@ -99,8 +97,7 @@ def kill_writer_after_append(root: Path, partition: str, rows: int) -> None:
         s.writer.write_heartbeat()   # what status reads (maintain() would also run retention)
         os._exit(0)    # killed: no close, no finalize; the rows live only in the WAL
         """
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    run_python(code, timeout=60)
 
 
 def tree(root: Path) -> dict[str, tuple[int, int]]:

@@ -1,9 +1,8 @@
-"""Shared helpers for the segment tests: sample data, corruption, recording and failing I/O."""
+"""Shared helpers for the segment tests: sample data, recording and failing I/O (damage: tests/damage.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
 from typing import Any
 
@@ -72,24 +71,6 @@ def write_simple(loc: SegmentLocation, seq: int, partition: str = "p0", **kw: An
         wal_ranges=[(seq * 10, seq * 10 + 9)],
         **kw,
     )
-
-
-def make_writable(path: str) -> None:
-    os.chmod(path, 0o644)
-
-
-def flip_bit(path: str, offset: int, bit: int = 0) -> None:
-    make_writable(path)
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        byte = f.read(1)[0]
-        f.seek(offset)
-        f.write(bytes([byte ^ (1 << bit)]))
-
-
-def truncate_to(path: str, size: int) -> None:
-    make_writable(path)
-    os.truncate(path, size)
 
 
 def seeded_offsets(size: int, n: int, seed: int) -> list[int]:

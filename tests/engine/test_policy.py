@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +12,7 @@ from quiver_spark.config import SizeCapPolicy
 from quiver_spark.errors import ConfigError
 from quiver_spark.options import store_config_from_options
 from quiver_spark.policy import POLICY_FILE, PolicyConflictError
+from tests.child import run_python
 
 CAPPED = {"retention.size_cap": "1GB", "retention.size_cap_policy": "DROP_OLDEST"}
 
@@ -68,22 +66,20 @@ def test_a_policy_change_is_conditional_and_reaches_other_handles(tmp_path: Path
             b.set_policy({"retention.size_cap": 3 * 1024**3}, expected_generation=1)
         b.run_retention()  # the other handle applies the change from its next pass on
         assert b.config.retention.size_cap_bytes == 2 * 1024**3
-        with pytest.raises(ConfigError, match="segment.target_size"):
+        with pytest.raises(ConfigError, match=r"segment\.target_size"):
             a.set_policy({"segment.target_size": 1})
 
 
 def test_a_policy_change_reaches_a_writer_in_another_process(tmp_path: Path) -> None:
     opened(tmp_path, **CAPPED).close()
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         from quiver_spark import QuiverStore, StoreConfig
         s = QuiverStore.open({str(tmp_path)!r}, StoreConfig(), partition=None, background=False)
         s.set_policy({{"retention.size_cap_policy": __import__("quiver_spark.config").config.SizeCapPolicy.BACKPRESSURE}})
         """
-    )
     with opened(tmp_path) as s:
         assert s.config.retention.size_cap_policy is SizeCapPolicy.DROP_OLDEST
-        subprocess.run([sys.executable, "-c", code], check=True)
+        run_python(code)
         s.run_retention()
         assert s.config.retention.size_cap_policy is SizeCapPolicy.BACKPRESSURE
 
@@ -99,7 +95,7 @@ def test_the_wal_root_is_recorded_and_found_without_the_option(tmp_path: Path) -
         assert h.wal_root == str(wal)
         assert h.wal_bytes()["p-0"] > 0
         assert [p for p, _ in h.finalize_idle_partitions()] == ["p-0"]
-    with pytest.raises(ConfigError, match="wal.path") as err:
+    with pytest.raises(ConfigError, match=r"wal\.path") as err:
         opened(root, **{"wal.path": str(tmp_path / "other")})
     assert str(wal) in str(err.value)
 
@@ -108,5 +104,5 @@ def test_subscriber_expiry_takes_durations_with_units(tmp_path: Path) -> None:
     with opened(tmp_path, **{"subscriber.expire_after": "3d"}) as s:
         assert s.policy.expire_after_s == 3 * 86400
         assert s.policy.shown("subscriber.expire_after") == "3d"
-    with pytest.raises(ConfigError, match="subscriber.expire_after"):
+    with pytest.raises(ConfigError, match=r"subscriber\.expire_after"):
         store_config_from_options({"subscriber.expire_after": "soon"})

@@ -11,13 +11,8 @@ import pytest
 
 from quiver_spark.errors import ChecksumMismatchError, CorruptionError, SegmentMissingError
 from quiver_spark.segment import SegmentLocation, SegmentMeta
-from tests.engine.segment_helpers import (
-    flip_bit,
-    mixed_batch,
-    seeded_offsets,
-    truncate_to,
-    write_simple,
-)
+from tests.damage import cut_at, flip_bit
+from tests.engine.segment_helpers import mixed_batch, seeded_offsets, write_simple
 
 FLIPS = 300
 
@@ -75,7 +70,7 @@ def test_truncation_at_every_interesting_point_is_caught_before_serving(loc, seg
     ]
     detected = 0
     for cut in points:
-        truncate_to(path, cut)
+        cut_at(path, cut)
         with pytest.raises(CorruptionError) as info:
             _served(loc, meta)
         assert info.value.path == path and "size" in info.value.reason
@@ -87,7 +82,7 @@ def test_truncation_at_every_interesting_point_is_caught_before_serving(loc, seg
 
 def test_lost_footer_is_caught_even_without_crc_verification(loc, seg):
     meta, path = seg
-    truncate_to(path, meta.size_bytes - _footer_len(path) - 10)
+    cut_at(path, meta.size_bytes - _footer_len(path) - 10)
     with pytest.raises(CorruptionError, match="Arrow IPC file"):
         loc.open(meta, verify=False)
 
@@ -149,7 +144,7 @@ def test_every_single_bit_flip_in_a_meta_file_is_detected_naming_the_file(loc, s
 
 def test_a_truncated_meta_file_is_detected(loc, seg, tmp_path):
     meta_path = str(tmp_path / "segments" / "p0" / "00000000000000000001.meta")
-    truncate_to(meta_path, 20)
+    cut_at(meta_path, 20)
     with pytest.raises(CorruptionError, match=r"00000000000000000001\.meta"):
         loc.read_meta("p0", 1)
 

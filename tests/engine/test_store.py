@@ -23,6 +23,7 @@ from quiver_spark import (
     WalConfig,
 )
 from quiver_spark.errors import StoreClosedError
+from tests.child import run_python
 
 
 def batch(lo: int, n: int) -> pa.RecordBatch:
@@ -66,8 +67,7 @@ def test_close_finalizes_and_reopen_sees_the_same_segments(tmp_path: Path) -> No
 
 
 def test_unfinalized_appends_are_replayed_after_a_crash(tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         import os, pyarrow as pa
         from quiver_spark import QuiverStore
         s = QuiverStore.open({str(tmp_path)!r}, background=False)
@@ -76,8 +76,7 @@ def test_unfinalized_appends_are_replayed_after_a_crash(tmp_path: Path) -> None:
         s.flush()
         os._exit(0)  # no close: the open segment exists only in the WAL
         """
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    run_python(code)
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         rep = store.recovery
         assert rep is not None and rep.records_replayed == 1 and rep.rows_replayed == 7
@@ -207,8 +206,7 @@ def test_losing_attempts_are_discarded_and_a_replayed_commit_is_a_no_op(tmp_path
 
 
 def test_pending_transactions_survive_a_crash_and_commit_after_recovery(tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         import os, pyarrow as pa
         from quiver_spark import QuiverStore
         s = QuiverStore.open({str(tmp_path)!r}, background=False)
@@ -219,12 +217,7 @@ def test_pending_transactions_survive_a_crash_and_commit_after_recovery(tmp_path
         print(t, flush=True)
         os._exit(0)
         """
-    )
-    txn = int(
-        subprocess.run(
-            [sys.executable, "-c", code], check=True, capture_output=True, text=True
-        ).stdout
-    )
+    txn = int(run_python(code, capture=True).stdout)
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         assert store.recovery is not None and store.recovery.pending_txns == 1
         assert store.finalize() is None
@@ -235,8 +228,7 @@ def test_pending_transactions_survive_a_crash_and_commit_after_recovery(tmp_path
 
 
 def test_finalize_idle_partitions_seals_committed_data_of_a_dead_writer(tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         import os, pyarrow as pa
         from quiver_spark import QuiverStore
         s = QuiverStore.open({str(tmp_path)!r}, partition="exec-1", background=False)
@@ -247,8 +239,7 @@ def test_finalize_idle_partitions_seals_committed_data_of_a_dead_writer(tmp_path
         s.commit_txn("q2", 0, [("exec-1", t)])
         os._exit(0)
         """
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    run_python(code)
     with QuiverStore.open(str(tmp_path), partition=None) as ro:
         assert ro.segments() == []
         assert ro.finalize_idle_partitions() == [("exec-1", 1)]
@@ -265,16 +256,16 @@ def test_second_writer_in_the_same_process_is_refused(tmp_path: Path) -> None:
 
 
 def test_writer_in_another_process_is_named_and_its_death_frees_the_lock(tmp_path: Path) -> None:
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         import sys, time
         from quiver_spark import QuiverStore
         s = QuiverStore.open({str(tmp_path)!r}, background=False)
         print("ready", flush=True)
         time.sleep(60)
         """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         with pytest.raises(LockedError, match=f"pid {proc.pid}"):
@@ -318,8 +309,7 @@ def test_wall_clock_jumping_back_changes_neither_order_nor_finalize_age(
 def test_records_after_a_fully_truncated_wal_survive_a_crash(tmp_path: Path) -> None:
     """Regression: an empty WAL dir must not restart record seqs at 1 (they would look
     covered by the old segment and be skipped by the next recovery)."""
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         import os, pyarrow as pa
         from quiver_spark import QuiverStore
         s = QuiverStore.open({str(tmp_path)!r}, background=False)
@@ -329,13 +319,12 @@ def test_records_after_a_fully_truncated_wal_survive_a_crash(tmp_path: Path) -> 
         s.flush()
         os._exit(0)
         """
-    )
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         for i in range(3):
             store.append(batch(i * 10, 10))
         store.finalize()
         assert store.writer is not None and store.writer.wal.files() == []
-    subprocess.run([sys.executable, "-c", code], check=True)
+    run_python(code)
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         assert store.recovery is not None and store.recovery.rows_replayed == 3
         store.finalize()

@@ -7,10 +7,7 @@ function: the bugs lived between functions.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -22,6 +19,7 @@ from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.config import RetentionConfig
 from quiver_spark.errors import BatchTooLargeError, ConfigError
 from quiver_spark.subscribers import Outcome
+from tests.child import run_python
 
 CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=60))
 
@@ -41,19 +39,20 @@ def all_ids(store: QuiverStore) -> list[int]:
     return sorted(out)
 
 
+CHILD_PRELUDE = """
+import os, pyarrow as pa
+from quiver_spark import *
+from quiver_spark.config import *
+
+def ids(values, nullable):
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=nullable)])
+    return pa.record_batch([pa.array(values, type=pa.int64())], schema=schema)
+"""
+
+
 def run_child(body: str, **names: object) -> None:
     """Run ``body`` in a fresh interpreter that dies with os._exit(0) at its end."""
-    prelude = "import os, pyarrow as pa\nfrom quiver_spark import *\nfrom quiver_spark.config import *\n"
-    prelude += textwrap.dedent(
-        """
-        def ids(values, nullable):
-            schema = pa.schema([pa.field("id", pa.int64(), nullable=nullable)])
-            return pa.record_batch([pa.array(values, type=pa.int64())], schema=schema)
-        """
-    )
-    assigns = "".join(f"{k} = {v!r}\n" for k, v in names.items())
-    code = prelude + assigns + textwrap.dedent(body) + "\nos._exit(0)\n"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    run_python(CHILD_PRELUDE + textwrap.dedent(body) + "\nos._exit(0)\n", **names)
 
 
 def test_nullability_change_keeps_every_acknowledged_plain_row(tmp_path: Path) -> None:
@@ -243,7 +242,7 @@ def test_a_writer_with_another_segments_path_is_refused(tmp_path: Path) -> None:
     with QuiverStore.open(str(tmp_path / "root"), CFG, background=False) as s:
         s.append(ids([1], nullable=True))
     other = StoreConfig(segment=SegmentConfig(path=str(tmp_path / "elsewhere")))
-    with pytest.raises(ConfigError, match="segments.path") as err:
+    with pytest.raises(ConfigError, match=r"segments\.path") as err:
         QuiverStore.open(str(tmp_path / "root"), other, background=False)
     assert "elsewhere" in str(err.value) and str(tmp_path / "root" / "segments") in str(err.value)
     same = StoreConfig(segment=SegmentConfig(path="file://" + str(tmp_path / "root" / "segments")))
@@ -259,7 +258,7 @@ def test_a_batch_larger_than_the_wal_cap_fails_at_once(tmp_path: Path) -> None:
     )
     with QuiverStore.open(str(tmp_path), cfg, background=False) as s:
         s.append(ids([0], nullable=True))
-        with pytest.raises(BatchTooLargeError, match="wal.max_size") as err:
+        with pytest.raises(BatchTooLargeError, match=r"wal\.max_size") as err:
             s.append(ids(list(range(20_000)), nullable=True))
         assert "160000 bytes" in str(err.value)
         s.flush()

@@ -11,8 +11,8 @@ import pytest
 from quiver_spark.errors import CorruptionError
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from quiver_spark.subscribers import log as acklog
+from tests.damage import flip_bit, truncate_by
 from tests.engine.subscriber_helpers import log_files, reopen_digest
-from tests.faults import flip_bit, truncate_by
 
 P = "p-0"
 FLIPS = 60

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +12,7 @@ from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.errors import DataLossError
 from quiver_spark.position import Position
 from quiver_spark.subscription import Caps, Start, Subscription
+from tests.child import run_python
 
 CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=60))
 
@@ -134,17 +132,15 @@ def test_a_segment_retention_deleted_is_skipped_as_dropped(tmp_path: Path) -> No
 
 def test_one_live_consumer_per_subscriber(tmp_path: Path) -> None:
     fill(tmp_path, "p-0", [(0, 1)])
-    code = textwrap.dedent(
-        f"""
+    code = f"""
         from quiver_spark.subscription import Subscription
         try:
             Subscription.open({str(tmp_path)!r}, "r")
         except Exception as e:
             print(type(e).__name__, e)
         """
-    )
     with Subscription.open(str(tmp_path), "r"):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        out = run_python(code, check=False, capture=True)
         assert "SubscriberError" in out.stdout and "already read by a live" in out.stdout
     with Subscription.open(str(tmp_path), "r") as again:  # released on close
         again.start()

@@ -22,7 +22,8 @@ from quiver_spark.format import (
     wal_file_name,
 )
 from quiver_spark.wal import WalDecoder, WalWriter, encode_txn, recover_wal, scan_wal_file
-from tests.faults import FaultyIO, append_garbage, flip_bit, truncate_by
+from tests.damage import append_garbage, flip_bit, truncate_by
+from tests.faults import FaultyIO
 
 NEVER = 3600.0
 
