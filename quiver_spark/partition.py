@@ -240,7 +240,9 @@ class PartitionWriter:
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
 
-        wal = recover_wal(self.wal_dir, salvage=self.config.salvage, io=self.io)
+        wal = recover_wal(
+            self.wal_dir, salvage=self.config.salvage, io=self.io, covered=self._covered.covers
+        )
         rep.wal_files = len(wal.files)
         rep.torn_tails = list(wal.torn)
         # The WAL writer exists before anything is replayed: replaying may finalize
@@ -533,6 +535,13 @@ class PartitionWriter:
                 continue
             doomed.append(info)
         if doomed:
+            # The deleted files' whole seq ranges (schema and marker records included)
+            # become covered, durably before the unlink: recovery then knows the gap a
+            # deleted file leaves between two kept ones is not damage.
+            for info in doomed:
+                nxt = next((f.first_seq for f in files if f.first_seq > info.first_seq), None)
+                self._covered.add(info.first_seq, (nxt or self.wal.next_seq) - 1)
+            self._write_state(self._unpublished)
             self.wal.delete_files(doomed)
             log.debug("quiver.wal.truncate partition=%s files=%d", self.pid, len(doomed))
         remaining = self.wal.files()

@@ -22,6 +22,8 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
           # seq is null in a dry run (not known until sealed); wal_records counts the
           # WAL data records no segment covered (undecided transactions included)
       "skipped_live": [str],                  # partitions whose writer is running
+      "unreadable_partitions": [{"partition": str, "error": str}],
+          # STATE or WAL damaged: skipped (exit 1), everything else still done
       "deleted": [{"partition": str, "seq": int, "bytes": int, "reason": str}],
           # reason: "acked" | "time" | "size_cap" | "drop_oldest"
       "dropped": {subscriber: {partition: [seq]}},   # recorded as dropped (drop_oldest)
@@ -43,11 +45,13 @@ from typing import Any
 import click
 
 from .. import format as fmt
+from ..errors import CorruptionError
 from ..fs import partition_locked
 from ..ranges import RangeSet
 from ..store import QuiverStore
 from ..wal import list_wal_files, scan_wal_file
 from .common import (
+    EXIT_TROUBLE,
     StoreArgs,
     emit_json,
     human_bytes,
@@ -83,8 +87,14 @@ def unfinalized_records(store: QuiverStore, pid: str) -> int:
     return count
 
 
-def idle_partitions(store: QuiverStore) -> tuple[list[str], list[str]]:
-    """``(idle, live)``: partitions with unfinalized WAL data and no writer, and with one."""
+def idle_partitions(
+    store: QuiverStore, unreadable: dict[str, str] | None = None
+) -> tuple[list[str], list[str]]:
+    """``(idle, live)``: partitions with unfinalized WAL data and no writer, and with one.
+
+    A partition whose STATE or WAL cannot be read goes to ``unreadable`` (partition ->
+    error naming the file) and is skipped: one damaged partition never stops gc.
+    """
     idle: list[str] = []
     live: list[str] = []
     for pid in wal_partitions(store):
@@ -93,8 +103,14 @@ def idle_partitions(store: QuiverStore) -> tuple[list[str], list[str]]:
             continue
         if partition_locked(os.path.join(pdir, fmt.LOCK_FILE)):
             live.append(pid)
-        elif unfinalized_records(store, pid):
-            idle.append(pid)
+            continue
+        try:
+            if unfinalized_records(store, pid):
+                idle.append(pid)
+        except CorruptionError as e:
+            if unreadable is None:
+                raise
+            unreadable[pid] = str(e)
     return idle, live
 
 
@@ -143,7 +159,8 @@ def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, A
 def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> dict[str, Any]:
     """Finalize idle partitions and apply retention; the JSON document described above."""
     now_ns = time.time_ns() if now_ns is None else now_ns
-    idle, live = idle_partitions(store)
+    unreadable: dict[str, str] = {}
+    idle, live = idle_partitions(store, unreadable)
     finalized: list[dict[str, Any]] = []
     if dry_run:
         finalized = [
@@ -160,6 +177,9 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
         "dry_run": dry_run,
         "finalized": finalized,
         "skipped_live": sorted(live),
+        "unreadable_partitions": [
+            {"partition": p, "error": e} for p, e in sorted(unreadable.items())
+        ],
         **_retention(store, dry_run=dry_run, now_ns=now_ns),
     }
     if not dry_run and os.path.isdir(os.path.join(store.root, fmt.SUBSCRIBERS_DIR)):
@@ -201,6 +221,10 @@ def render_gc(doc: dict[str, Any]) -> str:
             f"  kept damaged segment {d['seq']} of {d['partition']} ({d['path']}: {d['error']}); "
             f"`quiver fsck {doc['path']} --quarantine` moves it aside"
         )
+    for u in doc.get("unreadable_partitions", []):
+        out.append(
+            f"  skipped partition {u['partition']}: {u['error']}; run `quiver fsck {doc['path']}`"
+        )
     if doc["throttled"]:
         out.append("  over the size cap with nothing deletable: writers are throttled")
     out.append(f"  {'would free' if doc['dry_run'] else 'freed'} {human_bytes(doc['freed_bytes'])}")
@@ -222,3 +246,5 @@ def gc(args: StoreArgs, dry_run: bool) -> None:
         emit_json(doc)
     else:
         click.echo(render_gc(doc))
+    if doc["unreadable_partitions"]:  # everything else was done; the damage is named
+        raise SystemExit(EXIT_TROUBLE)

@@ -15,7 +15,7 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import msgpack
@@ -236,12 +236,21 @@ def _read_header(
     return hsize, first, None
 
 
-def recover_wal(wal_dir: str, *, salvage: bool = False, io: FileIO = DEFAULT_IO) -> WalRecovery:
+def recover_wal(
+    wal_dir: str,
+    *,
+    salvage: bool = False,
+    io: FileIO = DEFAULT_IO,
+    covered: Callable[[int, int], bool] | None = None,
+) -> WalRecovery:
     """Scan all WAL files of a partition in order and repair the torn tail.
 
     Removes stale ``*.tmp`` files; verifies every file (only the last may be torn) and
     seq continuity across files; cuts a torn tail (truncate + fsync, reported);
     removes a last file holding no record (only a header, possibly torn).
+    ``covered(lo, hi)`` says whether records ``lo..hi`` are inside durable segments:
+    a file deleted for that reason between two kept files is not a break in continuity
+    (an earlier file kept by an undecided transaction, ARCHITECTURE.md §4 Rotation).
 
     Raises
     ------
@@ -260,7 +269,13 @@ def recover_wal(wal_dir: str, *, salvage: bool = False, io: FileIO = DEFAULT_IO)
     expected: int | None = None
     next_seq = 1
     for scan in scans:
-        if expected is not None and scan.first_seq != expected:
+        gap_covered = (
+            expected is not None
+            and covered is not None
+            and scan.first_seq > expected
+            and covered(expected, scan.first_seq - 1)
+        )
+        if expected is not None and scan.first_seq != expected and not gap_covered:
             reason = (
                 f"wal files not contiguous: expected first seq {expected}, found {scan.first_seq}"
             )

@@ -7,6 +7,7 @@ function: the bugs lived between functions.
 
 from __future__ import annotations
 
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -312,3 +313,28 @@ def test_a_damaged_meta_in_one_partition_stops_no_writer_nor_retention(tmp_path:
         s.append(ids([200], nullable=True))
         meta = s.finalize()
         assert meta is not None and meta.seq == 4
+
+
+def test_a_deleted_wal_file_between_two_kept_ones_is_not_damage(tmp_path: Path) -> None:
+    """An undecided transaction keeps the first WAL file; a later file whose records
+    are all sealed is deleted; the partition still opens after a crash."""
+    run_child(
+        """
+        cfg = StoreConfig(wal=WalConfig(file_size_bytes=4096),
+                          segment=SegmentConfig(max_open_duration_s=60))
+        s = QuiverStore.open(root, cfg, background=False)
+        t = s.begin_txn("abandoned", 0)
+        s.append(ids([1], nullable=True), txn_id=t)
+        s.append(ids(list(range(100, 1100)), nullable=True))   # a file of its own
+        s.flush()
+        s.finalize()                                             # seals it; its file goes
+        s.append(ids([2000], nullable=True))
+        s.flush()
+        """,
+        root=str(tmp_path),
+    )
+    wal = sorted(os.listdir(tmp_path / "partitions" / "p-0" / "wal"))
+    assert wal[0] == f"{1:020d}.wal" and len(wal) >= 2  # first kept, a middle one gone
+    with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
+        assert all_ids(store) == [*range(100, 1100), 2000]
+        assert store.recovery is not None and store.recovery.pending_txns == 1
