@@ -6,21 +6,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pyarrow as pa
-
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.errors import SegmentMissingError
 from quiver_spark.missing import DELETED, MISSING, QUARANTINED, evidence
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
+from tests.stores import int_segments
 
 CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
 
 
 def _segments(root: Path, n: int) -> None:
-    with QuiverStore.open(str(root), CFG, partition="p-0", background=False) as store:
-        for i in range(n):
-            store.append(pa.record_batch({"x": pa.array([i])}))
-            store.finalize()
+    int_segments(root, [(i, 1) for i in range(n)], column="x")
 
 
 def test_deleted_quarantined_and_vanished_seqs_are_told_apart(tmp_path: Path) -> None:

@@ -6,21 +6,17 @@ import os
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
-
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.fsck import FsckReport, check_store
 
 from ..damage import flip_byte
+from ..stores import int_segments
 
 CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=600))
 
 
 def _store(root: Path, segments: int) -> None:
-    with QuiverStore.open(str(root), CFG, partition="p-0", background=False) as store:
-        for i in range(segments):
-            store.append(pa.record_batch({"id": pa.array(range(i * 10, i * 10 + 10))}))
-            store.finalize()
+    int_segments(root, [(i * 10, 10) for i in range(segments)], config=CFG)
 
 
 def _check(root: Path, quarantine: bool = False, seen: list[int] | None = None) -> FsckReport:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -14,19 +13,17 @@ from quiver_spark.cli import cli
 from quiver_spark.cli.status import collect_status
 from quiver_spark.errors import SubscriberError
 from quiver_spark.options import store_config_from_options
-from quiver_spark.subscribers import records
 from quiver_spark.position import Position
+from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
+from tests.stores import int_segments
 
 HOUR_NS = 3600 * 10**9
 
 
 def fill(root: Path, n: int, **options: str) -> None:
     cfg = store_config_from_options({"segment.max_open_duration": "60s", **options})
-    with QuiverStore.open(str(root), cfg, background=False) as s:
-        for i in range(n):
-            s.append(pa.record_batch({"k": pa.array([i], type=pa.int64())}))
-            s.finalize()
+    int_segments(root, [(i, 1) for i in range(n)], config=cfg)
 
 
 def handle(root: Path) -> QuiverStore:
@@ -55,7 +52,7 @@ def test_an_idle_subscriber_expires_releases_its_segments_and_fails_clearly(tmp_
     rec = records.read_record(str(tmp_path), handle(tmp_path).io, "idle")
     assert rec is not None and rec.expired_ns is not None and rec.expired_after_s == 7200
     with Subscription.open(str(tmp_path), "idle") as idle:
-        with pytest.raises(SubscriberError, match="expired at .* subscriber.expire_after") as err:
+        with pytest.raises(SubscriberError, match=r"expired at .* subscriber\.expire_after") as err:
             idle.start()
         assert f"quiver subscribers {tmp_path} add idle" in str(err.value)
     # adding it again starts it over

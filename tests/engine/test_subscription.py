@@ -13,6 +13,7 @@ from quiver_spark.errors import DataLossError
 from quiver_spark.position import Position
 from quiver_spark.subscription import Caps, Start, Subscription
 from tests.child import run_python
+from tests.stores import int_segments
 
 CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=60))
 
@@ -22,10 +23,7 @@ def rows(lo: int, n: int) -> pa.RecordBatch:
 
 
 def fill(root: Path, partition: str, segments: list[tuple[int, int]]) -> None:
-    with QuiverStore.open(str(root), CFG, partition=partition, background=False) as s:
-        for lo, n in segments:
-            s.append(rows(lo, n))
-            s.finalize()
+    int_segments(root, segments, partition=partition)
 
 
 def keys(sub: Subscription, metas: list) -> list[int]:

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 
-from quiver_spark import QuiverStore
+from tests.stores import int_segments
 
 
 def _store(root: Path) -> None:
-    with QuiverStore.open(str(root), background=False) as store:
-        for lo in (0, 50):
-            store.append(pa.record_batch({"id": pa.array(range(lo, lo + 50), type=pa.int64())}))
-            store.finalize()
+    int_segments(root, [(0, 50), (50, 50)], column="id")
 
 
 @pytest.mark.parametrize("pushdown", ["false", "true"])
