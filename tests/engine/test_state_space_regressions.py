@@ -26,12 +26,9 @@ def _external():
 
 
 # -- found by the generative test -----------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="WAL truncation deletes the files between one pinned by an undecided "
-    "transaction and the current one; recovery then refuses the partition "
-    "('wal files not contiguous'): wedged for good",
-)
+# A partition whose undecided transaction pinned its first WAL file refused to open after
+# the covered files between it and the current one were deleted ("wal files not
+# contiguous"); fixed.
 def test_an_abandoned_batch_pinning_the_wal_does_not_wedge_the_partition(harness):
     h = harness
     h.begin("p-1", "qa")  # a task's transaction whose batch is never decided
@@ -46,11 +43,8 @@ def test_an_abandoned_batch_pinning_the_wal_does_not_wedge_the_partition(harness
     h.recover_and_check()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="quiver gc stops at a partition whose STATE is damaged (finalize_idle_partitions "
-    "raises), so no retention runs anywhere in the store",
-)
+# quiver gc stopped at a partition whose STATE was damaged, so no retention ran anywhere;
+# fixed (the damaged partition is named and skipped).
 def test_gc_keeps_reclaiming_when_one_partition_state_is_damaged(harness):
     h = harness
     h.append("p-0", "base", 7)
