@@ -1,4 +1,4 @@
-"""P6 (WAL part) and T14: recovery time of a partition whose WAL is full.
+"""P6 (WAL part; README "Benchmarks"): recovery time of a partition whose WAL is full.
 
 A writer process fills one partition's WAL with 10k-row Arrow batches inside an
 undecided transaction (so nothing can be finalized or truncated: the worst case,

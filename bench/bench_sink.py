@@ -1,4 +1,4 @@
-"""Sink benchmarks P1, P2, P8, P9 (PERFORMANCE.md), side by side in one Spark session.
+"""Sink benchmarks P1, P2, P8, P9 (README "Benchmarks"), side by side in one Spark session.
 
 Run: ``.venv/bin/python bench/bench_sink.py [--rows 2000000] [--reps 7] [--only p9]``
 

@@ -1,4 +1,4 @@
-"""T6: real kill -9 of a writer process at random times; zero acknowledged rows lost.
+"""Real kill -9 of a writer process at random times; zero acknowledged rows lost.
 
 Each round forks a writer (``kill_writer.write_forever``) against the same store,
 lets it run for a random 20-250 ms, kills it with SIGKILL, then reopens the store here and audits:

@@ -11,7 +11,7 @@ Python workers). Two tests:
   both subscribers,
   every segment both acked deleted from the bucket, and the bucket holds nothing
   but published pairs (``.arrow`` + ``.meta``);
-* T16 against the same endpoint with the engine: the k-th mutating S3 request of a
+* Upload failures against the same endpoint with the engine: the k-th mutating S3 request of a
   finalize fails, for every k, either cleanly or after a partial object landed
   under the target key. Readers never see a segment that is not whole, a retry in
   the same process publishes every row exactly once, and so does recovery after
@@ -156,7 +156,7 @@ def test_spark_round_trip_with_segments_in_s3_reclaims_remote_segments(
     )
 
 
-# -- T16: failed and partial uploads -------------------------------------------------
+# -- failed and partial uploads ----------------------------------------------------
 
 
 class UploadFault(OSError):

@@ -127,7 +127,7 @@ def plan(
 ) -> RetentionPlan:
     """Decide deletions and throttling. Pure: no I/O, no clock.
 
-    ``per_partition_cap`` selects the proposal's phase 1 (each partition enforces
+    ``per_partition_cap`` selects a cap per partition (each partition enforces
     ``size_cap / n_partitions`` alone); the default is one shared cap with global
     oldest-first eviction across partitions. ``damaged`` segments are never chosen;
     their bytes count like WAL bytes (present, not removable by retention).
@@ -528,7 +528,7 @@ def wait_for_capacity(
 
 
 class AnchoredClock:
-    """Wall-clock ns at construction advanced by the monotonic clock (T13).
+    """Wall-clock ns at construction advanced by the monotonic clock (ARCHITECTURE.md §8.7).
 
     Ingestion timestamps are wall-clock; comparing them with this clock keeps a wall
     clock jump after start from expiring data early. ``now_ns`` is what a store passes

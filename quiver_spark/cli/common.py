@@ -76,7 +76,7 @@ def store_arguments(func: F) -> F:
             "--config",
             "config_file",
             metavar="FILE",
-            help="A store config in the proposal's YAML layout; --option values win.",
+            help="A store config in the layout of conf/quiver.yaml; --option values win.",
         ),
         click.option(
             "--segments-path",

@@ -1,4 +1,4 @@
-"""T8 + the three retention layers, their precedence, multi-partition caps, throttling."""
+"""The three retention layers, their precedence, multi-partition caps, throttling (ARCHITECTURE.md §8.7, §8.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""T3: a truncated, bit-flipped, deleted or footer-less segment, or a corrupt .meta, is caught
+"""A truncated, bit-flipped, deleted or footer-less segment, or a corrupt .meta, is caught
 before any batch is served, and quarantine takes it out of the listing."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def seg(loc, tmp_path) -> tuple[SegmentMeta, str]:
 
 
 def _served(loc: SegmentLocation, meta: SegmentMeta) -> bool:
-    """True if any batch came out of the damaged file (the failure T3 forbids)."""
+    """True if any batch came out of the damaged file (the failure these tests forbid)."""
     with loc.open(meta) as r:
         for b in r.batches():
             b.validate(full=True)

@@ -1,4 +1,4 @@
-"""Segments on fsspec filesystems: memory://, a real S3 endpoint (moto), and T16 upload failures."""
+"""Segments on fsspec filesystems: memory://, a real S3 endpoint (moto), and injected upload failures."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_s3_round_trip_through_moto(s3_endpoint, monkeypatch):
     ]
 
 
-# -- T16: injected upload failures --------------------------------------------------
+# -- injected upload failures --------------------------------------------------------
 
 
 @pytest.fixture

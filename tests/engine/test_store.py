@@ -246,7 +246,7 @@ def test_finalize_idle_partitions_seals_committed_data_of_a_dead_writer(tmp_path
         assert ids_of(ro) == [0, 1, 2]
 
 
-# -- T10: one writer per partition ---------------------------------------------------------
+# -- one writer per partition ----------------------------------------------------------------
 
 
 def test_second_writer_in_the_same_process_is_refused(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""T4: crash-state enumeration over the store's append, finalize, commit and truncation.
+"""Crash-state enumeration over the store's append, finalize, commit and truncation.
 
 A workload runs through a recording file layer; for every prefix of its I/O trace
 the crash simulator builds each state a crash could leave (kill -9, power loss with

@@ -1,4 +1,4 @@
-"""T2 for the ack log and checkpoints: bit flips detected, torn tails cut, salvage."""
+"""The ack log and checkpoints: bit flips detected, torn tails cut, salvage (ARCHITECTURE.md §8.6)."""
 
 from __future__ import annotations
 

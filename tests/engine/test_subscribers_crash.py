@@ -1,4 +1,4 @@
-"""T4/T5: crash states of checkpoint/rotation and retention; failing the i-th I/O op."""
+"""Crash states of checkpoint/rotation and retention; failing the i-th I/O op."""
 
 from __future__ import annotations
 

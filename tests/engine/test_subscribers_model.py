@@ -1,4 +1,4 @@
-"""T11: hypothesis stateful model of subscribers, outcomes, checkpoints, crashes, retention."""
+"""A hypothesis stateful model of subscribers, outcomes, checkpoints, crashes, retention."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""T12: ack semantics, registration, replay equivalence, refresh across instances."""
+"""Ack semantics, registration, replay equivalence, refresh across instances."""
 
 from __future__ import annotations
 

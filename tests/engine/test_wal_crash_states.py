@@ -1,4 +1,4 @@
-"""CrashSimulator: its model, and every crash state of a WAL workload recovers (T4 for the WAL)."""
+"""CrashSimulator: its model, and every crash state of a WAL workload recovers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A failed write or fsync is fatal for the writer instance (T7, T8)."""
+"""A failed write or fsync is fatal for the writer instance: never retried, never acknowledged."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def count_ops(tmp_path, interval: float, op: str) -> int:
     return io.counts[op]
 
 
-# -- T7 ------------------------------------------------------------------------------
+# -- a failed fsync (EIO) ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("interval", [NEVER, 0.0], ids=["explicit-flush", "fsync-per-append"])
@@ -166,7 +166,7 @@ def test_a_failed_background_fsync_fails_waiters_and_is_never_retried(tmp_path):
     assert w.durable_seq == 0
 
 
-# -- T8 ------------------------------------------------------------------------------
+# -- a full disk (ENOSPC) ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("op", ["write", "fsync", "fsync_dir", "open"])

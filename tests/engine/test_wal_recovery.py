@@ -1,4 +1,4 @@
-"""WAL recovery: torn tails are cut, every other damage is named (T1, T2)."""
+"""WAL recovery: torn tails are cut, every other damage is named (ARCHITECTURE.md §7.3)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def copy_dir(src: str, dst: str) -> str:
     return dst
 
 
-# -- T1 ----------------------------------------------------------------------------
+# -- torn tails ------------------------------------------------------------------
 
 
 def test_cutting_the_last_file_at_every_offset_recovers_the_exact_prefix(tmp_path):
@@ -106,7 +106,7 @@ def test_cutting_the_last_file_at_every_offset_recovers_the_exact_prefix(tmp_pat
     assert checked == len(offsets) >= 2 * 100
 
 
-# -- T2 ----------------------------------------------------------------------------
+# -- bit flips and other damage ----------------------------------------------------
 
 
 def _unit_of(spans: list[tuple[int, int, int]], offset: int) -> tuple[int, int | None]:

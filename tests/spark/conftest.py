@@ -1,7 +1,7 @@
 """One SparkSession for every Spark test (cold start costs ~6 s; reuse it).
 
 ``local[2,3]``: two cores, and a failed task is retried up to 3 times, as on a
-cluster, so task-retry tests (T17) see real retries.
+cluster, so task-retry tests (``test_sink.py``) see real retries.
 """
 
 from __future__ import annotations

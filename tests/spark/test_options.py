@@ -1,4 +1,4 @@
-"""Spark option strings -> StoreConfig (T15: every bad value is named, nothing touched)."""
+"""Spark option strings -> StoreConfig (every bad value is named, nothing touched)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_spark_and_source_options_outside_store_namespaces_are_ignored():
     assert cfg.segment.target_size_bytes == 32 * 1024**2
 
 
-def test_example_yaml_config_is_read_in_the_proposal_layout():
+def test_example_yaml_config_is_read_in_the_pipeline_layout():
     opts = spark_options({"config": str(CONF)})
     assert opts["path"] == "/data/quiver"
     cfg = store_config({"config": str(CONF)})

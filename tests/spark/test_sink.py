@@ -1,4 +1,4 @@
-"""The quiver sink end to end on a real local Spark (exactly once, T17, T18)."""
+"""The quiver sink end to end on a real local Spark (exactly once under task retries, repeated commits and batch reruns)."""
 
 from __future__ import annotations
 

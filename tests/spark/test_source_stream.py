@@ -101,7 +101,7 @@ class _FailingOnce(Collector):
 def test_replay_with_offsets_but_no_commit_reads_identical_rows_and_pins_retention(
     spark, tmp_path
 ):
-    """T19: offsets/N logged, commits/N missing: batch N is replayed from the same offsets."""
+    """Offsets/N logged, commits/N missing: batch N is replayed from the same offsets."""
     root, ckpt = str(tmp_path / "store"), str(tmp_path / "ckpt")
     write_segments(root, 5)
     first = _FailingOnce(fail_at=2)
