@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-engine test-spark lint format bench soak wheel clean
+.PHONY: help venv demo test test-engine test-spark lint format bench bench-soak soak wheel clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -39,8 +39,12 @@ format: $(STAMP) ## apply ruff's formatter and import sorting
 	$(VENV)/bin/ruff format quiver_spark pyspark_quiver tests integration bench examples
 	$(VENV)/bin/ruff check --fix -q quiver_spark pyspark_quiver tests integration bench examples
 
-bench: $(STAMP) ## run the benchmarks and write bench/results/RESULTS.md (+ JSON)
+bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger) into bench/results/RESULTS.md (+ JSON)
 	$(PY) bench/run_all.py
+
+bench-soak: $(STAMP) ## P11, not in CI: 10 min quiver vs 10 min Parquet file pipeline; table + PNG plots in bench/results
+	$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/run_all.py soak
 
 soak: $(STAMP) ## long fault-injection runs: thousands of kills, long property runs, cluster soak
 	QUIVER_SOAK=1 $(PY) -m pytest tests integration -m soak -q
