@@ -340,6 +340,33 @@ def test_committed_transaction_larger_than_the_target_size_of_a_killed_writer(
     assert read_keys(root, store_config) == expected
 
 
+def test_spark_writers_skip_a_slot_that_cannot_be_recovered(
+    tmp_path: Path, child: Any, spark: Any
+) -> None:
+    from quiver_spark.spark.slots import host_tag
+
+    root = tmp_path / "store"
+    slot0 = f"{host_tag()}-0"
+    w = child("append_only", root=str(root), partition=slot0, first=0, rows=10, batches=3)
+    wal = w.ready()["wal"]
+    w.kill9()
+    # damage inside the first record of the slot's WAL, valid records after it: the
+    # partition refuses to open (corruption, not a torn tail) until an operator acts
+    flip_byte(root / "partitions" / slot0 / "wal" / wal[0], 32 + 20)
+    with pytest.raises(Exception, match=wal[0]):
+        QuiverStore.open(str(root), partition=slot0, background=False)
+    new = list(range(500, 520))
+    df = spark.createDataFrame([(k, f"{k:08d}") for k in new], "k long, v string")
+    df.write.format("quiver").mode("append").option("segment.max_open_duration", "1s").save(
+        str(root)
+    )
+    deadline, got = time.monotonic() + 30, read_keys(root)
+    while got != new and time.monotonic() < deadline:
+        time.sleep(1)
+        got = read_keys(root)
+    assert got == new
+
+
 # == 3. sequence numbers after the loss of wal.path =================================================
 
 

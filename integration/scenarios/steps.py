@@ -105,6 +105,19 @@ def write(a: dict[str, Any]) -> None:
     emit("done", seqs=seqs)
 
 
+def append_only(a: dict[str, Any]) -> None:
+    """Append ``batches`` acknowledged batches of ``rows`` keys, never sealed; wait for SIGKILL."""
+    store = QuiverStore.open(
+        a["root"], make_config({"max_open_s": 3600}), partition=a["partition"], background=False
+    )
+    k = a["first"]
+    for _ in range(a["batches"]):
+        store.append(rows(range(k, k + a["rows"])))
+        store.flush()
+        k += a["rows"]
+    hold(wal=sorted(os.listdir(os.path.join(a["root"], "partitions", a["partition"], "wal"))))
+
+
 def nullable_plain(a: dict[str, Any]) -> None:
     """Scenario 1: non-null [1,2,3], then the same column nullable [10,11], flush."""
     config = make_config({"max_open_s": 3600})
@@ -315,6 +328,7 @@ STEPS: dict[str, Callable[[dict[str, Any]], None]] = {
     f.__name__: f
     for f in (
         write,
+        append_only,
         nullable_plain,
         nullable_txn,
         big_txn,
