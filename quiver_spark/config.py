@@ -108,9 +108,9 @@ class RetentionConfig:
             )
         if self.max_retain_after_ingestion_hours is not None:
             _positive(
-                "retention.max_retain_after_ingestion_hours",
+                "retention.max_age",
                 self.max_retain_after_ingestion_hours,
-                "a positive number of hours",
+                "a positive duration such as 72h or 7d",
             )
         _non_negative("retention.steady_state_headroom", self.steady_state_headroom_bytes)
         _non_negative("retention.backpressure_timeout", self.backpressure_timeout_s)

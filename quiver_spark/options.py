@@ -8,8 +8,10 @@ Sizes accept ``B/KB/MB/GB/TB`` (1024-based; ``KiB`` spellings too); durations
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .config import (
@@ -96,48 +98,115 @@ def parse_choice(option: str, value: object, choices: list[str]) -> str:
     raise ConfigError(option, value, " | ".join(choices))
 
 
-# Store options: name -> (default shown in docs, description). The README table is
-# generated from the same facts; keep names stable (they are part of the contract).
+@dataclass(frozen=True)
+class Option:
+    """One documented option: its name, default as shown, meaning and old spellings.
+
+    Naming scheme: store options are dotted snake_case grouped by what they configure
+    (``segment.*``, ``wal.*``, ``retention.*``, ``subscriber.*``); reader options are
+    Spark-style camelCase like Kafka's and Delta's (``maxSegmentsPerTrigger``). Aliases
+    are earlier spellings, accepted for one release and documented as such.
+    """
+
+    name: str
+    default: str
+    help: str
+    aliases: tuple[str, ...] = ()
+
+
+# The one table of store options: parsing, `quiver` -o flags, errors and the README's
+# sink options table (checked by tests/engine/test_options_table.py) all come from it.
+STORE_OPTION_TABLE: tuple[Option, ...] = (
+    Option("path", "required", "the store's root directory (a local POSIX path reachable by "
+           "writers and the driver)"),
+    Option("segment.target_size", "32MB", "finalize the open segment at this many bytes"),
+    Option("segment.max_open_duration", "5s", "finalize an open segment at this age even when "
+           "the stream is idle: the bound on commit-to-visible latency"),
+    Option("segment.path", "<path>/segments", "where finalized segments live: a local path or "
+           "any fsspec URL (`s3://bucket/prefix`); recorded at creation", ("segments.path",)),
+    Option("segment.event_time_column", "none", "a timestamp, date or integer column whose "
+           "min/max each segment keeps (batch reads prune on it)", ("eventTimeColumn",)),
+    Option("wal.flush_interval", "25ms", "group-fsync period of the WAL; `0` fsyncs every "
+           "append"),
+    Option("wal.max_size", "4GB", "WAL cap per partition: reaching it finalizes; if undecided "
+           "batches still pin it, backpressure"),
+    Option("wal.path", "<path>/partitions", "executor-local root for WAL and lock files; "
+           "recorded at creation (see Layouts)"),
+    Option("retention.size_cap", "none", "store policy: cap on WAL + segments of the whole "
+           "store"),
+    Option("retention.size_cap_policy", "backpressure", "store policy: `backpressure` (never "
+           "delete unacknowledged data; throttle intake) or `drop_oldest` (evict the oldest "
+           "unacknowledged segments, recorded as `dropped`)"),
+    Option("retention.max_age", "none", "store policy: delete segments ingested longer ago "
+           "than this duration (`72h`, `7d`), acknowledged or not (recorded as `dropped`)",
+           ("retention.max_retain_after_ingestion_hours",)),
+    Option("retention.steady_state_headroom", "0B", "store policy: keep this many bytes of "
+           "fully acknowledged segments as a spool"),
+    Option("retention.backpressure_timeout", "30s", "how long an append waits for space "
+           "before failing with a retryable error (this process's setting, not store policy)"),
+    Option("subscriber.expire_after", "none", "store policy: deregister a subscriber that has "
+           "not acknowledged for this long, releasing what it pinned"),
+    Option("config", "none", "a YAML store config file (explicit options win)"),
+)  # fmt: skip
+
 STORE_OPTIONS: dict[str, tuple[str, str]] = {
-    "segment.target_size": ("32MB", "finalize the open segment at this many bytes"),
-    "segment.max_open_duration": ("5s", "finalize an open segment at this age, even if idle"),
-    "segments.path": ("<path>/segments", "where finalized segments live (local or fsspec URL)"),
-    "wal.flush_interval": ("25ms", "group fsync period of the WAL; 0 = fsync every append"),
-    "wal.max_size": ("4GB", "WAL cap per partition; reaching it finalizes, then backpressure"),
-    "wal.path": ("<path>/partitions", "executor-local root for WAL and locks"),
-    "retention.size_cap": ("none", "cap on WAL + segments of the whole store"),
-    "retention.size_cap_policy": ("backpressure", "backpressure | drop_oldest"),
-    "retention.max_retain_after_ingestion_hours": ("none", "delete older segments regardless"),
-    "retention.steady_state_headroom": ("0B", "bytes of acked segments to keep as a spool"),
-    "retention.backpressure_timeout": ("30s", "how long an append waits for space"),
-    "subscriber.expire_after": (
-        "none",
-        "store policy: deregister a subscriber that has not acknowledged for this long",
-    ),
-    "eventTimeColumn": ("none", "column whose min/max each segment's metadata keeps"),
+    o.name: (o.default, o.help) for o in STORE_OPTION_TABLE if o.name not in ("path", "config")
 }
+"""Store options by canonical name: ``(default as shown, meaning)``."""
+ALIASES: dict[str, str] = {a: o.name for o in STORE_OPTION_TABLE for a in o.aliases}
 _PREFIXES = ("segment.", "segments.", "wal.", "retention.", "subscriber.")
+
+
+def canonical_option(key: str) -> str | None:
+    """The canonical name of store option ``key`` (any case, or an alias), else None."""
+    k = key.strip().lower()
+    for name in STORE_OPTIONS:
+        if name.lower() == k:
+            return name
+    for alias, name in ALIASES.items():
+        if alias.lower() == k:
+            return name
+    return None
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for a near miss of ``key`` among ``known``, else ``""``."""
+    names = {n.lower(): n for n in known}
+    close = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.75)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
     """Build a validated :class:`StoreConfig` from string options.
 
     Keys outside the store's namespaces are ignored (Spark passes its own); an
-    unknown key inside them (``segment.target_sise``) is an error, as is a bad value.
+    unknown key inside them (``segment.target_sise``) is an error naming the near miss,
+    as is a bad value. Aliases (earlier spellings) are accepted.
     """
     # Spark hands options over case-insensitively (lower-cased keys): match that way.
-    canonical = {k.lower(): k for k in STORE_OPTIONS}
     opts: dict[str, Any] = {}
+    given_as: dict[str, str] = {}
     for key, value in options.items():
         if value is None:
             continue
-        name = canonical.get(key.lower())
+        name = canonical_option(key)
         if name is None:
             if key.lower().startswith(_PREFIXES):
-                allowed = "a known option: " + ", ".join(sorted(STORE_OPTIONS))
+                known = [*STORE_OPTIONS, *ALIASES]
+                allowed = (
+                    "a known option"
+                    + did_you_mean(key, known)
+                    + ": "
+                    + ", ".join(sorted(STORE_OPTIONS))
+                )
                 raise ConfigError(key, value, allowed)
             continue
+        if name in opts and str(opts[name]) != str(value):
+            raise ConfigError(
+                key, value, f"one value: {given_as[name]!r} (the same option) says {opts[name]!r}"
+            )
         opts[name] = value
+        given_as[name] = key
     flush_s = parse_duration("wal.flush_interval", opts.get("wal.flush_interval", "25ms"))
     max_wal = parse_size("wal.max_size", opts.get("wal.max_size", "4GB"))
     target = parse_size("segment.target_size", opts.get("segment.target_size", "32MB"))
@@ -156,8 +225,8 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
     segment = SegmentConfig(
         target_size_bytes=target,
         max_open_duration_s=max_open_s,
-        path=_opt_str(opts, "segments.path"),
-        event_time_column=_opt_str(opts, "eventTimeColumn"),
+        path=_opt_str(opts, "segment.path"),
+        event_time_column=_opt_str(opts, "segment.event_time_column"),
     )
     policy = parse_choice(
         "retention.size_cap_policy",
@@ -165,16 +234,11 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
         [p.value for p in SizeCapPolicy],
     )
     cap = opts.get("retention.size_cap")
-    hours = opts.get("retention.max_retain_after_ingestion_hours")
     retention = RetentionConfig(
-        size_cap_bytes=parse_size("retention.size_cap", cap) if cap not in (None, "") else None,
+        size_cap_bytes=parse_size("retention.size_cap", cap) if _given(cap) else None,
         size_cap_policy=SizeCapPolicy(policy),
-        max_retain_after_ingestion_hours=(
-            parse_positive_float(
-                "retention.max_retain_after_ingestion_hours", hours, "a positive number of hours"
-            )
-            if hours not in (None, "")
-            else None
+        max_retain_after_ingestion_hours=_max_age_hours(
+            opts.get("retention.max_age"), given_as.get("retention.max_age", "")
         ),
         steady_state_headroom_bytes=parse_size(
             "retention.steady_state_headroom", opts.get("retention.steady_state_headroom", 0)
@@ -187,7 +251,7 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
         raise ConfigError("retention.size_cap", cap, "a size greater than zero")
     expire = opts.get("subscriber.expire_after")
     expire_s = None
-    if expire not in (None, "", "none"):
+    if _given(expire):
         expire_s = parse_duration("subscriber.expire_after", expire)
         if expire_s <= 0:
             raise ConfigError("subscriber.expire_after", expire, "a duration greater than zero")
@@ -198,6 +262,29 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
         subscriber_expire_after_s=expire_s,
         explicit=frozenset(opts),
     )
+
+
+def _given(value: object) -> bool:
+    return value is not None and str(value).strip().lower() not in ("", "none")
+
+
+def _max_age_hours(value: object, given_as: str) -> float | None:
+    """``retention.max_age`` in hours: a duration with units (``72h``, ``3d``); under its
+    old name ``retention.max_retain_after_ingestion_hours`` a bare number is hours."""
+    if not _given(value):
+        return None
+    name = given_as or "retention.max_age"
+    text = str(value).strip()
+    if given_as.lower() == "retention.max_retain_after_ingestion_hours":
+        try:
+            hours = float(text)
+        except ValueError:
+            hours = parse_duration(name, text) / 3600
+    else:
+        hours = parse_duration(name, text) / 3600
+    if not hours > 0 or hours == float("inf"):
+        raise ConfigError(name, value, "a positive duration such as 72h or 7d")
+    return hours
 
 
 def _opt_str(opts: Mapping[str, Any], key: str) -> str | None:
@@ -246,8 +333,6 @@ def load_yaml_options(path: str) -> dict[str, Any]:
             raise ConfigError("config", path, "a node whose plugin_urn names persistence")
         doc = blocks[0]
     flat = flatten(doc)
-    if "segment.path" in flat:  # the proposal's layout nests segments' location
-        flat["segments.path"] = flat.pop("segment.path")
     return {k: (str(v) if not isinstance(v, str) else v) for k, v in flat.items()}
 
 

@@ -34,7 +34,7 @@ STORE_LOCK = ".store.lock"
 RETENTION_FIELDS: dict[str, str] = {
     "retention.size_cap": "size_cap_bytes",
     "retention.size_cap_policy": "size_cap_policy",
-    "retention.max_retain_after_ingestion_hours": "max_retain_after_ingestion_hours",
+    "retention.max_age": "max_retain_after_ingestion_hours",
     "retention.steady_state_headroom": "steady_state_headroom_bytes",
 }
 EXPIRE_AFTER = "subscriber.expire_after"
@@ -119,8 +119,8 @@ def show(option: str, value: Any) -> str:
         return _size(int(value))
     if option == EXPIRE_AFTER:
         return _duration(float(value))
-    if option == "retention.max_retain_after_ingestion_hours":
-        return f"{value:g}h"
+    if option == "retention.max_age":
+        return _duration(float(value) * 3600)
     return str(value)
 
 

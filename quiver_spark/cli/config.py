@@ -1,7 +1,7 @@
 """``quiver config PATH [set KEY=VALUE ...]``: show or change the store's recorded policy.
 
 The policy (ARCHITECTURE.md §6.6) holds ``retention.size_cap``,
-``retention.size_cap_policy``, ``retention.max_retain_after_ingestion_hours``,
+``retention.size_cap_policy``, ``retention.max_age``,
 ``retention.steady_state_headroom`` and ``subscriber.expire_after``. It is recorded
 when the store is created and applies to every writer, reader and command; a
 process whose explicit option contradicts it refuses to start. ``set`` changes it
@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, QuiverError
-from ..options import store_config_from_options
+from ..options import canonical_option, store_config_from_options
 from ..policy import POLICY_OPTIONS, StorePolicy, policy_of
 from ..store import QuiverStore
 from .common import CliError, StoreArgs, emit_json, render_table, store_arguments, with_store
@@ -37,26 +37,26 @@ SCHEMA = "quiver.config/1"
 def _parse_changes(pairs: tuple[str, ...]) -> dict[str, Any]:
     if not pairs:
         raise CliError("set needs at least one KEY=VALUE, e.g. retention.size_cap=2GB")
-    known = {o.lower(): o for o in POLICY_OPTIONS}
-    raw: dict[str, str] = {}
+    raw: dict[str, str] = {}  # as given (an alias keeps its own value rules)
+    names: list[str] = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        option = known.get(key.strip().lower())
+        option = canonical_option(key)
+        if option not in POLICY_OPTIONS:
+            option = None
         if not sep or option is None:
             raise CliError(
                 f"invalid policy change {pair!r}; allowed: KEY=VALUE with KEY one of "
                 + ", ".join(POLICY_OPTIONS)
             )
-        raw[option] = value.strip()
+        raw[key.strip()] = value.strip()
+        names.append(option)
     try:
-        parsed = policy_of(
-            store_config_from_options(
-                {k: ("" if v.lower() == "none" else v) for k, v in raw.items()}
-            )
-        )
+        given = {k: ("" if v.lower() == "none" else v) for k, v in raw.items()}
+        parsed = policy_of(store_config_from_options(given))
     except ConfigError as e:
         raise CliError(str(e)) from e
-    return {option: parsed.value(option) for option in raw}
+    return {option: parsed.value(option) for option in names}
 
 
 def _document(store: QuiverStore, policy: StorePolicy, changed: list[str]) -> dict[str, Any]:
