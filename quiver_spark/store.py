@@ -59,6 +59,7 @@ from .retention import (
     wait_for_capacity,
 )
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
+from .segment.location import check_url
 from .subscribers import SubscriberRegistry, records
 
 log = logging.getLogger(__name__)
@@ -223,6 +224,8 @@ class QuiverStore:
                     f"{root} is not a Quiver store (no {fmt.STORE_FILE} file); "
                     "create one by writing to it"
                 ) from None
+        if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
+            check_url("segment.path", config.segment.path)
         io.mkdir(root)
         with file_lock(os.path.join(root, ".store.lock")):
             try:  # another process may have created it meanwhile

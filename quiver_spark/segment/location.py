@@ -16,6 +16,7 @@ from __future__ import annotations
 import io as _io
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,9 +24,10 @@ from typing import Any, TypeVar
 
 import fsspec
 import pyarrow as pa
+from fsspec.registry import known_implementations
 
 from ..config import NAME_RE, validate_name
-from ..errors import CorruptionError, SegmentExistsError, SegmentMissingError
+from ..errors import ConfigError, CorruptionError, SegmentExistsError, SegmentMissingError
 from ..format import META_SUFFIX, SEGMENT_SUFFIX, TMP_SUFFIX, meta_file_name, parse_seq
 from ..format import segment_file_name as arrow_file_name
 from ..fs import DEFAULT_IO, FileIO
@@ -93,6 +95,129 @@ class SegmentSurvey:
 
     metas: list[SegmentMeta]
     damaged: list[DamagedSegment]
+
+
+# -- location strings ------------------------------------------------------------
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.S)
+LOCAL_SCHEMES = ("file", "local")
+
+EXTRAS = {"s3": "s3", "s3a": "s3"}
+"""fsspec protocols whose backend one of this package's extras installs."""
+
+COMMON_SCHEMES = "s3://, s3a://, gs://, abfs://, az://, hdfs://, memory://, file://"
+
+
+def _install_hint(protocol: str) -> str:
+    """What to install for ``protocol``, e.g. ``s3fs; run: pip install 'quiver-spark[s3]'``."""
+    known = known_implementations.get(protocol, {})
+    package = str(known.get("class") or "").split(".")[0]  # "gcsfs.GCSFileSystem"
+    extra = EXTRAS.get(protocol)
+    if extra is not None:
+        return f"{package or 's3fs'}; run: pip install 'quiver-spark[{extra}]'"
+    if package and package != "fsspec":
+        return f"{package}; run: pip install {package}"
+    return str(known.get("err") or f"the fsspec implementation of {protocol}://")
+
+
+def local_path(option: str, value: object) -> str:
+    """A local POSIX path from ``value``: a path or a ``file://`` URL, made absolute.
+
+    >>> local_path("path", "file:///data/q")
+    '/data/q'
+
+    Raises
+    ------
+    ConfigError
+        For any other URL (``s3://...``), a scheme without ``//`` (``dbfs:/mnt/q``,
+        which would otherwise become a relative directory named ``dbfs:``) or an
+        empty value; the message says what to write instead.
+    """
+    raw = str(value).strip() if value is not None else ""
+    if not raw:
+        raise ConfigError(option, value, "a local directory")
+    m = _SCHEME_RE.match(raw)
+    if m is not None:
+        scheme, rest = m.group(1).lower(), m.group(2)
+        if scheme not in LOCAL_SCHEMES:
+            hint = _scheme_hint(scheme, rest)
+            raise ConfigError(
+                option,
+                value,
+                "a local POSIX directory or file:// URL (WAL, locks and commit records need "
+                "fsync and flock; put finalized segments elsewhere with option "
+                f"'segment.path', formerly 'segments.path'){hint}",
+            )
+        raw = _file_url_path(option, value, rest)
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+def _file_url_path(option: str, value: object, rest: str) -> str:
+    """The path of ``file:<rest>``: ``file:///x`` and ``file:/x`` give ``/x``."""
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if host not in ("", "localhost") or not slash:
+            raise ConfigError(
+                option, value, "a file URL of this machine: file:///absolute/path (three slashes)"
+            )
+        return "/" + path
+    if rest.startswith("/"):
+        return rest
+    raise ConfigError(option, value, "a file URL with an absolute path: file:///absolute/path")
+
+
+def _scheme_hint(scheme: str, rest: str) -> str:
+    if scheme == "dbfs" and not rest.startswith("//"):
+        return f"; on Databricks use the DBFS mount /dbfs{rest if rest.startswith('/') else '/' + rest}"
+    return ""
+
+
+def check_url(option: str, value: object) -> str:
+    """Validate a segments location before anything is written there; returns it as given.
+
+    A local path or ``file://`` URL, or a well-formed ``scheme://...`` URL whose fsspec
+    backend is importable. Everything else raises :class:`ConfigError` naming the fix:
+    a missing backend (``s3://`` without s3fs: ``pip install 'quiver-spark[s3]'``), an
+    unknown scheme, a scheme without ``//`` (``dbfs:/mnt/q``) or a URL with nothing
+    after the scheme (``s3://``).
+    """
+    raw = str(value).strip() if value is not None else ""
+    if not raw:
+        raise ConfigError(option, value, "a local path or a URL such as s3://bucket/prefix")
+    m = _SCHEME_RE.match(raw)
+    if m is None:
+        return raw  # a local path
+    scheme, rest = m.group(1).lower(), m.group(2)
+    if scheme in LOCAL_SCHEMES:
+        local_path(option, value)
+        return raw
+    if not rest.startswith("//"):
+        raise ConfigError(
+            option,
+            value,
+            f"a local path or a URL written scheme://... (e.g. {scheme}:/{rest}){_scheme_hint(scheme, rest)}"
+            if rest.startswith("/")
+            else f"a local path or a URL written scheme://...{_scheme_hint(scheme, rest)}",
+        )
+    if not rest[2:].strip("/"):
+        raise ConfigError(
+            option, value, f"a URL with a location after {scheme}://, e.g. s3://bucket/prefix"
+        )
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ImportError:
+        raise ConfigError(
+            option,
+            value,
+            f"a URL whose filesystem is installed ({scheme}:// needs {_install_hint(scheme)})",
+        ) from None
+    except ValueError:
+        raise ConfigError(
+            option,
+            value,
+            f"a local path or a URL of a known fsspec filesystem ({COMMON_SCHEMES}); "
+            f"{scheme}:// is none of them",
+        ) from None
+    return raw
 
 
 class _Local:
@@ -285,14 +410,18 @@ class SegmentLocation:
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.url = url
-        protocol = url.split("://", 1)[0] if "://" in url else "file"
-        self.is_local: bool = protocol in ("file", "local")
+        check_url("segment.path", url)  # a missing backend or bad URL: one clear error
+        m = _SCHEME_RE.match(url.strip())
+        self.is_local: bool = m is None or m.group(1).lower() in LOCAL_SCHEMES
         self._b: _Local | _Remote
         if self.is_local:
-            self._b = _Local(url.split("://", 1)[-1], io)
+            self._b = _Local(local_path("segment.path", url), io)
         else:
             self._b = _Remote(url, storage_options or {})
         self.quarantined_total = 0
+        # partition -> seq -> metadata verified once: a published .meta never changes,
+        # and a listing decides what still exists (ARCHITECTURE.md §5.4)
+        self._meta_cache: dict[str, dict[int, SegmentMeta]] = {}
         """Segments quarantined through this instance (a metric for the store)."""
 
     def __repr__(self) -> str:
@@ -492,9 +621,17 @@ class SegmentLocation:
         validate_name("partition", partition)
         metas: list[SegmentMeta] = []
         damaged: list[DamagedSegment] = []
-        for seq in self.published_seqs(partition):
+        listed = self.published_seqs(partition)
+        cache = self._meta_cache.setdefault(partition, {})
+        for gone in set(cache) - set(listed):  # deleted or moved aside since
+            del cache[gone]
+        for seq in listed:
+            hit = cache.get(seq)
+            if hit is not None:  # published metadata never changes: read it once
+                metas.append(hit)
+                continue
             try:
-                metas.append(self.read_meta(partition, seq))
+                meta = self.read_meta(partition, seq)
             except SegmentMissingError:  # deleted between listing and reading
                 continue
             except CorruptionError as e:
@@ -511,6 +648,9 @@ class SegmentLocation:
                 )
                 size = self._b.size(arrow_path) or 0
                 damaged.append(DamagedSegment(partition, seq, shown, str(e), size))
+                continue
+            cache[seq] = meta
+            metas.append(meta)
         return SegmentSurvey(metas, damaged)
 
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
@@ -543,16 +683,19 @@ class SegmentLocation:
     def total_bytes(self, partition: str | None = None) -> int:
         """Bytes of published segments (``.arrow`` plus ``.meta``), from directory listings."""
         parts = self.partitions() if partition is None else [validate_name("partition", partition)]
-        total = 0
-        for p in parts:
-            entries = self._b.entries(self._b.join(p), sizes=True)
-            published = {s for n in entries if (s := parse_seq(n, META_SUFFIX))}
-            total += sum(
-                size
-                for n, size in entries.items()
-                if (parse_seq(n, SEGMENT_SUFFIX) or parse_seq(n, META_SUFFIX)) in published
-            )
-        return total
+        return sum(sum(self.published_sizes(p).values()) for p in parts)
+
+    def published_sizes(self, partition: str) -> dict[int, int]:
+        """``{seq: bytes}`` of each published segment of ``partition``: its ``.arrow``
+        plus its ``.meta`` on disk (damaged ones included), from one listing."""
+        validate_name("partition", partition)
+        entries = self._b.entries(self._b.join(partition), sizes=True)
+        sizes = {s: 0 for n in entries if (s := parse_seq(n, META_SUFFIX))}
+        for n, size in entries.items():
+            seq = parse_seq(n, SEGMENT_SUFFIX) or parse_seq(n, META_SUFFIX)
+            if seq in sizes:
+                sizes[seq] += size
+        return sizes
 
     # -- removing -----------------------------------------------------------------
     def delete(self, partition: str, seqs: Iterable[int]) -> None:

@@ -15,13 +15,13 @@ allowed (:class:`~quiver_spark.errors.ConfigError`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from ..config import StoreConfig
 from ..errors import ConfigError
 from ..options import merged_options, store_config_from_options
+from ..segment.location import check_url, local_path
 
 PATH = "path"
 CONFIG = "config"
@@ -55,23 +55,13 @@ def store_root(options: Mapping[str, Any]) -> str:
 
     The root holds the descriptor, WAL (unless ``wal.path``) and commit records, so it
     must be a POSIX path every writer and the driver can reach; finalized segments
-    may go elsewhere (``segments.path``, any fsspec URL).
+    may go elsewhere (``segment.path``, any fsspec URL).
     """
     opts = spark_options(options)
     raw = opts.get(PATH)
     if raw is None or not str(raw).strip():
         raise ConfigError(PATH, raw, PATH_ALLOWED)
-    value = str(raw).strip()
-    if value.startswith("file://"):
-        value = value[len("file://") :]
-    elif "://" in value:
-        raise ConfigError(
-            PATH,
-            raw,
-            "a local POSIX directory (WAL and commit records need fsync and flock); "
-            "put finalized segments on a remote filesystem with option 'segments.path'",
-        )
-    return os.path.abspath(os.path.expanduser(value))
+    return local_path(PATH, raw)
 
 
 def store_config(options: Mapping[str, Any]) -> StoreConfig:
@@ -80,8 +70,12 @@ def store_config(options: Mapping[str, Any]) -> StoreConfig:
 
     Unknown keys inside the store's namespaces are errors (a typo must not be
     ignored); keys outside them belong to Spark or to the source and are skipped.
+    ``segment.path`` must be a local path or a URL whose fsspec backend is installed.
     """
-    return store_config_from_options(spark_options(options))
+    config = store_config_from_options(spark_options(options))
+    if config.segment.path:  # a missing backend fails here, at query start
+        check_url("segment.path", config.segment.path)
+    return config
 
 
 def validate_sink_options(options: Mapping[str, Any]) -> tuple[str, StoreConfig]:

@@ -1,0 +1,75 @@
+"""Store roots and segment locations, as the engine and the Spark options see them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from quiver_spark import QuiverStore
+from quiver_spark.errors import ConfigError
+from quiver_spark.options import store_config_from_options
+from quiver_spark.segment.location import check_url, local_path
+from quiver_spark.spark.options import store_config, store_root, validate_sink_options
+
+LOADED = sys.modules["fsspec.registry"]._registry
+
+
+@pytest.fixture
+def no_s3fs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "s3fs", None)
+    monkeypatch.delitem(LOADED, "s3", raising=False)
+
+
+def test_file_urls_are_local_paths() -> None:
+    assert local_path("path", "file:///data/q") == "/data/q"
+    assert local_path("path", "file://localhost/data/q") == "/data/q"
+    assert local_path("path", "file:/data/q") == "/data/q"
+    assert store_root({"path": "file:///data/q"}) == "/data/q"
+    assert check_url("segment.path", "file:///data/segs") == "file:///data/segs"
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [("dbfs:/mnt/q", "/dbfs/mnt/q"), ("s3://b/q", "option 'segment.path'"),
+     ("file://host/q", "file:///absolute/path"), ("hdfs:///q", "local POSIX directory")],
+)  # fmt: skip
+def test_a_root_that_is_not_local_is_refused_at_query_start(path: str, says: str) -> None:
+    with pytest.raises(ConfigError, match="'path'") as e:
+        validate_sink_options({"path": path})
+    assert says in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [("s3://bucket/p", "pip install 'quiver-spark[s3]'"),
+     ("gopher://x/y", "gopher:// is none of them"),
+     ("dbfs:/mnt/q", "/dbfs/mnt/q"),
+     ("s3://", "s3://bucket/prefix")],
+)  # fmt: skip
+def test_a_segments_location_that_cannot_work_fails_at_query_start(
+    url: str, says: str, no_s3fs: None
+) -> None:
+    with pytest.raises(ConfigError, match=r"'segment\.path'") as e:
+        store_config({"path": "/q", "segment.path": url})
+    assert says in str(e.value)
+
+
+def test_segment_file_urls_work_end_to_end(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    cfg = store_config_from_options({"segment.path": f"file://{tmp_path / 'segs'}"})
+    with QuiverStore.open(str(tmp_path / "store"), cfg, partition="p-0") as store:
+        store.append(pa.record_batch({"x": [1, 2]}))
+        store.finalize()
+    assert (tmp_path / "segs" / "p-0").is_dir()
+
+
+def test_create_with_a_bad_segments_location_writes_nothing(tmp_path: Path, no_s3fs: None) -> None:
+    root = tmp_path / "store"
+    for url in ("s3://bucket/p", "nope://x/y", "dbfs:/mnt/q"):
+        cfg = store_config_from_options({"segment.path": url})
+        with pytest.raises(ConfigError, match=r"segment\.path"):
+            QuiverStore.open(str(root), cfg, partition=None)
+        assert not root.exists()
