@@ -41,10 +41,13 @@ os._exit(0)  # killed: p-2's rows are only in its WAL
 """
 
 
-def quiver(venv: FreshVenv, *args: object, code: int = 0) -> subprocess.CompletedProcess[str]:
+def quiver(
+    venv: FreshVenv, *args: object, code: int = 0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     exe = venv.root / "bin" / "quiver"
     proc = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
-                          timeout=60, cwd=venv.scratch, env=venv.env(), check=False)  # fmt: skip
+                          timeout=60, cwd=venv.scratch, env=env or venv.env(),
+                          check=False)  # fmt: skip
     assert proc.returncode == code, f"{args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -101,3 +104,26 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
     missing = quiver(fresh_venv, "status", tmp_path / "absent", code=2)
     assert "no such directory" in missing.stderr and "Traceback" not in missing.stderr
     assert time.monotonic() - t0 < 60
+
+
+def test_installed_quiver_without_s3fs_names_the_extra(
+    fresh_venv: FreshVenv, tmp_path: Path
+) -> None:
+    """A user who installed the wheel without ``[s3]``: one line naming the fix, and a
+    failed ``--create`` leaves no store behind."""
+    stub = tmp_path / "no-s3fs" / "s3fs"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError(\"No module named 's3fs'\")\n")
+    env = fresh_venv.env(PYTHONPATH=str(stub.parent))
+    root = tmp_path / "store"
+    made = quiver(fresh_venv, "subscribers", root, "add", "exporter", "--create",
+                  "-o", "segment.path=s3://bucket/prefix", code=2, env=env)  # fmt: skip
+    assert "pip install 'quiver-spark[s3]'" in made.stderr, made.stderr
+    assert "Traceback" not in made.stderr and len(made.stderr.strip().splitlines()) == 1
+    assert not root.exists()
+    remote = quiver(fresh_venv, "status", "s3://bucket/store", code=2, env=env)
+    assert "is not a local directory" in remote.stderr and "Traceback" not in remote.stderr
+
+    quiver(fresh_venv, "subscribers", root, "add", "exporter", "--create", env=env)
+    assert "exporter" in quiver(fresh_venv, "status", f"file://{root}", "-v", env=env).stdout
+    assert "--subscriber" in quiver(fresh_venv, "subscribers", "--help", env=env).stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 import time
@@ -21,7 +22,15 @@ import click
 from .. import format as fmt
 from ..config import NAME_RE, StoreConfig
 from ..errors import ConfigError, CorruptionError, QuiverError
-from ..options import STORE_OPTIONS, load_yaml_options, store_config_from_options
+from ..options import (
+    ALIASES,
+    STORE_OPTIONS,
+    canonical_option,
+    did_you_mean,
+    load_yaml_options,
+    store_config_from_options,
+)
+from ..segment.location import check_url, local_path
 from ..store import QuiverStore
 
 EXIT_OK = 0
@@ -54,7 +63,45 @@ class StoreArgs:
 
     @property
     def root(self) -> str:
-        return os.path.abspath(self.path)
+        """PATH as an absolute local directory (a ``file://`` URL is accepted)."""
+        return local_root(self.path)
+
+
+def local_root(path: str) -> str:
+    """A store root from the command line; any URL but ``file://`` is a usage error."""
+    try:
+        return local_path("PATH", path)
+    except ConfigError as e:
+        raise CliError(f"{path} is not a local directory: a store's root is {e.allowed}") from e
+
+
+def configure_logging(verbose: int) -> None:
+    """Log quiver's own events to stderr: errors only, ``-v`` info, ``-vv`` debug."""
+    level = {0: logging.ERROR, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    handler = logging.StreamHandler()  # stderr
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger("quiver_spark")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def _verbose_callback(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    if value:  # after the command name: adds to a -v given before it
+        meta = ctx.find_root().meta
+        meta["quiver.verbose"] = meta.get("quiver.verbose", 0) + value
+        configure_logging(meta["quiver.verbose"])
+
+
+verbose_option = click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    expose_value=False,
+    callback=_verbose_callback,
+    help="Log quiver's own events to stderr (-v info, -vv debug).",
+)
+"""``-v`` accepted after the command name too (``quiver status PATH -v``)."""
 
 
 def store_arguments(func: F) -> F:
@@ -81,7 +128,7 @@ def store_arguments(func: F) -> F:
         click.option(
             "--segments-path",
             metavar="URL",
-            help="Where finalized segments live when not in the store (segments.path).",
+            help="Where finalized segments live when not in the store (segment.path).",
         ),
         click.option(
             "--wal-path",
@@ -89,6 +136,7 @@ def store_arguments(func: F) -> F:
             help="Where the partitions' WAL lives when not in the store (wal.path).",
         ),
         click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout."),
+        verbose_option,
     ]
 
     def wrapper(
@@ -121,18 +169,17 @@ def parse_option_flags(flags: Sequence[str]) -> dict[str, str]:
         A flag without ``=`` or naming an option the store does not know; the
         message names ``--option``, the value and what is allowed.
     """
-    known = {k.lower(): k for k in STORE_OPTIONS}
     out: dict[str, str] = {}
     for flag in flags:
         key, sep, value = flag.partition("=")
         if not sep or not key.strip():
             raise ConfigError("--option", flag, "KEY=VALUE, e.g. retention.size_cap=10GB")
-        name = known.get(key.strip().lower())
-        if name is None:
+        if canonical_option(key) is None:
+            hint = did_you_mean(key.strip(), [*STORE_OPTIONS, *ALIASES])
             raise ConfigError(
-                "--option", flag, "a known option: " + ", ".join(sorted(STORE_OPTIONS))
+                "--option", flag, f"a known option{hint}: " + ", ".join(sorted(STORE_OPTIONS))
             )
-        out[name] = value.strip()
+        out[key.strip()] = value.strip()  # as given: an alias keeps its own value rules
     return out
 
 
@@ -144,17 +191,20 @@ def store_config(args: StoreArgs) -> StoreConfig:
             opts.update(load_yaml_options(args.config_file))
         opts.update(parse_option_flags(args.options))
         if args.segments_path:
-            opts["segments.path"] = args.segments_path
+            opts["segment.path"] = args.segments_path
         if args.wal_path:
             opts["wal.path"] = args.wal_path
-        return store_config_from_options(opts)
+        config = store_config_from_options(opts)
+        if config.segment.path:  # a missing backend or a bad URL, before anything is opened
+            check_url("segment.path", config.segment.path)
+        return config
     except ConfigError as e:
         raise CliError(str(e)) from e
 
 
 def check_store_path(path: str) -> str:
     """The absolute root if ``path`` is an existing Quiver store; CliError (exit 2) otherwise."""
-    root = os.path.abspath(path)
+    root = local_root(path)
     if not os.path.exists(root):
         raise CliError(f"{path}: no such directory; expected a Quiver store")
     if not os.path.isdir(root):
@@ -172,13 +222,47 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
     config = config if config is not None else store_config(args)
     root = check_store_path(args.path)
     try:
-        return QuiverStore.open(root, config, partition=None, create=False, background=False)
-    except ConfigError as e:  # an option contradicting the store's policy: usage
-        raise CliError(str(e), EXIT_USAGE) from e
+        store = QuiverStore.open(root, config, partition=None, create=False, background=False)
+    except ConfigError as e:
+        raise open_error(args, config, e) from e
     except CorruptionError as e:
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
+    check_segments_reachable(store, args.path)
+    return store
+
+
+def open_error(args: StoreArgs, config: StoreConfig, e: ConfigError) -> CliError:
+    """The CLI error for a ConfigError raised while opening a store."""
+    if e.option == "segment.path" and not config.segment.path:  # the recorded location
+        return CliError(
+            f"store {args.path} keeps its segments at {e.value}, which cannot be used "
+            f"here: {e.allowed}",
+            EXIT_TROUBLE,
+        )
+    return CliError(str(e), EXIT_USAGE)  # an option contradicting the store's policy
+
+
+def check_segments_reachable(store: QuiverStore, path: str) -> None:
+    """One listing of the segments location; failing it is one line, exit 1 (the handle
+    is closed). Credentials, endpoint or network trouble show up here, not as a
+    traceback half-way through a command."""
+    try:
+        store.segment_location.partitions()
+    except Exception as e:
+        store.close()
+        raise CliError(
+            f"store {path} keeps its segments at {store.segments_url}, which cannot be "
+            f"reached: {type(e).__name__}: {one_line(e)}",
+            EXIT_TROUBLE,
+        ) from e
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (remote filesystems raise multi-line ones)."""
+    text = " ".join(str(e).split())
+    return text[:500] + ("..." if len(text) > 500 else "")
 
 
 def with_store(args: StoreArgs, fn: Callable[[QuiverStore], T]) -> T:

@@ -21,6 +21,7 @@ JSON schema (``--json``; ``"schema": "quiver.config/1"``)::
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import click
@@ -82,7 +83,15 @@ def _document(store: QuiverStore, policy: StorePolicy, changed: list[str]) -> di
     help="With set: apply only if the policy is still at this generation.",
 )
 def config(args: StoreArgs, action: str, changes: tuple[str, ...], generation: int | None) -> None:
-    """Show the store's policy, or change it with: set KEY=VALUE ..."""
+    """Show the store's policy, or change it with: set KEY=VALUE ...
+
+    \b
+    quiver config PATH [show]
+    quiver config PATH set KEY=VALUE ... [--generation N]
+
+    KEY is a policy option (listed below; `none` clears an optional one). Writers
+    and readers apply a change at their next retention pass.
+    """
     if action == "show" and changes:
         raise CliError(f"show takes no KEY=VALUE; did you mean: quiver config {args.path} set ...")
     parsed = _parse_changes(changes) if action == "set" else {}
@@ -109,3 +118,10 @@ def config(args: StoreArgs, action: str, changes: tuple[str, ...], generation: i
     click.echo(f"wal:      {doc['layout']['wal']}")
     if doc["changed"]:
         click.echo("changed: " + ", ".join(doc["changed"]))
+
+
+config.help = (
+    inspect.cleandoc(config.help or "")
+    + "\n\n\b\nPolicy options:\n"
+    + "\n".join(f"  {o}" for o in POLICY_OPTIONS)
+)

@@ -39,16 +39,18 @@ from typing import Any
 
 import click
 
-from ..errors import CorruptionError
+from ..errors import ConfigError, CorruptionError
 from ..fsck import FsckReport, StoreChecker
 from ..store import QuiverStore
 from .common import (
     EXIT_OK,
     EXIT_TROUBLE,
     StoreArgs,
+    check_segments_reachable,
     check_store_path,
     emit_json,
     human_bytes,
+    open_error,
     stderr_is_tty,
     store_arguments,
     store_config,
@@ -62,11 +64,15 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
     config = store_config(args)
     root = check_store_path(args.path)
     try:
-        return QuiverStore.open(root, config, partition=None, create=False, background=False)
+        store = QuiverStore.open(root, config, partition=None, create=False, background=False)
     except CorruptionError:
         from ..fs import DEFAULT_IO
 
         return QuiverStore(root, config, DEFAULT_IO, {}, None)
+    except ConfigError as e:
+        raise open_error(args, config, e) from e
+    check_segments_reachable(store, args.path)
+    return store
 
 
 @contextlib.contextmanager

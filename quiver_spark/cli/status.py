@@ -6,11 +6,15 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
     {
       "schema": "quiver.status/1", "path": str, "segments_url": str, "wal_root": str,
       "now_ns": int,
+      "filters": {"partition": [glob], "subscriber": [glob]},  # [] when not filtered
       "partitions": [{
         "partition": str,
-        "segments": int, "segment_bytes": int, "rows": int,
+        "segments": int,              # published segments (damaged ones included)
+        "segment_bytes": int,         # their .arrow plus .meta files on disk
+        "rows": int,                  # rows of the readable ones
         "first_seq": int|null, "last_seq": int|null,
-        "wal_files": int, "wal_bytes": int,
+        "wal_files": int, "wal_bytes": int,   # the partition's WAL files on disk
+        "bytes": int,                 # segment_bytes + wal_bytes
         "writer_live": bool,          # a process holds the partition's lock now
         "stale": bool,                # heartbeat figures are from a writer that is gone
         "writer_pid": int|null, "heartbeat_ns": int|null,
@@ -23,7 +27,7 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
       }],
       "subscribers": [{
         "name": str,
-        "lag_segments": int, "lag_bytes": int, "lag_seconds": float|null,
+        "lag_segments": int, "lag_bytes": int, "lag_seconds": float|null,  # over its rows
         "registered_ns": int|null, "last_ack_ns": int|null,   # from its record (§8.10)
         "live": bool,                  # a query or consumer holds it now
         "idle_seconds": float|null,    # since the last ack (or registration)
@@ -33,22 +37,38 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
                         "lag_seconds": float|null}]
       }],
       "totals": {"partitions": int, "segments": int, "segment_bytes": int,
-                 "wal_bytes": int, "bytes": int, "size_cap_bytes": int|null,
-                 "size_cap_used": float|null, "size_cap_policy": str,
-                 "subscribers": int},
+                 "wal_bytes": int, "bytes": int,      # sums over the rows of "partitions"
+                 "store_bytes": int,   # segment and WAL bytes of the whole store (all
+                                       # partitions, also when --partition filters)
+                 "size_cap_bytes": int|null,
+                 "size_cap_used": float|null,         # store_bytes / size_cap_bytes
+                 "size_cap_policy": str,
+                 "subscribers": int},                 # rows of "subscribers"
       "policy": {"generation": int, option: str}   # the store's recorded policy (§6.6)
     }
 
-Lag of a subscriber in a partition counts the published segments it has not
-acknowledged (``dropped`` counts as acknowledged); ``lag_seconds`` is now minus the
-oldest ingestion time among them (0 when nothing is behind).
+Every byte figure counts files on disk the same way: a segment is its ``.arrow``
+plus its ``.meta``, a WAL is its files. So a partition's ``bytes`` is
+``segment_bytes + wal_bytes``, each total is the sum of the partition rows shown,
+and a subscriber's ``lag_bytes`` is the sum of its partition rows.
+
+Lag of a subscriber in a partition counts the published, readable segments it has
+not acknowledged (``dropped`` counts as acknowledged) and their bytes;
+``lag_seconds`` is now minus the oldest ingestion time among them (0 when nothing
+is behind).
+
+``--partition GLOB`` and ``--subscriber GLOB`` (each repeatable, shell-style
+patterns) narrow the partitions and subscribers listed, and each subscriber's
+partition rows; a pattern that matches nothing is a usage error naming what exists.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -61,6 +81,7 @@ from ..subscribers import SubscriberRegistry, records
 from ..wal import list_wal_files
 from .common import (
     EXIT_TROUBLE,
+    CliError,
     StoreArgs,
     emit_json,
     human_bytes,
@@ -74,6 +95,8 @@ from .common import (
 from .registry import open_registry
 
 SCHEMA = "quiver.status/1"
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def wal_usage(store: QuiverStore, pid: str) -> tuple[int, int]:
@@ -91,14 +114,32 @@ def partition_ids(store: QuiverStore) -> list[str]:
     return sorted(set(store.partitions()) | set(wal_partitions(store)))
 
 
-def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, Any]:
-    """Everything ``quiver status`` shows, as the JSON document described above."""
+def collect_status(
+    store: QuiverStore,
+    now_ns: int | None = None,
+    *,
+    partitions: Sequence[str] = (),
+    subscribers: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Everything ``quiver status`` shows, as the JSON document described above.
+
+    ``partitions`` and ``subscribers`` are glob patterns (empty: everything); a
+    pattern matching nothing raises :class:`CliError`.
+    """
     now_ns = time.time_ns() if now_ns is None else now_ns
     beats = store.heartbeats()
+    all_pids = partition_ids(store)
+    pids = select("partition", partitions, all_pids)
     metas: dict[str, list[SegmentMeta]] = {}
-    partitions: list[dict[str, Any]] = []
+    sizes: dict[str, dict[int, int]] = {}
+    rows: list[dict[str, Any]] = []
+    store_bytes = 0
     seg_parts = set(store.partitions())
-    for pid in partition_ids(store):
+    for pid in all_pids:
+        sizes[pid] = store.segment_location.published_sizes(pid) if pid in seg_parts else {}
+        if pid not in pids:  # counted in the store's bytes only
+            store_bytes += sum(sizes[pid].values()) + wal_usage(store, pid)[1]
+            continue
         error = None
         try:
             survey = store.segment_location.survey(pid) if pid in seg_parts else None
@@ -109,19 +150,24 @@ def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, A
             metas[pid] = survey.metas if survey else []
             if survey and survey.damaged:  # the rest of the partition is still shown
                 error = "; ".join(f"{d.error} (run `quiver fsck`)" for d in survey.damaged)
-        partitions.append(_partition_row(store, pid, metas[pid], beats.get(pid), now_ns, error))
+        row = _partition_row(store, pid, metas[pid], sizes[pid], beats.get(pid), now_ns, error)
+        store_bytes += row["bytes"]
+        rows.append(row)
 
     registry = open_registry(store)
-    subscribers = []
+    subs = []
     if registry is not None:
         try:
-            for name in sorted(registry.subscribers()):
-                subscribers.append(_subscriber_row(registry, name, metas, now_ns, store))
+            names = select("subscriber", subscribers, sorted(registry.subscribers()))
+            for name in names:
+                subs.append(_subscriber_row(registry, name, metas, sizes, now_ns, store))
         finally:
             registry.close()
+    else:
+        select("subscriber", subscribers, [])
 
-    seg_bytes = store.segment_location.total_bytes()
-    wal_bytes = sum(p["wal_bytes"] for p in partitions)
+    seg_bytes = sum(p["segment_bytes"] for p in rows)
+    wal_bytes = sum(p["wal_bytes"] for p in rows)
     cap = store.config.retention.size_cap_bytes
     policy = store.policy
     return {
@@ -134,26 +180,64 @@ def collect_status(store: QuiverStore, now_ns: int | None = None) -> dict[str, A
         "segments_url": store.segments_url,
         "wal_root": store.wal_root,
         "now_ns": now_ns,
-        "partitions": partitions,
-        "subscribers": subscribers,
+        "filters": {"partition": list(partitions), "subscriber": list(subscribers)},
+        "partitions": rows,
+        "subscribers": subs,
         "totals": {
-            "partitions": len(partitions),
-            "segments": sum(p["segments"] for p in partitions),
+            "partitions": len(rows),
+            "segments": sum(p["segments"] for p in rows),
             "segment_bytes": seg_bytes,
             "wal_bytes": wal_bytes,
             "bytes": seg_bytes + wal_bytes,
+            "store_bytes": store_bytes,
             "size_cap_bytes": cap,
-            "size_cap_used": (seg_bytes + wal_bytes) / cap if cap else None,
+            "size_cap_used": store_bytes / cap if cap else None,
             "size_cap_policy": store.config.retention.size_cap_policy.value,
-            "subscribers": len(subscribers),
+            "subscribers": len(subs),
         },
     }
+
+
+def select(kind: str, patterns: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``names`` matching any of ``patterns`` (shell-style globs; none: all of them).
+
+    A pattern that matches nothing is a usage error naming what exists, so a typo
+    never reads as "nothing to show".
+    """
+    if not patterns:
+        return list(names)
+    for pat in patterns:
+        if not any(fnmatch.fnmatchcase(n, pat) for n in names):
+            shown = ", ".join(names[:20]) + (
+                f", ... ({len(names)} in all)" if len(names) > 20 else ""
+            )
+            raise CliError(f"no {kind} matches {pat!r}; the store has: {shown or 'none'}")
+    return [n for n in names if any(fnmatch.fnmatchcase(n, pat) for pat in patterns)]
+
+
+def filter_options(func: F) -> F:
+    """``--partition GLOB`` and ``--subscriber GLOB``, each repeatable."""
+    func = click.option(
+        "--subscriber",
+        "subscriber_globs",
+        multiple=True,
+        metavar="NAME",
+        help="Only this subscriber (repeatable; a glob such as 'export*').",
+    )(func)
+    return click.option(
+        "--partition",
+        "partition_globs",
+        multiple=True,
+        metavar="GLOB",
+        help="Only partitions matching GLOB (repeatable), e.g. 'host1-*'.",
+    )(func)
 
 
 def _partition_row(
     store: QuiverStore,
     pid: str,
     metas: list[SegmentMeta],
+    sizes: dict[int, int],
     beat: dict[str, Any] | None,
     now_ns: int,
     error: str | None,
@@ -173,13 +257,14 @@ def _partition_row(
         open_age = None
     return {
         "partition": pid,
-        "segments": len(metas),
-        "segment_bytes": sum(m.size_bytes for m in metas),
+        "segments": len(sizes),
+        "segment_bytes": sum(sizes.values()),
         "rows": sum(m.rows for m in metas),
-        "first_seq": metas[0].seq if metas else None,
-        "last_seq": metas[-1].seq if metas else None,
+        "first_seq": min(sizes) if sizes else None,
+        "last_seq": max(sizes) if sizes else None,
         "wal_files": files,
         "wal_bytes": wal_bytes,
+        "bytes": sum(sizes.values()) + wal_bytes,
         "writer_live": live,
         "stale": not live,
         "writer_pid": beat.get("pid"),
@@ -202,6 +287,7 @@ def _subscriber_row(
     registry: SubscriberRegistry,
     name: str,
     metas: dict[str, list[SegmentMeta]],
+    sizes: dict[str, dict[int, int]],
     now_ns: int,
     store: QuiverStore | None = None,
 ) -> dict[str, Any]:
@@ -217,7 +303,7 @@ def _subscriber_row(
                 "hwm": hwm,
                 "gaps": len(gaps),
                 "lag_segments": len(behind),
-                "lag_bytes": sum(m.size_bytes for m in behind),
+                "lag_bytes": sum(sizes.get(pid, {}).get(m.seq, m.size_bytes) for m in behind),
                 "lag_seconds": max(0.0, (now_ns - oldest) / 1e9) if oldest is not None else 0.0,
             }
         )
@@ -278,10 +364,20 @@ def render_status(doc: dict[str, Any]) -> str:
                 "-" if p["pending_txns"] is None else p["pending_txns"],
             ]
         )
-    out.append("Partitions")
     headers = ["PARTITION", "SEGMENTS", "BYTES", "ROWS", "WAL", "OPEN (bytes/age)",
                "LAST WRITE", "WRITER", "PENDING TXNS"]  # fmt: skip
-    out.append(render_table(headers, rows) if rows else "  (none)")
+    filters = doc.get("filters") or {}
+    t = doc["totals"]
+    if filters.get("subscriber") and not filters.get("partition"):
+        # a question about subscribers: the partitions fold into one line
+        live = sum(1 for p in doc["partitions"] if p["writer_live"])
+        out.append(
+            f"Partitions: {t['partitions']} ({live} with a live writer), {t['segments']} "
+            f"segments, {human_bytes(t['bytes'])} (--partition GLOB lists them)"
+        )
+    else:
+        out.append("Partitions")
+        out.append(render_table(headers, rows) if rows else "  (none)")
     for p in doc["partitions"]:
         if p["error"]:
             out.append(f"  ! {p['partition']}: {p['error']} (run `quiver fsck`)")
@@ -317,13 +413,14 @@ def render_status(doc: dict[str, Any]) -> str:
                 f"remove it (quiver subscribers PATH remove {s['name']}) or set the store "
                 "policy subscriber.expire_after (quiver config PATH set ...)"
             )
-    t = doc["totals"]
     out.append("")
     total = (
         f"Total: {t['partitions']} partitions, {t['segments']} segments, "
         f"{human_bytes(t['segment_bytes'])} segments + {human_bytes(t['wal_bytes'])} WAL "
         f"= {human_bytes(t['bytes'])}"
     )
+    if filters.get("partition"):
+        total += f" (whole store {human_bytes(t['store_bytes'])})"
     if t["size_cap_bytes"]:
         total += (
             f" of size cap {human_bytes(t['size_cap_bytes'])} "
@@ -337,16 +434,28 @@ def render_status(doc: dict[str, Any]) -> str:
 
 @click.command("status")
 @store_arguments
-def status(args: StoreArgs) -> None:
+@filter_options
+def status(
+    args: StoreArgs, partition_globs: tuple[str, ...], subscriber_globs: tuple[str, ...]
+) -> None:
     """Show partitions, subscribers and disk use of the store at PATH.
 
-    Per partition: segments, bytes, WAL bytes, the open segment's bytes and age, the
-    writer's last write (its heartbeat; "stale" when no writer holds the partition)
-    and pending transactions. Per subscriber and partition: high-water mark, gap set
-    size and lag in segments, bytes and seconds. Totals are compared with
-    retention.size_cap when one is given (--option or --config).
+    Per partition: segments, bytes (.arrow and .meta), WAL bytes, the open segment's
+    bytes and age, the writer's last write (its heartbeat; "stale" when no writer
+    holds the partition) and pending transactions. Per subscriber and partition:
+    high-water mark, gap set size and lag in segments, bytes and seconds. Totals add
+    up the rows shown and are compared with the store's retention.size_cap.
+
+    On a large store, narrow it down: --subscriber NAME shows that subscriber with
+    the partitions folded into one line; --partition GLOB (e.g. 'host1-*') lists
+    those partitions. Both repeat and take shell-style globs.
     """
-    doc = with_store(args, lambda store: collect_status(store))
+    doc = with_store(
+        args,
+        lambda store: collect_status(
+            store, partitions=partition_globs, subscribers=subscriber_globs
+        ),
+    )
     if args.as_json:
         emit_json(doc)
     else:

@@ -27,22 +27,26 @@ import click
 from .. import format as fmt
 from ..config import validate_name
 from ..errors import ConfigError, QuiverError, SubscriberError
+from ..segment import SegmentLocation
 from ..store import QuiverStore
 from ..subscribers import records
 from .common import (
     EXIT_TROUBLE,
     CliError,
     StoreArgs,
+    check_segments_reachable,
     emit_json,
     human_bytes,
     human_seconds,
+    one_line,
+    open_error,
     open_store,
     render_table,
     store_arguments,
     store_config,
 )
 from .registry import open_registry
-from .status import collect_status
+from .status import collect_status, filter_options
 
 SCHEMA = "quiver.subscribers/1"
 
@@ -64,13 +68,25 @@ SCHEMA = "quiver.subscribers/1"
     help="For add: create the store at PATH if it does not exist yet (register consumers "
     "before the first write, so nothing is reclaimed before they arrive).",
 )
-def subscribers(args: StoreArgs, action: str, name: str | None, start: str, create: bool) -> None:
+@filter_options
+def subscribers(
+    args: StoreArgs,
+    action: str,
+    name: str | None,
+    start: str,
+    create: bool,
+    partition_globs: tuple[str, ...],
+    subscriber_globs: tuple[str, ...],
+) -> None:
     """List, add or remove the subscribers of the store at PATH.
 
     \b
-    quiver subscribers PATH list
+    quiver subscribers PATH list [--subscriber NAME] [--partition GLOB]
     quiver subscribers PATH add NAME [--start earliest|latest] [--create]
     quiver subscribers PATH remove NAME
+
+    NAME: 1 to 64 characters from [A-Za-z0-9_.-]. --subscriber and --partition
+    repeat and take shell-style globs.
     """
     if action == "list":
         if name is not None:
@@ -84,10 +100,12 @@ def subscribers(args: StoreArgs, action: str, name: str | None, start: str, crea
             raise CliError(f"invalid subscriber name {name!r}: {e.allowed}") from e
     if create and action != "add":
         raise click.UsageError("--create goes with 'add' only")
+    if (partition_globs or subscriber_globs) and action != "list":
+        raise click.UsageError("--partition and --subscriber go with 'list' only")
     store = create_store(args) if create else open_store(args)
     try:
         if action == "list":
-            _list(store, args)
+            _list(store, args, partition_globs, subscriber_globs)
         elif action == "add":
             assert name is not None
             _add(store, args, name, start)
@@ -112,14 +130,34 @@ def create_store(args: StoreArgs) -> QuiverStore:
                 f"{args.path} exists and is not a Quiver store; --create makes a store only "
                 "in a new or empty directory"
             )
+    if config.segment.path and not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        try:  # reach the segments location before the store is made
+            SegmentLocation(config.segment.path).partitions()
+        except Exception as e:
+            raise CliError(
+                f"segments location {config.segment.path} cannot be reached: "
+                f"{type(e).__name__}: {one_line(e)}; nothing was created",
+                EXIT_TROUBLE,
+            ) from e
     try:
-        return QuiverStore.open(root, config, partition=None, create=True, background=False)
+        store = QuiverStore.open(root, config, partition=None, create=True, background=False)
+    except ConfigError as e:
+        raise open_error(args, config, e) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
+    check_segments_reachable(store, args.path)
+    return store
 
 
-def _list(store: QuiverStore, args: StoreArgs) -> None:
-    doc = collect_status(store, time.time_ns())
+def _list(
+    store: QuiverStore,
+    args: StoreArgs,
+    partition_globs: tuple[str, ...] = (),
+    subscriber_globs: tuple[str, ...] = (),
+) -> None:
+    doc = collect_status(
+        store, time.time_ns(), partitions=partition_globs, subscribers=subscriber_globs
+    )
     subs = doc["subscribers"]
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "subscribers": subs})

@@ -8,8 +8,11 @@ query id) leaves its transactions pending: they pin their WAL files forever.
 ``list`` shows them per partition, from each writer's heartbeat (a writer rewrites
 it on every maintenance tick and when it closes). ``discard APP`` decides every
 pending batch of query ``APP`` with no winners, then seals idle partitions so the
-rows are dropped and their WAL files freed at once (partitions with a live writer
-drop them on its next tick). It needs ``--yes``: if that query is ever restarted
+rows are dropped and their WAL files freed at once. It refuses (exit 1, nothing
+changed) an ``APP`` it does not know, listing the query ids that have pending
+transactions, and an ``APP`` with an undecided transaction in a partition whose
+lock is held (a live writer: its query may still commit it), naming the partition
+and the holder. It needs ``--yes``: if that query is ever restarted
 from its old checkpoint and reruns such a batch, the sink refuses the rerun's commit
 with an error rather than store the rows twice or lose them silently.
 
@@ -26,14 +29,26 @@ JSON schemas (``--json``)::
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import click
 
+from .. import format as fmt
 from ..config import validate_name
 from ..errors import ConfigError
+from ..fs import partition_locked
 from ..store import QuiverStore
-from .common import CliError, StoreArgs, emit_json, render_table, store_arguments, with_store
+from .common import (
+    EXIT_TROUBLE,
+    CliError,
+    StoreArgs,
+    emit_json,
+    render_table,
+    store_arguments,
+    with_store,
+)
 
 SCHEMA = "quiver.txns/1"
 
@@ -107,6 +122,18 @@ def collect_pending(store: QuiverStore) -> dict[str, Any]:
     return {"schema": SCHEMA, "path": store.root, "pending": pending}
 
 
+def _lock_holder(store: QuiverStore, pid: str) -> str:
+    """Who holds a partition's lock, from the LOCK file's JSON (advisory)."""
+    try:
+        with open(os.path.join(store.wal_root, pid, fmt.LOCK_FILE), "rb") as f:
+            info = json.loads(f.read(4096).decode() or "{}")
+        return (
+            f"pid {info.get('pid', '?')} on {info.get('host', '?')} since {info.get('since', '?')}"
+        )
+    except (OSError, ValueError):
+        return "a running process"
+
+
 def render_pending(doc: dict[str, Any]) -> str:
     if not doc["pending"]:
         return "no pending transactions"
@@ -127,8 +154,39 @@ def render_pending(doc: dict[str, Any]) -> str:
 
 
 def discard(store: QuiverStore, app: str) -> dict[str, Any]:
-    """Decide every pending batch of ``app`` with no winners; seal idle partitions."""
-    versions = sorted({t["version"] for t in collect_pending(store)["pending"] if t["app"] == app})
+    """Decide every pending batch of ``app`` with no winners; seal idle partitions.
+
+    Refused (exit 1, nothing changed) when ``app`` is unknown (no pending transaction
+    and no commit record: a typo must not report success) or when a partition holding
+    one of its undecided transactions has a live writer: that writer's query may still
+    commit them, and discarding under it would drop a batch it is about to publish.
+    """
+    pending = [t for t in collect_pending(store)["pending"] if t["app"] == app]
+    if not pending and store.commits.latest_version(app) is None:
+        known = sorted({t["app"] for t in collect_pending(store)["pending"]})
+        raise CliError(
+            f"unknown query id {app!r}: it has no pending transactions and no commit records; "
+            f"queries with pending transactions: {', '.join(known) or 'none'}",
+            EXIT_TROUBLE,
+        )
+    live = sorted(
+        {
+            t["partition"]
+            for t in pending
+            if not t["decided"]
+            and partition_locked(os.path.join(store.wal_root, t["partition"], fmt.LOCK_FILE))
+        }
+    )
+    if live:
+        holders = "; ".join(f"{pid} held by {_lock_holder(store, pid)}" for pid in live)
+        raise CliError(
+            f"refusing to discard transactions of {app}: partition{'s' if len(live) > 1 else ''} "
+            f"{', '.join(live)} {'have' if len(live) > 1 else 'has'} a live writer whose query "
+            f"may still commit them ({holders}); stop that query first, or run `quiver txns "
+            "PATH list` to see which batches are undecided",
+            EXIT_TROUBLE,
+        )
+    versions = sorted({t["version"] for t in pending})
     done: list[int] = []
     before: list[int] = []
     for v in versions:

@@ -22,14 +22,16 @@ def test_status_json_reports_segments_bytes_and_rows_per_partition(built: Built)
         p = parts[pid]
         assert p["segments"] == 3
         assert p["rows"] == 300
-        assert p["segment_bytes"] == sum(m.size_bytes for m in metas)
+        seg_dir = built.root / "segments" / pid  # .arrow plus .meta, as on disk
+        assert p["segment_bytes"] == sum(f.stat().st_size for f in seg_dir.iterdir())
+        assert p["segment_bytes"] > sum(m.size_bytes for m in metas)
         assert (p["first_seq"], p["last_seq"]) == (1, 3)
         assert p["wal_bytes"] == 0 and p["wal_files"] == 0  # truncated by finalize
         assert p["writer_live"] is False and p["stale"] is True
         assert p["error"] is None
     totals = doc["totals"]
     assert totals["segments"] == 6
-    assert totals["segment_bytes"] >= sum(p["segment_bytes"] for p in parts.values())
+    assert totals["segment_bytes"] == sum(p["segment_bytes"] for p in parts.values())
     assert totals["bytes"] == totals["segment_bytes"] + totals["wal_bytes"]
     assert totals["size_cap_bytes"] is None and totals["size_cap_used"] is None
     assert totals["subscribers"] == 2
@@ -48,12 +50,16 @@ def test_status_json_gives_each_subscriber_its_mark_gaps_and_lag(built: Built) -
     seg2 = built.metas["p-0"][1]
     assert (slow["p-0"]["hwm"], slow["p-0"]["gaps"]) == (1, 1)
     assert slow["p-0"]["lag_segments"] == 1
-    assert slow["p-0"]["lag_bytes"] == seg2.size_bytes
+
+    def on_disk(pid: str, seq: int) -> int:  # .arrow plus .meta
+        return sum(f.stat().st_size for f in (built.root / "segments" / pid).glob(f"{seq:020d}.*"))
+
+    assert slow["p-0"]["lag_bytes"] == on_disk("p-0", 2)
     expected_age = (doc["now_ns"] - seg2.min_ingestion_ns) / 1e9
     assert abs(slow["p-0"]["lag_seconds"] - expected_age) < 1e-6
     assert (before_ns - seg2.min_ingestion_ns) / 1e9 <= slow["p-0"]["lag_seconds"]
     assert (slow["p-1"]["hwm"], slow["p-1"]["lag_segments"]) == (0, 3)
-    assert slow["p-1"]["lag_bytes"] == sum(m.size_bytes for m in built.metas["p-1"])
+    assert slow["p-1"]["lag_bytes"] == sum(on_disk("p-1", m.seq) for m in built.metas["p-1"])
     assert subs["slow"]["lag_segments"] == 4
     oldest = min(seg2.min_ingestion_ns, built.metas["p-1"][0].min_ingestion_ns)
     assert abs(subs["slow"]["lag_seconds"] - (doc["now_ns"] - oldest) / 1e9) < 1e-6
@@ -98,8 +104,18 @@ def test_status_of_a_store_whose_writer_set_a_cap(tmp_path: Path) -> None:
     assert doc["totals"]["size_cap_policy"] == "drop_oldest"
 
 
-def test_a_yaml_config_that_agrees_with_the_policy_is_accepted(built: Built, tmp_path: Path) -> None:
-    run_json(["config", built.root, "set", "retention.size_cap=2MB", "retention.size_cap_policy=drop_oldest"])
+def test_a_yaml_config_that_agrees_with_the_policy_is_accepted(
+    built: Built, tmp_path: Path
+) -> None:
+    run_json(
+        [
+            "config",
+            built.root,
+            "set",
+            "retention.size_cap=2MB",
+            "retention.size_cap_policy=drop_oldest",
+        ]
+    )
     cfg = tmp_path / "quiver.yaml"
     cfg.write_text("retention:\n  size_cap: 2MB\n  size_cap_policy: drop_oldest\n")
     doc = run_json(["status", built.root, "--config", cfg])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,28 @@ def test_a_rerun_of_a_discarded_batch_fails_its_commit_loudly(tmp_path: Path) ->
         store.finalize()
         ids = [i for b in store.scan() for i in b.column("id").to_pylist()]
     assert ids == list(range(10)), "neither the discarded batch nor its rerun became visible"
+
+
+def test_discard_refuses_the_transactions_of_a_live_writer(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with QuiverStore.open(str(root), CFG, partition="p-0", background=False) as store:
+        txn = store.begin_txn(APP, 9, "0.0.1")  # the query is still running
+        store.append(batch(0, 10), txn_id=txn)
+        store.flush()
+        store.writer.write_heartbeat()
+        res = run(["txns", root, "discard", APP, "--yes"])
+        assert res.exit_code == 1, res.output
+        assert "p-0" in res.stderr and "live writer" in res.stderr
+        assert f"pid {os.getpid()}" in res.stderr  # who holds the lock
+        assert store.commits.get(APP, 9) is None, "nothing was decided"
+    # once the writer is gone the same command discards it
+    assert run_json(["txns", root, "discard", APP, "--yes"])["versions"] == [9]
+
+
+def test_discard_of_an_unknown_query_id_fails_and_lists_the_known_ones(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    abandon_batches(root, [4])
+    res = run(["txns", root, "discard", "3f1c2a9e-qeury", "--yes"])
+    assert res.exit_code == 1
+    assert "unknown query id '3f1c2a9e-qeury'" in res.stderr and APP in res.stderr
+    assert len(run_json(["txns", root, "list"])["pending"]) == 1
