@@ -307,7 +307,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def load_yaml_options(path: str) -> dict[str, Any]:
-    """Read a store config in the proposal's YAML layout into flat option strings.
+    """Read a store config in the YAML layout of conf/quiver.yaml into flat option strings.
 
     Accepts the persistence node's ``config:`` block on its own, or a whole pipeline
     file with ``nodes: {<name>: {plugin_urn: ...persistence..., config: {...}}}``.

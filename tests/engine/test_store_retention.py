@@ -41,7 +41,7 @@ def test_segments_every_subscriber_acked_are_deleted_and_no_others(tmp_path: Pat
         deleted = store.run_retention().deleted
         assert deleted == {"p-0": [1]}
         assert [m.seq for m in store.segments()] == [2, 3]
-        assert "quiver_gc_evictions_total" in (tmp_path / "metrics" / "p-0.prom").read_text()
+        assert "quiver_gc_evictions_total" in (tmp_path / "metrics" / "writer-p-0.prom").read_text()
 
 
 def test_backpressure_throttles_intake_and_never_deletes_unacknowledged_data(
