@@ -14,6 +14,9 @@ Options are documented in README.md ("Options"); they are parsed in
 
 from __future__ import annotations
 
+import logging
+from types import FrameType
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -24,6 +27,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .source import QuiverBatchReader
+
+log = logging.getLogger(__name__)
 
 
 class QuiverDataSource(DataSource):
@@ -65,30 +70,76 @@ class QuiverBatchReaderNoPushdown(QuiverBatchReader):
     pushFilters = DataSourceReader.pushFilters
 
 
+PUSHDOWN_WORKER = "data_source_pushdown_filters.py"
+"""File name of PySpark's filter-pushdown planning worker
+(``pyspark/sql/worker/data_source_pushdown_filters.py``)."""
+PLAN_READ_FLAG = "enable_pushdown"
+"""Local of PySpark's read-planning worker (``pyspark/sql/worker/plan_data_source_read.py``)
+holding ``spark.sql.python.filterPushdown.enabled``."""
+SPARK_WORKER_DIR = ("pyspark", "sql", "worker")
+
+_warned_unrecognised = False
+
+
 def _filter_pushdown_enabled() -> bool:
     """Whether Spark enabled Python filter pushdown for the read being planned.
 
-    PySpark 4.3 refuses a reader that implements ``pushFilters`` unless
-    ``spark.sql.python.filterPushdown.enabled`` is true. With pushdown on, it builds
-    the reader in its filter-pushdown worker; with it off, in the read-planning
-    worker, which holds the flag in a local (``enable_pushdown``) but does not pass it
-    to ``reader()``. We tell the two apart from the caller's frames; when neither is
-    found the read goes on without pruning, so a plain
-    ``spark.read.format("quiver").load(path)`` works in every session.
+    PySpark 4.3 offers no supported way to know: ``DataSource.reader()`` gets only
+    the schema, the session configuration does not reach the planning worker, and
+    ``plan_data_source_read`` refuses a reader that implements ``pushFilters``
+    unless ``spark.sql.python.filterPushdown.enabled`` is true. With pushdown on,
+    Spark builds the reader in its filter-pushdown worker; with it off, in the
+    read-planning worker, which holds the flag in a local (``enable_pushdown``) but
+    does not pass it to ``reader()``. We tell the two apart from the caller's
+    frames (:func:`pushdown_signal`). When neither is recognised the read goes on
+    without pruning, so a plain ``spark.read.format("quiver").load(path)`` works in
+    every session, and a warning names the PySpark version: a PySpark that moved
+    these call paths turns pruning off, never correctness.
+    ``tests/spark/test_pushdown_detection.py`` drives both workers of the installed
+    PySpark and fails when either is no longer recognised.
     """
     import inspect
 
     frame = inspect.currentframe()
     try:
-        for _ in range(8):
-            frame = frame.f_back if frame is not None else None
-            if frame is None:
-                return False
-            if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
-                return True  # Spark's filter-pushdown worker: only used when enabled
-            flag = frame.f_locals.get("enable_pushdown")
-            if isinstance(flag, bool):
-                return flag
-        return False
+        found = pushdown_signal(frame.f_back if frame is not None else None)
     finally:
         del frame
+    if found is None:
+        _warn_unrecognised()
+        return False
+    return found
+
+
+def pushdown_signal(frame: FrameType | None, depth: int = 8) -> bool | None:
+    """What the ``depth`` frames from ``frame`` outwards say about filter pushdown.
+
+    ``True`` inside PySpark's filter-pushdown worker, the ``enable_pushdown`` flag
+    inside its read-planning worker, ``None`` when neither is found (an unknown
+    PySpark, or a call from outside Spark's planning).
+    """
+    for _ in range(depth):
+        if frame is None:
+            return None
+        if frame.f_code.co_filename.endswith(PUSHDOWN_WORKER):
+            return True  # Spark's filter-pushdown worker: only used when enabled
+        flag = frame.f_locals.get(PLAN_READ_FLAG)
+        if isinstance(flag, bool):
+            return flag
+        frame = frame.f_back
+    return None
+
+
+def _warn_unrecognised() -> None:
+    global _warned_unrecognised
+    if _warned_unrecognised:
+        return
+    _warned_unrecognised = True
+    import pyspark
+
+    log.warning(
+        "quiver: cannot tell whether spark.sql.python.filterPushdown.enabled is set "
+        "(PySpark %s planned this read through a call path quiver does not know); "
+        "batch reads will not prune segments by filter",
+        pyspark.__version__,
+    )
