@@ -555,3 +555,125 @@ class SparkSubmit:
     def stop(self) -> None:
         if self.running():
             self.kill9()
+
+
+# -- a packed environment shipped with --archives (docs/cluster.md) --------------------
+
+ENV_ALIAS = "environment"
+"""Directory name the archive unpacks to on every executor (``--archives X#environment``)."""
+ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"
+"""``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON``: relative, so each process resolves it
+in its own working directory (an executor's holds the unpacked archive)."""
+
+
+def build_packed_env(root: Path, wheel: Path) -> Path:
+    """The archive of docs/cluster.md: ``python -m venv --copies``, the wheel installed
+    by pip, ``tar -czf`` of the venv's contents. Returns ``root/quiver_env.tar.gz``."""
+    root.mkdir(parents=True, exist_ok=True)
+    env = root / "quiver_env"
+    run([_base_python(), "-m", "venv", "--copies", str(env)], cwd=root)
+    run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=root)
+    archive = root / "quiver_env.tar.gz"
+    run(["tar", "-czf", str(archive), "-C", str(env), "."], cwd=root)
+    return archive
+
+
+def unpack_env(archive: Path, cwd: Path) -> Path:
+    """The archive unpacked as ``cwd/environment``: the client-mode driver's copy."""
+    dest = cwd / ENV_ALIAS
+    if not (dest / "bin" / "python").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        run(["tar", "-xzf", str(archive), "-C", str(dest)], cwd=cwd)
+    return dest
+
+
+def without_venv(env: dict[str, str], venv: FreshVenv) -> dict[str, str]:
+    """``env`` with no trace of ``venv`` but its Spark installation (``SPARK_HOME``):
+    no ``VIRTUAL_ENV``, no ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON``, not on PATH."""
+    out = {k: v for k, v in env.items()
+           if k not in ("VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}  # fmt: skip
+    out["PATH"] = ":".join(
+        p for p in env.get("PATH", "").split(":") if not p.startswith(str(venv.root))
+    )
+    return out
+
+
+@dataclass
+class BareStandaloneCluster(StandaloneCluster):
+    """A standalone cluster whose daemons, and so executors, have no Python environment:
+    Spark only (the venv's ``pyspark`` as ``SPARK_HOME``), no ``PYSPARK_PYTHON``, no
+    virtualenv on PATH. Python packages reach executors only through ``--archives``."""
+
+    def env(self) -> dict[str, str]:
+        return without_venv(super().env(), self.venv)
+
+
+@dataclass
+class ArchiveSparkSubmit(SparkSubmit):
+    """``spark-submit`` in the form docs/cluster.md gives (client mode):
+
+    ``PYSPARK_PYTHON=./environment/bin/python PYSPARK_DRIVER_PYTHON=./environment/bin/python
+    spark-submit --master URL --deploy-mode client --archives quiver_env.tar.gz#environment
+    --conf ... app.py ARGS``, run from a directory holding the same archive unpacked as
+    ``environment`` (the driver's Python). Nothing else of a Python environment is set.
+    """
+
+    archive: Path | None = None
+
+    @classmethod
+    def replacing(cls, submit: SparkSubmit, archive: Path) -> ArchiveSparkSubmit:
+        return cls(submit.venv, submit.root, submit.master, submit.script, list(submit.args),
+                   dict(submit.conf), dict(submit.env_extra), archive=archive)  # fmt: skip
+
+    def base_conf(self) -> dict[str, str]:
+        conf = super().base_conf()
+        conf.pop("spark.pyspark.python")
+        conf.pop("spark.pyspark.driver.python")
+        return conf
+
+    def command(self) -> tuple[dict[str, str], list[str]]:
+        """``(environment variables set, argv)`` of the submission."""
+        assert self.archive is not None
+        env = {"PYSPARK_PYTHON": ENV_PYTHON, "PYSPARK_DRIVER_PYTHON": ENV_PYTHON}
+        cmd = [str(self.venv.spark_home / "bin" / "spark-submit"),
+               "--master", self.master, "--deploy-mode", "client",
+               "--archives", f"{self.archive}#{ENV_ALIAS}"]  # fmt: skip
+        for k, v in {**self.base_conf(), **self.conf}.items():
+            cmd += ["--conf", f"{k}={v}"]
+        return env, [*cmd, str(self.script), *self.args]
+
+    def start(self) -> subprocess.Popen[bytes]:
+        assert self.proc is None or self.proc.poll() is not None, "driver still running"
+        assert self.archive is not None
+        unpack_env(self.archive, self.root)
+        self.attempts += 1
+        env_vars, cmd = self.command()
+        env = {**without_venv(self.venv.env(**self.env_extra), self.venv), **env_vars}
+        with open(self.log_path(), "wb") as out:
+            out.write((" ".join(f"{k}={v}" for k, v in env_vars.items()) + " "
+                       + " ".join(cmd) + "\n").encode())  # fmt: skip
+            out.flush()
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.root,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        return self.proc
+
+
+def python_executables(root: Path) -> set[str]:
+    """``argv[0]`` of every PySpark Python worker process running under ``root``."""
+    found = set()
+    for pid in processes_under(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = b" ".join(argv).decode(errors="replace")
+        if "pyspark.daemon" in text or "pyspark.worker" in text:
+            found.add(argv[0].decode(errors="replace"))
+    return found

@@ -42,7 +42,9 @@ def emit(path: str, event: str, **fields: object) -> None:
     print(f"[pipeline] {line}", flush=True)
 
 
-def probe(_: object) -> tuple[str, int, str, str, str]:
+def probe(_: object) -> tuple[str, int, str, str, str, str]:
+    import pyarrow
+
     import pyspark_quiver
     import quiver_spark
 
@@ -52,6 +54,7 @@ def probe(_: object) -> tuple[str, int, str, str, str]:
         sys.executable,
         quiver_spark.__file__,
         pyspark_quiver.__file__,
+        pyarrow.__file__,
     )
 
 
@@ -129,6 +132,8 @@ def main() -> int:
     ap.add_argument("--max-runtime", type=float, default=1800.0)
     a = ap.parse_args()
 
+    import pyarrow
+
     import pyspark_quiver
     import quiver_spark
 
@@ -138,6 +143,7 @@ def main() -> int:
         python=sys.executable,
         quiver_spark=quiver_spark.__file__,
         pyspark_quiver=pyspark_quiver.__file__,
+        pyarrow=pyarrow.__file__,
         sys_path=sys.path,
     )
     spark = SparkSession.builder.appName("quiver-integration-pipeline").getOrCreate()
