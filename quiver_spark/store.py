@@ -120,6 +120,8 @@ class QuiverStore:
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
+        self.idle_failures: dict[str, str] = {}
+        """Partitions the last :meth:`finalize_idle_partitions` could not recover, with why."""
         self.maintenance_error: BaseException | None = None
         """The last failure of work done after a write had succeeded (retention, a
         finalize an append triggered); retried by later passes, logged when it happens."""
@@ -462,29 +464,34 @@ class QuiverStore:
         if after is None:
             return []
         reg = self.subscribers
-        reg.refresh()
-        recs = records.list_records(self.root, self.io)
         expired = []
-        for name in reg.subscribers():
-            rec = recs.get(name)
-            if rec is None:  # registered before records existed: its clock starts now
-                records.create_record(self.root, self.io, name, now_ns)
-                continue
-            if now_ns - rec.last_active_ns < after * 1e9 or records.is_live(self.root, name):
-                continue
-            reg.deregister(name)
-            records.write_record(
-                self.root,
-                self.io,
-                dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
-            )
-            log.warning(
-                "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
-                name,
-                (now_ns - rec.last_active_ns) / 1e9,
-                after,
-            )
-            expired.append(name)
+        # Under the ack log's exclusive lock for the whole decision: a consumer's start
+        # takes the same lock to check for a tombstone and register, so it either sees
+        # the subscriber registered (and is then live: never expired) or expired.
+        with reg.exclusive():
+            recs = records.list_records(self.root, self.io)
+            for name in reg.subscribers():
+                rec = recs.get(name)
+                if rec is None:  # registered before records existed: its clock starts now
+                    records.create_record(self.root, self.io, name, now_ns)
+                    continue
+                if now_ns - rec.last_active_ns < after * 1e9 or records.is_live(self.root, name):
+                    continue
+                # the tombstone first: a crash between the two leaves a registered
+                # subscriber whose record says expired, which the next pass completes
+                records.write_record(
+                    self.root,
+                    self.io,
+                    dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
+                )
+                reg.deregister(name)
+                log.warning(
+                    "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
+                    name,
+                    (now_ns - rec.last_active_ns) / 1e9,
+                    after,
+                )
+                expired.append(name)
         return expired
 
     def _publish_metrics(
@@ -548,6 +555,7 @@ class QuiverStore:
         reach the WAL root may run this: a source's planning, ``quiver gc``, the driver.
         """
         sealed: list[tuple[str, int]] = []
+        self.idle_failures = {}
         mine = self.writer.pid if self.writer else None
         for pid in self.io.listdir(self.wal_root):
             if pid == mine or not NAME_RE.fullmatch(pid):
@@ -560,6 +568,7 @@ class QuiverStore:
                 continue
             except (QuiverError, OSError) as e:  # one damaged partition must not stop the rest
                 log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
+                self.idle_failures[pid] = str(e)
                 continue
             try:
                 w.close(finalize=True)
@@ -567,6 +576,7 @@ class QuiverStore:
                     sealed.append((pid, w.last_finalized.seq))
             except (QuiverError, OSError) as e:
                 log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
+                self.idle_failures[pid] = str(e)
             finally:
                 w.close(finalize=False)
         return sealed

@@ -20,6 +20,7 @@ for a missing sequence, acknowledgements) runs without a JVM.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import logging
@@ -42,6 +43,7 @@ from .errors import (
     SegmentMissingError,
     StoreNotFoundError,
     SubscriberError,
+    UnknownSegmentError,
 )
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .metrics import SOURCE_ACKED, SOURCE_DROPPED, SOURCE_LOST, Metrics
@@ -59,6 +61,10 @@ BATCH_READS = "_batch"
 
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
+FULL_LISTING_PERIOD_S = 10.0
+"""A consumer lists every partition's segments this often; in between it probes the
+next seqs (seqs are gapless), so planning does not grow with retained segments. A
+segment published after a hole (one moved aside or deleted) waits at most this long."""
 RECORD_PERIOD_S = 1.0
 """A consumer rewrites its subscription record's last-ack time at most this often."""
 
@@ -301,6 +307,9 @@ class _State:
     last_seal: float = 0.0
     last_retention: float = 0.0
     last_touch: float = float("-inf")
+    last_full_listing: float = float("-inf")
+    known: dict[str, list[int]] = field(default_factory=dict)
+    quarantined: dict[str, set[int]] = field(default_factory=dict)
 
 
 class Subscription:
@@ -411,23 +420,50 @@ class Subscription:
 
     def available(self, after: Position) -> dict[str, list[_Available]]:
         """Segments above ``after`` per partition, ascending: the published ones and the
-        quarantined ones (planning a quarantined seq is what reports its loss)."""
+        quarantined ones (planning a quarantined seq is what reports its loss).
+
+        Its cost does not grow with the retained segments: seqs are gapless (§5), so
+        between full listings (every ``FULL_LISTING_PERIOD_S``) new segments are found
+        by probing the next seqs of each partition, and metadata is read once.
+        """
+        known, quarantined = self._known_seqs()
         out: dict[str, list[_Available]] = {}
-        for p in self.store.partitions():
+        for p, seqs in known.items():
+            floor = after.get(p)
+            i = bisect.bisect_right(seqs, floor)
+            del seqs[: max(0, i - 1)]  # never planned again from here on
             segs = []
-            published = self.location.published_seqs(p)
-            for seq in published:
-                if seq <= after.get(p):
+            for seq in seqs:
+                if seq <= floor:
                     continue
                 try:
                     segs.append(_Available(p, seq, self.meta(p, seq)))
                 except SegmentMissingError:
-                    continue  # deleted between listing and reading
-            gone = set(self.location.quarantined(p)) - set(published)
-            segs.extend(_Available(p, seq, None) for seq in gone if seq > after.get(p))
+                    continue  # deleted since it was seen
+            segs.extend(_Available(p, q, None) for q in quarantined.get(p, ()) if q > floor)
             if segs:
                 out[p] = sorted(segs, key=lambda a: a.seq)
         return out
+
+    def _known_seqs(self) -> tuple[dict[str, list[int]], dict[str, set[int]]]:
+        st = self._state
+        now = time.monotonic()
+        if now - st.last_full_listing >= FULL_LISTING_PERIOD_S:
+            st.last_full_listing = now
+            st.known, st.quarantined = {}, {}
+            for p in self.store.partitions():
+                st.known[p] = self.location.published_seqs(p)
+                gone = set(self.location.quarantined(p)) - set(st.known[p])
+                if gone:
+                    st.quarantined[p] = gone
+            return st.known, st.quarantined
+        for p in self.store.partitions():  # one listing of partition names
+            seqs = st.known.setdefault(p, [])
+            nxt = seqs[-1] + 1 if seqs else 1
+            while self.location.is_published(p, nxt):
+                seqs.append(nxt)
+                nxt += 1
+        return st.known, st.quarantined
 
     def top(self) -> Position:
         """The highest seq published or quarantined per partition (what exists now)."""
@@ -452,33 +488,53 @@ class Subscription:
             {p: h for p in self.store.partitions() if (h := self.registry.hwm(self.name, p)) > 0}
         )
 
-    def start(self, position: Start | None = None) -> Position:
+    def start(self, position: Start | None = None, *, since_ns: int | None = None) -> Position:
         """Register the subscriber if new and return where a consumer without a
         position of its own starts: ``acked`` (default for a known subscriber),
         ``earliest`` (default for a new one: the first retained or lost segment) or
-        ``latest`` (after everything published now)."""
+        ``latest`` (after everything published now). ``since_ns`` instead starts at the
+        first segment holding a row ingested at or after that time (epoch ns), so no
+        such row is missed (rows of that segment ingested before it come along)."""
         self.seal_idle(force=True)
-        known = self.registered()
-        if not known:
-            self._refuse_if_expired()
-        position = position or (Start.ACKED if known else Start.EARLIEST)
         # A seq published once but now lost (quarantined, vanished) counts as retained:
         # an earliest start plans it, so its loss is reported (§9a), never skipped.
         found = {p: self.evidence(p) for p in self.store.partitions()}
         retained = {
             p: sorted(ev.published | {m.seq for m in ev.losses()}) for p, ev in found.items()
         }
-        self.registry.register(
-            self.name,
-            start=StartPosition.LATEST if position is Start.LATEST else StartPosition.EARLIEST,
-            retained=retained,
-            exist_ok=True,
+        by_time = (
+            {p: self._first_since(p, seqs, since_ns) - 1 for p, seqs in retained.items()}
+            if since_ns is not None
+            else None
         )
-        records.create_record(self.store.root, self.store.io, self.name)
+        # the tombstone check and the registration under the ack log's lock, which the
+        # expiry pass holds too: never a silent restart of an expired subscriber
+        with self.registry.exclusive():
+            known = self.name in self.registry.subscribers()
+            if not known:
+                self._refuse_if_expired()
+            position = position or (Start.ACKED if known else Start.EARLIEST)
+            self.registry.register(
+                self.name,
+                start=by_time
+                if by_time is not None
+                else StartPosition.LATEST
+                if position is Start.LATEST
+                else StartPosition.EARLIEST,
+                retained=retained,
+                exist_ok=True,
+            )
+            if not known:
+                try:
+                    records.create_record(self.store.root, self.store.io, self.name)
+                except OSError as e:  # advisory: the ack log holds the registration
+                    log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         marks: dict[str, int] = {}
         for p, seqs in retained.items():
             hwm = self.registry.hwm(self.name, p)
-            if position is Start.ACKED or not seqs:
+            if by_time is not None:
+                marks[p] = by_time[p]
+            elif position is Start.ACKED or not seqs:
                 marks[p] = hwm
             elif position is Start.EARLIEST:
                 marks[p] = found[p].first_unread() - 1
@@ -492,6 +548,18 @@ class Subscription:
             marks,
         )
         return Position(marks)
+
+    def _first_since(self, partition: str, seqs: Sequence[int], since_ns: int) -> int:
+        """The first of ``seqs`` that may hold a row ingested at or after ``since_ns``
+        (one whose metadata cannot tell counts: its loss must be reported)."""
+        for seq in seqs:
+            try:
+                meta = self.meta(partition, seq)
+            except SegmentMissingError:
+                return seq  # lost since the listing: planning reports it
+            if meta is None or meta.max_ingestion_ns >= since_ns:
+                return seq
+        return (seqs[-1] + 1) if seqs else 1
 
     def plan(self, after: Position, caps: Caps = Caps(), until: Position | None = None) -> Position:
         """The end of the next batch after ``after``: segments admitted oldest first
@@ -570,7 +638,14 @@ class Subscription:
         return out
 
     def _refuse_if_expired(self) -> None:
-        rec = records.read_record(self.store.root, self.store.io, self.name)
+        try:
+            rec = records.read_record(self.store.root, self.store.io, self.name)
+        except CorruptionError as e:
+            raise SubscriberError(
+                f"subscriber {self.name!r} is not registered and its record is damaged "
+                f"({e}), so whether the store expired it cannot be told; to start it over: "
+                f"quiver subscribers {self.store.root} remove {self.name}, then add it"
+            ) from e
         if rec is None or rec.expired_ns is None:
             return
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(rec.expired_ns / 1e9))
@@ -627,6 +702,7 @@ class Subscription:
         so the subscriber's mark moves past them.
         """
         self.registry.refresh()
+        self._check_assigned(through)
         todo: dict[str, list[int]] = {}
         for p, hi in through.segments.items():
             lo = self.registry.hwm(self.name, p) + 1
@@ -641,7 +717,10 @@ class Subscription:
             self.metrics.inc(SOURCE_ACKED, n, subscriber=self.name)
             if now - st.last_touch >= RECORD_PERIOD_S:  # its record: last acknowledged
                 st.last_touch = now
-                records.touch(self.store.root, self.store.io, self.name)
+                try:  # advisory: a record that cannot be updated never fails an ack
+                    records.touch(self.store.root, self.store.io, self.name)
+                except (OSError, CorruptionError) as e:
+                    log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         deleted = 0
         if todo or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
             st.last_retention = now
@@ -665,6 +744,25 @@ class Subscription:
             self.store.publish_process_metrics(f"consumer-{self.name}")
         except OSError as e:
             log.warning("quiver.metrics.unwritten subscriber=%s error=%s", self.name, e)
+
+    def _check_assigned(self, through: Position) -> None:
+        """Refuse a position past what a partition ever published (nothing written): an
+        ack there would mark future segments done before anyone read them."""
+        for p, hi in through.segments.items():
+            if hi <= self.registry.hwm(self.name, p):
+                continue
+            top = max([self.registry.max_deleted(p), *self._state.known.get(p, [])[-1:]])
+            if hi <= top or self.location.is_published(p, hi):
+                continue  # seqs are gapless: every seq below a published one was too
+            if hi in self.location.quarantined(p):
+                continue
+            top = max([top, *self.location.published_seqs(p)[-1:]])
+            if hi > top:
+                raise UnknownSegmentError(
+                    f"cannot acknowledge partition {p!r} through segment {hi} for "
+                    f"subscriber {self.name!r}: the partition has published only up to "
+                    f"{top}; a position must come from this store's plan()"
+                )
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:
         """Mark ``seqs`` as not processed: they stay pending and are delivered again."""

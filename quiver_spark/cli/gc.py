@@ -79,7 +79,8 @@ def unfinalized_records(store: QuiverStore, pid: str) -> int:
     infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), store.io)
     count = 0
     for i, info in enumerate(infos):
-        scan = scan_wal_file(info.path, last=i == len(infos) - 1, salvage=True, io=store.io)
+        # no salvage: damage the writer's recovery would refuse is reported, not skipped
+        scan = scan_wal_file(info.path, last=i == len(infos) - 1, salvage=False, io=store.io)
         count += sum(
             1 for r in scan.records
             if r.rtype in (fmt.REC_BATCH, fmt.REC_STREAM) and r.seq not in covered
@@ -171,6 +172,8 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
         before = {p: unfinalized_records(store, p) for p in idle}
         for pid, seq in store.finalize_idle_partitions():
             finalized.append({"partition": pid, "seq": seq, "wal_records": before.get(pid, 0)})
+        for pid, error in store.idle_failures.items():  # recovery refused: named, exit 1
+            unreadable.setdefault(pid, error)
     doc = {
         "schema": SCHEMA,
         "path": store.root,

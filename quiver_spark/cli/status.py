@@ -307,7 +307,7 @@ def _subscriber_row(
                 "lag_seconds": max(0.0, (now_ns - oldest) / 1e9) if oldest is not None else 0.0,
             }
         )
-    rec = records.read_record(store.root, store.io, name) if store is not None else None
+    rec = records.read_record_or_none(store.root, store.io, name) if store is not None else None
     last = rec.last_ack_ns if rec is not None else None
     live = records.is_live(store.root, name) if store is not None else False
     idle_s = (now_ns - rec.last_active_ns) / 1e9 if rec is not None else None

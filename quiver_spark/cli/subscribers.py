@@ -210,7 +210,7 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
 
 def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:
     registry = open_registry(store)
-    rec = records.read_record(store.root, store.io, name) if registry is not None else None
+    rec = records.read_record_or_none(store.root, store.io, name) if registry is not None else None
     if registry is None:
         raise SubscriberError(f"unknown subscriber {name!r}; registered: []")
     try:

@@ -190,7 +190,8 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
     def initialOffset(self) -> dict[str, Any]:
         """Where a query without a checkpoint starts (``startingPosition``)."""
         pos = self.opts.starting_position
-        return self._sub().start(Start(pos.value) if pos is not None else None).to_json()
+        start = Start(pos.value) if pos is not None else None
+        return self._sub().start(start, since_ns=self.opts.starting_timestamp_ns).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         o = self.opts

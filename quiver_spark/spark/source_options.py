@@ -7,6 +7,8 @@ names the option, the value and what is allowed.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -14,12 +16,22 @@ from typing import Any
 
 from ..config import validate_name
 from ..errors import ConfigError
-from ..options import parse_bool, parse_choice, parse_int, parse_size
+from ..options import (
+    STORE_OPTIONS,
+    Option,
+    canonical_option,
+    did_you_mean,
+    parse_bool,
+    parse_choice,
+    parse_int,
+    parse_size,
+)
 from .options import spark_options, store_root
 
 PATH = "path"
 SUBSCRIBER = "subscriber"
 STARTING_POSITION = "startingPosition"
+STARTING_TIMESTAMP = "startingTimestamp"
 MAX_SEGMENTS_PER_TRIGGER = "maxSegmentsPerTrigger"
 MAX_BYTES_PER_TRIGGER = "maxBytesPerTrigger"
 MAX_ROWS_PER_TRIGGER = "maxRowsPerTrigger"
@@ -27,21 +39,92 @@ INCLUDE_METADATA = "includeMetadata"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 SPLIT_SIZE = "splitSize"
 
-# name -> (default shown in docs, description); the README options table uses these.
+DEFAULT_MAX_SEGMENTS = 1000
+"""Admission limit when none is set: a new subscriber's first batch is bounded (Delta's
+``maxFilesPerTrigger`` default is 1000 files too); ``maxSegmentsPerTrigger=none`` lifts it."""
+
+# The one table of reader options (README's source table is checked against it).
+SOURCE_OPTION_TABLE: tuple[Option, ...] = (
+    Option(PATH, "required", "the store's root directory (or pass it to `load()`)"),
+    Option(SUBSCRIBER, "required for streams", "the subscriber whose acknowledgements this "
+           "query records; registered on first use"),
+    Option(STARTING_POSITION, "acked if known, else earliest", "`earliest` \\| `latest` \\| "
+           "`acked`, for a query without a checkpoint"),
+    Option(STARTING_TIMESTAMP, "none", "start, for a query without a checkpoint, at the first "
+           "segment holding a row ingested at or after this time (ISO-8601 such as "
+           "`2026-11-26T08:00:00Z`, or epoch milliseconds)"),
+    Option(MAX_SEGMENTS_PER_TRIGGER, str(DEFAULT_MAX_SEGMENTS), "at most this many segments "
+           "per micro-batch (`none`: unlimited, when no other limit is set)"),
+    Option(MAX_BYTES_PER_TRIGGER, "none", "at most this many segment bytes per micro-batch"),
+    Option(MAX_ROWS_PER_TRIGGER, "none", "at most this many rows per micro-batch"),
+    Option(INCLUDE_METADATA, "false", "add `_quiver_partition`, `_quiver_segment`, "
+           "`_quiver_row`, `_quiver_ingestion_time`, computed from segment metadata (no bytes "
+           "stored per row)"),
+    Option(FAIL_ON_DATA_LOSS, "true", "a published segment that is gone (not deleted by "
+           "retention: quarantined, vanished) or corrupt fails the query naming partition and "
+           "sequence; `false` skips and counts it"),
+    Option(SPLIT_SIZE, "64MB", "segments larger than this are read by several tasks"),
+)  # fmt: skip
+
 SOURCE_OPTIONS: dict[str, tuple[str, str]] = {
-    PATH: ("required", "the store's root directory (or pass it to load())"),
-    SUBSCRIBER: ("required for streams", "subscriber id whose acks this query records"),
-    STARTING_POSITION: ("acked if known, else earliest", "earliest | latest | acked"),
-    MAX_SEGMENTS_PER_TRIGGER: ("none", "at most this many segments per micro-batch"),
-    MAX_BYTES_PER_TRIGGER: ("none", "at most this many segment bytes per micro-batch"),
-    MAX_ROWS_PER_TRIGGER: ("none", "at most this many rows per micro-batch"),
-    INCLUDE_METADATA: ("false", "add _quiver_partition/_segment/_row/_ingestion_time"),
-    FAIL_ON_DATA_LOSS: (
-        "true",
-        "fail on a lost segment: vanished, quarantined or corrupt (else skip, count)",
-    ),
-    SPLIT_SIZE: ("64MB", "segments larger than this are read by several tasks"),
+    o.name: (o.default, o.help) for o in SOURCE_OPTION_TABLE
 }
+
+# What users of Kafka's, Delta's and the file source type by reflex, and what it is here.
+FOREIGN_OPTIONS: dict[str, str] = {
+    "startingoffsets": f"{STARTING_POSITION} (earliest | latest | acked) or {STARTING_TIMESTAMP}",
+    "startingversion": f"{STARTING_POSITION} or {STARTING_TIMESTAMP}",
+    "startingoffsetsbytimestamp": STARTING_TIMESTAMP,
+    "maxoffsetspertrigger": MAX_ROWS_PER_TRIGGER,
+    "maxfilespertrigger": MAX_SEGMENTS_PER_TRIGGER,
+    "subscribe": SUBSCRIBER,
+    "topic": SUBSCRIBER,
+    "maxfileage": "the store policy retention.max_age (quiver config PATH set ...)",
+}
+
+
+class UnknownOptionError(ConfigError):
+    """Raised at query start for an option the source does not know."""
+
+    def __init__(self, option: str, value: object, allowed: str) -> None:
+        super().__init__(option, value, allowed)
+        self.args = (f"unknown option {option!r} (value {value!r}); allowed: {allowed}",)
+
+
+def check_known(options: Mapping[str, Any]) -> None:
+    """Refuse any option the source does not know, naming it and what was meant."""
+    known = {o.name.lower() for o in SOURCE_OPTION_TABLE}
+    for key, value in options.items():
+        k = str(key).lower()
+        if k in known or canonical_option(k) is not None or k == "config":
+            continue
+        if k in FOREIGN_OPTIONS:
+            hint = f" (a Kafka, Delta or file-source option; here it is {FOREIGN_OPTIONS[k]})"
+        else:
+            hint = did_you_mean(k, [*(o.name for o in SOURCE_OPTION_TABLE), *STORE_OPTIONS])
+        raise UnknownOptionError(
+            str(key),
+            value,
+            f"a Quiver source option{hint}: "
+            + ", ".join(o.name for o in SOURCE_OPTION_TABLE)
+            + ", or a store option (segment.*, wal.*, retention.*, subscriber.*)",
+        )
+
+
+def parse_timestamp(option: str, value: object) -> int:
+    """ISO-8601 (a zone, else UTC) or epoch milliseconds -> epoch nanoseconds."""
+    text = str(value).strip()
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text) * 1_000_000
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            option, value, "an ISO-8601 time such as 2026-11-26T08:00:00Z, or epoch milliseconds"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1_000_000) * 1000
 
 
 class StartingPosition(Enum):
@@ -64,6 +147,8 @@ class SourceOptions:
         Subscriber id (None for batch reads).
     starting_position
         None means the default: ``acked`` for a registered subscriber, else ``earliest``.
+    starting_timestamp_ns
+        Start at the first segment holding a row ingested at or after this time.
     max_segments, max_bytes, max_rows
         Admission limits per micro-batch (None: unlimited). A batch always admits at
         least one segment, so a segment bigger than a limit still makes progress.
@@ -78,6 +163,7 @@ class SourceOptions:
     path: str
     subscriber: str | None = None
     starting_position: StartingPosition | None = None
+    starting_timestamp_ns: int | None = None
     max_segments: int | None = None
     max_bytes: int | None = None
     max_rows: int | None = None
@@ -112,6 +198,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     """
     path = store_root(options)
     options = spark_options(options)
+    check_known(options)
     sub = _get(options, SUBSCRIBER)
     if sub is not None:
         sub = validate_name("subscriber", str(sub).strip())
@@ -130,6 +217,14 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         if start is not None
         else None
     )
+    ts_raw = _get(options, STARTING_TIMESTAMP)
+    since = parse_timestamp(STARTING_TIMESTAMP, ts_raw) if ts_raw is not None else None
+    if since is not None and position is not None:
+        raise ConfigError(
+            STARTING_TIMESTAMP,
+            ts_raw,
+            f"either {STARTING_POSITION} or {STARTING_TIMESTAMP}, not both",
+        )
     max_bytes_raw = _get(options, MAX_BYTES_PER_TRIGGER)
     max_bytes = parse_size(MAX_BYTES_PER_TRIGGER, max_bytes_raw) if max_bytes_raw else None
     if max_bytes is not None and max_bytes <= 0:
@@ -140,15 +235,22 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         raise ConfigError(SPLIT_SIZE, split_raw, "a size greater than zero")
     inc = _get(options, INCLUDE_METADATA)
     fail = _get(options, FAIL_ON_DATA_LOSS)
+    max_rows = _positive_int(MAX_ROWS_PER_TRIGGER, _get(options, MAX_ROWS_PER_TRIGGER))
+    segs_raw = _get(options, MAX_SEGMENTS_PER_TRIGGER)
+    if segs_raw is not None and str(segs_raw).strip().lower() == "none":
+        max_segments = None
+    elif segs_raw is not None:
+        max_segments = _positive_int(MAX_SEGMENTS_PER_TRIGGER, segs_raw)
+    else:  # bounded by default, unless another limit bounds it
+        max_segments = DEFAULT_MAX_SEGMENTS if max_bytes is None and max_rows is None else None
     return SourceOptions(
         path=path,
         subscriber=sub,
         starting_position=position,
-        max_segments=_positive_int(
-            MAX_SEGMENTS_PER_TRIGGER, _get(options, MAX_SEGMENTS_PER_TRIGGER)
-        ),
+        starting_timestamp_ns=since,
+        max_segments=max_segments,
         max_bytes=max_bytes,
-        max_rows=_positive_int(MAX_ROWS_PER_TRIGGER, _get(options, MAX_ROWS_PER_TRIGGER)),
+        max_rows=max_rows,
         include_metadata=parse_bool(INCLUDE_METADATA, inc) if inc is not None else False,
         fail_on_data_loss=parse_bool(FAIL_ON_DATA_LOSS, fail) if fail is not None else True,
         split_size_bytes=split,

@@ -16,6 +16,7 @@ store the same body maps to a create-if-absent and a conditional replace.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from .. import format as fmt
 from ..config import validate_name
 from ..errors import CorruptionError
 from ..fs import FileIO, partition_locked
+
+log = logging.getLogger(__name__)
 
 RECORDS_DIR = "records"
 RECORD_SUFFIX = ".sub"
@@ -89,6 +92,16 @@ def read_record(root: str, io: FileIO, name: str) -> SubscriptionRecord | None:
     return SubscriptionRecord.from_body(path, fmt.decode_frame(path, MAGIC_SUBSCRIPTION, raw))
 
 
+def read_record_or_none(root: str, io: FileIO, name: str) -> SubscriptionRecord | None:
+    """:func:`read_record`, with a damaged record logged and treated as absent (the
+    views that show records must not fail on one of them)."""
+    try:
+        return read_record(root, io, name)
+    except CorruptionError as e:
+        log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
+        return None
+
+
 def list_records(root: str, io: FileIO) -> dict[str, SubscriptionRecord]:
     """Every readable record by name (a damaged one is skipped: records are advisory
     for everything but expiry, which then simply does not happen for that name)."""
@@ -121,9 +134,10 @@ def write_record(root: str, io: FileIO, rec: SubscriptionRecord) -> None:
 
 
 def touch(root: str, io: FileIO, name: str, now_ns: int | None = None) -> SubscriptionRecord:
-    """Note an acknowledgement by ``name``'s live consumer."""
+    """Note an acknowledgement by ``name``'s live consumer (a damaged record is
+    replaced: the consumer is registered and acknowledging, which is what it says)."""
     now = time.time_ns() if now_ns is None else now_ns
-    rec = read_record(root, io, name) or SubscriptionRecord(name, now)
+    rec = read_record_or_none(root, io, name) or SubscriptionRecord(name, now)
     rec = dataclasses.replace(rec, last_ack_ns=now)
     write_record(root, io, rec)
     return rec

@@ -42,7 +42,9 @@ def test_ack_of_unpublished_seqs_never_hides_later_segments(tmp_path: Path) -> N
     with QuiverStore.open(root, HAND_SEALED, partition=None, background=False) as store:
         kept = [m.seq for m in store.segments("p-0")]
 
-    assert rows == [100, 101, 110, 111, 120, 121], (
-        f"ack refused={refused}; rows published after the ack were never delivered: "
-        f"got {rows}, segments left on disk {kept}"
+    # the whole call is refused (nothing written), so every row is still delivered
+    assert refused
+    assert rows == [0, 1, 2, 3, 4, 5, 100, 101, 110, 111, 120, 121], (
+        f"rows published after the refused ack were not all delivered: got {rows}, "
+        f"segments left on disk {kept}"
     )

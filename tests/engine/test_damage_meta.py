@@ -112,4 +112,5 @@ def test_cli_subscribers_add_and_gc_work_around_a_damaged_meta(tmp_path: Path) -
     assert "00000000000000000002.meta" in text and "fsck" in text
     status = run_json(["status", root], code=1)  # exit 1: status met a corrupt file
     p0 = next(p for p in status["partitions"] if p["partition"] == "p-0")
-    assert p0["segments"] == 0 and "00000000000000000002.meta" in (p0["error"] or "")
+    # the damaged segment is still published (counted) and named
+    assert p0["segments"] == 1 and "00000000000000000002.meta" in (p0["error"] or "")

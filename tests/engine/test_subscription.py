@@ -165,3 +165,51 @@ def test_a_corrupt_meta_is_data_loss_naming_the_file(tmp_path: Path) -> None:
         with pytest.raises(DataLossError, match="corrupt") as err:
             sub.segments(start, sub.plan(start))
         assert err.value.evidence == str(meta)
+
+
+def test_a_start_by_time_begins_at_the_first_segment_with_a_row_at_or_after_it(
+    tmp_path: Path,
+) -> None:
+    import time
+
+    fill(tmp_path, "p-0", [(0, 1), (1, 1)])
+    time.sleep(0.01)
+    cut = time.time_ns()
+    time.sleep(0.01)
+    fill(tmp_path, "p-0", [(2, 1), (3, 1)])
+    fill(tmp_path, "p-1", [(10, 1)])
+    with Subscription.open(str(tmp_path), "since") as sub:
+        start = sub.start(since_ns=cut)
+        assert start == Position({"p-0": 2, "p-1": 0})
+        assert keys(sub, sub.segments(start, sub.plan(start))) == [2, 3, 10]
+    with Subscription.open(str(tmp_path), "future") as sub:
+        assert sub.start(since_ns=time.time_ns() + 10**12) == Position({"p-0": 4, "p-1": 1})
+
+
+def test_planning_between_full_listings_probes_new_seqs_instead_of_listing(
+    tmp_path: Path,
+) -> None:
+    fill(tmp_path, "p-0", [(i, 1) for i in range(20)])
+    fill(tmp_path, "p-1", [(100, 1)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        start = sub.start()
+        first = sub.plan(start)  # a full listing
+        assert first == Position({"p-0": 20, "p-1": 1})
+        calls = {"list": 0, "probe": 0}
+        loc = sub.location
+        real_list, real_probe = loc.published_seqs, loc.is_published
+
+        def listing(p: str) -> list[int]:
+            calls["list"] += 1
+            return real_list(p)
+
+        def probe(p: str, seq: int) -> bool:
+            calls["probe"] += 1
+            return real_probe(p, seq)
+
+        loc.published_seqs = listing  # type: ignore[method-assign]
+        loc.is_published = probe  # type: ignore[method-assign]
+        fill(tmp_path, "p-0", [(50, 1), (51, 1)])
+        assert sub.plan(first) == Position({"p-0": 22, "p-1": 1})
+        # one probe per partition beyond what exists, plus one per new segment
+        assert calls == {"list": 0, "probe": 2 + 2}

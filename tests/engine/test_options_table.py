@@ -1,0 +1,82 @@
+"""README's option tables are the option tables; unknown source options are refused."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from quiver_spark.errors import ConfigError
+from quiver_spark.spark.options_doc import BLOCKS
+from quiver_spark.spark.source_options import (
+    DEFAULT_MAX_SEGMENTS,
+    parse_source_options,
+    parse_timestamp,
+)
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_the_readme_option_table_is_generated_from_the_option_table(name: str) -> None:
+    text = README.read_text(encoding="utf-8")
+    m = re.search(rf"<!-- options:{name} -->\n(.*?)\n<!-- /options:{name} -->", text, re.S)
+    assert m, f"README.md lacks the options:{name} block"
+    assert m.group(1) == BLOCKS[name](), (
+        "README.md's option table differs from the code's; regenerate it with "
+        "`python -m quiver_spark.spark.options_doc`"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "hint"),
+    [
+        ("startingOffsets", "latest", "startingPosition (earliest | latest | acked)"),
+        ("maxOffsetsPerTrigger", "1000", "here it is maxRowsPerTrigger"),
+        ("maxFilesPerTrigger", "5", "here it is maxSegmentsPerTrigger"),
+        ("maxSegmentPerTrigger", "5", "did you mean 'maxSegmentsPerTrigger'?"),
+        ("failOnDataLos", "false", "did you mean 'failOnDataLoss'?"),
+    ],
+)
+def test_an_unknown_source_option_is_refused_naming_what_was_meant(
+    tmp_path: Path, key: str, value: str, hint: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_source_options({"path": str(tmp_path), "subscriber": "s", key: value}, streaming=True)
+    msg = str(err.value)
+    assert f"unknown option {key.lower()!r}" in msg and hint in msg
+
+
+def test_known_options_in_any_case_and_store_options_pass(tmp_path: Path) -> None:
+    opts = parse_source_options(
+        {"path": str(tmp_path), "SUBSCRIBER": "s", "maxrowspertrigger": "10",
+         "segment.max_open_duration": "1s", "eventTimeColumn": "ts"},
+        streaming=True,
+    )  # fmt: skip
+    assert opts.max_rows == 10 and opts.max_segments is None  # another limit bounds it
+
+
+def test_a_new_subscriber_is_bounded_by_default(tmp_path: Path) -> None:
+    opts = parse_source_options({"path": str(tmp_path), "subscriber": "s"}, streaming=True)
+    assert opts.max_segments == DEFAULT_MAX_SEGMENTS
+    lifted = parse_source_options(
+        {"path": str(tmp_path), "subscriber": "s", "maxSegmentsPerTrigger": "none"}, streaming=True
+    )
+    assert lifted.max_segments is None
+
+
+def test_starting_timestamp_takes_iso_or_epoch_millis_and_excludes_a_position(
+    tmp_path: Path,
+) -> None:
+    assert parse_timestamp("t", "1700000000000") == 1_700_000_000_000_000_000
+    assert parse_timestamp("t", "2023-11-14T22:13:20Z") == 1_700_000_000_000_000_000
+    assert parse_timestamp("t", "2023-11-14T23:13:20+01:00") == 1_700_000_000_000_000_000
+    with pytest.raises(ConfigError, match="ISO-8601"):
+        parse_timestamp("startingTimestamp", "yesterday")
+    with pytest.raises(ConfigError, match="not both"):
+        parse_source_options(
+            {"path": str(tmp_path), "subscriber": "s", "startingPosition": "earliest",
+             "startingTimestamp": "1700000000000"},
+            streaming=True,
+        )  # fmt: skip
