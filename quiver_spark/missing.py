@@ -27,6 +27,7 @@ from .errors import SegmentMissingError
 DELETED = "deleted"
 QUARANTINED = "quarantined"
 MISSING = "missing"
+CORRUPT = "corrupt"
 
 
 class DeletedFacts(Protocol):
@@ -71,6 +72,13 @@ class MissingSegment:
         if self.kind == QUARANTINED:
             why = f": {self.note}" if self.note else ""
             return f"moved aside by `quiver fsck --quarantine`, reason file {self.evidence}{why}"
+        if self.kind == CORRUPT:
+            where = f" ({self.evidence})" if self.evidence else ""
+            return (
+                f"fails verification{where}: {self.note}"
+                if self.note
+                else f"fails verification{where}"
+            )
         return "published, then gone without a deletion record or a quarantine file"
 
     def error(self, hint: str = "") -> SegmentMissingError:

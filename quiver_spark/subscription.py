@@ -47,7 +47,7 @@ from .errors import (
 )
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .metrics import SOURCE_ACKED, SOURCE_DROPPED, SOURCE_LOST, Metrics
-from .missing import DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
+from .missing import CORRUPT, DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
@@ -227,7 +227,7 @@ def settle_missing(
 
 def corrupt_meta(partition: str, seq: int, error: CorruptionError) -> MissingSegment:
     """A published segment whose ``.meta`` fails verification, as a data-loss finding."""
-    return MissingSegment(partition, seq, "corrupt", error.path, str(error))
+    return MissingSegment(partition, seq, CORRUPT, error.path, str(error))
 
 
 def classify_vanished(

@@ -28,7 +28,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from ..errors import ConfigError, CorruptionError, DataLossError, QuiverError, SegmentMissingError
 from ..errors import ReadSchemaError as ReadSchemaError  # re-exported: defined in errors.py
 from ..errors import SchemaUnavailableError as SchemaUnavailableError
-from ..missing import MissingSegment
+from ..missing import CORRUPT, MissingSegment
 from ..segment import SegmentLocation, SegmentMeta
 from ..subscription import LostLog, classify_vanished, settle_missing
 
@@ -162,7 +162,9 @@ def handle_loss(part: QuiverInputPartition, error: QuiverError, location: Segmen
     if isinstance(error, SegmentMissingError):
         found = classify_vanished(part.root, location, m.partition, m.seq)
     else:
-        found = MissingSegment(m.partition, m.seq, "corrupt", None, str(error))
+        found = MissingSegment(
+            m.partition, m.seq, CORRUPT, getattr(error, "path", None), str(error)
+        )
     settle_missing(
         found,
         subscriber=part.subscriber,

@@ -641,7 +641,10 @@ class StoreHarness:
         except Crashed:
             self.uncertain_subs.add(sub)
             raise
-        self.subs[sub] = set()
+        # segments retention deleted before the registration count as done for it (§8.4):
+        # the model sees a deletion only at its next observation, maybe after this
+        reg = reader.subscribers
+        self.subs[sub] = {key for key in self.segs if reg.is_done(sub, *key)}
         STATS["registers"] += 1
 
     def ack(self, sub: str, count: int, outcome: str = "ack") -> None:

@@ -285,6 +285,7 @@ def test_state_space_ci_profile():
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)
 def test_state_space_soak_profile():
     """The long profile (``make soak``): random sequences, failures saved in a tmp database."""
     db = os.environ.get("QUIVER_STATE_SPACE_DB") or os.path.join(
