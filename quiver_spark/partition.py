@@ -321,6 +321,10 @@ class PartitionWriter:
                         str(info["tag"]),
                         first_mono=old,
                     )
+                if txn is None and rec.txn_id in self._covered:
+                    # the marker's file was deleted as unneeded: its transaction was
+                    # decided and these records discarded (a winner's are covered first)
+                    continue
                 if txn is None:
                     raise CorruptionError(
                         scan.path,
@@ -448,6 +452,11 @@ class PartitionWriter:
                 # the REC_TXN marker is covered with (never before) its data
                 self._admit(txn.records, since=txn.first_mono, marker=txn_id)
             else:
+                # a loser's records are never needed again: covered, so a recovery that
+                # finds them after the marker's file was deleted does not mistake them
+                # for damage (persisted with the next STATE write, before any unlink)
+                for seq in (txn_id, *(r[0] for r in txn.records)):
+                    self._covered.add(seq, seq)
                 log.info(
                     "quiver.txn.discard partition=%s txn=%d app=%s version=%d",
                     self.pid,

@@ -338,3 +338,33 @@ def test_a_deleted_wal_file_between_two_kept_ones_is_not_damage(tmp_path: Path) 
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         assert all_ids(store) == [*range(100, 1100), 2000]
         assert store.recovery is not None and store.recovery.pending_txns == 1
+
+
+def test_a_discarded_transaction_whose_marker_file_was_deleted_does_not_wedge(
+    tmp_path: Path,
+) -> None:
+    """A losing transaction's marker sits in a WAL file deleted as unneeded, its data
+    in a later file kept by another undecided transaction: recovery must not take the
+    data records for damage (found by the generative state-space test)."""
+    run_child(
+        """
+        cfg = StoreConfig(segment=SegmentConfig(max_open_duration_s=60))
+        s = QuiverStore.open(root, cfg, background=False)
+        a = s.begin_txn("abandoned", 0)
+        s.append(ids([1], nullable=True), txn_id=a)
+        s.append(ids([2], nullable=True)); s.finalize()          # rotates: file 1 kept by a
+        b = s.begin_txn("loser", 0)
+        s.append(ids([3], nullable=True)); s.finalize()          # b's marker in its own file
+        s.append(ids([4], nullable=True), txn_id=b)
+        c = s.begin_txn("pending", 0)                            # keeps b's data file
+        s.flush()
+        s.commit_txn("loser", 0, [])                             # b loses
+        s.maintain()                                             # b discarded
+        s.append(ids([5], nullable=True)); s.finalize()          # its marker's file goes
+        s.append(ids([6], nullable=True)); s.flush()
+        """,
+        root=str(tmp_path),
+    )
+    with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
+        assert all_ids(store) == [2, 3, 5, 6]
+        assert store.recovery is not None and store.recovery.pending_txns == 2
