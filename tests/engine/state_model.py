@@ -1077,6 +1077,10 @@ class StoreHarness:
             self.reader = None
             STATS["registry_refused_naming_damage"] += 1
             return
+        except OSError as e:  # a fault armed earlier fired here: the process dies
+            if self._fired():
+                raise Crashed("reopen registry") from e
+            raise
         for s in list(self.subs):
             if s not in reg.subscribers():
                 del self.subs[s]

@@ -215,8 +215,7 @@ class StoreStateSpace(RuleBasedStateMachine):
     )
     def flip_byte(self, kind: str, index: int, frac: float, quarantine: bool) -> None:
         if len(self.h.damage) < 2:
-            sm.STATS["steps"] += 1
-            self.h.flip(kind, index, frac, quarantine)
+            self._run(self.h.flip, kind, index, frac, quarantine)
 
     @invariant()
     def a_swallowed_fault_still_ends_the_process(self) -> None:
