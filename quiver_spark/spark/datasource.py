@@ -39,7 +39,7 @@ class QuiverDataSource(DataSource):
         return "quiver"
 
     def schema(self) -> StructType | str:
-        from .source import store_spark_schema
+        from .source_read import store_spark_schema
 
         return store_spark_schema(self.options)
 

@@ -72,56 +72,13 @@ from .options import store_config
 from .source_options import SourceOptions, parse_source_options
 from .source_read import (
     QuiverInputPartition,
-    ReadSchemaError,
-    SchemaUnavailableError,
     arrow_target,
+    check_read_schema,
     read_partition,
-    spark_schema_of,
     split_segment,
 )
 
 log = logging.getLogger(__name__)
-
-
-def store_spark_schema(options: Mapping[str, Any]) -> StructType:
-    """The Spark schema of the store named by ``options`` (``DataSource.schema()``).
-
-    Raises
-    ------
-    SchemaUnavailableError
-        The store exists but nothing was written yet, so it has no schema.
-    """
-    opts = parse_source_options(options, streaming=False)
-    store = open_store(opts.path, store_config(options))
-    try:
-        schema = store.schema()
-    finally:
-        store.close()
-    if schema is None:
-        raise SchemaUnavailableError(
-            f"the Quiver store at {opts.path} has no schema yet: start the writer first "
-            "(the first write records the schema) or pass one with "
-            "spark.readStream.schema(...)"
-        )
-    return spark_schema_of(schema, opts.include_metadata)
-
-
-def check_read_schema(store: QuiverStore, schema: StructType, include_metadata: bool) -> None:
-    """Refuse a read schema naming a column the store lacks (it would read as nulls).
-
-    A store without a schema yet (nothing written) accepts any read schema.
-    """
-    arrow = store.schema()
-    if arrow is None:
-        return
-    have = spark_schema_of(arrow, include_metadata).fieldNames()
-    unknown = [name for name in schema.fieldNames() if name not in have]
-    if unknown:
-        raise ReadSchemaError(
-            f"the read schema names column(s) {unknown} that the Quiver store at "
-            f"{store.root} does not have; its columns are {have}. Fix the names in "
-            "spark.read/readStream.schema(...) or leave the schema out to use the store's"
-        )
 
 
 class _QuiverReading:
