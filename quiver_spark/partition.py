@@ -418,15 +418,20 @@ class PartitionWriter:
         finally:
             self._admitting = set()
 
-    def _make_room(self, nbytes: int) -> None:
+    def check_fits(self, nbytes: int) -> None:
+        """Refuse at once (not retryable) a batch that can never fit in ``wal.max_size``."""
         limit = self.config.wal.max_size_bytes
-        if self.wal.total_bytes + nbytes <= limit:
-            return
         if nbytes + fmt.WAL_HEADER_SIZE + fmt.WAL_RECORD_SIZE > limit:
             raise BatchTooLargeError(
                 f"partition {self.pid}: a batch of {nbytes} bytes can never fit in "
                 f"wal.max_size={limit} bytes; split it into smaller batches or raise wal.max_size"
             )
+
+    def _make_room(self, nbytes: int) -> None:
+        limit = self.config.wal.max_size_bytes
+        if self.wal.total_bytes + nbytes <= limit:
+            return
+        self.check_fits(nbytes)
         self.finalize()
         deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
         while self.wal.total_bytes + nbytes > limit:

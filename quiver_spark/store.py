@@ -300,7 +300,8 @@ class QuiverStore:
         """
         w = self._w()
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-        for b in batches:  # refuse before anything is written
+        for b in batches:  # refuse before anything is written (or waited for)
+            w.check_fits(b.nbytes)
             if self._descriptor.get("schema") is None or not schemas_compatible(
                 self.schema() or b.schema, b.schema
             ):

@@ -368,3 +368,29 @@ def test_a_discarded_transaction_whose_marker_file_was_deleted_does_not_wedge(
     with QuiverStore.open(str(tmp_path), CFG, background=False) as store:
         assert all_ids(store) == [2, 3, 5, 6]
         assert store.recovery is not None and store.recovery.pending_txns == 2
+
+
+def test_a_batch_larger_than_the_wal_cap_fails_at_once_even_when_throttled(
+    tmp_path: Path,
+) -> None:
+    """Under a size cap that throttles intake, a batch that can never fit is refused as
+    not retryable at once, not after waiting for capacity as retryable (found by the
+    generative state-space test)."""
+    from quiver_spark.config import SizeCapPolicy
+
+    cfg = StoreConfig(
+        wal=WalConfig(max_size_bytes=64 * 1024),
+        retention=RetentionConfig(
+            size_cap_bytes=1024,
+            size_cap_policy=SizeCapPolicy.BACKPRESSURE,
+            backpressure_timeout_s=0.05,
+        ),
+        segment=SegmentConfig(max_open_duration_s=60),
+    )
+    with QuiverStore.open(str(tmp_path), cfg, background=False) as s:
+        s.subscribers.register("reader")  # pins everything: the cap throttles
+        s.append(ids(list(range(500)), nullable=True))
+        s.finalize()
+        assert s.run_retention().throttle
+        with pytest.raises(BatchTooLargeError, match="wal.max_size"):
+            s.append(ids(list(range(20_000)), nullable=True))
