@@ -194,3 +194,11 @@ class SegmentMissingError(QuiverError):
 class DataLossError(SegmentMissingError):
     """Raised (``failOnDataLoss=true``) for a published segment that is lost:
     vanished, quarantined or corrupt (``kind``), never for one retention deleted."""
+
+
+class UnknownOptionError(ConfigError):
+    """Raised at query start for an option the source or sink does not know."""
+
+    def __init__(self, option: str, value: object, allowed: str) -> None:
+        super().__init__(option, value, allowed)
+        self.args = (f"unknown option {option!r} (value {value!r}); allowed: {allowed}",)

@@ -169,6 +169,45 @@ def canonical_option(key: str) -> str | None:
     return None
 
 
+_HOURS_ALIAS = "retention.max_retain_after_ingestion_hours"
+
+
+def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None) -> dict[str, Any]:
+    """Store option keys under their canonical names (other keys unchanged), with an
+    alias's own value rule applied: under ``retention.max_retain_after_ingestion_hours``
+    a bare number is hours. Used before merging sources of options (YAML, explicit),
+    so an explicit option wins over the same option spelled the old way in a file."""
+    out: dict[str, Any] = {}
+    seen: dict[str, str] = {}
+    for key, value in options.items():
+        name = canonical_option(str(key))
+        if name is None:
+            out[key] = value
+            continue
+        if str(key).strip().lower() == _HOURS_ALIAS and re.fullmatch(
+            r"\s*[0-9]+(\.[0-9]+)?\s*", str(value)
+        ):
+            value = f"{str(value).strip()}h"
+        if name in out and str(out[name]) != str(value):
+            raise ConfigError(
+                str(key), value, f"one value: {seen[name]!r} (the same option) says {out[name]!r}"
+            )
+        out[name] = value
+        seen[name] = str(key)
+        if names is not None:
+            names[name] = str(key)
+    return out
+
+
+def overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` over it, where a store option in ``top`` replaces the same
+    option in ``base`` under any spelling (an explicit option wins over a file's)."""
+    winners = {canonical_option(str(k)) for k in top} - {None}
+    out = {k: v for k, v in base.items() if canonical_option(str(k)) not in winners}
+    out.update(top)
+    return out
+
+
 def did_you_mean(key: str, known: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for a near miss of ``key`` among ``known``, else ``""``."""
     names = {n.lower(): n for n in known}
@@ -185,40 +224,37 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
     """
     # Spark hands options over case-insensitively (lower-cased keys): match that way.
     opts: dict[str, Any] = {}
-    given_as: dict[str, str] = {}
-    for key, value in options.items():
-        if value is None:
-            continue
-        name = canonical_option(key)
-        if name is None:
-            if key.lower().startswith(_PREFIXES):
+    names: dict[str, str] = {}  # canonical name -> as given, for errors
+
+    def nm(name: str) -> str:
+        return names.get(name, name)
+
+    given = {k: v for k, v in options.items() if v is not None}
+    for key, value in canonicalize(given, names).items():
+        if canonical_option(str(key)) is None:
+            if str(key).lower().startswith(_PREFIXES):
                 known = [*STORE_OPTIONS, *ALIASES]
                 allowed = (
                     "a known option"
-                    + did_you_mean(key, known)
+                    + did_you_mean(str(key), known)
                     + ": "
                     + ", ".join(sorted(STORE_OPTIONS))
                 )
-                raise ConfigError(key, value, allowed)
+                raise ConfigError(str(key), value, allowed)
             continue
-        if name in opts and str(opts[name]) != str(value):
-            raise ConfigError(
-                key, value, f"one value: {given_as[name]!r} (the same option) says {opts[name]!r}"
-            )
-        opts[name] = value
-        given_as[name] = key
-    flush_s = parse_duration("wal.flush_interval", opts.get("wal.flush_interval", "25ms"))
-    max_wal = parse_size("wal.max_size", opts.get("wal.max_size", "4GB"))
-    target = parse_size("segment.target_size", opts.get("segment.target_size", "32MB"))
+        opts[str(key)] = value
+    flush_s = parse_duration(nm("wal.flush_interval"), opts.get("wal.flush_interval", "25ms"))
+    max_wal = parse_size(nm("wal.max_size"), opts.get("wal.max_size", "4GB"))
+    target = parse_size(nm("segment.target_size"), opts.get("segment.target_size", "32MB"))
     max_open_s = parse_duration(
-        "segment.max_open_duration", opts.get("segment.max_open_duration", "5s")
+        nm("segment.max_open_duration"), opts.get("segment.max_open_duration", "5s")
     )
     # checked before the dataclasses so the error shows the value as given ("0s", not 0.0)
     for key, val in (("segment.target_size", target),
                      ("segment.max_open_duration", max_open_s),
                      ("wal.max_size", max_wal)):  # fmt: skip
         if val <= 0:
-            raise ConfigError(key, opts.get(key), "a value greater than zero")
+            raise ConfigError(nm(key), opts.get(key), "a value greater than zero")
     wal = WalConfig(
         flush_interval_s=flush_s, max_size_bytes=max_wal, path=_opt_str(opts, "wal.path")
     )
@@ -229,32 +265,32 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
         event_time_column=_opt_str(opts, "segment.event_time_column"),
     )
     policy = parse_choice(
-        "retention.size_cap_policy",
+        nm("retention.size_cap_policy"),
         opts.get("retention.size_cap_policy", "backpressure"),
         [p.value for p in SizeCapPolicy],
     )
     cap = opts.get("retention.size_cap")
     retention = RetentionConfig(
-        size_cap_bytes=parse_size("retention.size_cap", cap) if _given(cap) else None,
+        size_cap_bytes=parse_size(nm("retention.size_cap"), cap) if _given(cap) else None,
         size_cap_policy=SizeCapPolicy(policy),
         max_retain_after_ingestion_hours=_max_age_hours(
-            opts.get("retention.max_age"), given_as.get("retention.max_age", "")
+            opts.get("retention.max_age"), nm("retention.max_age")
         ),
         steady_state_headroom_bytes=parse_size(
-            "retention.steady_state_headroom", opts.get("retention.steady_state_headroom", 0)
+            nm("retention.steady_state_headroom"), opts.get("retention.steady_state_headroom", 0)
         ),
         backpressure_timeout_s=parse_duration(
-            "retention.backpressure_timeout", opts.get("retention.backpressure_timeout", "30s")
+            nm("retention.backpressure_timeout"), opts.get("retention.backpressure_timeout", "30s")
         ),
     )
     if retention.size_cap_bytes is not None and retention.size_cap_bytes <= 0:
-        raise ConfigError("retention.size_cap", cap, "a size greater than zero")
+        raise ConfigError(nm("retention.size_cap"), cap, "a size greater than zero")
     expire = opts.get("subscriber.expire_after")
     expire_s = None
     if _given(expire):
-        expire_s = parse_duration("subscriber.expire_after", expire)
+        expire_s = parse_duration(nm("subscriber.expire_after"), expire)
         if expire_s <= 0:
-            raise ConfigError("subscriber.expire_after", expire, "a duration greater than zero")
+            raise ConfigError(nm("subscriber.expire_after"), expire, "a duration greater than zero")
     return StoreConfig(
         wal=wal,
         segment=segment,
@@ -268,22 +304,18 @@ def _given(value: object) -> bool:
     return value is not None and str(value).strip().lower() not in ("", "none")
 
 
-def _max_age_hours(value: object, given_as: str) -> float | None:
-    """``retention.max_age`` in hours: a duration with units (``72h``, ``3d``); under its
-    old name ``retention.max_retain_after_ingestion_hours`` a bare number is hours."""
+def _max_age_hours(value: object, name: str = "retention.max_age") -> float | None:
+    """``retention.max_age`` in hours: a duration with a unit (``72h``, ``7d``); a bare
+    number is refused, being ambiguous between the old hours and seconds."""
     if not _given(value):
         return None
-    name = given_as or "retention.max_age"
     text = str(value).strip()
-    if given_as.lower() == "retention.max_retain_after_ingestion_hours":
-        try:
-            hours = float(text)
-        except ValueError:
-            hours = parse_duration(name, text) / 3600
-    else:
-        hours = parse_duration(name, text) / 3600
+    allowed = "a positive duration with a unit, such as 72h or 7d"
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
+        raise ConfigError(name, value, allowed + " (a bare number is ambiguous)")
+    hours = parse_duration(name, text) / 3600
     if not hours > 0 or hours == float("inf"):
-        raise ConfigError(name, value, "a positive duration such as 72h or 7d")
+        raise ConfigError(name, value, allowed)
     return hours
 
 
@@ -341,9 +373,7 @@ def merged_options(options: Mapping[str, Any]) -> dict[str, Any]:
     opts = dict(options)
     cfg = opts.pop("config", None)
     if cfg:
-        base = load_yaml_options(str(cfg))
-        base.update(opts)
-        return base
+        return overlay(load_yaml_options(str(cfg)), opts)
     return opts
 
 

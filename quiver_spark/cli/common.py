@@ -28,6 +28,7 @@ from ..options import (
     canonical_option,
     did_you_mean,
     load_yaml_options,
+    overlay,
     store_config_from_options,
 )
 from ..segment.location import check_url, local_path
@@ -189,7 +190,7 @@ def store_config(args: StoreArgs) -> StoreConfig:
     try:
         if args.config_file is not None:
             opts.update(load_yaml_options(args.config_file))
-        opts.update(parse_option_flags(args.options))
+        opts = overlay(opts, parse_option_flags(args.options))  # --option wins
         if args.segments_path:
             opts["segment.path"] = args.segments_path
         if args.wal_path:

@@ -28,7 +28,7 @@ from .. import metrics as m
 from ..fs import partition_locked
 from ..retention import observe
 from ..store import QuiverStore
-from .common import StoreArgs, store_arguments, with_store
+from .common import StoreArgs, emit_json, store_arguments, with_store
 from .registry import open_registry
 from .status import collect_status
 
@@ -61,6 +61,8 @@ def store_metrics(store: QuiverStore, now_ns: int | None = None) -> m.Metrics:
         finally:
             registry.close()
     for s in doc["subscribers"]:
+        # bytes as quiver status counts them: a segment is its .arrow plus its .meta
+        out.set(m.LAG_BYTES, s["lag_bytes"], subscriber=s["name"])
         out.set(m.SUBSCRIBER_LIVE, 1 if s["live"] else 0, subscriber=s["name"])
         out.set(m.SUBSCRIBER_LAST_ACK, (s["last_ack_ns"] or 0) / 1e9, subscriber=s["name"])
     return out
@@ -78,6 +80,26 @@ def prune_stale(store: QuiverStore) -> list[str]:
             store.io.durable_unlink([os.path.join(directory, name)])
             removed.append(name)
     return removed
+
+
+def as_document(text: str) -> dict[str, object]:
+    """The exposition as JSON: ``{"schema": "quiver.metrics/1", "families": [{"name",
+    "type", "help", "samples": [{"name", "labels", "value"}]}]}``."""
+    return {
+        "schema": "quiver.metrics/1",
+        "families": [
+            {
+                "name": fam.name,
+                "type": fam.type,
+                "help": fam.documentation,
+                "samples": [
+                    {"name": s.name, "labels": dict(s.labels), "value": s.value}
+                    for s in fam.samples
+                ],
+            }
+            for fam in text_string_to_metric_families(text)
+        ],
+    }
 
 
 def merged_exposition(texts: list[str]) -> str:
@@ -133,6 +155,9 @@ def metrics(args: StoreArgs, textfile: str | None, include_all: bool, prune: boo
         return merged_exposition(texts)
 
     text = with_store(args, run)
+    if args.as_json:  # the same series as a document: {"schema", "families": [...]}
+        emit_json(as_document(text))
+        return
     if textfile:  # outside the store: the textfile collector's own temp-and-rename
         tmp = f"{textfile}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:

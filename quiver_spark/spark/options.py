@@ -19,8 +19,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import StoreConfig
-from ..errors import ConfigError
-from ..options import merged_options, store_config_from_options
+from ..errors import ConfigError, UnknownOptionError
+from ..options import (
+    ALIASES,
+    STORE_OPTIONS,
+    canonical_option,
+    did_you_mean,
+    merged_options,
+    overlay,
+    store_config_from_options,
+)
 from ..segment.location import check_url, local_path
 
 PATH = "path"
@@ -45,9 +53,8 @@ def spark_options(options: Mapping[str, Any]) -> dict[str, str]:
     if cfg is None:
         return {k: str(v) for k, v in explicit.items()}
     folded = merged_options({CONFIG: str(cfg).strip()})
-    out = {str(k).lower(): str(v) for k, v in folded.items()}
-    out.update({k: str(v) for k, v in explicit.items() if k != CONFIG})
-    return out
+    mine = {k: v for k, v in explicit.items() if k != CONFIG}
+    return {str(k).lower(): str(v) for k, v in overlay(folded, mine).items()}  # explicit wins
 
 
 def store_root(options: Mapping[str, Any]) -> str:
@@ -78,6 +85,27 @@ def store_config(options: Mapping[str, Any]) -> StoreConfig:
     return config
 
 
+SINK_SPARK_OPTIONS = ("checkpointlocation", "queryname")
+"""Keys Spark itself may hand a sink with the user's options."""
+
+
+def check_sink_known(options: Mapping[str, Any]) -> None:
+    """Refuse an option the sink does not know, naming it and the near miss."""
+    for key, value in spark_options(options).items():
+        k = str(key).lower()
+        if k in (PATH, CONFIG, *SINK_SPARK_OPTIONS) or canonical_option(k) is not None:
+            continue
+        hint = did_you_mean(k, [*STORE_OPTIONS, *ALIASES])
+        raise UnknownOptionError(
+            str(key),
+            value,
+            f"a Quiver sink option{hint}: path, config, or a store option "
+            "(segment.*, wal.*, retention.*, subscriber.*; see README Options)",
+        )
+
+
 def validate_sink_options(options: Mapping[str, Any]) -> tuple[str, StoreConfig]:
-    """Everything the sink needs, validated at once (query start): root and config."""
+    """Everything the sink needs, validated at once (query start): root and config;
+    an unknown option is refused like the source's."""
+    check_sink_known(options)
     return store_root(options), store_config(options)

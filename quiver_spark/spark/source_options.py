@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 from ..config import validate_name
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownOptionError
 from ..options import (
     STORE_OPTIONS,
     Option,
@@ -40,6 +40,13 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 SPLIT_SIZE = "splitSize"
 
 DEFAULT_MAX_SEGMENTS = 1000
+STREAM_ONLY = (
+    "startingPosition",
+    "startingTimestamp",
+    "maxSegmentsPerTrigger",
+    "maxBytesPerTrigger",
+    "maxRowsPerTrigger",
+)
 """Admission limit when none is set: a new subscriber's first batch is bounded (Delta's
 ``maxFilesPerTrigger`` default is 1000 files too); ``maxSegmentsPerTrigger=none`` lifts it."""
 
@@ -54,7 +61,7 @@ SOURCE_OPTION_TABLE: tuple[Option, ...] = (
            "segment holding a row ingested at or after this time (ISO-8601 such as "
            "`2026-11-26T08:00:00Z`, or epoch milliseconds)"),
     Option(MAX_SEGMENTS_PER_TRIGGER, str(DEFAULT_MAX_SEGMENTS), "at most this many segments "
-           "per micro-batch (`none`: unlimited, when no other limit is set)"),
+           "per micro-batch, also when another limit is set (`none`: unlimited)"),
     Option(MAX_BYTES_PER_TRIGGER, "none", "at most this many segment bytes per micro-batch"),
     Option(MAX_ROWS_PER_TRIGGER, "none", "at most this many rows per micro-batch"),
     Option(INCLUDE_METADATA, "false", "add `_quiver_partition`, `_quiver_segment`, "
@@ -81,14 +88,6 @@ FOREIGN_OPTIONS: dict[str, str] = {
     "topic": SUBSCRIBER,
     "maxfileage": "the store policy retention.max_age (quiver config PATH set ...)",
 }
-
-
-class UnknownOptionError(ConfigError):
-    """Raised at query start for an option the source does not know."""
-
-    def __init__(self, option: str, value: object, allowed: str) -> None:
-        super().__init__(option, value, allowed)
-        self.args = (f"unknown option {option!r} (value {value!r}); allowed: {allowed}",)
 
 
 def check_known(options: Mapping[str, Any]) -> None:
@@ -199,6 +198,16 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     path = store_root(options)
     options = spark_options(options)
     check_known(options)
+    if not streaming:
+        for name in STREAM_ONLY:
+            if _get(options, name) is not None:
+                raise UnknownOptionError(
+                    name,
+                    _get(options, name),
+                    "no start position or per-trigger limit in a batch read (spark.read "
+                    "reads every retained segment; filter on _quiver_ingestion_time to "
+                    "read from a time): these options are for spark.readStream",
+                )
     sub = _get(options, SUBSCRIBER)
     if sub is not None:
         sub = validate_name("subscriber", str(sub).strip())
@@ -241,8 +250,8 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         max_segments = None
     elif segs_raw is not None:
         max_segments = _positive_int(MAX_SEGMENTS_PER_TRIGGER, segs_raw)
-    else:  # bounded by default, unless another limit bounds it
-        max_segments = DEFAULT_MAX_SEGMENTS if max_bytes is None and max_rows is None else None
+    else:  # bounded by default; the other limits apply as well
+        max_segments = DEFAULT_MAX_SEGMENTS
     return SourceOptions(
         path=path,
         subscriber=sub,

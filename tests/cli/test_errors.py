@@ -52,7 +52,7 @@ def test_a_regular_file_is_not_a_store(tmp_path: Path) -> None:
          "backpressure | drop_oldest"),
         ("segment.max_open_duration=soon", "segment.max_open_duration", "soon", "ms, s, m, h"),
         ("retention.max_retain_after_ingestion_hours=-1",
-         "retention.max_retain_after_ingestion_hours", "-1", "a positive duration such as 72h"),
+         "retention.max_retain_after_ingestion_hours", "-1", "a duration such as 25ms"),
         ("segment.target_sise=32MB", "--option", "segment.target_sise=32MB",
          "a known option (did you mean 'segment.target_size'?)"),
         ("retention.size_cap", "--option", "retention.size_cap", "KEY=VALUE"),

@@ -54,7 +54,7 @@ def test_known_options_in_any_case_and_store_options_pass(tmp_path: Path) -> Non
          "segment.max_open_duration": "1s", "eventTimeColumn": "ts"},
         streaming=True,
     )  # fmt: skip
-    assert opts.max_rows == 10 and opts.max_segments is None  # another limit bounds it
+    assert opts.max_rows == 10 and opts.max_segments == DEFAULT_MAX_SEGMENTS  # both apply
 
 
 def test_a_new_subscriber_is_bounded_by_default(tmp_path: Path) -> None:

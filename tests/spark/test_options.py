@@ -26,7 +26,7 @@ BAD_VALUES = [
     ("wal.flush_interval", "fast", "units ms, s, m, h"),
     ("wal.max_size", "4QB", "1024-based"),
     ("retention.size_cap", "lots", "units B, KB, MB, GB"),
-    ("retention.max_retain_after_ingestion_hours", "-3", "a positive duration such as 72h"),
+    ("retention.max_retain_after_ingestion_hours", "-3", "a duration such as 25ms"),
     ("retention.max_retain_after_ingestion_hours", "forever", "a duration such as 25ms"),
     ("retention.backpressure_timeout", "soon", "units ms, s, m, h"),
     ("segment.target_sise", "32MB", "a known option"),
