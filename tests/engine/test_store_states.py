@@ -392,5 +392,5 @@ def test_a_batch_larger_than_the_wal_cap_fails_at_once_even_when_throttled(
         s.append(ids(list(range(500)), nullable=True))
         s.finalize()
         assert s.run_retention().throttle
-        with pytest.raises(BatchTooLargeError, match="wal.max_size"):
+        with pytest.raises(BatchTooLargeError, match=r"wal\.max_size"):
             s.append(ids(list(range(20_000)), nullable=True))
