@@ -33,6 +33,7 @@ from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.subscribers import Outcome
 from tests.damage import flip_byte
 from tests.spark.source_helpers import Collector, stream
+from tests.spark_session import local_session
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -205,20 +206,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield active
         return
     scratch = tmp_path_factory.mktemp("review-spark")
-    os.environ["TMPDIR"] = str(scratch)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("quiver-review-scenarios")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.local.dir", str(scratch))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
+    session = local_session(
+        scratch, "quiver-review-scenarios", master="local[2]", driver_memory="1g"
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

@@ -62,7 +62,6 @@ from ..subscribers import SubscriberRegistry
 from ..subscription import (
     Caps,
     LostLog,
-    Start,
     Subscription,
     corrupt_meta,
     open_store,
@@ -146,8 +145,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
 
     def initialOffset(self) -> dict[str, Any]:
         """Where a query without a checkpoint starts (``startingPosition``)."""
-        pos = self.opts.starting_position
-        start = Start(pos.value) if pos is not None else None
+        start = self.opts.starting_position
         return self._sub().start(start, since_ns=self.opts.starting_timestamp_ns).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:

@@ -11,7 +11,6 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from ..config import validate_name
@@ -26,6 +25,7 @@ from ..options import (
     parse_int,
     parse_size,
 )
+from ..subscription import Start
 from .options import spark_options, store_root
 
 PATH = "path"
@@ -126,12 +126,8 @@ def parse_timestamp(option: str, value: object) -> int:
     return int(when.timestamp() * 1_000_000) * 1000
 
 
-class StartingPosition(Enum):
-    """Where a query without a checkpoint starts reading."""
-
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    ACKED = "acked"
+StartingPosition = Start
+"""Where a query without a checkpoint starts reading (the engine's :class:`Start`)."""
 
 
 @dataclass(frozen=True)

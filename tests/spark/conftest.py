@@ -26,22 +26,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from pyspark.sql import SparkSession
+    from tests.spark_session import local_session
 
     scratch = tmp_path_factory.mktemp("spark-local")
-    os.environ["TMPDIR"] = str(scratch)
-    session = (
-        SparkSession.builder.master("local[2,3]")
-        .appName("quiver-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.local.dir", str(scratch))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session(scratch, "quiver-tests", master="local[2,3]", driver_memory="2g")
     yield session
     session.stop()

@@ -46,7 +46,7 @@ def test_options_parse_case_insensitively_with_defaults():
         streaming=True,
     )
     assert o.starting_position is StartingPosition.LATEST
-    assert (o.max_bytes, o.max_segments, o.max_rows) == (1024 * 1024, None, None)
+    assert (o.max_bytes, o.max_segments, o.max_rows) == (1024 * 1024, 1000, None)  # the default segment limit applies too
     assert o.fail_on_data_loss and not o.include_metadata and o.limited
 
 

@@ -1,0 +1,29 @@
+"""The one SparkSession recipe the Spark tests and the scenario tests share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def local_session(scratch: Path, app: str, *, master: str, driver_memory: str) -> Any:
+    """A local SparkSession with the settings the tests assume (UTC, pushdown on,
+    small shuffles, no UI), spilling into ``scratch``."""
+    from pyspark.sql import SparkSession
+
+    os.environ["TMPDIR"] = str(scratch)
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.local.dir", str(scratch))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.memory", driver_memory)
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
