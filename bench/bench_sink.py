@@ -265,6 +265,9 @@ def p9(spark: Any, args: Any, work: str, quiver_opts: dict[str, str]) -> list[di
 
 
 def write_report(args: Any, results: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=2)
     p1, p2 = results["P1"], results["P2"]
     lines = [
         f"Sink benchmarks: {args.rows:,} rows, local[2], median of {args.reps} interleaved runs",
