@@ -252,6 +252,12 @@ class PartitionWriter:
         next_record_seq = max(
             wal.next_record_seq, int(state.get("next_record_seq", 1)), covered_top + 1
         )
+        skipped = next_record_seq > wal.next_record_seq and bool(wal.files)
+        if skipped:
+            # seqs written once but never durable (or cut as a torn tail) are gone: say
+            # so in STATE, or the next recovery takes the gap before the new file for
+            # damage (the range holds no record anyone acknowledged)
+            self._covered.add(wal.next_record_seq, next_record_seq - 1)
         self.wal = WalWriter(
             self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
         )
@@ -267,7 +273,13 @@ class PartitionWriter:
         if self._open:  # recovered data is old: let maintenance finalize it promptly
             self._open.opened_mono = min(self._open.opened_mono, old)
         rep.pending_txns = len(self._pending)
-        if publishing or rep.torn_tails or state.get("next_seq") != self._next_seq or state_missing:
+        if (
+            publishing
+            or rep.torn_tails
+            or state.get("next_seq") != self._next_seq
+            or state_missing
+            or skipped
+        ):
             self._write_state(None)
         self._truncate_wal()
         rep.next_segment_seq = self._next_seq

@@ -95,6 +95,8 @@ def check_sink_known(options: Mapping[str, Any]) -> None:
         k = str(key).lower()
         if k in (PATH, CONFIG, *SINK_SPARK_OPTIONS) or canonical_option(k) is not None:
             continue
+        if k.startswith(("segment.", "segments.", "wal.", "retention.", "subscriber.")):
+            continue  # a store-option typo: store_config names the near miss
         hint = did_you_mean(k, [*STORE_OPTIONS, *ALIASES])
         raise UnknownOptionError(
             str(key),

@@ -182,7 +182,7 @@ def _positive_int(name: str, value: Any) -> int | None:
     return None if value is None else parse_int(name, value, minimum=1)
 
 
-def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
+def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) -> SourceOptions:
     """Validate Spark's string ``options`` for a stream (``streaming``) or a batch read.
 
     Raises
@@ -194,7 +194,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     path = store_root(options)
     options = spark_options(options)
     check_known(options)
-    if not streaming:
+    if streaming is False:  # None: either (the schema lookup, shared by both)
         for name in STREAM_ONLY:
             if _get(options, name) is not None:
                 raise UnknownOptionError(

@@ -108,7 +108,7 @@ def store_spark_schema(options: Mapping[str, Any]) -> StructType:
     SchemaUnavailableError
         The store exists but nothing was written yet, so it has no schema.
     """
-    opts = parse_source_options(options, streaming=False)
+    opts = parse_source_options(options, streaming=None)  # a stream's or a batch read's
     store = open_store(opts.path, store_config(options))
     try:
         schema = store.schema()
