@@ -65,6 +65,8 @@ FULL_LISTING_PERIOD_S = 10.0
 """A consumer lists every partition's segments this often; in between it probes the
 next seqs (seqs are gapless), so planning does not grow with retained segments. A
 segment published after a hole (one moved aside or deleted) waits at most this long."""
+OPEN_RETRY_S = 0.5
+"""Pause before the one retry of a planned segment whose file was not found."""
 RECORD_PERIOD_S = 1.0
 """A consumer rewrites its subscription record's last-ack time at most this often."""
 
@@ -228,6 +230,16 @@ def settle_missing(
 def corrupt_meta(partition: str, seq: int, error: CorruptionError) -> MissingSegment:
     """A published segment whose ``.meta`` fails verification, as a data-loss finding."""
     return MissingSegment(partition, seq, CORRUPT, error.path, str(error))
+
+
+def open_planned(location: SegmentLocation, meta: SegmentMeta, *, verify: bool = True) -> Any:
+    """Open a planned segment; a file that is not there is looked for once more after a
+    short pause (an object store's read may fail transiently) before it counts as gone."""
+    try:
+        return location.open(meta, verify=verify)
+    except SegmentMissingError:
+        time.sleep(OPEN_RETRY_S)
+        return location.open(meta, verify=verify)
 
 
 def classify_vanished(
@@ -680,7 +692,7 @@ class Subscription:
         """The rows of one planned segment, verified (size and CRC-32C) before the
         first batch; a segment gone since planning is settled by the data-loss policy."""
         try:
-            reader = self.location.open(meta, verify=verify)
+            reader = open_planned(self.location, meta, verify=verify)
         except SegmentMissingError:
             self._settle(
                 classify_vanished(self.store.root, self.location, meta.partition, meta.seq)

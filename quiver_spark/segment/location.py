@@ -348,7 +348,8 @@ class _Remote:
             return None
 
     def read(self, path: str) -> bytes:
-        return bytes(self.fs.cat_file(path))
+        self.fs.invalidate_cache(path.rsplit("/", 1)[0])  # a listing cached earlier in
+        return bytes(self.fs.cat_file(path))  # this process must not hide a new file
 
     def buffer(self, path: str) -> pa.Buffer:
         return pa.py_buffer(self.read(path))

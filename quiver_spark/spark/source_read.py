@@ -31,7 +31,7 @@ from ..errors import SchemaUnavailableError as SchemaUnavailableError
 from ..missing import CORRUPT, MissingSegment
 from ..segment import SegmentLocation, SegmentMeta
 from ..store import QuiverStore
-from ..subscription import LostLog, classify_vanished, open_store, settle_missing
+from ..subscription import LostLog, classify_vanished, open_planned, open_store, settle_missing
 from .options import store_config
 from .source_options import parse_source_options
 
@@ -261,7 +261,7 @@ def read_partition(part: InputPartition, target: pa.Schema) -> Iterator[pa.Recor
     meta = part.meta
     location = SegmentLocation(part.segments_url, storage_options=part.storage_options)
     try:
-        reader = location.open(meta, verify=True)
+        reader = open_planned(location, meta)
     except (SegmentMissingError, CorruptionError) as e:
         handle_loss(part, e, location)
         return
