@@ -14,12 +14,11 @@ Session fixtures, built once and shared by every test in ``integration/``:
     ``QUIVER_INTEGRATION_NO_CACHE=1`` installs everything with pip instead.
     The checkout is never on its path: its commands run from a scratch directory,
     and a check at creation fails if ``quiver_spark`` resolves anywhere else.
-``spark_cluster``
-    A standalone cluster (1 master, 2 workers of 1 core) bound to 127.0.0.1 on free
-    ports, started from the fresh venv's ``$SPARK_HOME`` with ``spark-daemon.sh`` and
-    ``PYSPARK_PYTHON`` = the fresh venv's python. Teardown stops the daemons, then
-    kills, by pid, every process still running from this session's directory
-    (executors, Python workers, drivers), whether the tests passed or not.
+``_reap_everything``
+    After the session, kills by pid every process still running from this session's
+    directory (executors, Python workers, drivers), whether the tests passed or not.
+    The standalone cluster itself is started by ``integration/test_cluster.py``
+    (workers with no Python environment, the package shipped with ``--archives``).
 
 A missing prerequisite (Java) fails with a message; nothing here is skipped.
 """
@@ -35,7 +34,6 @@ import pytest
 
 from integration.harness import (
     FreshVenv,
-    StandaloneCluster,
     build_fresh_venv,
     build_wheel,
     kill_pids,
@@ -75,25 +73,6 @@ def fresh_venv(integration_root: Path, quiver_wheel: Path) -> FreshVenv:
     venv, how = build_fresh_venv(integration_root, quiver_wheel)
     print(f"[integration] fresh venv ({how}) + wheel installed in {time.monotonic() - t0:.1f}s")
     return venv
-
-
-@pytest.fixture(scope="session")
-def spark_cluster(
-    java: str, fresh_venv: FreshVenv, integration_root: Path
-) -> Iterator[StandaloneCluster]:
-    del java
-    t0 = time.monotonic()
-    cluster = StandaloneCluster(fresh_venv, integration_root / "cluster")
-    try:
-        cluster.start()
-        print(
-            f"[integration] cluster {cluster.master_url} with {cluster.workers} workers "
-            f"up in {time.monotonic() - t0:.1f}s"
-        )
-        yield cluster
-    finally:
-        survivors = cluster.stop()
-        assert not survivors, f"processes survived the cluster teardown: {survivors}"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 
 from integration.audit import KeyAudit, audit_keys, delivered, delivered_rows
 from integration.harness import (
-    REPO,
     FreshVenv,
     SparkSubmit,
     StandaloneCluster,
@@ -270,23 +269,6 @@ def assert_exactly_once(run: Pipeline) -> None:
         f"{reclaim.acked_by_all_still_present[:10]}\n{text}"
     )
     assert reclaim.acked_by_all > 0, f"no segment was acked by both subscribers\n{text}"
-
-
-def assert_executors_use_the_wheel(run: Pipeline) -> None:
-    probes = [e for e in run.read_events() if e["event"] in ("start", "probe")]
-    assert probes, run.diagnostics()
-    site = str(run.venv.site_packages)
-    for e in probes:
-        if e["event"] == "start":
-            files = [e["quiver_spark"], e["pyspark_quiver"]]
-            assert not any(p.startswith(str(REPO)) for p in e["sys_path"]), e["sys_path"]
-        else:
-            files = [f for row in e["executors"] for f in row[3:]]
-            assert {row[2] for row in e["executors"]} == {str(run.venv.python)}, e
-        assert files and all(f.startswith(site) for f in files), (
-            f"quiver_spark imported from outside the fresh venv: {files}"
-        )
-    print(f"[cluster] quiver_spark on driver and executors: {probes[-1]['executors'][0][3]}")
 
 
 def assert_loopback_only(cluster: StandaloneCluster) -> None:

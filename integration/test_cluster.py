@@ -63,7 +63,7 @@ def packed_env(integration_root: Path, quiver_wheel: Path) -> Path:
 def bare_cluster(
     java: str, fresh_venv: FreshVenv, integration_root: Path
 ) -> Iterator[StandaloneCluster]:
-    """The standalone cluster of ``conftest.spark_cluster``, its daemons without Python."""
+    """A loopback standalone cluster whose daemons have no Python environment."""
     del java
     t0 = time.monotonic()
     cluster = BareStandaloneCluster(fresh_venv, integration_root / "cluster")

@@ -167,15 +167,19 @@ class FileIO:
         return os.stat(path).st_size
 
     # -- composites ---------------------------------------------------------------
-    def atomic_write(self, path: str, data: bytes) -> None:
-        """Replace ``path`` with ``data`` durably: temp, fsync, rename, fsync dir."""
-        tmp = path + ".tmp"
-        fd = self.open_create(tmp)
+    def _write_synced(self, path: str, data: bytes) -> None:
+        """Create ``path`` holding ``data``, fsynced (its name is not durable yet)."""
+        fd = self.open_create(path)
         try:
             self.write(fd, data)
             self.fsync(fd)
         finally:
             self.close(fd)
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` durably: temp, fsync, rename, fsync dir."""
+        tmp = path + ".tmp"
+        self._write_synced(tmp, data)
         self.rename(tmp, path)
         self.fsync_dir(os.path.dirname(path) or ".")
 
@@ -190,12 +194,7 @@ class FileIO:
         """
         d = os.path.dirname(path) or "."
         tmp = f"{path}.{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}.tmp"
-        fd = self.open_create(tmp)
-        try:
-            self.write(fd, data)
-            self.fsync(fd)
-        finally:
-            self.close(fd)
+        self._write_synced(tmp, data)
         try:
             self.link(tmp, path)
             created = True

@@ -249,9 +249,10 @@ class Metrics:
         instance: str | None = None,
         partition: str | None = None,
     ) -> None:
-        """Atomically replace ``path`` with the exposition (temp, fsync, rename, fsync dir),
-        the node_exporter textfile-collector convention."""
-        io.atomic_write(path, self.to_prometheus(scopes, instance, partition).encode())
+        """Atomically replace ``path`` with the exposition (temp + rename, the
+        node_exporter textfile-collector convention). Advisory: not fsynced, so a
+        consumer's acknowledgement or a writer's finalize never waits on it."""
+        io.write_advisory(path, self.to_prometheus(scopes, instance, partition).encode())
 
     def restore_counters(self, path: str) -> int:
         """Continue this process's counters from a previous exposition at ``path`` (a

@@ -58,16 +58,6 @@ def parse_duration(option: str, value: object) -> float:
     return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
 
 
-def parse_positive_float(option: str, value: object, allowed: str) -> float:
-    try:
-        f = float(str(value).strip())
-    except ValueError:
-        raise ConfigError(option, value, allowed) from None
-    if not f > 0 or f == float("inf"):
-        raise ConfigError(option, value, allowed)
-    return f
-
-
 def parse_int(option: str, value: object, *, minimum: int = 0) -> int:
     try:
         i = int(str(value).strip())
