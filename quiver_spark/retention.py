@@ -15,16 +15,18 @@ reclaimed as usual.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from . import metrics as m
 from .config import RetentionConfig, SizeCapPolicy
 from .errors import StoreAtCapacityError
+from .retained import DamagedInfo, RetainedIndex, SegmentInfo
 
 log = logging.getLogger(__name__)
 
@@ -32,27 +34,14 @@ NS_PER_HOUR = 3_600_000_000_000
 SEGMENT_DAMAGED = m.SEGMENT_DAMAGED  # {partition}: segments whose .meta fails verification
 
 
-class SegmentInfo(Protocol):
-    """What retention reads of a segment (``SegmentMeta`` has these, read-only)."""
-
-    @property
-    def partition(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def size_bytes(self) -> int: ...
-    @property
-    def min_ingestion_ns(self) -> int: ...
-    @property
-    def max_ingestion_ns(self) -> int: ...
-
-
 class SegmentCatalog(Protocol):
     """What retention needs of the segment store (``SegmentLocation`` has this).
 
     A catalog may also have ``survey(partition)`` returning an object with ``metas``
     (SegmentInfo) and ``damaged`` (:class:`DamagedInfo`): retention then goes on
-    around segments whose metadata is unreadable instead of failing the whole pass.
+    around segments whose metadata is unreadable instead of failing the whole pass;
+    and ``probe(partition, seq)`` (one segment's metadata, a damaged segment or None):
+    a long-lived :class:`RetainedIndex` then finds new segments without a listing.
     """
 
     def partitions(self) -> list[str]: ...
@@ -62,29 +51,14 @@ class SegmentCatalog(Protocol):
     def delete(self, partition: str, seqs: Iterable[int]) -> None: ...
 
 
-class DamagedInfo(Protocol):
-    """A published segment whose metadata is unreadable (``DamagedSegment`` has these)."""
-
-    @property
-    def partition(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def error(self) -> str: ...
-    @property
-    def size_bytes(self) -> int: ...
-
-
 class RegistryView(Protocol):
     """What retention needs of the subscribers (``SubscriberRegistry`` has this)."""
 
-    def done_by_all(self, partition: str, seq: int) -> bool: ...
+    def done_summary(self, partition: str) -> tuple[int, set[int]]: ...
 
     def undone_by(self, partition: str, seq: int) -> list[str]: ...
 
-    def is_deleted(self, partition: str, seq: int) -> bool: ...
+    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]: ...
 
 
 Key = tuple[str, int]
@@ -115,7 +89,7 @@ class RetentionPlan:
 
 
 def plan(
-    listing: Mapping[str, Sequence[SegmentInfo]],
+    listing: Mapping[str, Sequence[SegmentInfo]] | RetainedIndex,
     registry: RegistryView,
     config: RetentionConfig,
     now_ns: int,
@@ -127,49 +101,62 @@ def plan(
 ) -> RetentionPlan:
     """Decide deletions and throttling. Pure: no I/O, no clock.
 
-    ``per_partition_cap`` selects a cap per partition (each partition enforces
-    ``size_cap / n_partitions`` alone); the default is one shared cap with global
-    oldest-first eviction across partitions. ``damaged`` segments are never chosen;
-    their bytes count like WAL bytes (present, not removable by retention).
+    ``listing`` is partition -> segments, or a :class:`RetainedIndex` (whose damaged
+    segments then count; ``damaged`` is for a plain listing). ``per_partition_cap``
+    selects a cap per partition (each partition enforces ``size_cap / n_partitions``
+    alone); the default is one shared cap with global oldest-first eviction across
+    partitions. ``damaged`` segments are never chosen; their bytes count like WAL
+    bytes (present, not removable by retention).
+
+    The cost does not grow with the retained segments: what is done is read from each
+    partition's done floor (:meth:`SubscriberRegistry.done_summary`), the bytes from the
+    index's running sums; segments are visited only when chosen, when processed and
+    kept as headroom, or when ingestion times are out of seq order.
     """
+    if isinstance(listing, RetainedIndex):
+        index = listing
+    else:
+        index = RetainedIndex.from_listing(listing, damaged)
     wal = dict(wal_bytes_by_partition or {})
-    for d in damaged:
+    for d in index.damaged():
         wal[d.partition] = wal.get(d.partition, 0) + d.size_bytes
     pl = RetentionPlan(cap_bytes=config.size_cap_bytes)
-    pl.damaged = sorted((d.partition, d.seq) for d in damaged)
+    pl.damaged = [(d.partition, d.seq) for d in index.damaged()]
     if pl.damaged:
         pl.reasons.append(f"damaged: {len(pl.damaged)} segments kept (quiver fsck --quarantine)")
-    segs = {p: sorted(v, key=lambda s: s.seq) for p, v in listing.items()}
-    chosen: set[Key] = set()
-    done = {
-        (p, s.seq): registry.done_by_all(p, s.seq) or registry.is_deleted(p, s.seq)
-        for p, v in segs.items()
-        for s in v
-    }
+    parts = index.partitions()
+    summary = {p: registry.done_summary(p) for p in parts}
+
+    def done(p: str, seq: int) -> bool:
+        floor, above = summary[p]
+        return seq <= floor or seq in above
+
+    chosen = _Chosen()
 
     # 1. time: older than the window goes whatever its ack state (dropped recorded)
     if config.max_retain_after_ingestion_hours is not None:
         window = int(config.max_retain_after_ingestion_hours * NS_PER_HOUR)
-        for p, v in segs.items():
-            for s in v:
-                if now_ns - s.max_ingestion_ns > window:
-                    key = (p, s.seq)
-                    chosen.add(key)
-                    if done[key]:
-                        pl.delete_steady.append(key)
-                    else:
-                        pl.delete_time.append(key)
-                        pl.drop_records[key] = registry.undone_by(p, s.seq)
+        for p in parts:
+            for s in index.expired(p, now_ns - window):
+                key = (p, s.seq)
+                chosen.add(s)
+                if done(p, s.seq):
+                    pl.delete_steady.append(key)
+                else:
+                    pl.delete_time.append(key)
+                    pl.drop_records[key] = registry.undone_by(p, s.seq)
         if pl.delete_time:
             pl.reasons.append(f"time: {len(pl.delete_time)} segments past the window")
 
     # 2. steady state: done by every subscriber, minus the newest `headroom` bytes
-    processed = [
-        s
-        for v in segs.values()
-        for s in v
-        if done[(s.partition, s.seq)] and (s.partition, s.seq) not in chosen
-    ]
+    processed: list[SegmentInfo] = []
+    for p in parts:
+        floor, above = summary[p]
+        processed.extend(s for s in index.through(p, floor) if (p, s.seq) not in chosen)
+        for seq in sorted(above):
+            hit = index.get(p, seq)
+            if hit is not None and (p, seq) not in chosen:
+                processed.append(hit)
     processed.sort(key=lambda s: (s.max_ingestion_ns, s.partition, s.seq), reverse=True)
     spool, kept = [], 0
     for s in processed:
@@ -178,49 +165,26 @@ def plan(
             spool.append(s)
         else:
             pl.delete_steady.append((s.partition, s.seq))
-            chosen.add((s.partition, s.seq))
+            chosen.add(s)
     spool.reverse()  # oldest first
 
     # 3. size cap over WAL + segments
-    def remaining(parts: Iterable[str]) -> int:
-        return sum(wal.get(p, 0) for p in parts) + sum(
-            s.size_bytes for p in parts for s in segs.get(p, []) if (p, s.seq) not in chosen
-        )
+    def remaining(ps: Iterable[str]) -> int:
+        return sum(wal.get(p, 0) + index.part_bytes(p) - chosen.bytes.get(p, 0) for p in ps)
 
-    all_parts = sorted(set(segs) | set(wal))
-    pl.bytes_before = remaining(all_parts) + sum(
-        s.size_bytes for v in segs.values() for s in v if (s.partition, s.seq) in chosen
-    )
+    all_parts = sorted(set(parts) | set(wal))
+    pl.bytes_before = sum(wal.values()) + index.total_bytes()
     if config.size_cap_bytes is not None:
+        enforce = functools.partial(
+            _enforce, pl, index, spool, done, chosen, remaining,
+            policy=config.size_cap_policy, registry=registry,
+        )  # fmt: skip
         if per_partition_cap:
             n = max(n_partitions or len(all_parts), 1)
             for p in all_parts:
-                over = _enforce(
-                    pl,
-                    [p],
-                    segs,
-                    spool,
-                    done,
-                    chosen,
-                    remaining,
-                    config.size_cap_bytes // n,
-                    config.size_cap_policy,
-                    registry,
-                )
-                if over:
+                if enforce([p], config.size_cap_bytes // n):
                     pl.throttled_partitions.append(p)
-        elif _enforce(
-            pl,
-            all_parts,
-            segs,
-            spool,
-            done,
-            chosen,
-            remaining,
-            config.size_cap_bytes,
-            config.size_cap_policy,
-            registry,
-        ):
+        elif enforce(all_parts, config.size_cap_bytes):
             pl.throttled_partitions = all_parts
         pl.throttle = bool(pl.throttled_partitions)
         if pl.throttle:
@@ -229,15 +193,31 @@ def plan(
     return pl
 
 
+class _Chosen:
+    """The segments a plan has chosen so far, with their bytes per partition."""
+
+    def __init__(self) -> None:
+        self.keys: set[Key] = set()
+        self.bytes: dict[str, int] = {}
+
+    def add(self, s: SegmentInfo) -> None:
+        self.keys.add((s.partition, s.seq))
+        self.bytes[s.partition] = self.bytes.get(s.partition, 0) + s.size_bytes
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys
+
+
 def _enforce(
     pl: RetentionPlan,
-    parts: list[str],
-    segs: Mapping[str, list[SegmentInfo]],
+    index: RetainedIndex,
     spool: list[SegmentInfo],
-    done: Mapping[Key, bool],
-    chosen: set[Key],
+    done: Callable[[str, int], bool],
+    chosen: _Chosen,
     remaining: Callable[[Iterable[str]], int],
+    parts: list[str],
     cap: int,
+    *,
     policy: SizeCapPolicy,
     registry: RegistryView,
 ) -> bool:
@@ -245,37 +225,42 @@ def _enforce(
     total = remaining(parts)
     if total <= cap:
         return False
+    members = set(parts)
     for s in spool:  # (a) fully processed first, oldest first
         if total <= cap:
             break
-        if s.partition in parts and (s.partition, s.seq) not in chosen:
+        if s.partition in members and (s.partition, s.seq) not in chosen:
             pl.delete_size.append((s.partition, s.seq))
-            chosen.add((s.partition, s.seq))
+            chosen.add(s)
             total -= s.size_bytes
     if total <= cap:
         return False
     if policy is SizeCapPolicy.BACKPRESSURE:
         return True
+
     # (b) drop_oldest: per-partition seq order, partitions merged by ingestion time
-    heads: list[tuple[int, str, int, int]] = []
-    queues = {p: [s for s in segs.get(p, []) if (p, s.seq) not in chosen] for p in parts}
+    def unchosen(p: str) -> Iterator[SegmentInfo]:
+        return (s for s in index.from_front(p) if (p, s.seq) not in chosen)
+
+    queues = {p: unchosen(p) for p in parts}
+    heads: list[tuple[int, str, int, SegmentInfo]] = []
     for p, q in queues.items():
-        if q:
-            heapq.heappush(heads, (q[0].min_ingestion_ns, p, q[0].seq, 0))
+        first = next(q, None)
+        if first is not None:
+            heapq.heappush(heads, (first.min_ingestion_ns, p, first.seq, first))
     while heads and total > cap:
-        _, p, seq, i = heapq.heappop(heads)
-        s = queues[p][i]
+        _, p, seq, s = heapq.heappop(heads)
         key = (p, seq)
-        chosen.add(key)
+        chosen.add(s)
         total -= s.size_bytes
-        if done[key]:
+        if done(p, seq):
             pl.delete_size.append(key)
         else:
             pl.drop_size.append(key)
             pl.drop_records[key] = registry.undone_by(p, seq)
-        if i + 1 < len(queues[p]):
-            nxt = queues[p][i + 1]
-            heapq.heappush(heads, (nxt.min_ingestion_ns, p, nxt.seq, i + 1))
+        nxt = next(queues[p], None)
+        if nxt is not None:
+            heapq.heappush(heads, (nxt.min_ingestion_ns, p, nxt.seq, nxt))
     return total > cap  # only WAL left: nothing more retention can remove
 
 
@@ -287,14 +272,23 @@ class RetentionResult:
     deleted: dict[str, list[int]]
     dropped: dict[str, dict[str, list[int]]]  # subscriber -> partition -> seqs
     damaged: list[DamagedInfo] = field(default_factory=list)  # kept, named
-    listing: dict[str, list[SegmentInfo]] = field(default_factory=dict)
-    """The readable segments the pass saw, per partition (deleted ones included)."""
+    sizes: dict[Key, int] = field(default_factory=dict)
+    """Bytes of each segment the plan chose (deleted, or to delete in a dry run)."""
     expired: list[str] = field(default_factory=list)
     """Subscribers this pass deregistered under ``subscriber.expire_after``."""
 
     @property
     def throttle(self) -> bool:
         return self.plan.throttle
+
+
+def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
+    out = {}
+    for p, seqs in pl.deletions().items():
+        for seq in seqs:
+            s = index.get(p, seq)
+            out[(p, seq)] = s.size_bytes if s is not None else 0
+    return out
 
 
 def apply_retention(
@@ -307,35 +301,53 @@ def apply_retention(
     metrics: m.Metrics | None = None,
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
+    index: RetainedIndex | None = None,
 ) -> RetentionResult:
     """Plan and execute one retention pass (the steady-state sweeper + safety nets).
 
-    Under the registry's exclusive lock: list, plan, durably record ``dropped`` (for
-    every subscriber not done) and ``deleted`` for every segment about to go, then
-    delete them through ``catalog.delete`` (which fsyncs the directory). A crash after
-    the records and before the deletion is finished by the next pass.
+    Under the registry's exclusive lock: bring ``index`` up to date (a long-lived one
+    from the store; a new one surveys every partition), plan, durably record
+    ``dropped`` (for every subscriber not done) and ``deleted`` for every segment about
+    to go, then delete them through ``catalog.delete`` (which fsyncs the directory). A
+    crash after the records and before the deletion is finished by a later pass.
 
-    A segment with an unreadable ``.meta`` (when the catalog can ``survey``) is kept
-    and reported in ``damaged``; it never stops the pass.
+    A decision to drop unfinished data (time window, ``drop_oldest``) is only ever made
+    on a full survey of this pass: an incremental index is resurveyed and the pass
+    planned again first. A segment with an unreadable ``.meta`` (when the catalog can
+    ``survey``) is kept and reported in ``damaged``; it never stops the pass.
     """
-    with registry.exclusive() as reg:  # type: ignore[attr-defined]
-        listing, damaged = survey_catalog(catalog)
-        pl = plan(
-            listing,
-            reg,
-            config,
-            now_ns,
-            wal_bytes,
-            per_partition_cap=per_partition_cap,
-            n_partitions=n_partitions,
-            damaged=damaged,
-        )
-        deletions = pl.deletions()
-        dropped: dict[str, dict[str, list[int]]] = {}
-        if deletions:
-            dropped = reg.condemn(deletions)
-            for p, seqs in deletions.items():
-                catalog.delete(p, seqs)
+    index = RetainedIndex() if index is None else index
+    try:
+        with registry.exclusive() as reg:  # type: ignore[attr-defined]
+            index.sync(catalog, reg)
+
+            def decide() -> RetentionPlan:
+                return plan(
+                    index,
+                    reg,
+                    config,
+                    now_ns,
+                    wal_bytes,
+                    per_partition_cap=per_partition_cap,
+                    n_partitions=n_partitions,
+                )
+
+            pl = decide()
+            if (pl.delete_time or pl.drop_size) and not index.surveyed:
+                index.sync(catalog, reg, full=True)
+                pl = decide()
+            deletions = pl.deletions()
+            sizes = _chosen_sizes(index, pl)
+            dropped: dict[str, dict[str, list[int]]] = {}
+            if deletions:
+                dropped = reg.condemn(deletions)
+                for p, seqs in deletions.items():
+                    catalog.delete(p, seqs)
+                index.remove(deletions)
+    except BaseException:
+        index.invalidate()
+        raise
+    damaged = index.damaged()
     if deletions or pl.throttle:
         log.info(
             "quiver.gc.pass steady=%d time=%d size=%d dropped=%d throttle=%s bytes=%d->%d",
@@ -360,24 +372,24 @@ def apply_retention(
         fixed = dict(wal_bytes or {})
         for d in damaged:
             fixed[d.partition] = fixed.get(d.partition, 0) + d.size_bytes
-        _count(metrics, pl, dropped, listing, fixed, config)
+        _count(metrics, pl, dropped, index, fixed, config)
         metrics.clear_gauge(SEGMENT_DAMAGED)
         for p in sorted({d.partition for d in damaged}):
             metrics.set(SEGMENT_DAMAGED, sum(d.partition == p for d in damaged), partition=p)
-    return RetentionResult(pl, deletions, dropped, list(damaged), listing)
+    return RetentionResult(pl, deletions, dropped, damaged, sizes)
 
 
 class _NoSubscribers:
     """The registry view of a store nobody subscribed to yet (dry runs create nothing)."""
 
-    def done_by_all(self, partition: str, seq: int) -> bool:
-        return False
+    def done_summary(self, partition: str) -> tuple[int, set[int]]:
+        return 0, set()
 
     def undone_by(self, partition: str, seq: int) -> list[str]:
         return []
 
-    def is_deleted(self, partition: str, seq: int) -> bool:
-        return False
+    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int]]:
+        return 0, frozenset()
 
 
 NO_SUBSCRIBERS = _NoSubscribers()
@@ -392,42 +404,28 @@ def plan_retention(
     wal_bytes: Mapping[str, int] | None = None,
 ) -> RetentionResult:
     """What :func:`apply_retention` would do now, changing nothing (``quiver gc --dry-run``)."""
-    listing, damaged = survey_catalog(catalog)
-    pl = plan(listing, registry or NO_SUBSCRIBERS, config, now_ns, wal_bytes, damaged=damaged)
+    index = RetainedIndex()
+    index.sync(catalog, None, full=True)
+    pl = plan(index, registry or NO_SUBSCRIBERS, config, now_ns, wal_bytes)
     dropped: dict[str, dict[str, list[int]]] = {}
     for (pid, seq), subs in sorted(pl.drop_records.items()):
         for sub in subs:
             dropped.setdefault(sub, {}).setdefault(pid, []).append(seq)
     return RetentionResult(
-        plan=pl, deleted={}, dropped=dropped, damaged=list(damaged), listing=dict(listing)
-    )
-
-
-def survey_catalog(
-    catalog: SegmentCatalog,
-) -> tuple[dict[str, list[SegmentInfo]], list[DamagedInfo]]:
-    """Every partition's readable segments, and the damaged ones (if the catalog can tell)."""
-    listing: dict[str, list[SegmentInfo]] = {}
-    damaged: list[DamagedInfo] = []
-    survey = getattr(catalog, "survey", None)
-    for p in catalog.partitions():
-        if survey is None:
-            listing[p] = list(catalog.list(p))
-            continue
-        found = survey(p)
-        listing[p] = list(found.metas)
-        damaged.extend(found.damaged)
-    return listing, damaged
+        plan=pl, deleted={}, dropped=dropped, damaged=index.damaged(),
+        sizes=_chosen_sizes(index, pl),
+    )  # fmt: skip
 
 
 def _count(
     metrics: m.Metrics,
     pl: RetentionPlan,
     dropped: Mapping[str, Mapping[str, list[int]]],
-    listing: Mapping[str, Sequence[SegmentInfo]],
+    index: RetainedIndex,
     wal: Mapping[str, int],
     config: RetentionConfig,
 ) -> None:
+    """Counters of what the pass did and the bytes gauges (``index`` after its deletions)."""
     for reason, keys in (
         ("steady", pl.delete_steady),
         ("time", pl.delete_time),
@@ -440,11 +438,10 @@ def _count(
         metrics.inc(m.SEGMENT_DROPPED, len(unique))
     for sub, per in dropped.items():
         metrics.inc(m.SUBSCRIBER_DROPPED, sum(len(v) for v in per.values()), subscriber=sub)
-    gone = {(p, s) for p, v in pl.deletions().items() for s in v}
-    parts = sorted(set(listing) | set(wal))
+    parts = sorted(set(index.partitions()) | set(wal))
     metrics.clear_gauge(m.PARTITION_BYTES)
     for p in parts:
-        b = wal.get(p, 0) + sum(s.size_bytes for s in listing.get(p, []) if (p, s.seq) not in gone)
+        b = wal.get(p, 0) + index.part_bytes(p)
         metrics.set(m.PARTITION_BYTES, b, partition=p)
         if config.size_cap_bytes:
             metrics.set(
@@ -458,31 +455,36 @@ def _count(
 def observe(
     metrics: m.Metrics,
     registry: object,
-    listing: Mapping[str, Sequence[SegmentInfo]],
+    listing: Mapping[str, Sequence[SegmentInfo]] | RetainedIndex,
     now_ns: int,
     *,
     wal_bytes: Mapping[str, int] | None = None,
     open_bytes: Mapping[str, int] | None = None,
 ) -> None:
-    """Publish gauges: ack-log depth, gap sets, per-subscriber lag, WAL/open bytes."""
+    """Publish gauges: ack-log depth, gap sets, per-subscriber lag, WAL/open bytes.
+
+    A subscriber's lag in a partition costs a bisection of the index at its mark and
+    a look at its gaps, not a walk of the retained segments.
+    """
     stats = registry.stats()  # type: ignore[attr-defined]
     metrics.set(m.ACKLOG_DEPTH_RECORDS, stats["acklog"]["records_since_checkpoint"])
     metrics.set(m.ACKLOG_DEPTH_BYTES, stats["acklog"]["bytes_since_checkpoint"])
     for name in (m.GAP_SET_SIZE, m.LAG_SEGMENTS, m.LAG_BYTES, m.LAG_SECONDS):
         metrics.clear_gauge(name)
+    index = listing if isinstance(listing, RetainedIndex) else RetainedIndex.from_listing(listing)
+    parts = index.partitions()
     for sub, per in stats["subscribers"].items():
         for p, st in per.items():
             metrics.set(m.GAP_SET_SIZE, st["gap_size"], subscriber=sub, partition=p)
         segs = bytes_ = 0
         oldest: int | None = None
-        for p, v in listing.items():
-            for s in v:
-                if not registry.is_done(sub, p, s.seq):  # type: ignore[attr-defined]
-                    segs += 1
-                    bytes_ += s.size_bytes
-                    oldest = (
-                        s.min_ingestion_ns if oldest is None else min(oldest, s.min_ingestion_ns)
-                    )
+        for p in parts:
+            hwm, gaps = registry.marks(sub, p)  # type: ignore[attr-defined]
+            n, b, first = index.lag(p, hwm, gaps)
+            segs += n
+            bytes_ += b
+            if first is not None:
+                oldest = first if oldest is None else min(oldest, first)
         metrics.set(m.LAG_SEGMENTS, segs, subscriber=sub)
         metrics.set(m.LAG_BYTES, bytes_, subscriber=sub)
         metrics.set(m.LAG_SECONDS, max(0, now_ns - oldest) / 1e9 if oldest else 0, subscriber=sub)

@@ -49,6 +49,7 @@ from .policy import (
     reconcile,
     replace_policy,
 )
+from .retained import RetainedIndex
 from .retention import (
     AnchoredClock,
     RetentionPlan,
@@ -117,6 +118,8 @@ class QuiverStore:
         self._throttled = False
         self._last_retention = 0.0
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
+        # what retention passes read, kept current between them (ARCHITECTURE.md §8.8)
+        self._retained = RetainedIndex()
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -446,15 +449,11 @@ class QuiverStore:
                 now,
                 wal_bytes=wal,
                 metrics=self.metrics,
+                index=self._retained,
             )
             self._throttled = result.throttle
             self._last_retention = time.monotonic()
-            gone = {(p, q) for p, seqs in result.deleted.items() for q in seqs}
-            listing = {
-                p: [m for m in metas if (p, m.seq) not in gone]
-                for p, metas in result.listing.items()
-            }
-            self._publish_metrics(now, wal, listing)
+            self._publish_metrics(now, wal)
             result.expired = expired
             return result
 
@@ -495,17 +494,20 @@ class QuiverStore:
                 expired.append(name)
         return expired
 
-    def _publish_metrics(
-        self, now_ns: int, wal: dict[str, int], listing: dict[str, list[Any]]
-    ) -> None:
-        """Refresh in-process gauges from the listing the retention pass read, and
+    def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
+        """Refresh in-process gauges from the index the retention pass kept current, and
         rewrite a writer's own metrics file (its partition's series and what this
         process did; store-wide figures are ``quiver metrics``'s, ARCHITECTURE.md §8.9)."""
         open_bytes = {}
         if self.writer is not None:
             open_bytes[self.writer.pid] = self.writer.status()["open_segment_bytes"]
         observe(
-            self.metrics, self.subscribers, listing, now_ns, wal_bytes=wal, open_bytes=open_bytes
+            self.metrics,
+            self.subscribers,
+            self._retained,
+            now_ns,
+            wal_bytes=wal,
+            open_bytes=open_bytes,
         )
         if self.writer is not None:  # one file per partition: writers never share a name
             pid = self.writer.pid

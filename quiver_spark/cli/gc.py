@@ -128,11 +128,7 @@ REASONS = (
 def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, Any]:
     """Plan (dry run) or apply one retention pass; the ``deleted``... part of the document."""
     result = store.run_retention(now_ns, dry_run=dry_run)
-    plan, dropped, damaged, listing = result.plan, result.dropped, result.damaged, result.listing
-    sizes: dict[tuple[str, int], int] = {}
-    for pid, metas in listing.items():
-        for meta in metas:
-            sizes[(pid, meta.seq)] = meta.size_bytes
+    plan, dropped, damaged, sizes = result.plan, result.dropped, result.damaged, result.sizes
     deleted = [
         {"partition": pid, "seq": seq, "bytes": sizes.get((pid, seq), 0), "reason": reason}
         for attr, reason in REASONS

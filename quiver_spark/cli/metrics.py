@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .. import metrics as m
 from ..fs import partition_locked
+from ..retained import RetainedIndex
 from ..retention import observe
 from ..store import QuiverStore
 from .common import StoreArgs, emit_json, store_arguments, with_store
@@ -56,8 +57,9 @@ def store_metrics(store: QuiverStore, now_ns: int | None = None) -> m.Metrics:
     registry = open_registry(store)
     if registry is not None:
         try:
-            listing = {p: store.segment_location.survey(p).metas for p in store.partitions()}
-            observe(out, registry, listing, now_ns)
+            index = RetainedIndex()
+            index.sync(store.segment_location, None, full=True)
+            observe(out, registry, index, now_ns)
         finally:
             registry.close()
     for s in doc["subscribers"]:

@@ -420,10 +420,10 @@ class SegmentLocation:
         else:
             self._b = _Remote(url, storage_options or {})
         self.quarantined_total = 0
-        # partition -> seq -> metadata verified once: a published .meta never changes,
-        # and a listing decides what still exists (ARCHITECTURE.md §5.4)
-        self._meta_cache: dict[str, dict[int, SegmentMeta]] = {}
         """Segments quarantined through this instance (a metric for the store)."""
+        # partition -> seq -> metadata verified once: a published .meta never changes,
+        # and a listing or a probe decides what still exists (ARCHITECTURE.md §5.4)
+        self._meta_cache: dict[str, dict[int, SegmentMeta]] = {}
 
     def __repr__(self) -> str:
         return f"SegmentLocation({self.url!r})"
@@ -627,32 +627,50 @@ class SegmentLocation:
         for gone in set(cache) - set(listed):  # deleted or moved aside since
             del cache[gone]
         for seq in listed:
-            hit = cache.get(seq)
-            if hit is not None:  # published metadata never changes: read it once
-                metas.append(hit)
-                continue
-            try:
-                meta = self.read_meta(partition, seq)
-            except SegmentMissingError:  # deleted between listing and reading
-                continue
-            except CorruptionError as e:
-                if strict:
-                    raise
-                arrow_path, meta_path = self._paths(partition, seq)
-                shown = self._b.display(meta_path)
-                log.warning(
-                    "quiver.segment.meta_damaged partition=%s seq=%d path=%s error=%s",
-                    partition,
-                    seq,
-                    shown,
-                    e,
-                )
-                size = self._b.size(arrow_path) or 0
-                damaged.append(DamagedSegment(partition, seq, shown, str(e), size))
-                continue
-            cache[seq] = meta
-            metas.append(meta)
+            found = self.probe(partition, seq, strict=strict)
+            if isinstance(found, DamagedSegment):
+                damaged.append(found)
+            elif found is not None:  # None: deleted between listing and reading
+                metas.append(found)
         return SegmentSurvey(metas, damaged)
+
+    def probe(
+        self, partition: str, seq: int, *, strict: bool = False
+    ) -> SegmentMeta | DamagedSegment | None:
+        """Segment ``seq`` of ``partition`` if it is published: its metadata (verified
+        once, then cached: a published ``.meta`` never changes), or a
+        :class:`DamagedSegment` when the ``.meta`` fails verification (raised instead
+        with ``strict``); None when it is not published. One read when not cached."""
+        cache = self._meta_cache.setdefault(partition, {})
+        hit = cache.get(seq)
+        if hit is not None:
+            return hit
+        try:
+            meta = self.read_meta(partition, seq)
+        except SegmentMissingError:
+            return None
+        except CorruptionError as e:
+            if strict:
+                raise
+            arrow_path, meta_path = self._paths(partition, seq)
+            shown = self._b.display(meta_path)
+            log.warning(
+                "quiver.segment.meta_damaged partition=%s seq=%d path=%s error=%s",
+                partition,
+                seq,
+                shown,
+                e,
+            )
+            return DamagedSegment(partition, seq, shown, str(e), self._b.size(arrow_path) or 0)
+        cache[seq] = meta
+        return meta
+
+    def forget(self, partition: str, seqs: Iterable[int]) -> None:
+        """Drop cached metadata of segments known to be gone."""
+        cache = self._meta_cache.get(partition)
+        if cache:
+            for seq in seqs:
+                cache.pop(seq, None)
 
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
         """The published metadata of one segment; SegmentMissingError if unpublished."""
@@ -704,6 +722,8 @@ class SegmentLocation:
 
         Idempotent: missing files are ignored.
         """
+        seqs = list(seqs)
+        self.forget(partition, seqs)
         pairs = [self._paths(partition, s) for s in seqs]
         self._b.remove([m for _, m in pairs])
         self._b.remove([a for a, _ in pairs])
@@ -739,6 +759,7 @@ class SegmentLocation:
         The ``.meta`` moves first (unpublishing the segment), then the ``.arrow``.
         Returns where the ``.arrow`` went (or the ``.meta`` if there was no ``.arrow``).
         """
+        self.forget(partition, [seq])
         arrow_path, meta_path = self._paths(partition, seq)
         qdir = self._b.join(partition, QUARANTINE_DIR)
         self._b.makedirs(qdir)

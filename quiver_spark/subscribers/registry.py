@@ -450,6 +450,12 @@ class SubscriberRegistry:
         """Seqs above the mark already done, waiting for the holes below them."""
         return frozenset(self._view(sub, partition).gaps)
 
+    def marks(self, sub: str, partition: str) -> tuple[int, set[int]]:
+        """``(hwm, gaps)`` of ``sub`` in ``partition`` without copying (read only)."""
+        st, pid = self.state, self.state.part_ids.get(partition)
+        ps = st.part(self._sid(sub), pid) or (st.deleted.get(pid) if pid is not None else None)
+        return (0, set()) if ps is None else (ps.hwm, ps.gaps)
+
     def nacked(self, sub: str, partition: str) -> frozenset[int]:
         ps = self._view(sub, partition)
         return frozenset(s for s in ps.nacked if not ps.is_done(s))
@@ -498,6 +504,38 @@ class SubscriberRegistry:
         pid = self.state.part_ids.get(partition)
         dl = self.state.deleted.get(pid) if pid is not None else None
         return (0, frozenset()) if dl is None else (dl.hwm, frozenset(dl.gaps))
+
+    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]:
+        """Like :meth:`deleted_seqs` without copying: ``above`` is the live set (read it,
+        never change it)."""
+        pid = self.state.part_ids.get(partition)
+        dl = self.state.deleted.get(pid) if pid is not None else None
+        return (0, frozenset()) if dl is None else (dl.hwm, dl.gaps)
+
+    def done_summary(self, partition: str) -> tuple[int, set[int]]:
+        """What retention counts as done in ``partition``: ``(floor, above)``, where
+        every seq up to ``floor`` and each seq in ``above`` is either done by every
+        subscriber (:meth:`done_by_all`) or recorded deleted (:meth:`is_deleted`).
+
+        Costs one look at each subscriber's mark, not one per segment.
+        """
+        pid = self.state.part_ids.get(partition)
+        dl = self.state.deleted.get(pid) if pid is not None else None
+        d_floor, d_above = (dl.hwm, dl.gaps) if dl is not None else (0, set())
+        views = [self.state.part(sid, pid) or dl for sid in self.state.subs]
+        if not views:
+            return d_floor, set(d_above)
+        if any(v is None for v in views):  # a subscriber with nothing done here
+            return d_floor, set(d_above)
+        marks = [v for v in views if v is not None]
+        lowest = min(marks, key=lambda v: v.hwm)
+        floor = max(lowest.hwm, d_floor)
+        above = {s for s in lowest.gaps if s > floor and all(v.is_done(s) for v in marks)}
+        above.update(s for s in d_above if s > floor)
+        while floor + 1 in above:
+            floor += 1
+            above.discard(floor)
+        return floor, above
 
     # -- delivery helper (embedded use) ------------------------------------------------------
     def next_segments(

@@ -1,0 +1,349 @@
+"""The retained-segment index: what a retention pass and its gauges read, kept current
+without listing or reading every retained segment on each pass (ARCHITECTURE.md §8.8).
+
+Three facts make that possible. Seqs of a partition are gapless (§5), so the segments
+published since the last look are found by reading the metadata of the seqs after the
+highest one seen, until one is not there. Published metadata never changes (§5.4), so
+it is read once. Every deletion by retention, in any process, is recorded in the ack
+log before a file goes (§8.7), so what other processes deleted is read from the ack
+log the pass refreshes anyway.
+
+What those facts do not cover (a segment moved aside by ``quiver fsck --quarantine``
+or removed by hand, a seq skipped by such a move) is caught by a *full survey*: one
+listing of every partition, metadata from cache. It runs when the index is new, after
+a pass failed, every :data:`RESURVEY_PERIOD_S`, and before any pass decides to drop
+data a subscriber has not finished (time window, ``drop_oldest``): an index never
+drops data on a view older than the pass.
+
+A partition's segments are held in seq order with running byte sums, so the bytes of
+a partition, a subscriber's lag and the segments below a seq cost a bisection, not a
+walk; segments leave from the front (the usual order of retention) in O(1).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+RESURVEY_PERIOD_S = 60.0
+"""A long-lived index lists every partition this often (and in the cases above)."""
+
+_COMPACT_AT = 1024  # front-trimmed entries kept before the lists are compacted
+
+
+class SegmentInfo(Protocol):
+    """What retention reads of a segment (``SegmentMeta`` has these, read-only)."""
+
+    @property
+    def partition(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def min_ingestion_ns(self) -> int: ...
+    @property
+    def max_ingestion_ns(self) -> int: ...
+
+
+class DamagedInfo(Protocol):
+    """A published segment whose metadata is unreadable (``DamagedSegment`` has these)."""
+
+    @property
+    def partition(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def size_bytes(self) -> int: ...
+
+
+class DeletedView(Protocol):
+    """What the index needs of the ack log (``SubscriberRegistry`` has this)."""
+
+    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]: ...
+
+
+Key = tuple[str, int]
+
+
+class _Part:
+    """One partition's readable segments in seq order; ``infos[lo:]`` are live."""
+
+    __slots__ = ("cum", "infos", "lo", "max_sorted", "min_sorted", "seqs", "top")
+
+    def __init__(self, top: int = 0) -> None:
+        self.infos: list[SegmentInfo] = []
+        self.seqs: list[int] = []
+        self.cum: list[int] = []  # cum[i]: bytes of infos[0..i]
+        self.lo = 0
+        self.top = top  # highest seq seen published (readable or damaged) or deleted
+        self.max_sorted = True  # max_ingestion_ns nondecreasing in seq order
+        self.min_sorted = True  # min_ingestion_ns likewise
+
+    def __len__(self) -> int:
+        return len(self.seqs) - self.lo
+
+    def append(self, info: SegmentInfo) -> None:
+        if self.seqs and info.seq <= self.seqs[-1]:
+            raise ValueError(f"segment {info.seq} appended after {self.seqs[-1]}")
+        if len(self):
+            last = self.infos[-1]
+            self.max_sorted &= info.max_ingestion_ns >= last.max_ingestion_ns
+            self.min_sorted &= info.min_ingestion_ns >= last.min_ingestion_ns
+        self.infos.append(info)
+        self.seqs.append(info.seq)
+        self.cum.append((self.cum[-1] if self.cum else 0) + info.size_bytes)
+        self.top = max(self.top, info.seq)
+
+    def bytes_from(self, i: int) -> int:
+        """Bytes of ``infos[i:]`` (``i >= lo``)."""
+        if i >= len(self.seqs):
+            return 0
+        return self.cum[-1] - (self.cum[i - 1] if i > 0 else 0)
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_from(self.lo)
+
+    def index(self, seq: int) -> int | None:
+        i = bisect.bisect_left(self.seqs, seq, self.lo)
+        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+
+    def live(self) -> list[SegmentInfo]:
+        return self.infos[self.lo :]
+
+    def remove(self, doomed: Iterable[int]) -> None:
+        """Drop ``doomed`` seqs (absent ones ignored): O(1) each from the front."""
+        doomed = set(doomed)
+        while self.lo < len(self.seqs) and self.seqs[self.lo] in doomed:
+            doomed.discard(self.seqs[self.lo])
+            self.lo += 1
+        rest = [s for s in doomed if self.index(s) is not None]
+        if rest:
+            gone = set(rest)
+            self._rebuild([i for i in self.live() if i.seq not in gone])
+        elif self.lo >= _COMPACT_AT and self.lo * 2 >= len(self.seqs):
+            self._rebuild(self.live())
+
+    def trim_through(self, floor: int, above: frozenset[int] | set[int]) -> None:
+        """Drop the front while it is at or below ``floor`` or in ``above``."""
+        seqs, n = self.seqs, len(self.seqs)
+        while self.lo < n and (seqs[self.lo] <= floor or seqs[self.lo] in above):
+            self.lo += 1
+        if self.lo >= _COMPACT_AT and self.lo * 2 >= n:
+            self._rebuild(self.live())
+
+    def _rebuild(self, infos: list[SegmentInfo]) -> None:
+        top = self.top
+        self.__init__(top)  # type: ignore[misc]
+        for info in infos:
+            self.append(info)
+        self.top = top
+
+
+class RetainedIndex:
+    """The readable published segments of every partition and the damaged ones,
+    kept current by :meth:`sync` (see the module docstring)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._parts: dict[str, _Part] = {}
+        self._damaged: dict[Key, DamagedInfo] = {}
+        self._clock = clock
+        self._surveyed_at: float | None = None
+        self.surveyed = False
+        """True when the last :meth:`sync` was a full survey."""
+
+    @classmethod
+    def from_listing(
+        cls,
+        listing: Mapping[str, Sequence[SegmentInfo]],
+        damaged: Iterable[DamagedInfo] = (),
+    ) -> RetainedIndex:
+        """An index of exactly ``listing`` (partition -> segments) and ``damaged``."""
+        index = cls()
+        for p, infos in listing.items():
+            part = index._parts[p] = _Part()
+            for info in sorted(infos, key=lambda s: s.seq):
+                part.append(info)
+        for d in damaged:
+            index._damaged[(d.partition, d.seq)] = d
+            index._parts.setdefault(d.partition, _Part())
+        index.surveyed = True
+        return index
+
+    # -- keeping current ----------------------------------------------------------------
+    def invalidate(self) -> None:
+        """Make the next :meth:`sync` a full survey (after a failed pass)."""
+        self._surveyed_at = None
+
+    def sync(self, catalog: Any, deleted: DeletedView | None, *, full: bool = False) -> None:
+        """Bring the index up to date with ``catalog`` (a ``SegmentLocation``).
+
+        ``deleted`` is the ack log as of now (refreshed by the caller); without it,
+        or when ``catalog`` cannot ``probe``, every sync is a full survey.
+        """
+        now = self._clock()
+        if (
+            full
+            or deleted is None
+            or self._surveyed_at is None
+            or now - self._surveyed_at >= RESURVEY_PERIOD_S
+            or not hasattr(catalog, "probe")
+        ):
+            self._survey(catalog, deleted)
+            self._surveyed_at = now
+            self.surveyed = True
+            return
+        self.surveyed = False
+        for p in catalog.partitions():
+            part = self._parts.get(p)
+            if part is None:
+                part = self._parts[p] = _Part()
+            floor, above = deleted.deleted_marks(p)
+            part.trim_through(floor, above)
+            nxt = max(part.top, floor) + 1
+            while True:
+                if nxt in above:  # deleted by another pass before this index saw it
+                    nxt += 1
+                    continue
+                found = catalog.probe(p, nxt)
+                if found is None:
+                    break
+                self._add(p, part, found)
+                nxt += 1
+
+    def _survey(self, catalog: Any, deleted: DeletedView | None) -> None:
+        survey = getattr(catalog, "survey", None)
+        parts: dict[str, _Part] = {}
+        damaged: dict[Key, DamagedInfo] = {}
+        for p in catalog.partitions():
+            old = self._parts.get(p)
+            part = parts[p] = _Part(old.top if old is not None else 0)
+            if deleted is not None:
+                part.top = max(part.top, deleted.deleted_marks(p)[0])
+            if survey is None:
+                metas, bad = list(catalog.list(p)), []
+            else:
+                found = survey(p)
+                metas, bad = list(found.metas), list(found.damaged)
+            for info in sorted(metas, key=lambda s: s.seq):
+                part.append(info)
+            for d in bad:
+                damaged[(p, d.seq)] = d
+                part.top = max(part.top, d.seq)
+        self._parts, self._damaged = parts, damaged
+
+    def _add(self, p: str, part: _Part, found: Any) -> None:
+        if hasattr(found, "error"):  # a DamagedSegment: kept, named, counted
+            self._damaged[(p, found.seq)] = found
+            part.top = max(part.top, found.seq)
+        else:
+            part.append(found)
+
+    def remove(self, deletions: Mapping[str, Iterable[int]]) -> None:
+        """Forget segments this process deleted."""
+        for p, seqs in deletions.items():
+            part = self._parts.get(p)
+            if part is not None:
+                part.remove(seqs)
+
+    # -- reading ------------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        return sorted(self._parts)
+
+    def damaged(self) -> list[DamagedInfo]:
+        return [self._damaged[k] for k in sorted(self._damaged)]
+
+    def count(self, partition: str | None = None) -> int:
+        if partition is not None:
+            part = self._parts.get(partition)
+            return len(part) if part is not None else 0
+        return sum(len(p) for p in self._parts.values())
+
+    def part_bytes(self, partition: str) -> int:
+        part = self._parts.get(partition)
+        return part.bytes if part is not None else 0
+
+    def total_bytes(self) -> int:
+        return sum(p.bytes for p in self._parts.values())
+
+    def segments(self, partition: str) -> list[SegmentInfo]:
+        """Every retained readable segment of ``partition`` in seq order (a copy)."""
+        part = self._parts.get(partition)
+        return part.live() if part is not None else []
+
+    def listing(self) -> dict[str, list[SegmentInfo]]:
+        """Partition -> segments, as a full listing would give them (walks everything)."""
+        return {p: self.segments(p) for p in self.partitions()}
+
+    def get(self, partition: str, seq: int) -> SegmentInfo | None:
+        part = self._parts.get(partition)
+        i = part.index(seq) if part is not None else None
+        return part.infos[i] if i is not None and part is not None else None
+
+    def through(self, partition: str, floor: int) -> list[SegmentInfo]:
+        """Segments of ``partition`` with seq <= ``floor``, in seq order."""
+        part = self._parts.get(partition)
+        if part is None:
+            return []
+        return part.infos[part.lo : bisect.bisect_right(part.seqs, floor, part.lo)]
+
+    def expired(self, partition: str, before_ns: int) -> list[SegmentInfo]:
+        """Segments of ``partition`` whose newest row was ingested before ``before_ns``,
+        in seq order (a walk from the front while ingestion times are in seq order)."""
+        part = self._parts.get(partition)
+        if part is None:
+            return []
+        if not part.max_sorted:
+            return [s for s in part.live() if s.max_ingestion_ns < before_ns]
+        out = []
+        for i in range(part.lo, len(part.infos)):
+            s = part.infos[i]
+            if s.max_ingestion_ns >= before_ns:
+                break
+            out.append(s)
+        return out
+
+    def from_front(self, partition: str) -> Iterator[SegmentInfo]:
+        """Segments of ``partition`` oldest seq first, lazily."""
+        part = self._parts.get(partition)
+        if part is None:
+            return iter(())
+        return (part.infos[i] for i in range(part.lo, len(part.infos)))
+
+    def lag(
+        self, partition: str, hwm: int, done_above: Iterable[int]
+    ) -> tuple[int, int, int | None]:
+        """``(segments, bytes, oldest min_ingestion_ns)`` of ``partition`` not done by a
+        subscriber at ``hwm`` with ``done_above`` done beyond it."""
+        part = self._parts.get(partition)
+        if part is None or not len(part):
+            return 0, 0, None
+        k = bisect.bisect_right(part.seqs, hwm, part.lo)
+        n, b = len(part.seqs) - k, part.bytes_from(k)
+        skip = set()
+        for g in done_above:
+            if g > hwm and (j := part.index(g)) is not None:
+                n -= 1
+                b -= part.infos[j].size_bytes
+                skip.add(g)
+        oldest = None
+        if n:
+            if part.min_sorted:
+                for i in range(k, len(part.infos)):
+                    if part.seqs[i] not in skip:
+                        oldest = part.infos[i].min_ingestion_ns
+                        break
+            else:
+                oldest = min(
+                    part.infos[i].min_ingestion_ns
+                    for i in range(k, len(part.infos))
+                    if part.seqs[i] not in skip
+                )
+        return n, b, oldest
