@@ -144,6 +144,10 @@ def _key(labels: dict[str, Any]) -> Labels:
     return tuple(sorted((k, str(v)) for k, v in labels.items()))
 
 
+labels_key = _key
+"""The series key of a label set (``labels_key({"subscriber": "a"})``)."""
+
+
 class Metrics:
     """Thread-safe counters (monotonic) and gauges (set), keyed by name + labels."""
 
@@ -165,6 +169,12 @@ class Metrics:
         """Set a gauge."""
         with self._lock:
             self._gauges.setdefault(name, {})[_key(labels)] = value
+
+    def replace_gauge(self, name: str, series: dict[Labels, float]) -> None:
+        """Make ``series`` (label tuples as :func:`labels_key` builds them) the whole
+        gauge, in one step."""
+        with self._lock:
+            self._gauges[name] = series
 
     def clear_gauge(self, name: str) -> None:
         """Forget every series of a gauge (before re-publishing a fresh set)."""

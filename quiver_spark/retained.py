@@ -1,5 +1,6 @@
 """The retained-segment index: what a retention pass and its gauges read, kept current
-without listing or reading every retained segment on each pass (ARCHITECTURE.md §8.8).
+without listing or reading every retained segment on each pass (ARCHITECTURE.md
+§8.7, "What a pass reads").
 
 Three facts make that possible. Seqs of a partition are gapless (§5), so the segments
 published since the last look are found by reading the metadata of the seqs after the
@@ -75,7 +76,10 @@ Key = tuple[str, int]
 class _Part:
     """One partition's readable segments in seq order; ``infos[lo:]`` are live."""
 
-    __slots__ = ("cum", "infos", "lo", "max_sorted", "min_sorted", "seqs", "top")
+    __slots__ = (
+        "cum", "deleted_mark", "infos", "lo", "max_sorted", "min_sorted", "seqs", "top",
+        "version",
+    )  # fmt: skip
 
     def __init__(self, top: int = 0) -> None:
         self.infos: list[SegmentInfo] = []
@@ -85,6 +89,8 @@ class _Part:
         self.top = top  # highest seq seen published (readable or damaged) or deleted
         self.max_sorted = True  # max_ingestion_ns nondecreasing in seq order
         self.min_sorted = True  # min_ingestion_ns likewise
+        self.deleted_mark: tuple[int, int] | None = None  # ack log's DELETED (floor, count) seen
+        self.version = 0  # changes whenever the live segments change
 
     def __len__(self) -> int:
         return len(self.seqs) - self.lo
@@ -96,6 +102,7 @@ class _Part:
             last = self.infos[-1]
             self.max_sorted &= info.max_ingestion_ns >= last.max_ingestion_ns
             self.min_sorted &= info.min_ingestion_ns >= last.min_ingestion_ns
+        self.version += 1
         self.infos.append(info)
         self.seqs.append(info.seq)
         self.cum.append((self.cum[-1] if self.cum else 0) + info.size_bytes)
@@ -121,6 +128,9 @@ class _Part:
     def remove(self, doomed: Iterable[int]) -> None:
         """Drop ``doomed`` seqs (absent ones ignored): O(1) each from the front."""
         doomed = set(doomed)
+        if not doomed:
+            return
+        self.version += 1
         while self.lo < len(self.seqs) and self.seqs[self.lo] in doomed:
             doomed.discard(self.seqs[self.lo])
             self.lo += 1
@@ -131,20 +141,25 @@ class _Part:
         elif self.lo >= _COMPACT_AT and self.lo * 2 >= len(self.seqs):
             self._rebuild(self.live())
 
-    def trim_through(self, floor: int, above: frozenset[int] | set[int]) -> None:
-        """Drop the front while it is at or below ``floor`` or in ``above``."""
-        seqs, n = self.seqs, len(self.seqs)
-        while self.lo < n and (seqs[self.lo] <= floor or seqs[self.lo] in above):
-            self.lo += 1
-        if self.lo >= _COMPACT_AT and self.lo * 2 >= n:
-            self._rebuild(self.live())
+    def recorded_deleted(self, floor: int, above: frozenset[int] | set[int]) -> list[int]:
+        """Live seqs the ack log records deleted: at or below ``floor`` or in ``above``.
+
+        Costs the deleted front plus the smaller of ``above`` and the partition.
+        """
+        cut = bisect.bisect_right(self.seqs, floor, self.lo)
+        out = self.seqs[self.lo : cut]
+        if len(above) <= len(self.seqs) - cut:
+            out.extend(s for s in above if s > floor and self.index(s) is not None)
+        else:
+            out.extend(s for s in self.seqs[cut:] if s in above)
+        return out
 
     def _rebuild(self, infos: list[SegmentInfo]) -> None:
-        top = self.top
+        top, mark, version = self.top, self.deleted_mark, self.version
         self.__init__(top)  # type: ignore[misc]
         for info in infos:
             self.append(info)
-        self.top = top
+        self.top, self.deleted_mark, self.version = top, mark, version + 1
 
 
 class RetainedIndex:
@@ -156,6 +171,8 @@ class RetainedIndex:
         self._damaged: dict[Key, DamagedInfo] = {}
         self._clock = clock
         self._surveyed_at: float | None = None
+        self._lag: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, int | None]]]
+        self._lag = {}
         self.surveyed = False
         """True when the last :meth:`sync` was a full survey."""
 
@@ -195,6 +212,7 @@ class RetainedIndex:
             or self._surveyed_at is None
             or now - self._surveyed_at >= RESURVEY_PERIOD_S
             or not hasattr(catalog, "probe")
+            or not hasattr(catalog, "is_published")
         ):
             self._survey(catalog, deleted)
             self._surveyed_at = now
@@ -206,10 +224,18 @@ class RetainedIndex:
             if part is None:
                 part = self._parts[p] = _Part()
             floor, above = deleted.deleted_marks(p)
-            part.trim_through(floor, above)
-            nxt = max(part.top, floor) + 1
+            mark = (floor, len(above))  # DELETED facts only grow: same mark, same facts
+            if part.deleted_mark != mark:
+                # another process's pass deleted these; one that died between its
+                # records and its unlinks left files this pass deletes (as a survey would)
+                recorded = part.recorded_deleted(floor, above)
+                part.remove([q for q in recorded if not catalog.is_published(p, q)])
+                part.deleted_mark = mark
+            nxt = part.top + 1
             while True:
-                if nxt in above:  # deleted by another pass before this index saw it
+                recorded_gone = (nxt <= floor or nxt in above) and not catalog.is_published(p, nxt)
+                if recorded_gone:  # published and deleted before this index saw it
+                    part.top = nxt
                     nxt += 1
                     continue
                 found = catalog.probe(p, nxt)
@@ -217,6 +243,15 @@ class RetainedIndex:
                     break
                 self._add(p, part, found)
                 nxt += 1
+
+    def note_deleted(self, deleted: DeletedView, partitions: Iterable[str]) -> None:
+        """After this process's own pass deleted in ``partitions`` (and :meth:`remove`):
+        the ack log's DELETED facts are what the index already reflects."""
+        for p in partitions:
+            part = self._parts.get(p)
+            if part is not None:
+                floor, above = deleted.deleted_marks(p)
+                part.deleted_mark = (floor, len(above))
 
     def _survey(self, catalog: Any, deleted: DeletedView | None) -> None:
         survey = getattr(catalog, "survey", None)
@@ -226,7 +261,9 @@ class RetainedIndex:
             old = self._parts.get(p)
             part = parts[p] = _Part(old.top if old is not None else 0)
             if deleted is not None:
-                part.top = max(part.top, deleted.deleted_marks(p)[0])
+                floor, above = deleted.deleted_marks(p)
+                part.top = max(part.top, floor)
+                part.deleted_mark = (floor, len(above))
             if survey is None:
                 metas, bad = list(catalog.list(p)), []
             else:
@@ -238,6 +275,7 @@ class RetainedIndex:
                 damaged[(p, d.seq)] = d
                 part.top = max(part.top, d.seq)
         self._parts, self._damaged = parts, damaged
+        self._lag.clear()
 
     def _add(self, p: str, part: _Part, found: Any) -> None:
         if hasattr(found, "error"):  # a DamagedSegment: kept, named, counted
@@ -316,6 +354,21 @@ class RetainedIndex:
         if part is None:
             return iter(())
         return (part.infos[i] for i in range(part.lo, len(part.infos)))
+
+    def lag_of(
+        self, sub: str, partition: str, hwm: int, done_above: set[int] | frozenset[int]
+    ) -> tuple[int, int, int | None]:
+        """:meth:`lag` remembered per (subscriber, partition) until the subscriber's
+        marks or the partition change (a subscriber's done-set only grows: the same
+        ``hwm`` and number of gaps is the same set)."""
+        part = self._parts.get(partition)
+        key = (hwm, len(done_above), part.version if part is not None else -1)
+        hit = self._lag.get((sub, partition))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        out = self.lag(partition, hwm, done_above)
+        self._lag[(sub, partition)] = (key, out)
+        return out
 
     def lag(
         self, partition: str, hwm: int, done_above: Iterable[int]

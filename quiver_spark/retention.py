@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from . import metrics as m
 from .config import RetentionConfig, SizeCapPolicy
@@ -344,6 +344,7 @@ def apply_retention(
                 for p, seqs in deletions.items():
                     catalog.delete(p, seqs)
                 index.remove(deletions)
+                index.note_deleted(reg, deletions)
     except BaseException:
         index.invalidate()
         raise
@@ -466,28 +467,42 @@ def observe(
     A subscriber's lag in a partition costs a bisection of the index at its mark and
     a look at its gaps, not a walk of the retained segments.
     """
-    stats = registry.stats()  # type: ignore[attr-defined]
-    metrics.set(m.ACKLOG_DEPTH_RECORDS, stats["acklog"]["records_since_checkpoint"])
-    metrics.set(m.ACKLOG_DEPTH_BYTES, stats["acklog"]["bytes_since_checkpoint"])
-    for name in (m.GAP_SET_SIZE, m.LAG_SEGMENTS, m.LAG_BYTES, m.LAG_SECONDS):
-        metrics.clear_gauge(name)
+    depth = registry.acklog_stats()  # type: ignore[attr-defined]
+    metrics.set(m.ACKLOG_DEPTH_RECORDS, depth["records_since_checkpoint"])
+    metrics.set(m.ACKLOG_DEPTH_BYTES, depth["bytes_since_checkpoint"])
     index = listing if isinstance(listing, RetainedIndex) else RetainedIndex.from_listing(listing)
-    parts = index.partitions()
-    for sub, per in stats["subscribers"].items():
-        for p, st in per.items():
-            metrics.set(m.GAP_SET_SIZE, st["gap_size"], subscriber=sub, partition=p)
-        segs = bytes_ = 0
-        oldest: int | None = None
-        for p in parts:
-            hwm, gaps = registry.marks(sub, p)  # type: ignore[attr-defined]
-            n, b, first = index.lag(p, hwm, gaps)
-            segs += n
-            bytes_ += b
-            if first is not None:
-                oldest = first if oldest is None else min(oldest, first)
-        metrics.set(m.LAG_SEGMENTS, segs, subscriber=sub)
-        metrics.set(m.LAG_BYTES, bytes_, subscriber=sub)
-        metrics.set(m.LAG_SECONDS, max(0, now_ns - oldest) / 1e9 if oldest else 0, subscriber=sub)
+    gap_sizes: dict[m.Labels, float] = {}
+    # subscriber -> [segments, bytes, oldest ingestion] not done
+    lag: dict[str, list[Any]] = {sub: [0, 0, None] for sub in registry.subscribers()}  # type: ignore[attr-defined]
+    seen: set[tuple[str, str]] = set()
+
+    def add(sub: str, p: str, hwm: int, gaps: set[int]) -> None:
+        n, b, first = index.lag_of(sub, p, hwm, gaps)
+        acc = lag.setdefault(sub, [0, 0, None])
+        acc[0] += n
+        acc[1] += b
+        if first is not None and (acc[2] is None or first < acc[2]):
+            acc[2] = first
+
+    for sub, p, hwm, gaps in registry.marks_table():  # type: ignore[attr-defined]
+        gap_sizes[(("partition", p), ("subscriber", sub))] = len(gaps)
+        seen.add((sub, p))
+        add(sub, p, hwm, gaps)
+    no_gaps: set[int] = set()
+    for p in index.partitions():  # partitions the ack log does not name yet
+        for sub in lag:
+            if (sub, p) not in seen:
+                add(sub, p, 0, no_gaps)
+    metrics.replace_gauge(m.GAP_SET_SIZE, gap_sizes)
+    for name, i in ((m.LAG_SEGMENTS, 0), (m.LAG_BYTES, 1)):
+        metrics.replace_gauge(name, {m.labels_key({"subscriber": s}): v[i] for s, v in lag.items()})
+    metrics.replace_gauge(
+        m.LAG_SECONDS,
+        {
+            m.labels_key({"subscriber": s}): max(0, now_ns - v[2]) / 1e9 if v[2] else 0
+            for s, v in lag.items()
+        },
+    )
     for p, b in (wal_bytes or {}).items():
         metrics.set(m.WAL_BYTES, b, partition=p)
     for p, b in (open_bytes or {}).items():

@@ -118,7 +118,7 @@ class QuiverStore:
         self._throttled = False
         self._last_retention = 0.0
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
-        # what retention passes read, kept current between them (ARCHITECTURE.md §8.8)
+        # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
         self._closed = False
         self._maint_stop = threading.Event()

@@ -620,6 +620,34 @@ class SubscriberRegistry:
         )
 
     # -- stats ---------------------------------------------------------------------------------
+    def acklog_stats(self) -> dict[str, int]:
+        """The ack log's depth since its checkpoint, totals and repairs."""
+        return {
+            "records_since_checkpoint": self._since_ckpt,
+            "bytes_since_checkpoint": self._since_ckpt * acklog.RECORD_SIZE,
+            "records_total": self._records_total,
+            "checkpoint_gen": self._ckpt_gen,
+            "current_gen": self._cursor.gen if self._cursor else 0,
+            "torn_bytes_cut": self.torn_cut_bytes,
+            "salvaged_records": self.salvaged_records,
+            "orphan_records": self.state.orphans,
+        }
+
+    def marks_table(self) -> list[tuple[str, str, int, set[int]]]:
+        """``(subscriber, partition, hwm, gaps)`` for every subscriber and every
+        partition the ack log names, sorted; the gap sets are not copied (read only)."""
+        with self._mutex:
+            st = self.state
+            no_gaps: set[int] = set()
+            parts = sorted(st.parts.items(), key=lambda kv: kv[1])
+            out = []
+            for sid, name in sorted(st.subs.items(), key=lambda kv: kv[1]):
+                progress = st.progress.get(sid, {})
+                for pid, pname in parts:
+                    ps = progress.get(pid) or st.deleted.get(pid)
+                    out.append((name, pname, ps.hwm, ps.gaps) if ps else (name, pname, 0, no_gaps))
+            return out
+
     def stats(self) -> dict[str, Any]:
         """Ack-log depth and per-subscriber marks, gap sizes and nacks."""
         with self._mutex:
@@ -635,16 +663,7 @@ class SubscriberRegistry:
                     }
                 subs[name] = per
             return {
-                "acklog": {
-                    "records_since_checkpoint": self._since_ckpt,
-                    "bytes_since_checkpoint": self._since_ckpt * acklog.RECORD_SIZE,
-                    "records_total": self._records_total,
-                    "checkpoint_gen": self._ckpt_gen,
-                    "current_gen": self._cursor.gen if self._cursor else 0,
-                    "torn_bytes_cut": self.torn_cut_bytes,
-                    "salvaged_records": self.salvaged_records,
-                    "orphan_records": self.state.orphans,
-                },
+                "acklog": self.acklog_stats(),
                 "subscribers": subs,
                 "deleted_floor": {
                     self.state.parts.get(pid, f"#{pid}"): ps.hwm

@@ -1,0 +1,61 @@
+"""A process that dies between the DELETED record and the unlink leaves a condemned
+segment on disk. ARCHITECTURE.md §8.7: "A crash in between leaves condemned segments
+that the next pass deletes" (and ``apply_retention``: "finished by a later pass").
+
+With the long-lived RetainedIndex, another live process's incremental sync trims the
+condemned seq from its index (``trim_through`` drops everything at or below the
+DELETED floor) and never probes it again, so none of its passes deletes the file: it
+stays on disk, uncounted against the size cap, until that process's next full survey.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark.retained import RetainedIndex
+from quiver_spark.subscribers import Outcome
+
+CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
+
+
+class Crash(BaseException):
+    pass
+
+
+def _publish(store: QuiverStore, n: int) -> None:
+    for _ in range(n):
+        store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
+        store.finalize()
+
+
+def test_the_next_pass_of_a_live_process_deletes_a_condemned_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path)
+    with (
+        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
+        QuiverStore.open(root, CFG, partition=None, background=False) as a,
+        QuiverStore.open(root, CFG, partition=None, background=False) as b,
+    ):
+        a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
+        a.subscribers.register("s")
+        _publish(w, 3)
+        assert a.run_retention().deleted == {}  # a's first pass surveys: sees 1, 2, 3
+        a.subscribers.record("s", "p-0", [1], Outcome.ACK)
+
+        def crash(*_args: object, **_kw: object) -> None:
+            raise Crash("process b dies after condemn, before the unlink")
+
+        monkeypatch.setattr(b.segment_location, "delete", crash)
+        with pytest.raises(Crash):
+            b.run_retention()
+        assert b.subscribers.is_deleted("p-0", 1)
+        assert a.segment_location.published_seqs("p-0") == [1, 2, 3]  # left on disk
+
+        result = a.run_retention()  # the next pass (b is gone)
+        assert result.deleted == {"p-0": [1]}, "the condemned segment was not deleted"
+        assert a.segment_location.published_seqs("p-0") == [2, 3]

@@ -1,0 +1,54 @@
+"""Another process deletes a segment that is not at the front of the partition (acks
+out of order: 2 acknowledged, 1 not). The ack log records it DELETED, but a long-lived
+index only drops recorded deletions from the *front* (``_Part.trim_through`` stops at
+the first live seq that is not deleted), so it keeps the gone segment: the index no
+longer matches the disk, and the process's next pass "deletes" it again, counting a
+second eviction (``quiver.gc.evictions_total``) and reporting it in
+``RetentionResult.deleted``/``sizes`` (what ``quiver gc`` prints as freed bytes) though
+nothing was on disk. The walk-everything planner deletes nothing on that pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark.retained import RetainedIndex
+from quiver_spark.subscribers import Outcome
+
+CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
+
+
+def _publish(store: QuiverStore, n: int) -> None:
+    for _ in range(n):
+        store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
+        store.finalize()
+
+
+def test_a_deletion_behind_the_front_by_another_process_is_followed(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    with (
+        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
+        QuiverStore.open(root, CFG, partition=None, background=False) as a,
+        QuiverStore.open(root, CFG, partition=None, background=False) as b,
+    ):
+        a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
+        a.subscribers.register("s")
+        _publish(w, 3)
+        assert a.run_retention().deleted == {}  # a surveys: 1, 2, 3
+        a.subscribers.record("s", "p-0", [2], Outcome.ACK)  # a gap: 1 is still pending
+        assert b.run_retention().deleted == {"p-0": [2]}
+
+        with a.subscribers.exclusive() as reg:  # what a's next pass starts from
+            a._retained.sync(a.segment_location, reg)
+        seen = [s.seq for s in a._retained.segments("p-0")]
+        assert seen == a.segment_location.published_seqs("p-0") == [1, 3], seen
+
+        result = a.run_retention()
+        assert result.deleted == {}, "a pass deleted a segment that was already gone"
+        evictions = a.metrics.total("quiver.gc.evictions_total") + b.metrics.total(
+            "quiver.gc.evictions_total"
+        )
+        assert evictions == 1, "one segment evicted, counted twice"
