@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quiver_spark import QuiverStore, RetentionConfig, SegmentConfig, SizeCapPolicy, StoreConfig
+from quiver_spark import metrics as qm
 from quiver_spark.fs import DEFAULT_IO, FileIO
 from quiver_spark.policy import replace_policy
 from quiver_spark.retained import RetainedIndex
-from quiver_spark.retention import plan
+from quiver_spark.retention import observe, plan
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscribers.registry import SubscriberRegistry
 from quiver_spark.subscribers.state import PartState
@@ -303,8 +304,6 @@ def _brute_lag(reg: SubscriberRegistry, listing: dict[str, list[Seg]], now: int)
 @settings(max_examples=200, deadline=None)
 @given(worlds(), st.integers(0, 2))
 def test_lag_gauges_are_what_a_walk_of_every_segment_counts(w: dict[str, Any], extra: int) -> None:
-    from quiver_spark import metrics as qm
-
     reg = in_memory_registry(w["parts"], w["subs"], w["deleted"])
     index = RetainedIndex.from_listing(w["listing"])
     listing = {p: list(v) for p, v in w["listing"].items()}
@@ -317,15 +316,10 @@ def test_lag_gauges_are_what_a_walk_of_every_segment_counts(w: dict[str, Any], e
                 listing[p].append(seg)
                 index._parts[p].append(seg)
         out = qm.Metrics()
-        from quiver_spark.retention import observe
-
         observe(out, reg, index, now)
         want = _brute_lag(reg, listing, now)
-        got = {
-            sub: (out.get(qm.LAG_SEGMENTS, subscriber=sub), out.get(qm.LAG_BYTES, subscriber=sub),
-                  out.get(qm.LAG_SECONDS, subscriber=sub))  # fmt: skip
-            for sub in reg.subscribers()
-        }
+        names = (qm.LAG_SEGMENTS, qm.LAG_BYTES, qm.LAG_SECONDS)
+        got = {sub: tuple(out.get(n, subscriber=sub) for n in names) for sub in reg.subscribers()}
         assert got == want
         for sub in reg.subscribers():
             for p in w["parts"]:
