@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import pstats
+import re
 import shutil
 import socket
 import statistics
@@ -167,10 +168,12 @@ def build_store(
 class Counter:
     def __init__(self) -> None:
         self.calls: collections.Counter[str] = collections.Counter()
+        self.shapes: collections.Counter[str] = collections.Counter()  # S3: request kinds
         self.entries = 0
 
     def reset(self) -> None:
         self.calls.clear()
+        self.shapes.clear()
         self.entries = 0
 
     @property
@@ -232,7 +235,10 @@ def moto_s3(tmp: Path) -> Iterator[str]:
     def counting(environ: dict[str, Any], start_response: Any) -> Any:
         method = environ["REQUEST_METHOD"]
         listing = method == "GET" and "list-type" in environ.get("QUERY_STRING", "")
-        S3.calls["LIST" if listing else method] += 1
+        kind = "LIST" if listing else method
+        S3.calls[kind] += 1
+        what = environ.get("PATH_INFO", "") + ("?" + environ["QUERY_STRING"] if listing else "")
+        S3.shapes[f"{kind} {re.sub(r'[0-9]{6,}', 'N', re.sub(r'p-[0-9]+', 'p-K', what))}"] += 1
         return app(environ, start_response)
 
     server._server.app = counting  # type: ignore[union-attr]
@@ -297,6 +303,7 @@ class Trigger:
             "total_ms": (t3 - t0) * 1e3, "latestOffset_ms": (t1 - t0) * 1e3,
             "partitions_ms": (t2 - t1) * 1e3, "commit_ms": (t3 - t2) * 1e3,
             "requests": self.counter.total, "by_kind": dict(self.counter.calls),
+            "shapes": dict(self.counter.shapes),
             "entries_listed": self.counter.entries,
         }  # fmt: skip
 

@@ -243,6 +243,8 @@ class _Local:
     def exists(self, path: str) -> bool:
         return self.io.exists(path)
 
+    has_file = exists
+
     def size(self, path: str) -> int | None:
         try:
             return self.io.size(path)
@@ -251,6 +253,8 @@ class _Local:
 
     def read(self, path: str) -> bytes:
         return self.io.read_file(path)
+
+    read_small = read
 
     def buffer(self, path: str) -> pa.Buffer:
         mm = pa.memory_map(path)  # zero copy; the mapping outlives the file object
@@ -339,6 +343,20 @@ class _Remote:
     def exists(self, path: str) -> bool:
         self.fs.invalidate_cache(path.rsplit("/", 1)[0])
         return bool(self.fs.exists(path))
+
+    def has_file(self, path: str) -> bool:
+        """Whether the (non-empty) file ``path`` exists: one ranged read, where an
+        object store's ``exists`` of a missing key costs a HEAD and a listing."""
+        try:
+            self.fs.cat_file(path, start=0, end=1)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def read_small(self, path: str) -> bytes:
+        """A small file in one request (no size lookup first, unlike :meth:`read`)."""
+        self.fs.invalidate_cache(path.rsplit("/", 1)[0])
+        return bytes(self.fs.cat_file(path, start=0))
 
     def size(self, path: str) -> int | None:
         self.fs.invalidate_cache(path.rsplit("/", 1)[0])
@@ -543,7 +561,7 @@ class SegmentLocation:
 
     def is_published(self, partition: str, seq: int) -> bool:
         """Whether segment ``seq`` of ``partition`` has its ``.meta`` (is visible)."""
-        return self._b.exists(self._paths(partition, seq)[1])
+        return self._b.has_file(self._paths(partition, seq)[1])
 
     def _same_or_raise(
         self, partition: str, seq: int, crc: int, size: int, ranges: tuple[tuple[int, int], ...]
@@ -677,7 +695,7 @@ class SegmentLocation:
         _, meta_path = self._paths(partition, seq)
         shown = self._b.display(meta_path)
         try:
-            raw = self._b.read(meta_path)
+            raw = self._b.read_small(meta_path)
         except FileNotFoundError as e:
             raise SegmentMissingError(partition, seq, f"not published ({shown} missing)") from e
         meta = SegmentMeta.decode(shown, raw)
