@@ -203,7 +203,7 @@ class RetainedIndex:
         """Bring the index up to date with ``catalog`` (a ``SegmentLocation``).
 
         ``deleted`` is the ack log as of now (refreshed by the caller); without it,
-        or when ``catalog`` cannot ``probe``, every sync is a full survey.
+        or when ``catalog`` cannot ``probe_next``, every sync is a full survey.
         """
         now = self._clock()
         if (
@@ -211,7 +211,7 @@ class RetainedIndex:
             or deleted is None
             or self._surveyed_at is None
             or now - self._surveyed_at >= RESURVEY_PERIOD_S
-            or not hasattr(catalog, "probe")
+            or not hasattr(catalog, "probe_next")
             or not hasattr(catalog, "is_published")
         ):
             self._survey(catalog, deleted)
@@ -219,11 +219,12 @@ class RetainedIndex:
             self.surveyed = True
             return
         self.surveyed = False
+        marks: dict[str, tuple[int, frozenset[int] | set[int]]] = {}
         for p in catalog.partitions():
             part = self._parts.get(p)
             if part is None:
                 part = self._parts[p] = _Part()
-            floor, above = deleted.deleted_marks(p)
+            floor, above = marks[p] = deleted.deleted_marks(p)
             mark = (floor, len(above))  # DELETED facts only grow: same mark, same facts
             if part.deleted_mark != mark:
                 # another process's pass deleted these; one that died between its
@@ -231,18 +232,22 @@ class RetainedIndex:
                 recorded = part.recorded_deleted(floor, above)
                 part.remove([q for q in recorded if not catalog.is_published(p, q)])
                 part.deleted_mark = mark
-            nxt = part.top + 1
-            while True:
-                recorded_gone = (nxt <= floor or nxt in above) and not catalog.is_published(p, nxt)
-                if recorded_gone:  # published and deleted before this index saw it
-                    part.top = nxt
-                    nxt += 1
-                    continue
-                found = catalog.probe(p, nxt)
-                if found is None:
-                    break
-                self._add(p, part, found)
-                nxt += 1
+        passed: dict[str, int] = {}
+
+        def gone(p: str, seq: int) -> bool:
+            """Published and deleted before this index saw it."""
+            floor, above = marks[p]
+            if (seq <= floor or seq in above) and not catalog.is_published(p, seq):
+                passed[p] = seq
+                return True
+            return False
+
+        found = catalog.probe_next({p: self._parts[p].top + 1 for p in marks}, skip=gone)
+        for p, new in found.items():
+            part = self._parts[p]
+            for f in new:
+                self._add(p, part, f)
+            part.top = max(part.top, passed.get(p, 0))
 
     def note_deleted(self, deleted: DeletedView, partitions: Iterable[str]) -> None:
         """After this process's own pass deleted in ``partitions`` (and :meth:`remove`):

@@ -40,8 +40,8 @@ class SegmentCatalog(Protocol):
     A catalog may also have ``survey(partition)`` returning an object with ``metas``
     (SegmentInfo) and ``damaged`` (:class:`DamagedInfo`): retention then goes on
     around segments whose metadata is unreadable instead of failing the whole pass;
-    and ``probe(partition, seq)`` (one segment's metadata, a damaged segment or None):
-    a long-lived :class:`RetainedIndex` then finds new segments without a listing.
+    and ``probe_next(starts, skip)`` and ``is_published(partition, seq)``: a long-lived
+    :class:`RetainedIndex` then finds new segments without a listing.
     """
 
     def partitions(self) -> list[str]: ...

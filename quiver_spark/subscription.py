@@ -408,7 +408,7 @@ class Subscription:
         if key in st.metas:
             return st.metas[key]
         try:
-            meta: SegmentMeta | None = self.location.read_meta(partition, seq)
+            meta = self.location.cached(partition, seq) or self.location.read_meta(partition, seq)
         except CorruptionError as e:
             log.warning(
                 "quiver.source.meta_corrupt partition=%s seq=%d error=%s", partition, seq, e
@@ -469,12 +469,12 @@ class Subscription:
                 if gone:
                     st.quarantined[p] = gone
             return st.known, st.quarantined
+        starts = {}
         for p in self.store.partitions():  # one listing of partition names
             seqs = st.known.setdefault(p, [])
-            nxt = seqs[-1] + 1 if seqs else 1
-            while self.location.is_published(p, nxt):
-                seqs.append(nxt)
-                nxt += 1
+            starts[p] = seqs[-1] + 1 if seqs else 1
+        for p, new in self.location.probe_next(starts).items():
+            st.known[p].extend(f.seq for f in new)
         return st.known, st.quarantined
 
     def top(self) -> Position:

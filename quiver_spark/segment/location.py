@@ -13,12 +13,13 @@ Callers hold the partition's writer lock for :meth:`SegmentLocation.write`,
 
 from __future__ import annotations
 
+import builtins
 import io as _io
 import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -256,6 +257,15 @@ class _Local:
 
     read_small = read
 
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        out: dict[str, bytes | None] = {}
+        for p in paths:
+            try:
+                out[p] = self.io.read_file(p)
+            except FileNotFoundError:
+                out[p] = None
+        return out
+
     def buffer(self, path: str) -> pa.Buffer:
         mm = pa.memory_map(path)  # zero copy; the mapping outlives the file object
         try:
@@ -357,6 +367,30 @@ class _Remote:
         """A small file in one request (no size lookup first, unlike :meth:`read`)."""
         self.fs.invalidate_cache(path.rsplit("/", 1)[0])
         return bytes(self.fs.cat_file(path, start=0))
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        """Small files, one request each, sent together (None: not found)."""
+        if len(paths) < 2:
+            return {p: self._read_or_none(p) for p in paths}
+        for d in {p.rsplit("/", 1)[0] for p in paths}:
+            self.fs.invalidate_cache(d)
+        got = self.fs.cat(paths, on_error="return", start=0)
+        out: dict[str, bytes | None] = {}
+        for p in paths:
+            v = got.get(p, FileNotFoundError(p))
+            if isinstance(v, FileNotFoundError):
+                out[p] = None
+            elif isinstance(v, BaseException):
+                raise v
+            else:
+                out[p] = bytes(v)
+        return out
+
+    def _read_or_none(self, path: str) -> bytes | None:
+        try:
+            return self.read_small(path)
+        except FileNotFoundError:
+            return None
 
     def size(self, path: str) -> int | None:
         self.fs.invalidate_cache(path.rsplit("/", 1)[0])
@@ -659,8 +693,7 @@ class SegmentLocation:
         once, then cached: a published ``.meta`` never changes), or a
         :class:`DamagedSegment` when the ``.meta`` fails verification (raised instead
         with ``strict``); None when it is not published. One read when not cached."""
-        cache = self._meta_cache.setdefault(partition, {})
-        hit = cache.get(seq)
+        hit = self._meta_cache.get(partition, {}).get(seq)
         if hit is not None:
             return hit
         try:
@@ -670,18 +703,71 @@ class SegmentLocation:
         except CorruptionError as e:
             if strict:
                 raise
-            arrow_path, meta_path = self._paths(partition, seq)
-            shown = self._b.display(meta_path)
-            log.warning(
-                "quiver.segment.meta_damaged partition=%s seq=%d path=%s error=%s",
-                partition,
-                seq,
-                shown,
-                e,
-            )
-            return DamagedSegment(partition, seq, shown, str(e), self._b.size(arrow_path) or 0)
-        cache[seq] = meta
+            return self._damaged(partition, seq, e)
+        self._meta_cache.setdefault(partition, {})[seq] = meta
         return meta
+
+    def probe_next(
+        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None = None
+    ) -> dict[str, builtins.list[SegmentMeta | DamagedSegment]]:
+        """For each partition, the segments published from seq ``starts[p]`` on, up to
+        the first one that is not (seqs are gapless, §5): what was published since a
+        reader last looked. ``skip(p, seq)`` true passes over a seq known to be gone.
+
+        One read per new segment plus one per partition for the miss; on an object
+        store each round's reads (one per partition) are sent together.
+        """
+        out: dict[str, builtins.list[SegmentMeta | DamagedSegment]] = {p: [] for p in starts}
+        nxt = {validate_name("partition", p): s for p, s in starts.items()}
+        while nxt:
+            batch: dict[str, str] = {}
+            for p in list(nxt):
+                cache = self._meta_cache.get(p, {})
+                while True:  # cached metadata and skipped seqs need no request
+                    hit = cache.get(nxt[p])
+                    if hit is not None:
+                        out[p].append(hit)
+                    elif not (skip is not None and skip(p, nxt[p])):
+                        break
+                    nxt[p] += 1
+                batch[p] = self._paths(p, nxt[p])[1]
+            raw = self._b.read_many(list(batch.values()))
+            for p, path in batch.items():
+                found = self._decoded(p, nxt[p], raw[path])
+                if found is None:
+                    del nxt[p]
+                else:
+                    out[p].append(found)
+                    nxt[p] += 1
+        return out
+
+    def _decoded(
+        self, partition: str, seq: int, raw: bytes | None
+    ) -> SegmentMeta | DamagedSegment | None:
+        if raw is None:
+            return None
+        try:
+            meta = self._decode(partition, seq, raw)
+        except CorruptionError as e:
+            return self._damaged(partition, seq, e)
+        self._meta_cache.setdefault(partition, {})[seq] = meta
+        return meta
+
+    def _damaged(self, partition: str, seq: int, error: CorruptionError) -> DamagedSegment:
+        arrow_path, meta_path = self._paths(partition, seq)
+        shown = self._b.display(meta_path)
+        log.warning(
+            "quiver.segment.meta_damaged partition=%s seq=%d path=%s error=%s",
+            partition,
+            seq,
+            shown,
+            error,
+        )
+        return DamagedSegment(partition, seq, shown, str(error), self._b.size(arrow_path) or 0)
+
+    def cached(self, partition: str, seq: int) -> SegmentMeta | None:
+        """Metadata this instance already verified (no request), or None."""
+        return self._meta_cache.get(partition, {}).get(seq)
 
     def forget(self, partition: str, seqs: Iterable[int]) -> None:
         """Drop cached metadata of segments known to be gone."""
@@ -698,6 +784,10 @@ class SegmentLocation:
             raw = self._b.read_small(meta_path)
         except FileNotFoundError as e:
             raise SegmentMissingError(partition, seq, f"not published ({shown} missing)") from e
+        return self._decode(partition, seq, raw)
+
+    def _decode(self, partition: str, seq: int, raw: bytes) -> SegmentMeta:
+        shown = self._b.display(self._paths(partition, seq)[1])
         meta = SegmentMeta.decode(shown, raw)
         if (meta.partition, meta.seq) != (partition, seq):
             raise CorruptionError(shown, 0, f"meta names {meta.partition}/{meta.seq}")

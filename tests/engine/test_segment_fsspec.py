@@ -182,3 +182,30 @@ def test_random_upload_failures_leave_only_whole_segments_listed(flaky):
         with flaky.open(meta) as r:  # every listed segment verifies whole
             assert r.read_all().num_rows == 10_000
     assert failures > 10 and attempts == 40 + failures
+
+
+@pytest.mark.parametrize("where", ["memory", "local"])
+def test_probe_next_finds_what_was_published_since_and_names_damage(
+    where: str, tmp_path: object
+) -> None:
+    url = f"memory://probe-{uuid.uuid4().hex}" if where == "memory" else str(tmp_path)
+    loc = SegmentLocation(url)
+    for seq in (1, 2, 3, 4):
+        write_simple(loc, seq)
+    write_simple(loc, 1, partition="p1")
+    fresh = SegmentLocation(url)  # another process: nothing cached
+    meta2 = fresh._paths("p0", 2)[1]
+    raw = bytearray(fresh._b.read_small(meta2))
+    raw[-1] ^= 0xFF
+    fresh._b.put(meta2, lambda consume: consume(memoryview(bytes(raw))))
+    found = fresh.probe_next({"p0": 1, "p1": 2, "p9": 1})
+    assert [type(f).__name__ for f in found["p0"]] == [
+        "SegmentMeta", "DamagedSegment", "SegmentMeta", "SegmentMeta",
+    ]  # fmt: skip
+    assert [f.seq for f in found["p0"]] == [1, 2, 3, 4]
+    assert found["p1"] == [] and found["p9"] == []
+    loc.delete("p0", [3])  # a hole: gone before this reader saw it
+    again = SegmentLocation(url)
+    assert [f.seq for f in again.probe_next({"p0": 3})["p0"]] == []
+    skipped = again.probe_next({"p0": 3}, skip=lambda p, s: s == 3)
+    assert [f.seq for f in skipped["p0"]] == [4]

@@ -195,21 +195,23 @@ def test_planning_between_full_listings_probes_new_seqs_instead_of_listing(
         start = sub.start()
         first = sub.plan(start)  # a full listing
         assert first == Position({"p-0": 20, "p-1": 1})
-        calls = {"list": 0, "probe": 0}
+        calls = {"list": 0, "reads": 0, "rounds": 0}
         loc = sub.location
-        real_list, real_probe = loc.published_seqs, loc.is_published
+        real_list, real_read = loc.published_seqs, loc._b.read_many
 
         def listing(p: str) -> list[int]:
             calls["list"] += 1
             return real_list(p)
 
-        def probe(p: str, seq: int) -> bool:
-            calls["probe"] += 1
-            return real_probe(p, seq)
+        def read_many(paths: list[str]) -> dict[str, bytes | None]:
+            calls["rounds"] += 1
+            calls["reads"] += len(paths)
+            return real_read(paths)
 
         loc.published_seqs = listing  # type: ignore[method-assign]
-        loc.is_published = probe  # type: ignore[method-assign]
+        loc._b.read_many = read_many  # type: ignore[method-assign]
         fill(tmp_path, "p-0", [(50, 1), (51, 1)])
         assert sub.plan(first) == Position({"p-0": 22, "p-1": 1})
-        # one probe per partition beyond what exists, plus one per new segment
-        assert calls == {"list": 0, "probe": 2 + 2}
+        # one read per partition beyond what exists, plus one per new segment; the
+        # partitions' reads of a round go together (one request each, sent at once)
+        assert calls == {"list": 0, "reads": 2 + 2, "rounds": 3}
