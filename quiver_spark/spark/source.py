@@ -73,8 +73,8 @@ from .source_read import (
     QuiverInputPartition,
     arrow_target,
     check_read_schema,
+    plan_reads,
     read_partition,
-    split_segment,
 )
 
 log = logging.getLogger(__name__)
@@ -98,21 +98,22 @@ class _QuiverReading:
             store.close()
 
     def _splits(
-        self, meta: SegmentMeta, store: QuiverStore, subscriber: str | None
+        self, metas: Sequence[SegmentMeta], store: QuiverStore, subscriber: str | None
     ) -> list[InputPartition]:
-        """The input partitions reading segment ``meta`` (large ones split)."""
+        """The input partitions reading ``metas``: large segments split, small ones
+        packed (:func:`plan_reads`), keeping at least one task per local CPU."""
         return [
             QuiverInputPartition(
-                meta,
-                b0,
-                b1,
+                pieces,
                 segments_url=store.segments_url,
                 storage_options=None,
                 root=store.root,
                 subscriber=subscriber,
                 fail_on_data_loss=self.opts.fail_on_data_loss,
             )
-            for b0, b1 in split_segment(meta, self.opts.split_size_bytes)
+            for pieces in plan_reads(
+                metas, self.opts.split_size_bytes, min_tasks=os.cpu_count() or 1
+            )
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -199,11 +200,11 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         log.info("quiver.source.available_now target=%s", self._target.segments)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One input partition per readable segment in ``(start, end]`` (large ones
-        split); missing ones follow the data-loss policy (ARCHITECTURE.md §9a)."""
+        """Read tasks over the readable segments in ``(start, end]`` (small ones packed,
+        large ones split); missing ones follow the data-loss policy (ARCHITECTURE.md §9a)."""
         sub = self._sub()
         metas = sub.segments(Position.from_json(start), Position.from_json(end))
-        return [part for m in metas for part in self._splits(m, sub.store, sub.name)]
+        return self._splits(metas, sub.store, sub.name)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Acknowledge every segment up to ``end``, then the store's retention pass."""
@@ -278,7 +279,7 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
             finally:
                 if registry is not None:
                     registry.close()
-            out: list[InputPartition] = []
+            kept: list[SegmentMeta] = []
             total = 0
             for p, ev in found.items():
                 for missing in ev.losses():  # published once, neither there nor deleted
@@ -298,17 +299,13 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
                         continue
                     total += 1
                     if keep(meta, self.prunes):
-                        out.extend(self._splits(meta, store, None))
+                        kept.append(meta)
+            out = self._splits(kept, store, None)
             log.info(
-                "quiver.source.batch_plan segments=%d kept=%d filters=%d",
+                "quiver.source.batch_plan segments=%d kept=%d tasks=%d filters=%d",
                 total,
-                len(
-                    {
-                        (q.meta.partition, q.meta.seq)
-                        for q in out
-                        if isinstance(q, QuiverInputPartition)
-                    }
-                ),
+                len(kept),
+                len(out),
                 len(self.prunes),
             )
             return out

@@ -1,8 +1,9 @@
 """The executor side of the Quiver source: input splits, schema conversion, ``read``.
 
 Everything a read task needs travels in its :class:`QuiverInputPartition` (the reader
-object is pickled once at query start, before any planning happens). A task opens the
-segment through :class:`~quiver_spark.segment.SegmentLocation` (zero-copy memory map
+object is pickled once at query start, before any planning happens): record-batch
+ranges of one or more segments (small segments are packed into one task, large ones
+split, see :func:`plan_reads`). A task opens each segment through :class:`~quiver_spark.segment.SegmentLocation` (zero-copy memory map
 for local segments, one fetch through fsspec otherwise), which verifies size and
 CRC-32C before a single batch exists, so a corrupt segment is never served.
 
@@ -16,7 +17,7 @@ and ``_quiver_segment`` come from the segment's identity, ``_quiver_row`` is the
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -142,15 +143,24 @@ def check_read_schema(store: QuiverStore, schema: StructType, include_metadata: 
 
 
 # -- input partitions --------------------------------------------------------------------
+Piece = tuple[SegmentMeta, int, int]
+"""Record batches ``[start, stop)`` of one segment: what a read task reads of it."""
+
+OPEN_COST_BYTES = 4 * 1024 * 1024
+"""What opening one segment counts for when small segments are packed into read tasks
+(as Spark's ``spark.sql.files.openCostInBytes``): many tiny segments still make
+several tasks instead of one."""
+
+
 class QuiverInputPartition(InputPartition):
-    """One read task: batches ``[batch_start, batch_stop)`` of one segment.
+    """One read task: record-batch ranges of one or more segments, read in order.
 
     Attributes
     ----------
-    meta
-        The published metadata the segment is verified against.
-    batch_start, batch_stop
-        Record-batch range (the whole segment unless a large one was split).
+    pieces
+        ``(meta, batch_start, batch_stop)`` per segment: the published metadata the
+        segment is verified against and the record-batch range read from it (the
+        whole segment unless a large one was split).
     segments_url, storage_options
         Where segments live and how to reach them (fsspec).
     root, subscriber, fail_on_data_loss
@@ -159,9 +169,7 @@ class QuiverInputPartition(InputPartition):
 
     def __init__(
         self,
-        meta: SegmentMeta,
-        batch_start: int,
-        batch_stop: int,
+        pieces: Sequence[Piece],
         *,
         segments_url: str,
         storage_options: Mapping[str, Any] | None,
@@ -169,21 +177,24 @@ class QuiverInputPartition(InputPartition):
         subscriber: str | None,
         fail_on_data_loss: bool,
     ) -> None:
-        super().__init__((meta.partition, meta.seq, batch_start))
-        self.meta = meta
-        self.batch_start = batch_start
-        self.batch_stop = batch_stop
+        if not pieces:
+            raise ValueError("a read task reads at least one segment")
+        super().__init__(tuple((m.partition, m.seq, b0) for m, b0, _ in pieces))
+        self.pieces: list[Piece] = list(pieces)
         self.segments_url = segments_url
         self.storage_options = dict(storage_options or {})
         self.root = root
         self.subscriber = subscriber
         self.fail_on_data_loss = fail_on_data_loss
 
+    @property
+    def metas(self) -> list[SegmentMeta]:
+        """The segments this task reads (a split segment's once per range)."""
+        return [m for m, _, _ in self.pieces]
+
     def __repr__(self) -> str:
-        return (
-            f"QuiverInputPartition({self.meta.partition}/{self.meta.seq} "
-            f"batches {self.batch_start}:{self.batch_stop})"
-        )
+        shown = ", ".join(f"{m.partition}/{m.seq} batches {b0}:{b1}" for m, b0, b1 in self.pieces)
+        return f"QuiverInputPartition({shown})"
 
 
 def split_segment(meta: SegmentMeta, split_size_bytes: int) -> list[tuple[int, int]]:
@@ -194,15 +205,51 @@ def split_segment(meta: SegmentMeta, split_size_bytes: int) -> list[tuple[int, i
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
 
 
+def plan_reads(
+    metas: Sequence[SegmentMeta], split_size_bytes: int, *, min_tasks: int = 1
+) -> list[list[Piece]]:
+    """The read tasks of ``metas``: large segments split, small ones packed.
+
+    A segment larger than the split size is read by several tasks, one per
+    record-batch range of :func:`split_segment`. The other segments are packed,
+    consecutive ones together, so that a micro-batch of many small segments does not
+    pay Spark's fixed cost of a task per segment (~30 ms of wall time per task
+    measured on local[2], as much as serving ~3 MB): into ``ceil(bytes /
+    split_size_bytes)`` tasks of about equal bytes, each segment counting at least
+    :data:`OPEN_COST_BYTES`, but never fewer tasks in all than ``min_tasks`` (the
+    parallelism to keep) when there are enough segments.
+    """
+    tasks: list[list[Piece]] = []
+    small: list[tuple[SegmentMeta, int]] = []
+    for m in metas:
+        ranges = split_segment(m, split_size_bytes)
+        if len(ranges) > 1:
+            tasks.extend([(m, b0, b1)] for b0, b1 in ranges)
+        else:
+            small.append((m, max(m.size_bytes, OPEN_COST_BYTES)))
+    if not small:
+        return tasks
+    total = sum(cost for _, cost in small)
+    packs = max(-(-total // split_size_bytes), min(len(small), min_tasks - len(tasks)))
+    groups: list[list[Piece]] = [[] for _ in range(packs)]
+    done = 0
+    for m, cost in small:  # by each segment's middle: contiguous groups of ~equal bytes
+        groups[min(packs - 1, (2 * done + cost) * packs // (2 * total))].append((m, 0, m.batches))
+        done += cost
+    return tasks + [g for g in groups if g]
+
+
 # -- data loss ---------------------------------------------------------------------------
 def data_loss_report(root: str, subscriber: str | None) -> dict[str, Any]:
     """Segments a source skipped, deduplicated (see :meth:`LostLog.report`)."""
     return LostLog(root, subscriber).report()
 
 
-def handle_loss(part: QuiverInputPartition, error: QuiverError, location: SegmentLocation) -> None:
+def handle_loss(
+    part: QuiverInputPartition, meta: SegmentMeta, error: QuiverError, location: SegmentLocation
+) -> None:
     """What a task does about a segment it cannot read: the one data-loss policy."""
-    m = part.meta
+    m = meta
     if isinstance(error, SegmentMissingError):
         found = classify_vanished(part.root, location, m.partition, m.seq)
     else:
@@ -255,28 +302,38 @@ def conform(
 
 
 def read_partition(part: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Yield the rows of one :class:`QuiverInputPartition`, verified, cast to ``target``."""
+    """Yield the rows of one :class:`QuiverInputPartition`, verified, cast to ``target``.
+
+    Segments are read one after the other; each is opened (size and CRC-32C checked
+    against its metadata) before any of its rows is yielded, and one that cannot be
+    read follows the data-loss policy (:func:`handle_loss`) on its own.
+    """
     if not isinstance(part, QuiverInputPartition):
         return  # Spark's placeholder for a batch read with nothing to read
-    meta = part.meta
     location = SegmentLocation(part.segments_url, storage_options=part.storage_options)
-    try:
-        reader = open_planned(location, meta)
-    except (SegmentMissingError, CorruptionError) as e:
-        handle_loss(part, e, location)
-        return
-    log.debug(
-        "quiver.source.segment_open partition=%s seq=%d batches=%d:%d",
-        meta.partition,
-        meta.seq,
-        part.batch_start,
-        part.batch_stop,
-    )
-    with reader:
-        row = sum(reader.read_batch(i).num_rows for i in range(part.batch_start))
+    numbered = META_ROW in target.names
+    for meta, batch_start, batch_stop in part.pieces:
         try:
-            for batch in reader.batches(part.batch_start, part.batch_stop):
-                yield conform(batch, target, meta, row)
-                row += batch.num_rows
-        except CorruptionError as e:  # unreachable after a verified open; never serve it
-            raise DataLossError(meta.partition, meta.seq, f"corrupt ({e})") from e
+            reader = open_planned(location, meta)
+        except (SegmentMissingError, CorruptionError) as e:
+            handle_loss(part, meta, e, location)
+            continue
+        log.debug(
+            "quiver.source.segment_open partition=%s seq=%d batches=%d:%d",
+            meta.partition,
+            meta.seq,
+            batch_start,
+            batch_stop,
+        )
+        with reader:
+            # batches of a file already in the target schema are served as they are
+            as_is = reader.schema.equals(target)
+            row = 0
+            if numbered:
+                row = sum(reader.read_batch(i).num_rows for i in range(batch_start))
+            try:
+                for batch in reader.batches(batch_start, batch_stop):
+                    yield batch if as_is else conform(batch, target, meta, row)
+                    row += batch.num_rows
+            except CorruptionError as e:  # unreachable after a verified open; never serve it
+                raise DataLossError(meta.partition, meta.seq, f"corrupt ({e})") from e
