@@ -6,7 +6,9 @@ sink with Trigger.AvailableNow. Beside them the floor of PySpark's Python Data S
 API: a minimal ``DataSourceStreamReader`` reading the very same segment ``.arrow``
 files (one input partition per file, memory-mapped, record batches yielded as they
 are; no checksum, no metadata, no acks). Runs alternate (quiver, floor, parquet,
-quiver, ...) after one warm-up of each; medians of ``--reps``. The goal is quiver >=
+floor_packed, quiver, ...) after one warm-up of each; medians of ``--reps``.
+``floor_packed`` (context) is the floor reading the same files in as many input
+partitions as Quiver plans for them (Quiver packs small segments into one task). The goal is quiver >=
 0.95x the floor's rows/s at a volume where PySpark's fixed start of a Python stream
 source is amortised (>= 20M rows, the default; ``--rows 2000000`` for a quick run).
 Batch reads (``spark.read`` -> noop) are measured quiver vs parquet for context.
@@ -139,6 +141,8 @@ def _floor_python_source():
     Option ``path``: a directory of ``<partition>/<seq>.arrow`` files (a Quiver store's
     ``segments/``); every ``.arrow`` with its ``.meta`` beside it is one input
     partition, memory-mapped and yielded batch by batch. Offsets count files.
+    Option ``tasks`` (context only, not the floor): read the same files in that many
+    input partitions of consecutive files instead, as Quiver packs small segments.
     """
     import glob as _glob
 
@@ -148,9 +152,14 @@ def _floor_python_source():
         def __init__(self, path: str) -> None:
             self.path = path
 
+    class FilesSplit(InputPartition):
+        def __init__(self, paths: list[str]) -> None:
+            self.paths = paths
+
     class FloorReader(DataSourceStreamReader):
-        def __init__(self, path: str) -> None:
+        def __init__(self, path: str, tasks: int | None) -> None:
             self.path = path
+            self.tasks = tasks
 
         def _files(self) -> list[str]:
             return sorted(f for f in _glob.glob(os.path.join(self.path, "*", "*.arrow"))
@@ -163,9 +172,20 @@ def _floor_python_source():
             return {"files": len(self._files())}
 
         def partitions(self, start, end):
-            return [FileSplit(f) for f in self._files()[start["files"]:end["files"]]]
+            files = self._files()[start["files"]:end["files"]]
+            if self.tasks is None:
+                return [FileSplit(f) for f in files]
+            k = min(self.tasks, len(files))
+            return [FilesSplit(files[i * len(files) // k:(i + 1) * len(files) // k])
+                    for i in range(k)]
 
         def read(self, partition):
+            if isinstance(partition, FilesSplit):
+                for path in partition.paths:
+                    reader = pa.ipc.open_file(pa.memory_map(path))
+                    for i in range(reader.num_record_batches):
+                        yield reader.get_batch(i)
+                return
             reader = pa.ipc.open_file(pa.memory_map(partition.path))
             for i in range(reader.num_record_batches):
                 yield reader.get_batch(i)
@@ -179,9 +199,25 @@ def _floor_python_source():
             return SCHEMA
 
         def streamReader(self, schema):
-            return FloorReader(self.options["path"])
+            tasks = self.options.get("tasks")
+            return FloorReader(self.options["path"], int(tasks) if tasks else None)
 
     return FloorSource
+
+
+def quiver_read_tasks(root: str) -> tuple[int, int]:
+    """(segments, read tasks) of one Quiver micro-batch over every segment of ``root``
+    with the default splitSize, as planned on this machine."""
+    from quiver_spark.segment import SegmentLocation
+    from quiver_spark.spark.source_options import parse_source_options
+    from quiver_spark.spark.source_read import plan_reads
+
+    loc = SegmentLocation(os.path.join(root, "segments"))
+    metas = [loc.read_meta(p, seq) for p in sorted(os.listdir(os.path.join(root, "segments")))
+             for seq in sorted(int(n.split(".")[0]) for n in
+                               os.listdir(os.path.join(root, "segments", p)) if n.endswith(".meta"))]
+    split = parse_source_options({"path": root}, streaming=False).split_size_bytes
+    return len(metas), len(plan_reads(metas, split, min_tasks=os.cpu_count() or 1))
 
 
 def p3(spark, root: str, pq_dir: str, rows: int, reps: int, work: Path) -> dict:
@@ -204,9 +240,12 @@ def p3(spark, root: str, pq_dir: str, rows: int, reps: int, work: Path) -> dict:
         q.awaitTermination()
         assert sum(p["numInputRows"] for p in q.recentProgress) == rows
 
-    def floor_stream() -> None:
+    def floor_stream(tasks: int | None = None) -> None:
         i = next(counter)
-        q = (spark.readStream.format("bench_floor_arrow_source").load(os.path.join(root, "segments"))
+        r = spark.readStream.format("bench_floor_arrow_source")
+        if tasks is not None:
+            r = r.option("tasks", str(tasks))
+        q = (r.load(os.path.join(root, "segments"))
              .writeStream.format("noop").option("checkpointLocation", str(work / f"cf{i}"))
              .trigger(availableNow=True).start())
         q.awaitTermination()
@@ -227,12 +266,18 @@ def p3(spark, root: str, pq_dir: str, rows: int, reps: int, work: Path) -> dict:
         spark.read.parquet(pq_dir).write.format("noop").mode("overwrite").save()
 
     out = {}
-    # streaming: quiver, the Python floor and parquet, interleaved
-    runs = {"quiver": quiver_stream, "floor": floor_stream, "parquet": parquet_stream}
+    segments, tasks = quiver_read_tasks(root)
+    # streaming: quiver, the Python floor and parquet, interleaved; beside them (context)
+    # the floor reading the same files in as many tasks as Quiver plans (it packs small
+    # segments): what is left of Quiver's own cost once task counts are equal
+    runs = {"quiver": quiver_stream, "floor": floor_stream, "parquet": parquet_stream,
+            "floor_packed": lambda: floor_stream(tasks)}
     for fn in runs.values():  # warm-up
         fn()
     t: dict[str, list[float]] = {k: [] for k in runs}
+    load: list[float] = []
     for _ in range(reps):
+        load.append(os.getloadavg()[0])
         for k, fn in runs.items():
             t[k].append(timed(fn))
     m = {k: statistics.median(v) for k, v in t.items()}
@@ -247,6 +292,13 @@ def p3(spark, root: str, pq_dir: str, rows: int, reps: int, work: Path) -> dict:
         # pairwise ratios of each repetition (same round): how noisy the ratio was
         "ratio_quiver_vs_floor_per_rep": [f / q for q, f in zip(t["quiver"], t["floor"], strict=True)],
         "goal_vs_floor": ">= 0.95",
+        "load_avg_1m_per_rep": load,
+        "segments": segments, "quiver_tasks": tasks,
+        "floor_packed_s": t["floor_packed"], "floor_packed_median_s": m["floor_packed"],
+        "floor_packed_rows_per_s": rows / m["floor_packed"],
+        "ratio_quiver_vs_floor_packed": m["floor_packed"] / m["quiver"],
+        "ratio_quiver_vs_floor_packed_per_rep": [
+            f / q for q, f in zip(t["quiver"], t["floor_packed"], strict=True)],
     }
     for name, a, b in (("batch", quiver_batch, parquet_batch),):
         a(), b()  # warm-up
@@ -399,6 +451,11 @@ def main() -> None:
           f"Python floor (minimal stream reader, same .arrow files) "
           f"{s['floor_rows_per_s'] / 1e6:.2f} M/s | "
           f"{s['ratio_quiver_vs_floor']:.2f}x (>= 0.95x); per round {per_rep} |")
+    per_rep_packed = ", ".join(f"{r:.2f}" for r in s["ratio_quiver_vs_floor_packed_per_rep"])
+    print(f"| P3 | stream -> noop, rows/s | {s['quiver_rows_per_s'] / 1e6:.2f} M/s | "
+          f"the floor reading the same files in Quiver's {s['quiver_tasks']} tasks "
+          f"(one per file: {s['segments']}) {s['floor_packed_rows_per_s'] / 1e6:.2f} M/s | "
+          f"{s['ratio_quiver_vs_floor_packed']:.2f}x (context); per round {per_rep_packed} |")
     print(f"| P3 | stream -> noop, rows/s | {s['quiver_rows_per_s'] / 1e6:.2f} M/s | "
           f"Parquet source {s['parquet_rows_per_s'] / 1e6:.2f} M/s | "
           f"{s['ratio_quiver_vs_parquet']:.2f}x (context) |")
