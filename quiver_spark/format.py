@@ -88,7 +88,10 @@ MAGIC_CHECKPOINT = b"QCKP"
 MAGIC_COMMIT = b"QTXN"
 MAGIC_HEARTBEAT = b"QHBT"
 MAGIC_POLICY = b"QPOL"
+MAGIC_QUARANTINE_MARK = b"QQMK"
 FRAME_VERSION = 1
+QUARANTINE_MARK_NAME = "QUARANTINE"
+"""At a segments location's root: replaced after every quarantine (§5.5)."""
 
 
 def encode_frame(magic: bytes, body: dict[str, Any]) -> bytes:

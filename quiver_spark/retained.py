@@ -9,12 +9,13 @@ it is read once. Every deletion by retention, in any process, is recorded in the
 log before a file goes (§8.7), so what other processes deleted is read from the ack
 log the pass refreshes anyway.
 
-What those facts do not cover (a segment moved aside by ``quiver fsck --quarantine``
-or removed by hand, a seq skipped by such a move) is caught by a *full survey*: one
-listing of every partition, metadata from cache. It runs when the index is new, after
-a pass failed, every :data:`RESURVEY_PERIOD_S`, and before any pass decides to drop
-data a subscriber has not finished (time window, ``drop_oldest``): an index never
-drops data on a view older than the pass.
+What those facts do not cover (a segment moved aside by ``quiver fsck --quarantine``,
+a file removed by hand) is caught by a *full survey*: one listing of every partition,
+metadata from cache. It runs when the index is new, after a pass failed, when the
+location's quarantine mark changed (§5.5), before any pass decides to drop data a
+subscriber has not finished (time window, ``drop_oldest``: an index never drops data
+on a view older than the pass), and every :data:`RESURVEY_PERIOD_S` as a safety net
+for removals by hand.
 
 A partition's segments are held in seq order with running byte sums, so the bytes of
 a partition, a subscriber's lag and the segments below a seq cost a bisection, not a
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-RESURVEY_PERIOD_S = 60.0
+RESURVEY_PERIOD_S = 300.0
 """A long-lived index lists every partition this often (and in the cases above)."""
 
 _COMPACT_AT = 1024  # front-trimmed entries kept before the lists are compacted
@@ -171,6 +172,7 @@ class RetainedIndex:
         self._damaged: dict[Key, DamagedInfo] = {}
         self._clock = clock
         self._surveyed_at: float | None = None
+        self._mark: bytes | None = None  # the location's quarantine mark at the last sync
         self._lag: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, int | None]]]
         self._lag = {}
         self.surveyed = False
@@ -206,8 +208,12 @@ class RetainedIndex:
         or when ``catalog`` cannot ``probe_next``, every sync is a full survey.
         """
         now = self._clock()
+        mark = catalog.quarantine_mark() if hasattr(catalog, "quarantine_mark") else None
+        moved_aside = mark != self._mark
+        self._mark = mark
         if (
             full
+            or moved_aside
             or deleted is None
             or self._surveyed_at is None
             or now - self._surveyed_at >= RESURVEY_PERIOD_S

@@ -61,10 +61,12 @@ BATCH_READS = "_batch"
 
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
-FULL_LISTING_PERIOD_S = 10.0
-"""A consumer lists every partition's segments this often; in between it probes the
-next seqs (seqs are gapless), so planning does not grow with retained segments. A
-segment published after a hole (one moved aside or deleted) waits at most this long."""
+FULL_LISTING_PERIOD_S = 300.0
+"""A consumer lists every partition's segments when the location's quarantine mark
+changed (§5.5) and otherwise only this often, as a safety net for files removed by
+hand; in between it probes the next seqs (seqs are gapless, and a hole is a seq the
+ack log records deleted or a known quarantined one), so planning does not grow with
+retained segments."""
 OPEN_RETRY_S = 0.5
 """Pause before the one retry of a planned segment whose file was not found."""
 RECORD_PERIOD_S = 1.0
@@ -320,6 +322,7 @@ class _State:
     last_retention: float = 0.0
     last_touch: float = float("-inf")
     last_full_listing: float = float("-inf")
+    quarantine_mark: bytes | None = None
     known: dict[str, list[int]] = field(default_factory=dict)
     quarantined: dict[str, set[int]] = field(default_factory=dict)
 
@@ -435,8 +438,10 @@ class Subscription:
         quarantined ones (planning a quarantined seq is what reports its loss).
 
         Its cost does not grow with the retained segments: seqs are gapless (§5), so
-        between full listings (every ``FULL_LISTING_PERIOD_S``) new segments are found
-        by probing the next seqs of each partition, and metadata is read once.
+        new segments are found by probing the next seqs of each partition (passing over
+        seqs the ack log records deleted), and metadata is read once; every partition
+        is listed only when the quarantine mark changed (§5.5) or every
+        ``FULL_LISTING_PERIOD_S``.
         """
         known, quarantined = self._known_seqs()
         out: dict[str, list[_Available]] = {}
@@ -460,8 +465,9 @@ class Subscription:
     def _known_seqs(self) -> tuple[dict[str, list[int]], dict[str, set[int]]]:
         st = self._state
         now = time.monotonic()
-        if now - st.last_full_listing >= FULL_LISTING_PERIOD_S:
-            st.last_full_listing = now
+        mark = self.location.quarantine_mark()
+        if now - st.last_full_listing >= FULL_LISTING_PERIOD_S or mark != st.quarantine_mark:
+            st.last_full_listing, st.quarantine_mark = now, mark
             st.known, st.quarantined = {}, {}
             for p in self.store.partitions():
                 st.known[p] = self.location.published_seqs(p)
@@ -473,7 +479,12 @@ class Subscription:
         for p in self.store.partitions():  # one listing of partition names
             seqs = st.known.setdefault(p, [])
             starts[p] = seqs[-1] + 1 if seqs else 1
-        for p, new in self.location.probe_next(starts).items():
+        self.registry.refresh()
+
+        def hole(p: str, seq: int) -> bool:  # deleted before this consumer saw it, or moved aside
+            return seq in st.quarantined.get(p, ()) or self.registry.is_deleted(p, seq)
+
+        for p, new in self.location.probe_next(starts, skip=hole).items():
             st.known[p].extend(f.seq for f in new)
         return st.known, st.quarantined
 

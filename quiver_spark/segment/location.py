@@ -29,7 +29,17 @@ from fsspec.registry import known_implementations
 
 from ..config import NAME_RE, validate_name
 from ..errors import ConfigError, CorruptionError, SegmentExistsError, SegmentMissingError
-from ..format import META_SUFFIX, SEGMENT_SUFFIX, TMP_SUFFIX, meta_file_name, parse_seq
+from ..format import (
+    MAGIC_QUARANTINE_MARK,
+    META_SUFFIX,
+    QUARANTINE_MARK_NAME,
+    SEGMENT_SUFFIX,
+    TMP_SUFFIX,
+    decode_frame,
+    encode_frame,
+    meta_file_name,
+    parse_seq,
+)
 from ..format import segment_file_name as arrow_file_name
 from ..fs import DEFAULT_IO, FileIO
 from .meta import SegmentMeta, schema_fingerprint
@@ -633,6 +643,19 @@ class SegmentLocation:
         that says why (its ``.reason`` when there is one), from one listing."""
         return {seq: self._b.display(raw) for seq, raw in self._quarantined(partition).items()}
 
+    def quarantine_mark(self) -> bytes | None:
+        """The bytes of the location's quarantine mark (§5.5), None if nothing was ever
+        quarantined here: one small read. A reader that remembers them knows, by
+        comparing, whether any segment was moved aside since it last looked."""
+        path = self._b.join(QUARANTINE_MARK_NAME)
+        raw = self._b.read_many([path])[path]
+        if raw is not None:
+            try:
+                decode_frame(self._b.display(path), MAGIC_QUARANTINE_MARK, raw)
+            except CorruptionError as e:  # still a change signal: its bytes are compared
+                log.warning("quiver.segment.quarantine_mark_damaged error=%s", e)
+        return raw
+
     def quarantine_note(self, partition: str, seq: int) -> str:
         """The reason text recorded when ``seq`` was quarantined ("" if none is readable)."""
         raw = self._quarantined(partition).get(seq)
@@ -881,6 +904,12 @@ class SegmentLocation:
             if self._b.exists(src):
                 self._b.move(src, stem + suffix)
                 moved = stem + suffix
+        mark = encode_frame(
+            MAGIC_QUARANTINE_MARK,
+            {"changed_ns": time.time_ns(), "partition": partition, "seq": seq,
+             "token": os.urandom(8)},
+        )  # fmt: skip
+        self._b.put(self._b.join(QUARANTINE_MARK_NAME), lambda consume: consume(memoryview(mark)))
         self.quarantined_total += 1
         shown = self._b.display(moved)
         log.warning(

@@ -209,8 +209,9 @@ def test_an_index_follows_publishes_and_other_processes_deletions(tmp_path: Path
 
 
 def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> None:
-    """A segment moved aside behind the index's back is not chosen to drop: a pass that
-    would drop unfinished data surveys first."""
+    """A segment removed by hand (no tool, no record, no quarantine mark) behind the
+    index's back is not chosen to drop: a pass that would drop unfinished data surveys
+    first."""
     root = str(tmp_path)
     with QuiverStore.open(root, CFG, partition="p-0", background=False) as w:
         with QuiverStore.open(root, CFG, partition=None, background=False) as a:
@@ -218,7 +219,8 @@ def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> N
             _publish(w, 3)
             a.run_retention()
             assert [s.seq for s in a._retained.segments("p-0")] == [1, 2, 3]
-            a.segment_location.quarantine("p-0", 2, "test: moved aside by an operator")
+            for suffix in ("meta", "arrow"):
+                (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
             a._retained.sync(a.segment_location, a.subscribers)  # incremental: still sees 2
             assert not a._retained.surveyed and a._retained.get("p-0", 2) is not None
             replace_policy(root, DEFAULT_IO, {"retention.size_cap": 1,
@@ -228,6 +230,29 @@ def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> N
             assert result.deleted == {"p-0": [1, 3]}
             assert result.dropped == {"slow": {"p-0": [1, 3]}}
             assert not a.subscribers.is_deleted("p-0", 2)
+
+
+def test_a_quarantine_makes_the_next_pass_survey(tmp_path: Path) -> None:
+    """``quiver fsck --quarantine`` replaces the location's quarantine mark (§5.5):
+    every long-lived index surveys at its next pass, without waiting for the period."""
+    root = str(tmp_path)
+    with QuiverStore.open(root, CFG, partition="p-0", background=False) as w:
+        with QuiverStore.open(root, CFG, partition=None, background=False) as a:
+            a.subscribers.register("slow")
+            _publish(w, 3)
+            a.run_retention()
+            a.run_retention()
+            assert not a._retained.surveyed
+            other = QuiverStore.open(root, CFG, partition=None, background=False)
+            try:
+                other.segment_location.quarantine("p-0", 2, "test: damaged")
+            finally:
+                other.close()
+            a.run_retention()
+            assert a._retained.surveyed
+            assert [s.seq for s in a._retained.segments("p-0")] == [1, 3]
+            a.run_retention()
+            assert not a._retained.surveyed  # the mark is unchanged since
 
 
 class CountingIO(FileIO):

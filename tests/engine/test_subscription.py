@@ -212,6 +212,43 @@ def test_planning_between_full_listings_probes_new_seqs_instead_of_listing(
         loc._b.read_many = read_many  # type: ignore[method-assign]
         fill(tmp_path, "p-0", [(50, 1), (51, 1)])
         assert sub.plan(first) == Position({"p-0": 22, "p-1": 1})
-        # one read per partition beyond what exists, plus one per new segment; the
-        # partitions' reads of a round go together (one request each, sent at once)
-        assert calls == {"list": 0, "reads": 2 + 2, "rounds": 3}
+        # the quarantine mark, then one read per partition beyond what exists plus one
+        # per new segment; a round's reads go together (one request each, sent at once)
+        assert calls == {"list": 0, "reads": 1 + 2 + 2, "rounds": 1 + 3}
+
+
+def test_a_segment_after_a_hole_is_planned_at_the_next_trigger_without_a_listing(
+    tmp_path: Path,
+) -> None:
+    """Holes in the seqs a consumer probes: one the ack log records deleted (another
+    process's retention, before this consumer saw it) is passed over; one moved aside
+    by a quarantine replaces the location's quarantine mark, so the next plan lists and
+    reports it. Neither waits for the periodic listing."""
+    fill(tmp_path, "p-0", [(0, 1), (1, 1)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        first = sub.plan(sub.start())
+        assert first == Position({"p-0": 2})
+        listings = {"n": 0}
+        real = sub.location.published_seqs
+
+        def listing(p: str) -> list[int]:
+            listings["n"] += 1
+            return real(p)
+
+        sub.location.published_seqs = listing  # type: ignore[method-assign]
+        fill(tmp_path, "p-0", [(2, 1), (3, 1), (4, 1), (5, 1)])  # seqs 3, 4, 5, 6
+        with QuiverStore.open(str(tmp_path), partition=None, create=False) as other:
+            with other.subscribers.exclusive() as reg:  # another process's pass
+                reg.condemn({"p-0": [3]})
+            other.segment_location.delete("p-0", [3])
+        end = sub.plan(first)
+        assert end == Position({"p-0": 6}) and listings["n"] == 0
+        assert keys(sub, sub.segments(first, end)) == [3, 4, 5]
+        assert sub.metrics.total("quiver.source.dropped_segments_total") == 1  # reported
+        fill(tmp_path, "p-0", [(6, 1), (7, 1)])  # seqs 7, 8, not seen yet
+        with QuiverStore.open(str(tmp_path), partition=None, create=False) as other:
+            other.segment_location.quarantine("p-0", 7, "test: damaged")
+        end = sub.plan(Position({"p-0": 6}))
+        assert end == Position({"p-0": 8}) and listings["n"] > 0  # the mark changed: listed
+        with pytest.raises(DataLossError, match="quarantine"):
+            sub.segments(Position({"p-0": 6}), end)
