@@ -522,10 +522,17 @@ class PartitionWriter:
                 event_time_column=self.config.segment.event_time_column,
                 target_batch_rows=self.config.segment.target_batch_rows,
             )
+            before = list(self._covered)
             for lo, hi in meta.wal_ranges:
                 self._covered.add(lo, hi)
             self._next_seq = seq + 1
-            self._write_state(meta)  # commit point: these rows now belong to ``meta``
+            try:
+                self._write_state(meta)  # commit point: these rows now belong to ``meta``
+            except BaseException:
+                # not committed: the rows stay in the open segment, and the retry seals
+                # them under this same seq (seqs stay gapless, §5; readers probe on them)
+                self._covered, self._next_seq = RangeSet(before), seq
+                raise
             self._open = _OpenSegment()
             self._unpublished = meta
             self._publish_pending()

@@ -467,13 +467,16 @@ class Subscription:
         now = time.monotonic()
         mark = self.location.quarantine_mark()
         if now - st.last_full_listing >= FULL_LISTING_PERIOD_S or mark != st.quarantine_mark:
-            st.last_full_listing, st.quarantine_mark = now, mark
-            st.known, st.quarantined = {}, {}
+            known: dict[str, list[int]] = {}
+            quarantined: dict[str, set[int]] = {}
             for p in self.store.partitions():
-                st.known[p] = self.location.published_seqs(p)
-                gone = set(self.location.quarantined(p)) - set(st.known[p])
+                known[p] = self.location.published_seqs(p)
+                gone = set(self.location.quarantined(p)) - set(known[p])
                 if gone:
-                    st.quarantined[p] = gone
+                    quarantined[p] = gone
+            # kept only once the whole listing succeeded: a failed one is retried
+            st.known, st.quarantined = known, quarantined
+            st.last_full_listing, st.quarantine_mark = now, mark
             return st.known, st.quarantined
         starts = {}
         for p in self.store.partitions():  # one listing of partition names

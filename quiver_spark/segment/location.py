@@ -286,9 +286,9 @@ class _Local:
     def makedirs(self, d: str) -> None:
         self.io.mkdir(d)
 
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True) -> T:
+    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
         del atomic  # always tmp + rename locally
-        tmp = path + TMP_SUFFIX
+        tmp = tmp or path + TMP_SUFFIX
         self._discard(tmp)  # a stale, read-only tmp from an interrupted attempt
         fd = self.io.open_create(tmp)
         try:
@@ -419,7 +419,7 @@ class _Remote:
     def makedirs(self, d: str) -> None:
         self.fs.makedirs(d, exist_ok=True)
 
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True) -> T:
+    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
         sink = _io.BytesIO()
 
         def write(view: memoryview) -> None:
@@ -430,7 +430,7 @@ class _Remote:
         if not atomic:
             self.fs.pipe_file(path, data)
             return result
-        tmp = path + TMP_SUFFIX
+        tmp = tmp or path + TMP_SUFFIX
         self.fs.pipe_file(tmp, data)
         self.fs.mv(tmp, path)
         return result
@@ -656,6 +656,15 @@ class SegmentLocation:
                 log.warning("quiver.segment.quarantine_mark_damaged error=%s", e)
         return raw
 
+    def _replace_mark(self, partition: str, seq: int) -> None:
+        token = os.urandom(8)
+        body = {"changed_ns": time.time_ns(), "partition": partition, "seq": seq, "token": token}
+        mark = encode_frame(MAGIC_QUARANTINE_MARK, body)
+        path = self._b.join(QUARANTINE_MARK_NAME)
+        self._b.put(  # a temporary name of its own: quarantines may run concurrently
+            path, lambda consume: consume(memoryview(mark)), tmp=f"{path}.{token.hex()}{TMP_SUFFIX}"
+        )
+
     def quarantine_note(self, partition: str, seq: int) -> str:
         """The reason text recorded when ``seq`` was quarantined ("" if none is readable)."""
         raw = self._quarantined(partition).get(seq)
@@ -735,7 +744,8 @@ class SegmentLocation:
     ) -> dict[str, builtins.list[SegmentMeta | DamagedSegment]]:
         """For each partition, the segments published from seq ``starts[p]`` on, up to
         the first one that is not (seqs are gapless, §5): what was published since a
-        reader last looked. ``skip(p, seq)`` true passes over a seq known to be gone.
+        reader last looked. ``skip(p, seq)`` true passes over a seq known to be gone
+        (asked first: cached metadata of a segment deleted since is not served).
 
         One read per new segment plus one per partition for the miss; on an object
         store each round's reads (one per partition) are sent together.
@@ -746,11 +756,12 @@ class SegmentLocation:
             batch: dict[str, str] = {}
             for p in list(nxt):
                 cache = self._meta_cache.get(p, {})
-                while True:  # cached metadata and skipped seqs need no request
-                    hit = cache.get(nxt[p])
-                    if hit is not None:
+                while True:  # skipped seqs and cached metadata need no request
+                    if skip is not None and skip(p, nxt[p]):
+                        cache.pop(nxt[p], None)  # gone: never served from the cache again
+                    elif (hit := cache.get(nxt[p])) is not None:
                         out[p].append(hit)
-                    elif not (skip is not None and skip(p, nxt[p])):
+                    else:
                         break
                     nxt[p] += 1
                 batch[p] = self._paths(p, nxt[p])[1]
@@ -900,16 +911,12 @@ class SegmentLocation:
         note = f"partition={partition} seq={seq} at_ns={time.time_ns()}\n{reason}\n".encode()
         self._b.put(stem + REASON_SUFFIX, lambda consume: consume(memoryview(note)))
         moved = stem + META_SUFFIX
+        self._replace_mark(partition, seq)  # before the moves: a failed one is noticed too
         for src, suffix in ((meta_path, META_SUFFIX), (arrow_path, SEGMENT_SUFFIX)):
             if self._b.exists(src):
                 self._b.move(src, stem + suffix)
                 moved = stem + suffix
-        mark = encode_frame(
-            MAGIC_QUARANTINE_MARK,
-            {"changed_ns": time.time_ns(), "partition": partition, "seq": seq,
-             "token": os.urandom(8)},
-        )  # fmt: skip
-        self._b.put(self._b.join(QUARANTINE_MARK_NAME), lambda consume: consume(memoryview(mark)))
+        self._replace_mark(partition, seq)  # again: readers that listed meanwhile look again
         self.quarantined_total += 1
         shown = self._b.display(moved)
         log.warning(

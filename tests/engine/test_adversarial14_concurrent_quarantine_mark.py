@@ -1,0 +1,50 @@
+"""Two concurrent quarantines (two ``quiver fsck --quarantine`` runs on different
+partitions) must not share one temporary name for the mark (they did:
+``segments/QUARANTINE.tmp``).
+
+_Local.put discards a stale tmp before creating its own, so the second quarantine
+unlinks the first one's tmp mid-write; the first then fails (chmod/rename of a tmp
+that is no longer there) *after* its segment was moved aside: quarantine() raises,
+fsck reports "not quarantined: ..." for a segment that was quarantined, and
+``quarantined_total`` misses it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from quiver_spark.format import QUARANTINE_MARK_NAME
+from quiver_spark.fs import FileIO
+from quiver_spark.segment import SegmentLocation
+from tests.stores import int_segments
+
+
+class Interleaved(FileIO):
+    """Runs ``other`` once, right after this process wrote its mark's tmp."""
+
+    other = None
+
+    def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
+        name = os.path.basename(path)  # the mark's tmp, whatever its name
+        if op == "chmod" and name.startswith(QUARANTINE_MARK_NAME) and name.endswith(".tmp"):
+            run, self.other = self.other, None
+            if run is not None:
+                run()
+
+
+def test_concurrent_quarantines_both_succeed(tmp_path: Path) -> None:
+    int_segments(tmp_path, [(0, 1)], partition="p-0")
+    int_segments(tmp_path, [(0, 1)], partition="p-1")
+    seg = str(tmp_path / "segments")
+    io = Interleaved()
+    a, b = SegmentLocation(seg, io=io), SegmentLocation(seg)
+    io.other = lambda: b.quarantine("p-1", 1, "test: damaged (fsck run B)")
+    try:
+        a.quarantine("p-0", 1, "test: damaged (fsck run A)")
+        error = None
+    except OSError as e:
+        error = e
+    assert not a.is_published("p-0", 1) and not b.is_published("p-1", 1)  # both moved
+    assert error is None, f"quarantine A moved its segment aside, then raised: {error!r}"
+    assert a.quarantined_total == 1

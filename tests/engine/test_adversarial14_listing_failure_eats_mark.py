@@ -1,0 +1,49 @@
+"""A consumer that fails while listing after the quarantine mark changed forgets the change.
+
+Subscription._known_seqs stores the new mark (and resets its view) before it lists;
+when the listing raises (a transient error listing one partition, as an object store
+gives), the next plan (an embedded consumer retrying poll) sees an unchanged mark,
+probes that partition from seq 1 and stops at the quarantined seq: the segments
+after it are not planned (nor the quarantine reported) until the periodic listing
+(FULL_LISTING_PERIOD_S = 300 s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from quiver_spark import QuiverStore
+from quiver_spark.errors import DataLossError
+from quiver_spark.position import Position
+from quiver_spark.subscription import Subscription
+from tests.stores import int_segments
+
+
+def test_a_failed_listing_after_a_quarantine_does_not_hide_it(tmp_path: Path) -> None:
+    int_segments(tmp_path, [(0, 1), (1, 1)], partition="p-0")
+    with Subscription.open(str(tmp_path), "r") as sub:
+        first = sub.plan(sub.start())
+        assert first == Position({"p-0": 2})
+        int_segments(tmp_path, [(2, 1), (3, 1), (4, 1)], partition="p-0")  # seqs 3, 4, 5
+        with QuiverStore.open(str(tmp_path), partition=None, create=False) as other:
+            other.segment_location.quarantine("p-0", 3, "test: damaged")
+        loc = sub.location
+        real = loc.published_seqs
+        calls = {"n": 0}
+
+        def flaky(p: str) -> list[int]:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("transient listing error")
+            return real(p)
+
+        loc.published_seqs = flaky  # type: ignore[method-assign]
+        with pytest.raises(OSError):
+            sub.plan(first)  # the listing prompted by the new mark fails once
+        # the next trigger: the quarantine must still be noticed, and seqs 4, 5 planned
+        end = sub.plan(first)
+        assert end == Position({"p-0": 5}), end
+        with pytest.raises(DataLossError, match="quarantine"):
+            sub.segments(first, end)

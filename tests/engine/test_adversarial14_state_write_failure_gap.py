@@ -1,0 +1,56 @@
+"""Seqs are not gapless: a finalize whose STATE write fails skips a seq for good.
+
+PartitionWriter.finalize advances ``_next_seq`` before its commit point
+(``_write_state``); when that write fails (ENOSPC, EIO) the error is kept in
+``maintenance_error`` and the open segment stays, so the retry seals the same rows
+under the *next* seq. The skipped seq is never published (its ``.arrow`` is an orphan
+cleanup removes). Consumers now rely on gapless seqs (ARCHITECTURE.md §5, ``probe_next``
+stops at the first miss, and the hole is not a recorded deletion or a quarantine): the
+partition stalls at the gap until the periodic full listing (FULL_LISTING_PERIOD_S =
+300 s), where it used to wait 10 s.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from quiver_spark import QuiverStore
+from quiver_spark.format import STATE_FILE
+from quiver_spark.fs import FileIO
+from quiver_spark.position import Position
+from quiver_spark.subscription import Subscription
+from tests.stores import HAND_SEALED, int_segments
+
+
+class StateWriteFailsOnce(FileIO):
+    armed = False
+
+    def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
+        if self.armed and op == "open" and os.path.basename(path) == STATE_FILE + ".tmp":
+            self.armed = False
+            raise OSError(28, "injected: no space left on device")
+
+
+def test_a_failed_state_write_leaves_no_gap_in_the_seqs(tmp_path: Path) -> None:
+    int_segments(tmp_path, [(0, 1)], partition="p-0")  # seq 1
+    with Subscription.open(str(tmp_path), "r") as sub:
+        first = sub.plan(sub.start())
+        assert first == Position({"p-0": 1})
+        io = StateWriteFailsOnce()
+        with QuiverStore.open(
+            str(tmp_path), HAND_SEALED, partition="p-0", io=io, background=False
+        ) as store:
+            store.append(pa.record_batch({"k": pa.array([1], type=pa.int64())}))
+            io.armed = True
+            try:
+                store.finalize()  # the STATE write fails
+            except OSError:
+                pass
+            store.finalize()  # the retry publishes the rows
+        published = sub.location.published_seqs("p-0")
+        end = sub.plan(first)  # the consumer's next trigger
+        assert end.is_after(first), f"published seqs {published}, planned nothing: {end}"
+        assert published == [1, 2], f"published seqs {published}: a seq was skipped"
