@@ -70,7 +70,9 @@ SOURCE_OPTION_TABLE: tuple[Option, ...] = (
     Option(FAIL_ON_DATA_LOSS, "true", "a published segment that is gone (not deleted by "
            "retention: quarantined, vanished) or corrupt fails the query naming partition and "
            "sequence; `false` skips and counts it"),
-    Option(SPLIT_SIZE, "64MB", "segments larger than this are read by several tasks"),
+    Option(SPLIT_SIZE, "64MB", "segments larger than this are read by several tasks; "
+           "smaller ones are packed into tasks of about this size (one task per segment "
+           "costs Spark ~30 ms each)"),
 )  # fmt: skip
 
 SOURCE_OPTIONS: dict[str, tuple[str, str]] = {
