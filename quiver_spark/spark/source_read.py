@@ -16,6 +16,7 @@ and ``_quiver_segment`` come from the segment's identity, ``_quiver_row`` is the
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -71,17 +72,30 @@ def _sparkable(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _nullable(f: pa.Field) -> pa.Field:
+    """``f`` and every field nested in it nullable."""
+    t = f.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable(c) for c in t])
+    elif pa.types.is_list(t):
+        t = pa.list_(_nullable(t.value_field))
+    return f.with_type(t).with_nullable(True)
+
+
 def spark_schema_of(arrow: pa.Schema, include_metadata: bool) -> StructType:
     """The Spark schema of a store's Arrow schema (plus the metadata columns if asked).
 
     Dictionary columns read as their values, unsigned integers as the next wider
     signed type (``uint64`` as ``decimal(20,0)``), nanosecond timestamps as Spark's
-    microsecond timestamps (truncated in :func:`conform`).
+    microsecond timestamps (truncated in :func:`conform`). Every column reads as
+    nullable: the store accepts a later segment whose columns differ only in
+    nullability (ARCHITECTURE.md §5), so a column recorded ``not null`` may hold nulls.
     """
     fields = []
     for f in arrow.remove_metadata():
         try:
-            fields.extend(from_arrow_schema(pa.schema([f.with_type(_sparkable(f.type))])).fields)
+            wide = _nullable(f.with_type(_sparkable(f.type)))
+            fields.extend(from_arrow_schema(pa.schema([wide])).fields)
         except Exception as e:  # pyspark raises several types for unsupported types
             raise ConfigError(
                 "schema", f"{f.name}: {f.type}", f"a column type Spark can read ({e})"
@@ -230,13 +244,24 @@ def plan_reads(
     if not small:
         return tasks
     total = sum(cost for _, cost in small)
-    packs = max(-(-total // split_size_bytes), min(len(small), min_tasks - len(tasks)))
-    groups: list[list[Piece]] = [[] for _ in range(packs)]
-    done = 0
-    for m, cost in small:  # by each segment's middle: contiguous groups of ~equal bytes
-        groups[min(packs - 1, (2 * done + cost) * packs // (2 * total))].append((m, 0, m.batches))
+    wanted = max(-(-total // split_size_bytes), min_tasks - len(tasks))
+    packs = max(1, min(len(small), wanted))  # never more groups than segments
+    mids, done = [], 0
+    for _, cost in small:  # each segment's middle, in cumulative bytes
+        mids.append(2 * done + cost)
         done += cost
-    return tasks + [g for g in groups if g]
+    # group k starts at the first segment whose middle passes k/packs of the bytes
+    # (contiguous groups of about equal bytes), but at least one segment after group
+    # k-1's start and early enough to leave one segment to each later group
+    starts: list[int] = []
+    for k in range(packs):
+        want = bisect.bisect_left(mids, 2 * total * k / packs) if k else 0
+        lo = starts[-1] + 1 if starts else 0
+        starts.append(min(max(want, lo), len(small) - (packs - k)))
+    bounds = [*starts, len(small)]
+    return tasks + [
+        [(m, 0, m.batches) for m, _ in small[bounds[k] : bounds[k + 1]]] for k in range(packs)
+    ]
 
 
 # -- data loss ---------------------------------------------------------------------------

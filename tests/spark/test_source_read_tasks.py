@@ -11,6 +11,8 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from quiver_spark.errors import DataLossError
 from quiver_spark.segment import SegmentMeta
@@ -24,6 +26,7 @@ from quiver_spark.spark.source_read import (
     data_loss_report,
     plan_reads,
     read_partition,
+    split_segment,
     spark_schema_of,
 )
 
@@ -90,6 +93,29 @@ def _target(metas: list[SegmentMeta], root: str, include_metadata: bool) -> pa.S
     path = os.path.join(root, "segments", "p-0", f"{metas[0].seq:020d}.arrow")
     schema = pa.ipc.open_file(pa.memory_map(path)).schema
     return arrow_target(spark_schema_of(schema, include_metadata))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.sampled_from([1, 100_000, MB, 3 * MB, 16 * MB, 100 * MB]), max_size=14),
+    split=st.sampled_from([1, 1000, MB, 4 * MB, 64 * MB, 2**40]),
+    min_tasks=st.integers(1, 9),
+)
+def test_every_plan_reads_each_batch_once_in_order_with_enough_tasks(
+    meta: SegmentMeta, sizes: list[int], split: int, min_tasks: int
+) -> None:
+    metas = [_sized(meta, seq, size) for seq, size in enumerate(sizes, 1)]
+    tasks = plan_reads(metas, split, min_tasks=min_tasks)
+    assert all(tasks), "no empty task"
+    pieces = [(m.seq, b0, b1) for t in tasks for m, b0, b1 in t]
+    assert sorted(pieces) == sorted(
+        (m.seq, b0, b1) for m in metas for b0, b1 in split_segment(m, split)
+    )  # every batch range exactly once
+    assert len(tasks) <= max(1, sum(len(split_segment(m, split)) for m in metas)) or not metas
+    small = [m.seq for m in metas if len(split_segment(m, split)) == 1]
+    packed = [[m.seq for m, _, _ in t] for t in tasks if len(split_segment(t[0][0], split)) == 1]
+    assert [q for t in packed for q in t] == small  # small ones in order, groups contiguous
+    assert len(tasks) >= min(len(metas), min_tasks)  # parallelism kept when it can be
 
 
 def test_a_packed_task_serves_every_segment_with_its_own_metadata_columns(tmp_path):

@@ -1,0 +1,24 @@
+"""plan_reads promises "never fewer tasks in all than min_tasks (the parallelism to keep)
+when there are enough segments" (the commit: "never fewer than the driver's CPU count
+when there are enough segments"). Placing segments by their byte midpoints into
+``packs`` groups leaves a group empty when one segment is much larger than the others,
+and empty groups are dropped: 4 small segments on a 4-CPU driver become 3 tasks, two
+segments read serially while a core idles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from quiver_spark.spark.source_read import plan_reads
+
+from .source_helpers import write_segments
+
+MB = 1024 * 1024
+
+
+def test_four_small_segments_on_four_cpus_make_four_tasks(tmp_path):
+    meta = write_segments(str(tmp_path / "s"), 1)[0]
+    metas = [replace(meta, seq=s, size_bytes=size) for s, size in enumerate([MB, MB, MB, 16 * MB], 1)]
+    tasks = plan_reads(metas, 64 * MB, min_tasks=4)  # default splitSize, os.cpu_count() == 4
+    assert [[m.seq for m, _, _ in t] for t in tasks] == [[1], [2], [3], [4]]

@@ -1,0 +1,44 @@
+"""splitSize far below the 4 MB open cost makes plan_reads allocate one (empty) list
+per splitSize-sized slice of the packed bytes: with splitSize=1 every small segment
+costs 4,194,304 Python lists, so planning a handful of tiny segments eats gigabytes
+(the driver's planning process dies or thrashes) where one task per segment did not.
+
+The planning runs in a child process under an address-space limit so the defect shows
+as a MemoryError there instead of exhausting the machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent(
+    """
+    import resource, sys
+    from dataclasses import replace
+    sys.path.insert(0, sys.argv[1])
+    from tests.spark.source_helpers import write_segments
+    from quiver_spark.spark.source_read import plan_reads
+
+    meta = write_segments(sys.argv[2], 1)[0]
+    metas = [replace(meta, seq=s) for s in range(1, 9)]  # 8 small segments, ~1-2 KB each
+    with open("/proc/self/status") as f:
+        vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 768 * 1024 * 1024, resource.RLIM_INFINITY))
+    tasks = plan_reads(metas, 1, min_tasks=2)  # option("splitSize", "1")
+    assert sorted(m.seq for t in tasks for m, _, _ in t) == list(range(1, 9)), tasks
+    print("OK", len(tasks))
+    """
+)
+
+
+def test_split_size_of_one_byte_plans_a_few_small_segments_in_bounded_memory(tmp_path):
+    root = str(__import__("pathlib").Path(__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, root, str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-2000:]
