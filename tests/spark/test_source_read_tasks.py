@@ -26,8 +26,8 @@ from quiver_spark.spark.source_read import (
     data_loss_report,
     plan_reads,
     read_partition,
-    split_segment,
     spark_schema_of,
+    split_segment,
 )
 
 from ..damage import flip_byte
