@@ -64,7 +64,9 @@ partition rows; a pattern that matches nothing is a usage error naming what exis
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import itertools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -159,8 +161,9 @@ def collect_status(
     if registry is not None:
         try:
             names = select("subscriber", subscribers, sorted(registry.subscribers()))
+            lags = {pid: _PartitionLag(ms, sizes.get(pid, {})) for pid, ms in metas.items()}
             for name in names:
-                subs.append(_subscriber_row(registry, name, metas, sizes, now_ns, store))
+                subs.append(_subscriber_row(registry, name, lags, now_ns, store))
         finally:
             registry.close()
     else:
@@ -283,27 +286,57 @@ IDLE_WARNING_S = 3600.0
 """A subscriber that pins bytes and has not acknowledged for this long is warned about."""
 
 
+class _PartitionLag:
+    """A partition's segments in seq order with running on-disk bytes and the oldest
+    ingestion time from each position on: a subscriber's lag costs a bisection at its
+    mark (plus a look at each of its gaps), not a walk of every segment."""
+
+    def __init__(self, metas: list[SegmentMeta], sizes: dict[int, int]) -> None:
+        self.metas = sorted(metas, key=lambda m: m.seq)
+        self.seqs = [m.seq for m in self.metas]
+        self.disk = [sizes.get(m.seq, m.size_bytes) for m in self.metas]
+        self.after = [*list(itertools.accumulate(reversed(self.disk)))[::-1], 0]
+        oldest: list[int | None] = [None] * (len(self.metas) + 1)
+        for i in range(len(self.metas) - 1, -1, -1):
+            t, nxt = self.metas[i].min_ingestion_ns, oldest[i + 1]
+            oldest[i] = t if nxt is None else min(t, nxt)
+        self.oldest = oldest
+
+    def lag(self, hwm: int, gaps: set[int]) -> tuple[int, int, int | None]:
+        """``(segments, bytes on disk, oldest min_ingestion_ns)`` not done."""
+        k = bisect.bisect_right(self.seqs, hwm)
+        done = sorted(i for g in gaps if g > hwm and (i := self._index(g, k)) is not None)
+        if not done:
+            return len(self.seqs) - k, self.after[k], self.oldest[k]
+        skip = set(done)
+        rest = [i for i in range(k, len(self.seqs)) if i not in skip]
+        oldest = min((self.metas[i].min_ingestion_ns for i in rest), default=None)
+        return len(rest), sum(self.disk[i] for i in rest), oldest
+
+    def _index(self, seq: int, lo: int) -> int | None:
+        i = bisect.bisect_left(self.seqs, seq, lo)
+        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+
+
 def _subscriber_row(
     registry: SubscriberRegistry,
     name: str,
-    metas: dict[str, list[SegmentMeta]],
-    sizes: dict[str, dict[int, int]],
+    lags: dict[str, _PartitionLag],
     now_ns: int,
     store: QuiverStore | None = None,
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    for pid in sorted(metas):
+    for pid in sorted(lags):
         hwm = int(registry.hwm(name, pid))
         gaps = set(registry.gaps(name, pid))
-        behind = [m for m in metas[pid] if m.seq > hwm and m.seq not in gaps]
-        oldest = min((m.min_ingestion_ns for m in behind), default=None)
+        n, nbytes, oldest = lags[pid].lag(hwm, gaps)
         rows.append(
             {
                 "partition": pid,
                 "hwm": hwm,
                 "gaps": len(gaps),
-                "lag_segments": len(behind),
-                "lag_bytes": sum(sizes.get(pid, {}).get(m.seq, m.size_bytes) for m in behind),
+                "lag_segments": n,
+                "lag_bytes": nbytes,
                 "lag_seconds": max(0.0, (now_ns - oldest) / 1e9) if oldest is not None else 0.0,
             }
         )
