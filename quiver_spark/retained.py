@@ -74,6 +74,13 @@ class DeletedView(Protocol):
 Key = tuple[str, int]
 
 
+def _deleted_mark(deleted: DeletedView, partition: str) -> tuple[int, int]:
+    """What identifies the ack log's DELETED facts of a partition: they only grow, so
+    the same floor and number of seqs above it are the same facts."""
+    floor, above = deleted.deleted_marks(partition)
+    return floor, len(above)
+
+
 class _Part:
     """One partition's readable segments in seq order; ``infos[lo:]`` are live."""
 
@@ -108,6 +115,10 @@ class _Part:
         self.seqs.append(info.seq)
         self.cum.append((self.cum[-1] if self.cum else 0) + info.size_bytes)
         self.top = max(self.top, info.seq)
+
+    def extend(self, infos: Iterable[SegmentInfo]) -> None:
+        for info in sorted(infos, key=lambda s: s.seq):
+            self.append(info)
 
     def bytes_from(self, i: int) -> int:
         """Bytes of ``infos[i:]`` (``i >= lo``)."""
@@ -158,8 +169,7 @@ class _Part:
     def _rebuild(self, infos: list[SegmentInfo]) -> None:
         top, mark, version = self.top, self.deleted_mark, self.version
         self.__init__(top)  # type: ignore[misc]
-        for info in infos:
-            self.append(info)
+        self.extend(infos)
         self.top, self.deleted_mark, self.version = top, mark, version + 1
 
 
@@ -187,9 +197,8 @@ class RetainedIndex:
         """An index of exactly ``listing`` (partition -> segments) and ``damaged``."""
         index = cls()
         for p, infos in listing.items():
-            part = index._parts[p] = _Part()
-            for info in sorted(infos, key=lambda s: s.seq):
-                part.append(info)
+            index._parts[p] = _Part()
+            index._parts[p].extend(infos)
         for d in damaged:
             index._damaged[(d.partition, d.seq)] = d
             index._parts.setdefault(d.partition, _Part())
@@ -231,7 +240,7 @@ class RetainedIndex:
             if part is None:
                 part = self._parts[p] = _Part()
             floor, above = marks[p] = deleted.deleted_marks(p)
-            mark = (floor, len(above))  # DELETED facts only grow: same mark, same facts
+            mark = (floor, len(above))
             if part.deleted_mark != mark:
                 # another process's pass deleted these; one that died between its
                 # records and its unlinks left files this pass deletes (as a survey would)
@@ -255,15 +264,6 @@ class RetainedIndex:
                 self._add(p, part, f)
             part.top = max(part.top, passed.get(p, 0))
 
-    def note_deleted(self, deleted: DeletedView, partitions: Iterable[str]) -> None:
-        """After this process's own pass deleted in ``partitions`` (and :meth:`remove`):
-        the ack log's DELETED facts are what the index already reflects."""
-        for p in partitions:
-            part = self._parts.get(p)
-            if part is not None:
-                floor, above = deleted.deleted_marks(p)
-                part.deleted_mark = (floor, len(above))
-
     def _survey(self, catalog: Any, deleted: DeletedView | None) -> None:
         survey = getattr(catalog, "survey", None)
         parts: dict[str, _Part] = {}
@@ -272,16 +272,14 @@ class RetainedIndex:
             old = self._parts.get(p)
             part = parts[p] = _Part(old.top if old is not None else 0)
             if deleted is not None:
-                floor, above = deleted.deleted_marks(p)
-                part.top = max(part.top, floor)
-                part.deleted_mark = (floor, len(above))
+                part.deleted_mark = _deleted_mark(deleted, p)
+                part.top = max(part.top, part.deleted_mark[0])
             if survey is None:
                 metas, bad = list(catalog.list(p)), []
             else:
                 found = survey(p)
                 metas, bad = list(found.metas), list(found.damaged)
-            for info in sorted(metas, key=lambda s: s.seq):
-                part.append(info)
+            part.extend(metas)
             for d in bad:
                 damaged[(p, d.seq)] = d
                 part.top = max(part.top, d.seq)
@@ -295,12 +293,17 @@ class RetainedIndex:
         else:
             part.append(found)
 
-    def remove(self, deletions: Mapping[str, Iterable[int]]) -> None:
-        """Forget segments this process deleted."""
+    def remove(
+        self, deletions: Mapping[str, Iterable[int]], deleted: DeletedView | None = None
+    ) -> None:
+        """Forget segments this process deleted; with ``deleted`` (the ack log after
+        this process recorded them), its DELETED facts count as already followed."""
         for p, seqs in deletions.items():
             part = self._parts.get(p)
             if part is not None:
                 part.remove(seqs)
+                if deleted is not None:
+                    part.deleted_mark = _deleted_mark(deleted, p)
 
     # -- reading ------------------------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -308,12 +311,6 @@ class RetainedIndex:
 
     def damaged(self) -> list[DamagedInfo]:
         return [self._damaged[k] for k in sorted(self._damaged)]
-
-    def count(self, partition: str | None = None) -> int:
-        if partition is not None:
-            part = self._parts.get(partition)
-            return len(part) if part is not None else 0
-        return sum(len(p) for p in self._parts.values())
 
     def part_bytes(self, partition: str) -> int:
         part = self._parts.get(partition)

@@ -343,8 +343,7 @@ def apply_retention(
                 dropped = reg.condemn(deletions)
                 for p, seqs in deletions.items():
                     catalog.delete(p, seqs)
-                index.remove(deletions)
-                index.note_deleted(reg, deletions)
+                index.remove(deletions, reg)
     except BaseException:
         index.invalidate()
         raise

@@ -32,3 +32,11 @@ def int_segments(
             assert meta is not None
             metas.append(meta)
     return metas
+
+
+def publish(store: QuiverStore, n: int = 1) -> None:
+    """Append three rows and finalize, ``n`` times, through an open writer: ``n`` new
+    segments of its partition."""
+    for _ in range(n):
+        store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
+        store.finalize()

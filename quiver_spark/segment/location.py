@@ -380,8 +380,6 @@ class _Remote:
 
     def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
         """Small files, one request each, sent together (None: not found)."""
-        if len(paths) < 2:
-            return {p: self._read_or_none(p) for p in paths}
         for d in {p.rsplit("/", 1)[0] for p in paths}:
             self.fs.invalidate_cache(d)
         got = self.fs.cat(paths, on_error="return", start=0)
@@ -395,12 +393,6 @@ class _Remote:
             else:
                 out[p] = bytes(v)
         return out
-
-    def _read_or_none(self, path: str) -> bytes | None:
-        try:
-            return self.read_small(path)
-        except FileNotFoundError:
-            return None
 
     def size(self, path: str) -> int | None:
         self.fs.invalidate_cache(path.rsplit("/", 1)[0])

@@ -450,12 +450,6 @@ class SubscriberRegistry:
         """Seqs above the mark already done, waiting for the holes below them."""
         return frozenset(self._view(sub, partition).gaps)
 
-    def marks(self, sub: str, partition: str) -> tuple[int, set[int]]:
-        """``(hwm, gaps)`` of ``sub`` in ``partition`` without copying (read only)."""
-        st, pid = self.state, self.state.part_ids.get(partition)
-        ps = st.part(self._sid(sub), pid) or (st.deleted.get(pid) if pid is not None else None)
-        return (0, set()) if ps is None else (ps.hwm, ps.gaps)
-
     def nacked(self, sub: str, partition: str) -> frozenset[int]:
         ps = self._view(sub, partition)
         return frozenset(s for s in ps.nacked if not ps.is_done(s))
@@ -501,9 +495,8 @@ class SubscriberRegistry:
         """What retention recorded deleted in ``partition``: ``(floor, above)``, where
         every seq up to ``floor`` is deleted and ``above`` holds the deleted seqs
         beyond it (``(0, frozenset())`` if none)."""
-        pid = self.state.part_ids.get(partition)
-        dl = self.state.deleted.get(pid) if pid is not None else None
-        return (0, frozenset()) if dl is None else (dl.hwm, frozenset(dl.gaps))
+        floor, above = self.deleted_marks(partition)
+        return floor, frozenset(above)
 
     def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]:
         """Like :meth:`deleted_seqs` without copying: ``above`` is the live set (read it,
@@ -520,14 +513,11 @@ class SubscriberRegistry:
         Costs one look at each subscriber's mark, not one per segment.
         """
         pid = self.state.part_ids.get(partition)
-        dl = self.state.deleted.get(pid) if pid is not None else None
-        d_floor, d_above = (dl.hwm, dl.gaps) if dl is not None else (0, set())
-        views = [self.state.part(sid, pid) or dl for sid in self.state.subs]
-        if not views:
+        d_floor, d_above = self.deleted_marks(partition)
+        found = [self.state.marks(sid, pid) for sid in self.state.subs]
+        marks = [v for v in found if v is not None]
+        if not marks or len(marks) < len(found):  # nobody, or one with nothing done here
             return d_floor, set(d_above)
-        if any(v is None for v in views):  # a subscriber with nothing done here
-            return d_floor, set(d_above)
-        marks = [v for v in views if v is not None]
         lowest = min(marks, key=lambda v: v.hwm)
         floor = max(lowest.hwm, d_floor)
         above = {s for s in lowest.gaps if s > floor and all(v.is_done(s) for v in marks)}
@@ -642,9 +632,8 @@ class SubscriberRegistry:
             parts = sorted(st.parts.items(), key=lambda kv: kv[1])
             out = []
             for sid, name in sorted(st.subs.items(), key=lambda kv: kv[1]):
-                progress = st.progress.get(sid, {})
                 for pid, pname in parts:
-                    ps = progress.get(pid) or st.deleted.get(pid)
+                    ps = st.marks(sid, pid)
                     out.append((name, pname, ps.hwm, ps.gaps) if ps else (name, pname, 0, no_gaps))
             return out
 

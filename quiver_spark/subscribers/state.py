@@ -104,12 +104,17 @@ class RegistryState:
             return None
         return self.progress.get(sid, {}).get(pid)
 
-    def is_done(self, sid: int, pid: int | None, seq: int) -> bool:
+    def marks(self, sid: int, pid: int | None) -> PartState | None:
+        """What counts as done for ``sid`` in ``pid``: its own state, else the
+        partition's deleted set (shared, not a copy: read only), else None."""
         ps = self.part(sid, pid)
         if ps is not None:
-            return ps.is_done(seq)
-        dl = self.deleted.get(pid) if pid is not None else None
-        return dl is not None and dl.is_done(seq)
+            return ps
+        return self.deleted.get(pid) if pid is not None else None
+
+    def is_done(self, sid: int, pid: int | None, seq: int) -> bool:
+        ps = self.marks(sid, pid)
+        return ps is not None and ps.is_done(seq)
 
     def view(self, sid: int, pid: int | None) -> PartState:
         ps = self.part(sid, pid)

@@ -12,24 +12,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark import QuiverStore
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.subscribers import Outcome
+from tests.stores import HAND_SEALED, publish
 
-CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
+CFG = HAND_SEALED
 
 
 class Crash(BaseException):
     pass
 
-
-def _publish(store: QuiverStore, n: int) -> None:
-    for _ in range(n):
-        store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
-        store.finalize()
 
 
 def test_the_next_pass_of_a_live_process_deletes_a_condemned_segment(
@@ -43,7 +38,7 @@ def test_the_next_pass_of_a_live_process_deletes_a_condemned_segment(
     ):
         a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
         a.subscribers.register("s")
-        _publish(w, 3)
+        publish(w, 3)
         assert a.run_retention().deleted == {}  # a's first pass surveys: sees 1, 2, 3
         a.subscribers.record("s", "p-0", [1], Outcome.ACK)
 

@@ -12,19 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark import QuiverStore
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.subscribers import Outcome
+from tests.stores import HAND_SEALED, publish
 
-CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
+CFG = HAND_SEALED
 
-
-def _publish(store: QuiverStore, n: int) -> None:
-    for _ in range(n):
-        store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
-        store.finalize()
 
 
 def test_a_deletion_behind_the_front_by_another_process_is_followed(tmp_path: Path) -> None:
@@ -36,7 +30,7 @@ def test_a_deletion_behind_the_front_by_another_process_is_followed(tmp_path: Pa
     ):
         a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
         a.subscribers.register("s")
-        _publish(w, 3)
+        publish(w, 3)
         assert a.run_retention().deleted == {}  # a surveys: 1, 2, 3
         a.subscribers.record("s", "p-0", [2], Outcome.ACK)  # a gap: 1 is still pending
         assert b.run_retention().deleted == {"p-0": [2]}

@@ -10,17 +10,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quiver_spark import QuiverStore, RetentionConfig, SegmentConfig, SizeCapPolicy, StoreConfig
+from quiver_spark import QuiverStore, RetentionConfig, SizeCapPolicy
 from quiver_spark import metrics as qm
 from quiver_spark.fs import DEFAULT_IO, FileIO
 from quiver_spark.policy import replace_policy
@@ -29,19 +30,12 @@ from quiver_spark.retention import observe, plan
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscribers.registry import SubscriberRegistry
 from quiver_spark.subscribers.state import PartState
+from tests.stores import HAND_SEALED, publish
 
 from .retention_reference import reference_plan
+from .subscriber_helpers import HOUR_NS, Seg
 
-HOUR = 3_600_000_000_000
-
-
-@dataclasses.dataclass(frozen=True)
-class Seg:
-    partition: str
-    seq: int
-    size_bytes: int
-    min_ingestion_ns: int
-    max_ingestion_ns: int
+HOUR = HOUR_NS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,13 +146,8 @@ def test_done_summary_is_done_by_all_or_deleted(w: dict[str, Any], upto: int) ->
 
 
 # -- a long-lived index on a real store ------------------------------------------------------
-CFG = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
+CFG = HAND_SEALED
 
-
-def _publish(store: QuiverStore, n: int = 1) -> None:
-    for _ in range(n):
-        store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
-        store.finalize()
 
 
 def _fresh_listing(root: str) -> dict[str, list[int]]:
@@ -183,12 +172,12 @@ def test_an_index_follows_publishes_and_other_processes_deletions(tmp_path: Path
     ):
         a.subscribers.register("s1")
         a.subscribers.register("s2")
-        _publish(w0, 2)
+        publish(w0, 2)
         a.run_retention()  # the first pass surveys
         assert a._retained.surveyed
         acked: dict[tuple[str, str], set[int]] = {}
         for step in range(60):
-            _publish(rnd.choice([w0, w1]), rnd.randint(0, 2))
+            publish(rnd.choice([w0, w1]), rnd.randint(0, 2))
             for sub in ("s1", "s2"):  # acknowledge some of each partition, out of order too
                 for p in ("p-0", "p-1"):
                     done = acked.setdefault((sub, p), set())
@@ -208,51 +197,55 @@ def test_an_index_follows_publishes_and_other_processes_deletions(tmp_path: Path
         assert total_deleted == 0 and _seen(a) == _fresh_listing(root)
 
 
+@contextlib.contextmanager
+def _three_segments_pinned(root: str) -> Iterator[QuiverStore]:
+    """A read-only store after its first retention pass over segments 1-3 of p-0,
+    all pinned by subscriber ``slow``."""
+    with QuiverStore.open(root, CFG, partition="p-0", background=False) as w:
+        with QuiverStore.open(root, CFG, partition=None, background=False) as a:
+            a.subscribers.register("slow")
+            publish(w, 3)
+            a.run_retention()
+            yield a
+
+
 def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> None:
     """A segment removed by hand (no tool, no record, no quarantine mark) behind the
     index's back is not chosen to drop: a pass that would drop unfinished data surveys
     first."""
     root = str(tmp_path)
-    with QuiverStore.open(root, CFG, partition="p-0", background=False) as w:
-        with QuiverStore.open(root, CFG, partition=None, background=False) as a:
-            a.subscribers.register("slow")
-            _publish(w, 3)
-            a.run_retention()
-            assert [s.seq for s in a._retained.segments("p-0")] == [1, 2, 3]
-            for suffix in ("meta", "arrow"):
-                (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
-            a._retained.sync(a.segment_location, a.subscribers)  # incremental: still sees 2
-            assert not a._retained.surveyed and a._retained.get("p-0", 2) is not None
-            replace_policy(root, DEFAULT_IO, {"retention.size_cap": 1,
-                                              "retention.size_cap_policy": SizeCapPolicy.DROP_OLDEST})  # fmt: skip
-            result = a.run_retention()
-            assert a._retained.surveyed, "a pass dropping unfinished data surveys first"
-            assert result.deleted == {"p-0": [1, 3]}
-            assert result.dropped == {"slow": {"p-0": [1, 3]}}
-            assert not a.subscribers.is_deleted("p-0", 2)
+    with _three_segments_pinned(root) as a:
+        assert [s.seq for s in a._retained.segments("p-0")] == [1, 2, 3]
+        for suffix in ("meta", "arrow"):
+            (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
+        a._retained.sync(a.segment_location, a.subscribers)  # incremental: still sees 2
+        assert not a._retained.surveyed and a._retained.get("p-0", 2) is not None
+        replace_policy(root, DEFAULT_IO, {"retention.size_cap": 1,
+                                          "retention.size_cap_policy": SizeCapPolicy.DROP_OLDEST})  # fmt: skip
+        result = a.run_retention()
+        assert a._retained.surveyed, "a pass dropping unfinished data surveys first"
+        assert result.deleted == {"p-0": [1, 3]}
+        assert result.dropped == {"slow": {"p-0": [1, 3]}}
+        assert not a.subscribers.is_deleted("p-0", 2)
 
 
 def test_a_quarantine_makes_the_next_pass_survey(tmp_path: Path) -> None:
     """``quiver fsck --quarantine`` replaces the location's quarantine mark (§5.5):
     every long-lived index surveys at its next pass, without waiting for the period."""
     root = str(tmp_path)
-    with QuiverStore.open(root, CFG, partition="p-0", background=False) as w:
-        with QuiverStore.open(root, CFG, partition=None, background=False) as a:
-            a.subscribers.register("slow")
-            _publish(w, 3)
-            a.run_retention()
-            a.run_retention()
-            assert not a._retained.surveyed
-            other = QuiverStore.open(root, CFG, partition=None, background=False)
-            try:
-                other.segment_location.quarantine("p-0", 2, "test: damaged")
-            finally:
-                other.close()
-            a.run_retention()
-            assert a._retained.surveyed
-            assert [s.seq for s in a._retained.segments("p-0")] == [1, 3]
-            a.run_retention()
-            assert not a._retained.surveyed  # the mark is unchanged since
+    with _three_segments_pinned(root) as a:
+        a.run_retention()
+        assert not a._retained.surveyed
+        other = QuiverStore.open(root, CFG, partition=None, background=False)
+        try:
+            other.segment_location.quarantine("p-0", 2, "test: damaged")
+        finally:
+            other.close()
+        a.run_retention()
+        assert a._retained.surveyed
+        assert [s.seq for s in a._retained.segments("p-0")] == [1, 3]
+        a.run_retention()
+        assert not a._retained.surveyed  # the mark is unchanged since
 
 
 class CountingIO(FileIO):
@@ -294,7 +287,7 @@ def test_a_pass_requests_do_not_grow_with_retained_segments(tmp_path: Path) -> N
                    for i in range(4)]  # fmt: skip
         try:
             for wr in writers:
-                _publish(wr, retained)
+                publish(wr, retained)
             io = CountingIO()
             with QuiverStore.open(root, CFG, partition=None, io=io, background=False) as h:
                 h.subscribers.register("slow")  # pins everything
@@ -302,7 +295,7 @@ def test_a_pass_requests_do_not_grow_with_retained_segments(tmp_path: Path) -> N
                 h.run_retention()  # surveys
                 per_pass = []
                 for k in range(3):
-                    _publish(writers[k % 4])
+                    publish(writers[k % 4])
                     p = f"p-{k % 4}"
                     h.subscribers.record("fast", p, [retained + 1 + k // 4], Outcome.ACK)
                     io.calls = io.entries = 0

@@ -252,3 +252,27 @@ def test_a_segment_after_a_hole_is_planned_at_the_next_trigger_without_a_listing
         assert end == Position({"p-0": 8}) and listings["n"] > 0  # the mark changed: listed
         with pytest.raises(DataLossError, match="quarantine"):
             sub.segments(Position({"p-0": 6}), end)
+
+
+def test_a_seq_removed_by_hand_is_passed_at_the_periodic_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hole no tool made (files removed by hand: no ack-log record, no quarantine
+    mark) holds a consumer's probing until the listing every FULL_LISTING_PERIOD_S,
+    which then plans past it and reports the missing seq."""
+    import quiver_spark.subscription as subscription
+
+    fill(tmp_path, "p-0", [(0, 1)])
+    with Subscription.open(str(tmp_path), "r") as sub:
+        first = sub.plan(sub.start())
+        assert first == Position({"p-0": 1})
+        fill(tmp_path, "p-0", [(1, 1), (2, 1)])  # seqs 2, 3
+        for suffix in ("meta", "arrow"):
+            (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
+        assert sub.plan(first) == first  # probing stops at the hole
+        later = subscription.time.monotonic() + subscription.FULL_LISTING_PERIOD_S + 1
+        monkeypatch.setattr(subscription.time, "monotonic", lambda: later)
+        end = sub.plan(first)
+        assert end == Position({"p-0": 3})
+        with pytest.raises(DataLossError, match="missing"):
+            sub.segments(first, end)
