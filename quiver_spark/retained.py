@@ -228,6 +228,7 @@ class RetainedIndex:
             or now - self._surveyed_at >= RESURVEY_PERIOD_S
             or not hasattr(catalog, "probe_next")
             or not hasattr(catalog, "is_published")
+            or not hasattr(catalog, "finish_deletes")
         ):
             self._survey(catalog, deleted)
             self._surveyed_at = now
@@ -235,6 +236,7 @@ class RetainedIndex:
             return
         self.surveyed = False
         marks: dict[str, tuple[int, frozenset[int] | set[int]]] = {}
+        finished: dict[str, list[int]] = {}  # deleted by others since the last sync
         for p in catalog.partitions():
             part = self._parts.get(p)
             if part is None:
@@ -245,15 +247,16 @@ class RetainedIndex:
                 # another process's pass deleted these; one that died between its
                 # records and its unlinks left files this pass deletes (as a survey would)
                 recorded = part.recorded_deleted(floor, above)
-                part.remove([q for q in recorded if not catalog.is_published(p, q)])
+                deleted_here = [q for q in recorded if not catalog.is_published(p, q)]
+                part.remove(deleted_here)
+                finished.setdefault(p, []).extend(deleted_here)
                 part.deleted_mark = mark
-        passed: dict[str, int] = {}
 
         def gone(p: str, seq: int) -> bool:
             """Published and deleted before this index saw it."""
             floor, above = marks[p]
             if (seq <= floor or seq in above) and not catalog.is_published(p, seq):
-                passed[p] = seq
+                finished.setdefault(p, []).append(seq)
                 return True
             return False
 
@@ -262,7 +265,10 @@ class RetainedIndex:
             part = self._parts[p]
             for f in new:
                 self._add(p, part, f)
-            part.top = max(part.top, passed.get(p, 0))
+            part.top = max([part.top, *finished.get(p, ())])
+        # a deletion that died between its unlinks left .arrow files: finish it
+        for p, seqs in finished.items():
+            catalog.finish_deletes(p, seqs)
 
     def _survey(self, catalog: Any, deleted: DeletedView | None) -> None:
         survey = getattr(catalog, "survey", None)

@@ -158,9 +158,15 @@ def plan(
             if hit is not None and (p, seq) not in chosen:
                 processed.append(hit)
     processed.sort(key=lambda s: (s.max_ingestion_ns, s.partition, s.seq), reverse=True)
+    condemned = {p: registry.deleted_marks(p) for p in parts}
+
+    def kept_as_headroom(s: SegmentInfo) -> bool:  # never one a pass already condemned
+        floor, above = condemned[s.partition]
+        return not (s.seq <= floor or s.seq in above)
+
     spool, kept = [], 0
     for s in processed:
-        if kept + s.size_bytes <= config.steady_state_headroom_bytes:
+        if kept + s.size_bytes <= config.steady_state_headroom_bytes and kept_as_headroom(s):
             kept += s.size_bytes
             spool.append(s)
         else:

@@ -863,6 +863,16 @@ class SegmentLocation:
         self._b.remove([a for a, _ in pairs])
         log.info("quiver.segment.delete partition=%s seqs=%d", partition, len(pairs))
 
+    def finish_deletes(self, partition: str, seqs: Iterable[int]) -> builtins.list[int]:
+        """Remove the ``.arrow`` left by a deletion that died between its unlinks, for
+        ``seqs`` the caller knows were deleted (the ack log records them and their
+        ``.meta`` is gone): one existence check each. Returns the seqs finished."""
+        left = [q for q in seqs if self._b.has_file(self._paths(partition, q)[0])]
+        if left:
+            self._b.remove([self._paths(partition, q)[0] for q in left])
+            log.info("quiver.segment.delete_finished partition=%s seqs=%s", partition, left)
+        return left
+
     def cleanup(self, partition: str) -> CleanupReport:
         """Remove ``*.tmp`` files and unpublished ``.arrow`` files of ``partition``.
 

@@ -79,7 +79,9 @@ def reference_plan(
     processed.sort(key=lambda s: (s.max_ingestion_ns, s.partition, s.seq), reverse=True)
     spool, kept = [], 0
     for s in processed:
-        if kept + s.size_bytes <= config.steady_state_headroom_bytes:
+        if kept + s.size_bytes <= config.steady_state_headroom_bytes and not registry.is_deleted(
+            s.partition, s.seq
+        ):  # a segment a pass already condemned (DELETED recorded) is never kept
             kept += s.size_bytes
             spool.append(s)
         else:

@@ -1,0 +1,46 @@
+"""A pass that dies after ``condemn`` recorded a segment DELETED (and ``dropped`` for a
+subscriber not done) but before any unlink leaves it on disk. ARCHITECTURE.md §8.7:
+"A crash in between leaves condemned segments that the next pass deletes". With
+``steady_state_headroom`` > 0 the next pass does not: a recorded-deleted seq counts as
+done (``done_summary``), so the steady layer puts it in the spool and keeps it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quiver_spark import QuiverStore, RetentionConfig, SegmentConfig, StoreConfig
+from quiver_spark.retained import RetainedIndex
+from tests.stores import publish
+
+CFG = StoreConfig(
+    segment=SegmentConfig(max_open_duration_s=3600),
+    retention=RetentionConfig(steady_state_headroom_bytes=1 << 30),
+)
+
+
+def test_a_condemned_segment_is_deleted_by_the_next_pass_despite_headroom(
+    tmp_path: Path
+) -> None:
+    root = str(tmp_path)
+    with (
+        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
+        QuiverStore.open(root, CFG, partition=None, background=False) as a,
+        QuiverStore.open(root, CFG, partition=None, background=False) as b,
+    ):
+        a._retained = RetainedIndex(clock=lambda: 0.0)
+        a.subscribers.register("s")
+        publish(w, 3)
+        assert a.run_retention().deleted == {}
+
+        # b's pass condemned seq 1 (chosen by time / drop_oldest: s gets `dropped`) and
+        # died before unlinking anything: the records without the deletion
+        with b.subscribers.exclusive() as reg:
+            reg.condemn({"p-0": [1]})
+        assert b.subscribers.is_deleted("p-0", 1)
+        assert a.segment_location.published_seqs("p-0") == [1, 2, 3]
+
+        a.run_retention()
+        assert a.segment_location.published_seqs("p-0") == [2, 3], (
+            "a condemned segment stays on disk, kept as headroom"
+        )

@@ -1,0 +1,62 @@
+"""A retention pass that dies between its two unlinks (every ``.meta`` removed, the
+``.arrow`` files not yet) leaves a condemned segment's data file behind.
+ARCHITECTURE.md §8.7: "A crash in between leaves condemned segments that the next pass
+deletes". A long-lived handle's next pass never does: the seq is no longer published,
+so neither its incremental index nor a survey lists it, and ``catalog.delete`` is only
+called for seqs a plan selects. The ``.arrow`` stays on disk (uncounted against the
+size cap) until the partition's writer happens to recover.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from quiver_spark import QuiverStore
+from quiver_spark.retained import RetainedIndex
+from quiver_spark.subscribers import Outcome
+from tests.stores import HAND_SEALED, publish
+
+CFG = HAND_SEALED
+
+
+class Crash(BaseException):
+    pass
+
+
+def test_next_pass_removes_the_arrow_a_crashed_pass_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path)
+    with (
+        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
+        QuiverStore.open(root, CFG, partition=None, background=False) as a,
+        QuiverStore.open(root, CFG, partition=None, background=False) as b,
+    ):
+        a._retained = RetainedIndex(clock=lambda: 0.0)
+        a.subscribers.register("s")
+        publish(w, 3)
+        assert a.run_retention().deleted == {}
+        a.subscribers.record("s", "p-0", [1], Outcome.ACK)
+
+        backend = b.segment_location._b
+        real_remove = backend.remove
+        calls = []
+
+        def remove(paths, *args, **kw):  # type: ignore[no-untyped-def]
+            calls.append(paths)
+            if len(calls) == 2:  # the .meta files went; die before the .arrow files
+                raise Crash("process b dies between the two unlinks")
+            return real_remove(paths, *args, **kw)
+
+        monkeypatch.setattr(backend, "remove", remove)
+        with pytest.raises(Crash):
+            b.run_retention()
+        arrow = b.segment_location.data_path("p-0", 1)
+        assert os.path.exists(arrow)
+        assert a.segment_location.published_seqs("p-0") == [2, 3]
+
+        a.run_retention()  # the next pass (b is gone)
+        assert not os.path.exists(arrow), "condemned segment's .arrow left on disk"
