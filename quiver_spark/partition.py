@@ -169,11 +169,18 @@ class PartitionWriter:
         # (the background flusher's, or one a maintenance tick met): raised once to
         # the next such call, so no later flush acknowledges what it left undurable.
         self._unreported_wal: BaseException | None = None
+        # set by a WAL failure, cleared once a recovery sealed what it replayed
+        self._seal_on_recovery = False
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
             self.recovery = self._recover()
         except BaseException:
+            if hasattr(self, "wal"):  # stop its flusher thread; it never opened a file
+                try:
+                    self.wal.close()
+                except Exception as e:
+                    log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, e)
             self._flock.release()
             raise
 
@@ -385,6 +392,7 @@ class PartitionWriter:
             )
         if isinstance(e, WalFailedError) or self.wal.failed:
             self._unreported_wal = self._unreported_wal or e
+            self._seal_on_recovery = True
 
     def _reported(self, e: BaseException) -> None:
         """``e`` reaches a caller of append/flush/finalize/begin_txn: a WAL failure
@@ -408,7 +416,12 @@ class PartitionWriter:
             e, self._unreported_wal = self._unreported_wal, None
             raise e
         if self._broken is not None:
-            self._rebuild()
+            try:
+                self._rebuild()
+            except WalFailedError:
+                if foreground:
+                    self._unreported_wal = None
+                raise
         return True
 
     def _rebuild(self) -> None:
@@ -421,10 +434,15 @@ class PartitionWriter:
         whose only copy is the failed file.
         """
         cause = self._broken
-        self.wal.close()  # idempotent; raises once if its last flush fails
+        try:
+            self.wal.close()  # idempotent; raises once if its last flush fails
+        except WalFailedError as e:
+            self._unreported_wal = e
+            self._seal_on_recovery = True
+            raise
         try:
             self.recovery = self._recover(republish=True)
-            if isinstance(cause, WalFailedError) and self._open:
+            if self._seal_on_recovery and self._open:
                 self._finalize()
         except BaseException as e:
             self._broken = e
@@ -435,6 +453,7 @@ class PartitionWriter:
             raise
         self._broken = None
         self._unreported_wal = None
+        self._seal_on_recovery = False
         log.warning(
             "quiver.writer.recovered partition=%s after=%s %s",
             self.pid,

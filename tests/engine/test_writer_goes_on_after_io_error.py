@@ -181,3 +181,22 @@ def test_a_heartbeat_that_cannot_be_written_fails_no_tick(tmp_path: Path) -> Non
     store.maintain()
     store.close()
     assert _reopened(root) == [0, 1, 2]
+
+
+def test_rows_left_in_a_failed_wal_are_sealed_even_when_the_first_recovery_fails(
+    tmp_path: Path,
+) -> None:
+    root = str(tmp_path / "s")
+    io = FaultyIO()
+    store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
+    store.append(_batch(0))
+    io.fail("write", 1, errno.ENOSPC, path_contains=f"{os.sep}wal{os.sep}")
+    with pytest.raises(WalFailedError):
+        store.append(_batch(100))
+    io.fail("open", 1, errno.ENOSPC, path_contains=".arrow")
+    with pytest.raises(OSError):
+        store.append(_batch(100))  # the recovery's sealing meets a full disk
+    store.append(_batch(3))
+    assert _seen(store) == [0, 1, 2]
+    store.close()
+    assert _reopened(root) == list(range(6))
