@@ -14,7 +14,7 @@ unreadable advisory heartbeat) is what a crash leaves and recovery repairs.
 :func:`check_store` returns an :class:`FsckReport`; ``quiver fsck`` only renders it.
 
 ``Finding.kind`` is one of ``store``, ``state``, ``wal``, ``wal_torn_tail``,
-``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``, ``commit``,
+``segment``, ``segment_meta``, ``segment_orphan``, ``segment_pending``, ``heartbeat``, ``commit``,
 ``subscribers``; ``action`` is ``"quarantined to <path>"`` or
 ``"not quarantined: <why>"`` when quarantining acted on the finding.
 """
@@ -236,7 +236,15 @@ class StoreChecker:
     def _plan_segments(self, pid: str) -> list[Task]:
         loc = self.store.segment_location
         listing = loc.listing(pid)
+        committed = self._publishing(pid)
         for seq in listing.unpublished:
+            if committed is not None and committed.seq == seq:
+                self._warning(
+                    "segment_pending", loc.data_path(pid, seq),
+                    "segment committed in STATE but not yet published (the partition's next "
+                    "writer publishes it; do not remove it)", partition=pid, seq=seq,
+                )  # fmt: skip
+                continue
             self._warning(
                 "segment_orphan", loc.data_path(pid, seq),
                 "segment file without metadata: never published (recovery removes it)",
@@ -255,6 +263,16 @@ class StoreChecker:
                 continue
             tasks.append((max(1, meta.size_bytes), self._segment_task(meta)))
         return tasks
+
+    def _publishing(self, pid: str) -> SegmentMeta | None:
+        """The segment the partition's STATE commits but may not have published yet."""
+        path = os.path.join(self.store.wal_root, pid, fmt.STATE_FILE)
+        try:
+            body = fmt.decode_frame(path, fmt.MAGIC_STATE, self.store.io.read_file(path))
+            raw = body.get("publishing")
+            return SegmentMeta.from_body(path, raw) if raw else None
+        except (OSError, CorruptionError):
+            return None  # a damaged STATE is reported by its own check
 
     def _segment_task(self, meta: SegmentMeta) -> Callable[[], None]:
         def work() -> None:

@@ -29,6 +29,7 @@ from .errors import (
     SegmentMissingError,
     StoreAtCapacityError,
     StoreClosedError,
+    WalFailedError,
 )
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .ranges import RangeSet, ranges_of
@@ -161,11 +162,25 @@ class PartitionWriter:
         self._admitting: set[int] = set()
         self._recovering = False
         self.maintenance_error: BaseException | None = None
+        # A failure that may have left the in-memory state other than what recovery
+        # would rebuild from disk (§7.4): the next call discards it and recovers.
+        self._broken: BaseException | None = None
+        # A WAL failure no caller of append/flush/finalize/begin_txn has seen yet
+        # (the background flusher's, or one a maintenance tick met): raised once to
+        # the next such call, so no later flush acknowledges what it left undurable.
+        self._unreported_wal: BaseException | None = None
+        # set by a WAL failure, cleared once a recovery sealed what it replayed
+        self._seal_on_recovery = False
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
             self.recovery = self._recover()
         except BaseException:
+            if hasattr(self, "wal"):  # stop its flusher thread; it never opened a file
+                try:
+                    self.wal.close()
+                except Exception as e:
+                    log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, e)
             self._flock.release()
             raise
 
@@ -192,9 +207,16 @@ class PartitionWriter:
         }
         self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
 
-    def _recover(self) -> RecoveryReport:
+    def _recover(self, *, republish: bool = False) -> RecoveryReport:
+        """Rebuild the in-memory state from disk (§7.3); ``republish``: write the
+        ``.meta`` of STATE's ``publishing`` segment again even if it exists (its name
+        may not be durable after a publication that failed in this process)."""
         t0 = time.monotonic()
         rep = RecoveryReport(partition=self.pid)
+        self._open = _OpenSegment()
+        self._pending = {}
+        self._unpublished = None
+        self._admitting = set()
         state = self._read_state()
         self._covered = RangeSet(tuple(r) for r in state["covered"])
         self._next_seq = int(state["next_seq"])
@@ -208,7 +230,14 @@ class PartitionWriter:
             deleted_max, is_deleted = self._deleted(self.pid)
         if publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
-            if not self.segments.is_published(self.pid, meta.seq):
+            if republish and not is_deleted(meta.seq):
+                try:
+                    self.segments.publish(meta, again=True)
+                    rep.republished_seq = meta.seq
+                except SegmentMissingError as e:
+                    if e.kind != "missing":
+                        raise
+            elif not self.segments.is_published(self.pid, meta.seq):
                 # Either we crashed between the STATE commit point and publication (the
                 # .arrow is there: finish publishing), or the segment was published and
                 # retention deleted it since (the ack log says so, or the .arrow is gone;
@@ -345,14 +374,106 @@ class PartitionWriter:
                     )
                 txn.records.append((rec.seq, rec.ingestion_ns, batch))
 
+    # -- a failed I/O in a process that goes on (§7.4) ------------------------------------
+    def _poison(self, e: BaseException) -> None:
+        """Discard the in-memory state after ``e``: the next call recovers from disk.
+
+        Used wherever a failure may leave memory other than what recovery would
+        rebuild (a STATE or ``.meta`` write whose outcome on disk is unknown, an
+        admission cut short, a failed WAL instance, a WAL deletion cut short).
+        """
+        if self._broken is None:
+            self._broken = e
+            log.error(
+                "quiver.writer.discarded partition=%s error=%s: the next call recovers "
+                "the partition from disk",
+                self.pid,
+                e,
+            )
+        if isinstance(e, WalFailedError) or self.wal.failed:
+            self._unreported_wal = self._unreported_wal or e
+            self._seal_on_recovery = True
+
+    def _reported(self, e: BaseException) -> None:
+        """``e`` reaches a caller of append/flush/finalize/begin_txn: a WAL failure
+        among its causes has been reported."""
+        if isinstance(e, WalFailedError):
+            self._unreported_wal = None
+
+    def _ready(self, *, foreground: bool = True) -> bool:
+        """Make the writer usable for the next operation (caller holds the lock).
+
+        Raises a WAL failure nobody was told of to a foreground caller (once); then
+        rebuilds a discarded state through recovery. Returns False (nothing done) for
+        a background caller while a WAL failure waits to be reported.
+        """
+        self._check_open()
+        if self._broken is None and self.wal.failed:
+            self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
+        if self._unreported_wal is not None:
+            if not foreground:
+                return False
+            e, self._unreported_wal = self._unreported_wal, None
+            raise e
+        if self._broken is not None:
+            try:
+                self._rebuild()
+            except WalFailedError:
+                if foreground:
+                    self._unreported_wal = None
+                raise
+        return True
+
+    def _rebuild(self) -> None:
+        """Recover the partition from disk in place, keeping the partition lock.
+
+        The old WAL writer is closed first (its written records are flushed unless it
+        failed: a failed file is never synced again) and recovery opens a new file.
+        After a WAL failure the records recovery replays into the open segment are
+        sealed at once, through new files, so no later flush acknowledges a record
+        whose only copy is the failed file.
+        """
+        cause = self._broken
+        try:
+            self.wal.close()  # idempotent; raises once if its last flush fails
+        except WalFailedError as e:
+            self._unreported_wal = e
+            self._seal_on_recovery = True
+            raise
+        try:
+            self.recovery = self._recover(republish=True)
+            if self._seal_on_recovery and self._open:
+                self._finalize()
+        except BaseException as e:
+            self._broken = e
+            try:
+                self.wal.close()
+            except Exception as close_error:  # never opened a file: nothing to lose
+                log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, close_error)
+            raise
+        self._broken = None
+        self._unreported_wal = None
+        self._seal_on_recovery = False
+        log.warning(
+            "quiver.writer.recovered partition=%s after=%s %s",
+            self.pid,
+            cause,
+            self.recovery.summary(),
+        )
+
     # -- appends -------------------------------------------------------------------
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction; returns its id (the seq of its REC_TXN record)."""
         validate_name("transaction app id", app)
         with self._lock:
-            self._check_open()
+            self._ready()
             payload = encode_txn(app, int(version), tag)
-            seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
+            try:
+                seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
+            except WalFailedError as e:
+                self._poison(e)
+                self._reported(e)
+                raise
             self._pending[seq] = _Txn(seq, app, int(version), tag)
             return seq
 
@@ -365,15 +486,20 @@ class PartitionWriter:
         maintenance tick), never raised, so a caller never retries a written record.
         """
         with self._lock:
-            self._check_open()
+            self._ready()
             if txn_id and txn_id not in self._pending:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
             self._make_room(batch.nbytes)
             schema = self._open.schema
             if not txn_id and schema is not None and not batch.schema.equals(schema):
-                self.finalize()  # a segment holds one schema: seal before writing
+                self._finalize()  # a segment holds one schema: seal before writing
             ns = time.time_ns()
-            seq = self.wal.append_batch(batch, ingestion_ns=ns, txn_id=txn_id)
+            try:
+                seq = self.wal.append_batch(batch, ingestion_ns=ns, txn_id=txn_id)
+            except WalFailedError as e:
+                self._poison(e)
+                self._reported(e)
+                raise
             self.last_write_ns = ns
             if txn_id:
                 txn = self._pending[txn_id]
@@ -384,7 +510,7 @@ class PartitionWriter:
             self._open.add(seq, ns, batch)
             if self._open.nbytes >= self.config.segment.target_size_bytes:
                 try:
-                    self.finalize()
+                    self._finalize()
                 except Exception as e:  # the record is written: report it, do not raise
                     self._maintenance_failed("finalize after append", e)
             return seq
@@ -396,8 +522,21 @@ class PartitionWriter:
     def flush(self) -> int:
         """Barrier: every append made before the call is durable on return."""
         with self._lock:
-            self._check_open()
-        return self.wal.flush()
+            self._ready()
+            wal = self.wal
+        try:
+            return wal.flush()
+        except (WalFailedError, StoreClosedError) as e:
+            with self._lock:
+                if wal is not self.wal and not wal.failed:
+                    # recovered meanwhile by another thread: closing the old WAL
+                    # flushed every record it held; the new one holds the rest
+                    return self.flush()
+                if isinstance(e, WalFailedError):
+                    if wal is self.wal:
+                        self._poison(e)
+                    self._reported(e)
+            raise
 
     def _admit(
         self,
@@ -411,7 +550,9 @@ class PartitionWriter:
         segment after the last of its records, so a segment never covers a marker
         before all its data (recovery resolves uncovered records through the marker).
         Records not yet admitted stay in ``_admitting`` so a finalize triggered midway
-        (schema change, ``segment.target_size``) keeps their WAL files.
+        (schema change, ``segment.target_size``) keeps their WAL files. A finalize that
+        fails midway leaves the rest of the records nowhere in memory: the state is
+        discarded and the next call replays them from the WAL (§7.4).
         """
         self._admitting = {seq for seq, _, _ in records}
         if marker is not None:
@@ -420,13 +561,16 @@ class PartitionWriter:
             for seq, ns, batch in records:
                 schema = self._open.schema
                 if schema is not None and not batch.schema.equals(schema):
-                    self.finalize()
+                    self._finalize()
                 self._open.add(seq, ns, batch, since)
                 self._admitting.discard(seq)
                 if self._open.nbytes >= self.config.segment.target_size_bytes:
-                    self.finalize()
+                    self._finalize()
             if marker is not None:
                 self._open.seqs.append(marker)
+        except BaseException as e:
+            self._poison(e)
+            raise
         finally:
             self._admitting = set()
 
@@ -444,7 +588,7 @@ class PartitionWriter:
         if self.wal.total_bytes + nbytes <= limit:
             return
         self.check_fits(nbytes)
-        self.finalize()
+        self._finalize()
         deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
         while self.wal.total_bytes + nbytes > limit:
             if time.monotonic() >= deadline:
@@ -454,7 +598,7 @@ class PartitionWriter:
                 )
             time.sleep(0.05)
             self._resolve()
-            self.finalize()
+            self._finalize()
 
     # -- transactions ------------------------------------------------------------------
     def _resolve(self) -> None:
@@ -491,48 +635,60 @@ class PartitionWriter:
         """Publish the segment past the commit point; idempotent, retried until it lands.
 
         If publication fails (say an object store answered with an error after the
-        copy took effect), the rows already belong to that segment: the next finalize
-        or maintenance tick publishes the same segment again, never a new one.
+        copy took effect, or the directory fsync after the rename failed), the rows
+        already belong to that segment, but whether its ``.meta`` is durable is
+        unknown: the state is discarded and the next call's recovery writes the same
+        ``.meta`` again, through a new file, before STATE stops naming it.
         """
         if self._unpublished is not None:
-            self.segments.publish(self._unpublished)
+            try:
+                self.segments.publish(self._unpublished)
+            except BaseException as e:
+                self._poison(e)
+                raise
             self._unpublished = None
 
     def finalize(self) -> SegmentMeta | None:
         """Seal the open segment into a published segment; None when it is empty."""
         with self._lock:
-            self._check_open()
-            self._publish_pending()
-            seg = self._open
-            batches = seg.batches
-            if not batches:
-                if seg.seqs:  # only transaction markers: nothing to publish, but covered
-                    for lo, hi in ranges_of(seg.seqs):
-                        self._covered.add(lo, hi)
-                    self._open = _OpenSegment()
-                return None
-            seq = self._next_seq
-            meta = self.segments.write_data(
-                self.pid,
-                seq,
-                batches,
-                min_ingestion_ns=seg.min_ns,
-                max_ingestion_ns=seg.max_ns,
-                wal_ranges=ranges_of(seg.seqs),
-                event_time_column=self.config.segment.event_time_column,
-                target_batch_rows=self.config.segment.target_batch_rows,
-            )
-            before = list(self._covered)
+            self._ready()
+            try:
+                return self._finalize()
+            except BaseException as e:
+                self._reported(e)
+                raise
+
+    def _finalize(self) -> SegmentMeta | None:
+        self._publish_pending()
+        seg = self._open
+        batches = seg.batches
+        if not batches:
+            if seg.seqs:  # only transaction markers: nothing to publish, but covered
+                for lo, hi in ranges_of(seg.seqs):
+                    self._covered.add(lo, hi)
+                self._open = _OpenSegment()
+            return None
+        seq = self._next_seq
+        # A failure here changes nothing recovery would not redo: the rows stay open
+        # and the retry writes the same seq again (any orphan .arrow is replaced).
+        meta = self.segments.write_data(
+            self.pid,
+            seq,
+            batches,
+            min_ingestion_ns=seg.min_ns,
+            max_ingestion_ns=seg.max_ns,
+            wal_ranges=ranges_of(seg.seqs),
+            event_time_column=self.config.segment.event_time_column,
+            target_batch_rows=self.config.segment.target_batch_rows,
+        )
+        try:
             for lo, hi in meta.wal_ranges:
                 self._covered.add(lo, hi)
             self._next_seq = seq + 1
-            try:
-                self._write_state(meta)  # commit point: these rows now belong to ``meta``
-            except BaseException:
-                # not committed: the rows stay in the open segment, and the retry seals
-                # them under this same seq (seqs stay gapless, §5; readers probe on them)
-                self._covered, self._next_seq = RangeSet(before), seq
-                raise
+            # commit point: these rows now belong to ``meta``. A failed write may
+            # have replaced STATE all the same (its directory fsync failed after the
+            # rename): only recovery knows, so the state is discarded (§7.4).
+            self._write_state(meta)
             self._open = _OpenSegment()
             self._unpublished = meta
             self._publish_pending()
@@ -548,7 +704,10 @@ class PartitionWriter:
             self.wal.rotate()
             if not self._recovering:  # recovery truncates once the whole WAL is replayed
                 self._truncate_wal()
-            return meta
+        except BaseException as e:
+            self._poison(e)
+            raise
+        return meta
 
     def _truncate_wal(self) -> None:
         """Delete WAL files whose every record is in a durable segment or discarded."""
@@ -583,17 +742,31 @@ class PartitionWriter:
 
     # -- maintenance and status ---------------------------------------------------------
     def maintain(self) -> SegmentMeta | None:
-        """Resolve decided transactions and finalize an open segment past its age."""
+        """Resolve decided transactions and finalize an open segment past its age.
+
+        A failure is kept in :attr:`maintenance_error` and raised; the next tick
+        retries (recovering the partition first when the failure discarded its
+        state). While a WAL failure waits to be reported to a caller of append or
+        flush, a tick does nothing.
+        """
         with self._lock:
             if self._closed:
                 return None
-            self._publish_pending()
-            self._resolve()
-            due = self._open and (
-                time.monotonic() - self._open.opened_mono >= self.config.segment.max_open_duration_s
-                or self._open.nbytes >= self.config.segment.target_size_bytes
-            )
-            meta = self.finalize() if due else None
+            try:
+                if not self._ready(foreground=False):
+                    self.maintenance_error = self._unreported_wal
+                    return None
+                self._publish_pending()
+                self._resolve()
+                due = self._open and (
+                    time.monotonic() - self._open.opened_mono
+                    >= self.config.segment.max_open_duration_s
+                    or self._open.nbytes >= self.config.segment.target_size_bytes
+                )
+                meta = self._finalize() if due else None
+            except Exception as e:
+                self._maintenance_failed("maintenance", e)
+                raise
             self.maintenance_error = None
             return meta
 
@@ -614,7 +787,10 @@ class PartitionWriter:
             body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self._open else None
         )
         path = os.path.join(self.dir, fmt.HEARTBEAT_FILE)
-        self.io.write_advisory(path, fmt.encode_frame(fmt.MAGIC_HEARTBEAT, body))
+        try:
+            self.io.write_advisory(path, fmt.encode_frame(fmt.MAGIC_HEARTBEAT, body))
+        except OSError as e:  # advisory: a full disk must not fail the work around it
+            log.warning("quiver.heartbeat.not_written partition=%s: %s", self.pid, e)
 
     def status(self) -> dict:
         with self._lock:
@@ -640,14 +816,23 @@ class PartitionWriter:
             raise StoreClosedError(f"partition {self.pid} writer is closed")
 
     def close(self, *, finalize: bool = True) -> None:
-        """Finalize committed data (unless told not to), sync and release the lock."""
+        """Finalize committed data (unless told not to), sync and release the lock.
+
+        A writer whose state was discarded after a failure does not finalize: its data
+        is in the WAL, which the next open recovers. A WAL failure no caller was told
+        of is raised once everything is released.
+        """
         with self._lock:
             if self._closed:
                 return
+            unreported: BaseException | None = None
             try:
-                if finalize and not self.wal.failed:
+                if self._broken is None and self.wal.failed:
+                    self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
+                unreported = self._unreported_wal
+                if finalize and self._broken is None:
                     self._resolve()
-                    self.finalize()
+                    self._finalize()
                     self.write_heartbeat()  # status must not show a sealed segment as open
             finally:
                 self._closed = True
@@ -655,3 +840,6 @@ class PartitionWriter:
                     self.wal.close()
                 finally:
                     self._flock.release()
+            if unreported is not None:
+                self._unreported_wal = None
+                raise unreported

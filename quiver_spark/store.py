@@ -625,7 +625,8 @@ class QuiverStore:
             while not self._maint_stop.wait(period):
                 try:
                     self.maintain()
-                except Exception:  # keep the thread alive; the next append surfaces errors
+                except Exception as e:  # kept and retried by the next tick
+                    self.maintenance_error = e
                     log.exception("quiver.maintenance.error root=%s", self.root)
 
         self._maint_thread = threading.Thread(target=loop, name="quiver-maintenance", daemon=True)

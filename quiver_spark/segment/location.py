@@ -562,19 +562,23 @@ class SegmentLocation:
             created_ns=time.time_ns(),
         )
 
-    def publish(self, meta: SegmentMeta) -> None:
+    def publish(self, meta: SegmentMeta, *, again: bool = False) -> None:
         """Phase two of :meth:`write`: durably create the ``.meta``, making it visible.
 
         Refuses (SegmentMissingError) when the ``.arrow`` is absent or has another
         size. Idempotent for the same segment; a different one already published
-        under this seq raises :class:`SegmentExistsError`.
+        under this seq raises :class:`SegmentExistsError`. ``again`` writes the same
+        ``.meta`` anew even when it exists (a new file, renamed over it, then the
+        directory fsynced): for a publication that failed after its rename, whose
+        name may not be durable.
         """
         arrow_path, meta_path = self._paths(meta.partition, meta.seq)
         if self._b.exists(meta_path):
             self._same_or_raise(
                 meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
             )
-            return
+            if not again:
+                return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
             state = "missing" if size is None else f"{size} bytes, expected {meta.size_bytes}"

@@ -9,9 +9,10 @@ unsynced (group commit); with ``flush_interval_s == 0`` every append fdatasyncs.
 Any failed write or fsync makes the instance permanently failed (PostgreSQL's
 fsyncgate lesson): later calls raise :class:`~quiver_spark.errors.WalFailedError`
 chained to the original ``OSError``, the failed file is never synced again and no
-sequence number after the failure is ever reported durable. Recovery
-(:func:`quiver_spark.wal.reader.recover_wal`) cuts whatever torn tail the failure
-left.
+sequence number after the failure is ever reported durable. The partition writer
+then replaces the instance through recovery
+(:func:`quiver_spark.wal.reader.recover_wal`), which cuts whatever torn tail the
+failure left and opens a new file (ARCHITECTURE.md §7.4).
 """
 
 from __future__ import annotations
@@ -157,6 +158,15 @@ class WalWriter:
     def failed(self) -> bool:
         """True once a write or fsync failed; the instance is then unusable."""
         return self._failed is not None
+
+    @property
+    def failure(self) -> WalFailedError | None:
+        """The error later calls raise once the instance failed (None while healthy)."""
+        if self._failed is None:
+            return None
+        err = self._failed_error()
+        err.__cause__ = self._failed
+        return err
 
     # -- appending --------------------------------------------------------------------
     def append(self, rtype: int, payload: Payload, *, ingestion_ns: int, txn_id: int = 0) -> int:
@@ -449,7 +459,7 @@ class WalWriter:
         return WalFailedError(
             e.errno,
             f"wal writer for {self._dir} failed ({e}); nothing after seq {self._durable_seq} "
-            "is durable; reopen to recover",
+            "is durable; the partition's next call recovers it from disk into a new wal file",
         )
 
     def _check_failed(self) -> None:

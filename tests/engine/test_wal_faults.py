@@ -66,7 +66,7 @@ def assert_failed_for_good(run: Run, io: FaultyIO, err: int) -> None:
     w, e = run.writer, run.error
     assert w is not None and e is not None, "the injected fault was not reported"
     assert isinstance(e.__cause__, InjectedError) and e.errno == err == e.__cause__.errno
-    assert os.strerror(err) in str(e) and "reopen to recover" in str(e)
+    assert os.strerror(err) in str(e) and "recovers it from disk" in str(e)
     failed_at = next(t.index for t in io.trace if t.failed)
     durable = w.durable_seq
     assert run.acked <= durable < w.next_seq
