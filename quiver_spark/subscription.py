@@ -21,12 +21,14 @@ for a missing sequence, acknowledgements) runs without a JVM.
 from __future__ import annotations
 
 import bisect
+import gc
 import heapq
 import json
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -263,42 +265,82 @@ def classify_vanished(
 
 
 # -- one live consumer per subscriber ---------------------------------------------------------
+LIVE_PURPOSE = "live consumer"
+"""How a live-consumer lock names its holder's role (``readers/<subscriber>.lock``)."""
+
+
+@dataclass
+class _LiveHolder:
+    owner: weakref.ReferenceType[Any]  # the consumer; dead once it is garbage
+    lock: PartitionLock
+
+
 _live_mutex = threading.Lock()
-_live: dict[str, tuple[int, PartitionLock]] = {}  # lock path -> (owner token, lock)
+_live: dict[str, _LiveHolder] = {}  # real lock path -> this process's holder
 
 
-def claim_live(root: str, subscriber: str, token: int) -> None:
-    """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``token`` of this process.
+def live_lock_path(root: str, subscriber: str) -> str:
+    """``<root>/readers/<subscriber>.lock``: held by the subscriber's live consumer."""
+    return os.path.join(root, READERS_DIR, f"{subscriber}.lock")
 
-    A second live consumer of the same subscriber in another process fails fast. A lock
-    already held in this process by another token belongs to a consumer that ended
-    without closing (a Spark query's reader is replaced): it is taken over.
+
+def _holder_of(path: str) -> str:
+    """What the lock file says of its holder: ``pid N on HOST (ROLE since T)``."""
+    try:
+        with open(path, "rb") as f:
+            info = json.loads(f.read(4096).decode() or "{}")
+        return (
+            f"pid {info.get('pid', '?')} on {info.get('host', '?')} "
+            f"({info.get('purpose', LIVE_PURPOSE)} since {info.get('since', '?')})"
+        )
+    except (OSError, ValueError):
+        return "a consumer whose lock file cannot be read"
+
+
+def _refusal(subscriber: str, path: str, holder: str) -> SubscriberError:
+    return SubscriberError(
+        f"subscriber {subscriber!r} already has a live consumer: its live-consumer lock "
+        f"{path} is held by {holder}; a subscriber has one live consumer at a time: stop "
+        "that query or process (or close() that Subscription), or give this consumer its "
+        "own subscriber id (option('subscriber', ...))"
+    )
+
+
+def claim_live(root: str, subscriber: str, owner: object) -> None:
+    """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``owner``.
+
+    A second live consumer of the subscriber is refused, whether it is in another
+    process (the ``flock``) or in this one (a holder that is still reachable). A
+    holder of this process that was dropped without closing (a replaced reader: an
+    object nobody references any more) has ended, so its lock is taken over.
     """
-    path = os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+    path = live_lock_path(root, subscriber)
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    key = os.path.realpath(path)
     with _live_mutex:
-        held = _live.get(path)
+        held = _live.get(key)
+        if held is not None and held.owner() is not None:
+            gc.collect()  # a dropped holder caught in a reference cycle is freed here
         if held is not None:
-            _live[path] = (token, held[1])
+            if held.owner() is not None:
+                raise _refusal(subscriber, path, f"{_holder_of(path)}, in this process")
+            _live[key] = _LiveHolder(weakref.ref(owner), held.lock)
             return
         try:
-            lock = PartitionLock.acquire(path, purpose=f"consumer subscriber={subscriber}")
-        except LockedError as e:
-            raise SubscriberError(
-                f"subscriber {subscriber!r} is already read by a live query or consumer "
-                f"({e.holder}); two live consumers cannot share a subscriber: give each its "
-                "own option('subscriber', ...)"
-            ) from e
-        _live[path] = (token, lock)
+            lock = PartitionLock.acquire(path, purpose=LIVE_PURPOSE)
+        except LockedError as e:  # the holder says all; the flock's own error is noise
+            raise _refusal(subscriber, path, e.holder) from None
+        _live[key] = _LiveHolder(weakref.ref(owner), lock)
 
 
-def release_live(root: str, subscriber: str, token: int) -> None:
-    path = os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+def release_live(root: str, subscriber: str, owner: object) -> None:
+    """Release the subscriber's live-consumer lock if ``owner`` holds it."""
+    key = os.path.realpath(live_lock_path(root, subscriber))
     with _live_mutex:
-        held = _live.get(path)
-        if held is not None and held[0] == token:
-            del _live[path]
-            held[1].release()
+        held = _live.get(key)
+        if held is not None and held.owner() is owner:
+            del _live[key]
+            held.lock.release()
 
 
 def open_store(path: str, config: StoreConfig | None = None) -> QuiverStore:
@@ -363,12 +405,12 @@ class Subscription:
         self._live = live
         self._state = _State()
         if live:
-            claim_live(store.root, name, id(self))
+            claim_live(store.root, name, self)
         try:
             self.registry: SubscriberRegistry = store.subscribers
         except BaseException:
             if live:
-                release_live(store.root, name, id(self))
+                release_live(store.root, name, self)
             raise
 
     @classmethod
@@ -801,7 +843,7 @@ class Subscription:
                 self.store.close()
         finally:
             if self._live:
-                release_live(self.store.root, self.name, id(self))
+                release_live(self.store.root, self.name, self)
                 self._live = False
 
     def __enter__(self) -> Subscription:
