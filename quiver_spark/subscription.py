@@ -520,11 +520,14 @@ class Subscription:
             st.known, st.quarantined = known, quarantined
             st.last_full_listing, st.quarantine_mark = now, mark
             return st.known, st.quarantined
+        self.registry.refresh()
         starts = {}
         for p in self.store.partitions():  # one listing of partition names
             seqs = st.known.setdefault(p, [])
-            starts[p] = seqs[-1] + 1 if seqs else 1
-        self.registry.refresh()
+            # every seq up to the ack log's deleted floor is gone: a partition whose
+            # segments were all deleted is probed past its history, not through it
+            floor, _ = self.registry.deleted_marks(p)
+            starts[p] = max(seqs[-1] + 1 if seqs else 1, floor + 1)
 
         def hole(p: str, seq: int) -> bool:  # deleted before this consumer saw it, or moved aside
             return seq in st.quarantined.get(p, ()) or self.registry.is_deleted(p, seq)
