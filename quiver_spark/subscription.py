@@ -39,6 +39,7 @@ import pyarrow as pa
 from . import format as fmt
 from .config import StoreConfig, validate_name
 from .errors import (
+    ConfigError,
     CorruptionError,
     DataLossError,
     LockedError,
@@ -50,6 +51,7 @@ from .errors import (
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .metrics import SOURCE_ACKED, SOURCE_DROPPED, SOURCE_LOST, Metrics
 from .missing import CORRUPT, DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
+from .options import parse_choice
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
@@ -81,6 +83,17 @@ class Start(Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     ACKED = "acked"
+
+
+def start_of(position: Start | str | None) -> Start | None:
+    """``position`` as a :class:`Start`: one, None, or a name ``startingPosition``
+    takes (``earliest``, ``latest``, ``acked``, any case)."""
+    if position is None or isinstance(position, Start):
+        return position
+    names = [s.value for s in Start]
+    if not isinstance(position, str):
+        raise ConfigError("position", position, " | ".join(names))
+    return Start(parse_choice("position", position, names))
 
 
 @dataclass(frozen=True)
@@ -559,13 +572,17 @@ class Subscription:
             {p: h for p in self.store.partitions() if (h := self.registry.hwm(self.name, p)) > 0}
         )
 
-    def start(self, position: Start | None = None, *, since_ns: int | None = None) -> Position:
+    def start(
+        self, position: Start | str | None = None, *, since_ns: int | None = None
+    ) -> Position:
         """Register the subscriber if new and return where a consumer without a
         position of its own starts: ``acked`` (default for a known subscriber),
         ``earliest`` (default for a new one: the first retained or lost segment) or
         ``latest`` (after everything published now). ``since_ns`` instead starts at the
         first segment holding a row ingested at or after that time (epoch ns), so no
-        such row is missed (rows of that segment ingested before it come along)."""
+        such row is missed (rows of that segment ingested before it come along).
+        ``position`` may be named as the ``startingPosition`` option is."""
+        wanted = start_of(position)
         self.seal_idle(force=True)
         # A seq published once but now lost (quarantined, vanished) counts as retained:
         # an earliest start plans it, so its loss is reported (§9a), never skipped.
@@ -584,7 +601,7 @@ class Subscription:
             known = self.name in self.registry.subscribers()
             if not known:
                 self._refuse_if_expired()
-            position = position or (Start.ACKED if known else Start.EARLIEST)
+            position = wanted or (Start.ACKED if known else Start.EARLIEST)
             self.registry.register(
                 self.name,
                 start=by_time
