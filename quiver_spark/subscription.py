@@ -417,6 +417,7 @@ class Subscription:
         self._owns_store = owns_store
         self._live = live
         self._state = _State()
+        self._registered = False  # seen registered (a live consumer is never expired)
         if live:
             claim_live(store.root, name, self)
         try:
@@ -451,7 +452,24 @@ class Subscription:
 
     def registered(self) -> bool:
         self.registry.refresh()
-        return self.name in self.registry.subscribers()
+        self._registered = self.name in self.registry.subscribers()
+        return self._registered
+
+    def _require_registered(self, *, new_ok: bool) -> None:
+        """Refuse to go on for a subscriber the store expired (its tombstone record) and,
+        unless ``new_ok`` (planning, which a new subscriber may do before ``start``),
+        for one that is not registered: a consumer resuming from a position of its own
+        (a Spark checkpoint) meets this at its first call, before any row is served."""
+        if self._registered or self.registered():
+            return
+        self._refuse_if_expired()
+        if not new_ok:
+            root = self.store.root
+            raise SubscriberError(
+                f"subscriber {self.name!r} is not registered in the store at {root} "
+                "(removed, or never started); to start it from the retained data: "
+                f"quiver subscribers {root} add {self.name}, or Subscription.start()"
+            )
 
     def evidence(self, partition: str) -> PartitionEvidence:
         return evidence(self.location, self.registry, partition)
@@ -567,6 +585,7 @@ class Subscription:
     # -- positions ------------------------------------------------------------------------------
     def acked(self) -> Position:
         """Per partition, the highest seq through which everything is acknowledged."""
+        self._require_registered(new_ok=False)
         self.registry.refresh()
         return Position(
             {p: h for p in self.store.partitions() if (h := self.registry.hwm(self.name, p)) > 0}
@@ -612,6 +631,7 @@ class Subscription:
                 retained=retained,
                 exist_ok=True,
             )
+            self._registered = True
             if not known:
                 try:
                     records.create_record(self.store.root, self.store.io, self.name)
@@ -653,6 +673,7 @@ class Subscription:
         """The end of the next batch after ``after``: segments admitted oldest first
         (by ingestion time, across partitions) under ``caps``, never past ``until``;
         at least one segment when any is available."""
+        self._require_registered(new_ok=True)
         self.seal_idle()
         avail = self.available(after)
         self._state.latest = after.merged({p: v[-1].seq for p, v in avail.items()})
@@ -698,6 +719,7 @@ class Subscription:
         """The readable segments in ``(start, end]``, each missing one settled by the
         data-loss policy (:func:`settle_missing`): a pure function of the positions but
         for segments that are no longer there."""
+        self._require_registered(new_ok=True)
         out: list[SegmentMeta] = []
         refreshed = False
         for p, (lo, hi) in start.ranges(end).items():
@@ -789,6 +811,7 @@ class Subscription:
         Seqs that were never readable (dropped, lost and skipped) are acknowledged too,
         so the subscriber's mark moves past them.
         """
+        self._require_registered(new_ok=False)
         self.registry.refresh()
         self._check_assigned(through)
         todo: dict[str, list[int]] = {}
@@ -854,6 +877,7 @@ class Subscription:
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:
         """Mark ``seqs`` as not processed: they stay pending and are delivered again."""
+        self._require_registered(new_ok=False)
         self.registry.record(self.name, partition, seqs, Outcome.NACK)
 
     # -- lifecycle ------------------------------------------------------------------------------
