@@ -418,6 +418,7 @@ class Subscription:
         self._live = live
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
+        self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
         if live:
             claim_live(store.root, name, self)
         try:
@@ -715,16 +716,26 @@ class Subscription:
         """Everything available at the last :meth:`plan` (for lag reporting)."""
         return self._state.latest
 
-    def segments(self, start: Position, end: Position) -> list[SegmentMeta]:
+    def segments(
+        self, start: Position, end: Position, *, pending_only: bool = False
+    ) -> list[SegmentMeta]:
         """The readable segments in ``(start, end]``, each missing one settled by the
         data-loss policy (:func:`settle_missing`): a pure function of the positions but
-        for segments that are no longer there."""
+        for segments that are no longer there. ``pending_only`` passes over the seqs
+        this subscriber already acknowledged (above its mark, beside a nacked one).
+
+        Nacked seqs in the range count as delivered again from here on: a later
+        :meth:`ack` through them acknowledges them."""
         self._require_registered(new_ok=True)
+        given_back = self._nacked() if self._registered else {}
         out: list[SegmentMeta] = []
         refreshed = False
-        for p, (lo, hi) in start.ranges(end).items():
+        ranges = start.ranges(end)
+        for p, (lo, hi) in ranges.items():
             ev: PartitionEvidence | None = None
             for seq in range(lo, hi + 1):
+                if pending_only and self.registry.is_done(self.name, p, seq):
+                    continue
                 try:
                     meta = self.meta(p, seq)
                 except SegmentMissingError:
@@ -745,7 +756,22 @@ class Subscription:
                     self._settle(corrupt_meta(p, seq, self._state.meta_errors[(p, seq)]))
                     continue
                 out.append(meta)
+        for p, (lo, hi) in ranges.items():
+            if given_back.get(p):
+                given_back[p] = {s for s in given_back[p] if not lo <= s <= hi}
         return out
+
+    def _nacked(self) -> dict[str, set[int]]:
+        """Per partition, the seqs nacked and not delivered again since (loaded from the
+        ack log once: a nack outlives the process that made it)."""
+        if self._given_back is None:
+            self.registry.refresh()
+            self._given_back = {
+                p: set(seqs)
+                for p in self.store.partitions()
+                if (seqs := self.registry.nacked(self.name, p))
+            }
+        return self._given_back
 
     def _refuse_if_expired(self) -> None:
         try:
@@ -784,7 +810,7 @@ class Subscription:
         end = self.plan(begin, caps)
         if not end.is_after(begin):
             return None
-        return Batch(begin, end, self.segments(begin, end))
+        return Batch(begin, end, self.segments(begin, end, pending_only=True))
 
     def read(self, meta: SegmentMeta, *, verify: bool = True) -> Iterator[pa.RecordBatch]:
         """The rows of one planned segment, verified (size and CRC-32C) before the
@@ -809,15 +835,22 @@ class Subscription:
         (rate limited when nothing new was acknowledged). Returns the seqs acknowledged.
 
         Seqs that were never readable (dropped, lost and skipped) are acknowledged too,
-        so the subscriber's mark moves past them.
+        so the subscriber's mark moves past them. A seq nacked and not delivered again
+        since (by :meth:`poll` or :meth:`segments`) is passed over: it stays pending.
         """
         self._require_registered(new_ok=False)
         self.registry.refresh()
         self._check_assigned(through)
+        given_back = self._nacked()
         todo: dict[str, list[int]] = {}
         for p, hi in through.segments.items():
             lo = self.registry.hwm(self.name, p) + 1
-            seqs = [s for s in range(lo, hi + 1) if not self.registry.is_done(self.name, p, s)]
+            held = given_back.get(p, ())
+            seqs = [
+                s
+                for s in range(lo, hi + 1)
+                if s not in held and not self.registry.is_done(self.name, p, s)
+            ]
             if seqs:
                 todo[p] = seqs
         n = sum(len(v) for v in todo.values())
@@ -876,9 +909,15 @@ class Subscription:
                 )
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:
-        """Mark ``seqs`` as not processed: they stay pending and are delivered again."""
+        """Mark ``seqs`` as not processed: they stay pending, a later :meth:`ack` through
+        them passes over them, and they are delivered again (``poll`` plans from the
+        acknowledged mark, so it delivers them first). Durable before it returns."""
         self._require_registered(new_ok=False)
+        seqs = list(seqs)
         self.registry.record(self.name, partition, seqs, Outcome.NACK)
+        pending = [s for s in seqs if not self.registry.is_done(self.name, partition, s)]
+        if pending:  # recorded: only now part of what this consumer holds back
+            self._nacked().setdefault(partition, set()).update(pending)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
