@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from quiver_spark import QuiverStore
 from quiver_spark.options import store_config_from_options
 from tests.stores import int_segments
@@ -38,8 +40,9 @@ def test_a_query_resuming_an_expired_subscriber_from_its_checkpoint_gets_the_exp
         stream(spark, root, "E").writeStream.foreachBatch(seen)
         .option("checkpointLocation", ckpt).trigger(availableNow=True).start()
     )  # fmt: skip
-    q.awaitTermination(120)
-    text = str(q.exception())
+    with pytest.raises(Exception) as err:  # Spark's StreamingQueryException
+        q.awaitTermination(120)
+    text = str(err.value)
     assert "SubscriberError: subscriber 'E' expired at " in text
     assert f"To start it over from the retained data: quiver subscribers {root} add E" in text
     assert "unknown subscriber" not in text
