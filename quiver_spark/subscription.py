@@ -21,12 +21,14 @@ for a missing sequence, acknowledgements) runs without a JVM.
 from __future__ import annotations
 
 import bisect
+import gc
 import heapq
 import json
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,6 +39,7 @@ import pyarrow as pa
 from . import format as fmt
 from .config import StoreConfig, validate_name
 from .errors import (
+    ConfigError,
     CorruptionError,
     DataLossError,
     LockedError,
@@ -48,6 +51,7 @@ from .errors import (
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .metrics import SOURCE_ACKED, SOURCE_DROPPED, SOURCE_LOST, Metrics
 from .missing import CORRUPT, DELETED, MISSING, MissingSegment, PartitionEvidence, evidence
+from .options import parse_choice
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
@@ -79,6 +83,17 @@ class Start(Enum):
     EARLIEST = "earliest"
     LATEST = "latest"
     ACKED = "acked"
+
+
+def start_of(position: Start | str | None) -> Start | None:
+    """``position`` as a :class:`Start`: one, None, or a name ``startingPosition``
+    takes (``earliest``, ``latest``, ``acked``, any case)."""
+    if position is None or isinstance(position, Start):
+        return position
+    names = [s.value for s in Start]
+    if not isinstance(position, str):
+        raise ConfigError("position", position, " | ".join(names))
+    return Start(parse_choice("position", position, names))
 
 
 @dataclass(frozen=True)
@@ -263,42 +278,82 @@ def classify_vanished(
 
 
 # -- one live consumer per subscriber ---------------------------------------------------------
+LIVE_PURPOSE = "live consumer"
+"""How a live-consumer lock names its holder's role (``readers/<subscriber>.lock``)."""
+
+
+@dataclass
+class _LiveHolder:
+    owner: weakref.ReferenceType[Any]  # the consumer; dead once it is garbage
+    lock: PartitionLock
+
+
 _live_mutex = threading.Lock()
-_live: dict[str, tuple[int, PartitionLock]] = {}  # lock path -> (owner token, lock)
+_live: dict[str, _LiveHolder] = {}  # real lock path -> this process's holder
 
 
-def claim_live(root: str, subscriber: str, token: int) -> None:
-    """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``token`` of this process.
+def live_lock_path(root: str, subscriber: str) -> str:
+    """``<root>/readers/<subscriber>.lock``: held by the subscriber's live consumer."""
+    return os.path.join(root, READERS_DIR, f"{subscriber}.lock")
 
-    A second live consumer of the same subscriber in another process fails fast. A lock
-    already held in this process by another token belongs to a consumer that ended
-    without closing (a Spark query's reader is replaced): it is taken over.
+
+def _holder_of(path: str) -> str:
+    """What the lock file says of its holder: ``pid N on HOST (ROLE since T)``."""
+    try:
+        with open(path, "rb") as f:
+            info = json.loads(f.read(4096).decode() or "{}")
+        return (
+            f"pid {info.get('pid', '?')} on {info.get('host', '?')} "
+            f"({info.get('purpose', LIVE_PURPOSE)} since {info.get('since', '?')})"
+        )
+    except (OSError, ValueError):
+        return "a consumer whose lock file cannot be read"
+
+
+def _refusal(subscriber: str, path: str, holder: str) -> SubscriberError:
+    return SubscriberError(
+        f"subscriber {subscriber!r} already has a live consumer: its live-consumer lock "
+        f"{path} is held by {holder}; a subscriber has one live consumer at a time: stop "
+        "that query or process (or close() that Subscription), or give this consumer its "
+        "own subscriber id (option('subscriber', ...))"
+    )
+
+
+def claim_live(root: str, subscriber: str, owner: object) -> None:
+    """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``owner``.
+
+    A second live consumer of the subscriber is refused, whether it is in another
+    process (the ``flock``) or in this one (a holder that is still reachable). A
+    holder of this process that was dropped without closing (a replaced reader: an
+    object nobody references any more) has ended, so its lock is taken over.
     """
-    path = os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+    path = live_lock_path(root, subscriber)
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    key = os.path.realpath(path)
     with _live_mutex:
-        held = _live.get(path)
+        held = _live.get(key)
+        if held is not None and held.owner() is not None:
+            gc.collect()  # a dropped holder caught in a reference cycle is freed here
         if held is not None:
-            _live[path] = (token, held[1])
+            if held.owner() is not None:
+                raise _refusal(subscriber, path, f"{_holder_of(path)}, in this process")
+            _live[key] = _LiveHolder(weakref.ref(owner), held.lock)
             return
         try:
-            lock = PartitionLock.acquire(path, purpose=f"consumer subscriber={subscriber}")
-        except LockedError as e:
-            raise SubscriberError(
-                f"subscriber {subscriber!r} is already read by a live query or consumer "
-                f"({e.holder}); two live consumers cannot share a subscriber: give each its "
-                "own option('subscriber', ...)"
-            ) from e
-        _live[path] = (token, lock)
+            lock = PartitionLock.acquire(path, purpose=LIVE_PURPOSE)
+        except LockedError as e:  # the holder says all; the flock's own error is noise
+            raise _refusal(subscriber, path, e.holder) from None
+        _live[key] = _LiveHolder(weakref.ref(owner), lock)
 
 
-def release_live(root: str, subscriber: str, token: int) -> None:
-    path = os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+def release_live(root: str, subscriber: str, owner: object) -> None:
+    """Release the subscriber's live-consumer lock if ``owner`` holds it."""
+    key = os.path.realpath(live_lock_path(root, subscriber))
     with _live_mutex:
-        held = _live.get(path)
-        if held is not None and held[0] == token:
-            del _live[path]
-            held[1].release()
+        held = _live.get(key)
+        if held is not None and held.owner() is owner:
+            del _live[key]
+            held.lock.release()
 
 
 def open_store(path: str, config: StoreConfig | None = None) -> QuiverStore:
@@ -362,13 +417,15 @@ class Subscription:
         self._owns_store = owns_store
         self._live = live
         self._state = _State()
+        self._registered = False  # seen registered (a live consumer is never expired)
+        self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
         if live:
-            claim_live(store.root, name, id(self))
+            claim_live(store.root, name, self)
         try:
             self.registry: SubscriberRegistry = store.subscribers
         except BaseException:
             if live:
-                release_live(store.root, name, id(self))
+                release_live(store.root, name, self)
             raise
 
     @classmethod
@@ -396,7 +453,24 @@ class Subscription:
 
     def registered(self) -> bool:
         self.registry.refresh()
-        return self.name in self.registry.subscribers()
+        self._registered = self.name in self.registry.subscribers()
+        return self._registered
+
+    def _require_registered(self, *, new_ok: bool) -> None:
+        """Refuse to go on for a subscriber the store expired (its tombstone record) and,
+        unless ``new_ok`` (planning, which a new subscriber may do before ``start``),
+        for one that is not registered: a consumer resuming from a position of its own
+        (a Spark checkpoint) meets this at its first call, before any row is served."""
+        if self._registered or self.registered():
+            return
+        self._refuse_if_expired()
+        if not new_ok:
+            root = self.store.root
+            raise SubscriberError(
+                f"subscriber {self.name!r} is not registered in the store at {root} "
+                "(removed, or never started); to start it from the retained data: "
+                f"quiver subscribers {root} add {self.name}, or Subscription.start()"
+            )
 
     def evidence(self, partition: str) -> PartitionEvidence:
         return evidence(self.location, self.registry, partition)
@@ -478,11 +552,14 @@ class Subscription:
             st.known, st.quarantined = known, quarantined
             st.last_full_listing, st.quarantine_mark = now, mark
             return st.known, st.quarantined
+        self.registry.refresh()
         starts = {}
         for p in self.store.partitions():  # one listing of partition names
             seqs = st.known.setdefault(p, [])
-            starts[p] = seqs[-1] + 1 if seqs else 1
-        self.registry.refresh()
+            # every seq up to the ack log's deleted floor is gone: a partition whose
+            # segments were all deleted is probed past its history, not through it
+            floor, _ = self.registry.deleted_marks(p)
+            starts[p] = max(seqs[-1] + 1 if seqs else 1, floor + 1)
 
         def hole(p: str, seq: int) -> bool:  # deleted before this consumer saw it, or moved aside
             return seq in st.quarantined.get(p, ()) or self.registry.is_deleted(p, seq)
@@ -509,18 +586,23 @@ class Subscription:
     # -- positions ------------------------------------------------------------------------------
     def acked(self) -> Position:
         """Per partition, the highest seq through which everything is acknowledged."""
+        self._require_registered(new_ok=False)
         self.registry.refresh()
         return Position(
             {p: h for p in self.store.partitions() if (h := self.registry.hwm(self.name, p)) > 0}
         )
 
-    def start(self, position: Start | None = None, *, since_ns: int | None = None) -> Position:
+    def start(
+        self, position: Start | str | None = None, *, since_ns: int | None = None
+    ) -> Position:
         """Register the subscriber if new and return where a consumer without a
         position of its own starts: ``acked`` (default for a known subscriber),
         ``earliest`` (default for a new one: the first retained or lost segment) or
         ``latest`` (after everything published now). ``since_ns`` instead starts at the
         first segment holding a row ingested at or after that time (epoch ns), so no
-        such row is missed (rows of that segment ingested before it come along)."""
+        such row is missed (rows of that segment ingested before it come along).
+        ``position`` may be named as the ``startingPosition`` option is."""
+        wanted = start_of(position)
         self.seal_idle(force=True)
         # A seq published once but now lost (quarantined, vanished) counts as retained:
         # an earliest start plans it, so its loss is reported (§9a), never skipped.
@@ -539,7 +621,7 @@ class Subscription:
             known = self.name in self.registry.subscribers()
             if not known:
                 self._refuse_if_expired()
-            position = position or (Start.ACKED if known else Start.EARLIEST)
+            position = wanted or (Start.ACKED if known else Start.EARLIEST)
             self.registry.register(
                 self.name,
                 start=by_time
@@ -550,6 +632,7 @@ class Subscription:
                 retained=retained,
                 exist_ok=True,
             )
+            self._registered = True
             if not known:
                 try:
                     records.create_record(self.store.root, self.store.io, self.name)
@@ -591,6 +674,7 @@ class Subscription:
         """The end of the next batch after ``after``: segments admitted oldest first
         (by ingestion time, across partitions) under ``caps``, never past ``until``;
         at least one segment when any is available."""
+        self._require_registered(new_ok=True)
         self.seal_idle()
         avail = self.available(after)
         self._state.latest = after.merged({p: v[-1].seq for p, v in avail.items()})
@@ -632,15 +716,26 @@ class Subscription:
         """Everything available at the last :meth:`plan` (for lag reporting)."""
         return self._state.latest
 
-    def segments(self, start: Position, end: Position) -> list[SegmentMeta]:
+    def segments(
+        self, start: Position, end: Position, *, pending_only: bool = False
+    ) -> list[SegmentMeta]:
         """The readable segments in ``(start, end]``, each missing one settled by the
         data-loss policy (:func:`settle_missing`): a pure function of the positions but
-        for segments that are no longer there."""
+        for segments that are no longer there. ``pending_only`` passes over the seqs
+        this subscriber already acknowledged (above its mark, beside a nacked one).
+
+        Nacked seqs in the range count as delivered again from here on: a later
+        :meth:`ack` through them acknowledges them."""
+        self._require_registered(new_ok=True)
+        given_back = self._nacked() if self._registered else {}
         out: list[SegmentMeta] = []
         refreshed = False
-        for p, (lo, hi) in start.ranges(end).items():
+        ranges = start.ranges(end)
+        for p, (lo, hi) in ranges.items():
             ev: PartitionEvidence | None = None
             for seq in range(lo, hi + 1):
+                if pending_only and self.registry.is_done(self.name, p, seq):
+                    continue
                 try:
                     meta = self.meta(p, seq)
                 except SegmentMissingError:
@@ -661,7 +756,22 @@ class Subscription:
                     self._settle(corrupt_meta(p, seq, self._state.meta_errors[(p, seq)]))
                     continue
                 out.append(meta)
+        for p, (lo, hi) in ranges.items():
+            if given_back.get(p):
+                given_back[p] = {s for s in given_back[p] if not lo <= s <= hi}
         return out
+
+    def _nacked(self) -> dict[str, set[int]]:
+        """Per partition, the seqs nacked and not delivered again since (loaded from the
+        ack log once: a nack outlives the process that made it)."""
+        if self._given_back is None:
+            self.registry.refresh()
+            self._given_back = {
+                p: set(seqs)
+                for p in self.store.partitions()
+                if (seqs := self.registry.nacked(self.name, p))
+            }
+        return self._given_back
 
     def _refuse_if_expired(self) -> None:
         try:
@@ -700,7 +810,7 @@ class Subscription:
         end = self.plan(begin, caps)
         if not end.is_after(begin):
             return None
-        return Batch(begin, end, self.segments(begin, end))
+        return Batch(begin, end, self.segments(begin, end, pending_only=True))
 
     def read(self, meta: SegmentMeta, *, verify: bool = True) -> Iterator[pa.RecordBatch]:
         """The rows of one planned segment, verified (size and CRC-32C) before the
@@ -725,14 +835,22 @@ class Subscription:
         (rate limited when nothing new was acknowledged). Returns the seqs acknowledged.
 
         Seqs that were never readable (dropped, lost and skipped) are acknowledged too,
-        so the subscriber's mark moves past them.
+        so the subscriber's mark moves past them. A seq nacked and not delivered again
+        since (by :meth:`poll` or :meth:`segments`) is passed over: it stays pending.
         """
+        self._require_registered(new_ok=False)
         self.registry.refresh()
         self._check_assigned(through)
+        given_back = self._nacked()
         todo: dict[str, list[int]] = {}
         for p, hi in through.segments.items():
             lo = self.registry.hwm(self.name, p) + 1
-            seqs = [s for s in range(lo, hi + 1) if not self.registry.is_done(self.name, p, s)]
+            held = given_back.get(p, ())
+            seqs = [
+                s
+                for s in range(lo, hi + 1)
+                if s not in held and not self.registry.is_done(self.name, p, s)
+            ]
             if seqs:
                 todo[p] = seqs
         n = sum(len(v) for v in todo.values())
@@ -791,8 +909,15 @@ class Subscription:
                 )
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:
-        """Mark ``seqs`` as not processed: they stay pending and are delivered again."""
+        """Mark ``seqs`` as not processed: they stay pending, a later :meth:`ack` through
+        them passes over them, and they are delivered again (``poll`` plans from the
+        acknowledged mark, so it delivers them first). Durable before it returns."""
+        self._require_registered(new_ok=False)
+        seqs = list(seqs)
         self.registry.record(self.name, partition, seqs, Outcome.NACK)
+        pending = [s for s in seqs if not self.registry.is_done(self.name, partition, s)]
+        if pending:  # recorded: only now part of what this consumer holds back
+            self._nacked().setdefault(partition, set()).update(pending)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
@@ -801,7 +926,7 @@ class Subscription:
                 self.store.close()
         finally:
             if self._live:
-                release_live(self.store.root, self.name, id(self))
+                release_live(self.store.root, self.name, self)
                 self._live = False
 
     def __enter__(self) -> Subscription:

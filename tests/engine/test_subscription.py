@@ -139,7 +139,7 @@ def test_one_live_consumer_per_subscriber(tmp_path: Path) -> None:
         """
     with Subscription.open(str(tmp_path), "r"):
         out = run_python(code, check=False, capture=True)
-        assert "SubscriberError" in out.stdout and "already read by a live" in out.stdout
+        assert "SubscriberError" in out.stdout and "already has a live consumer" in out.stdout
     with Subscription.open(str(tmp_path), "r") as again:  # released on close
         again.start()
         assert again.registered()

@@ -155,7 +155,7 @@ def test_a_second_live_query_with_the_same_subscriber_fails_clearly(spark, tmp_p
             .option("checkpointLocation", str(tmp_path / "c2"))
             .trigger(processingTime="200 milliseconds").start()
         )
-        with pytest.raises(Exception, match="already read by a live query"):
+        with pytest.raises(Exception, match="already has a live consumer"):
             second.awaitTermination(60)
         assert first.isActive and first.exception() is None
     finally:
