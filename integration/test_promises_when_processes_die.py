@@ -1,4 +1,4 @@
-"""Holes in the store's promises, each reproduced as the user meets it (issue 10).
+"""The store's promises when a process dies at the worst moment, as a user meets them.
 
 Every test is a scenario run with real processes: a writer, committer or retention
 pass runs as a child process (``integration/scenarios/steps.py``, public engine

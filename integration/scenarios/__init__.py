@@ -1,1 +1,1 @@
-"""Child processes of ``integration/test_review_scenarios.py`` (see ``steps.py``)."""
+"""Child processes of ``integration/test_promises_when_processes_die.py`` (see ``steps.py``)."""

@@ -1,13 +1,9 @@
-"""`retention.max_age` and its documented earlier spelling disagree on the same value.
+"""`retention.max_age` and its earlier spelling mean the same value.
 
-README, Options: `retention.max_age` is listed "(also accepted:
-`retention.max_retain_after_ingestion_hours`)", one option under two names. Yet
-`quiver config PATH set retention.max_retain_after_ingestion_hours=48` records 48
-hours while `quiver config PATH set retention.max_age=48` records 48 *seconds*: a
-user who moves from the old name to the new one, as the README asks, keeps the value
-and silently makes the store delete unacknowledged segments after 48 s. The same
-value must give the same policy under both names, or the unitless value must be
-refused under the new name.
+`quiver config PATH set retention.max_retain_after_ingestion_hours=48` and
+`... retention.max_age=48` record the same policy (or the unitless value is refused
+under the new name): moving from the old name to the new one never turns hours into
+seconds.
 """
 
 from __future__ import annotations

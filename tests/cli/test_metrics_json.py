@@ -1,10 +1,4 @@
-"""`quiver metrics --json` is accepted and then ignored.
-
-`quiver metrics --help` lists "--json  Machine-readable JSON on stdout." (the README:
-"`--json` for machines"), but the command prints the Prometheus text format anyway
-with exit 0: a script that asked for JSON gets something else, silently. It should
-either print JSON or refuse the flag.
-"""
+"""`quiver metrics --json` prints JSON (or refuses the flag), never another format."""
 
 from __future__ import annotations
 

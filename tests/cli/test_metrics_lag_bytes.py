@@ -1,11 +1,7 @@
-"""`quiver metrics` and `quiver status` must count a subscriber's lag in the same bytes.
+"""`quiver metrics` and `quiver status` count a subscriber's lag in the same bytes.
 
-README, Operations: "Bytes count files on disk (a segment is its `.arrow` plus its
-`.meta`), and every total is the sum of the rows shown." `quiver status` follows it,
-and `quiver_partition_bytes` does too, but `quiver_subscriber_lag_bytes` counts only
-the `.arrow` files: a subscriber that acknowledged nothing shows less lag than the
-partition's bytes, and an alert on the metric disagrees with the status an operator
-then runs.
+README, Operations: bytes count files on disk (a segment is its `.arrow` plus its
+`.meta`); `quiver_subscriber_lag_bytes` agrees with the lag `quiver status` shows.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Explicit options win over the YAML config file, whatever spelling the file uses.
 
-README, Options: "Sink options may also come from a YAML file in the layout of
-`conf/quiver.yaml` (option `config`; explicit options win)", and earlier spellings
-(`segments.path`, `eventTimeColumn`, `retention.max_retain_after_ingestion_hours`)
-"are accepted for one release". `quiver ... --config FILE`: "--option values win".
-
-A YAML file written with an accepted earlier spelling and an explicit option under
-the canonical name are reported as two conflicting values of one option, and the
-query (or the command) refuses to start instead of using the explicit value.
+A YAML file written with an accepted earlier spelling (`segments.path`,
+`eventTimeColumn`, `retention.max_retain_after_ingestion_hours`) and an explicit
+option under the canonical name are one option: the explicit value is used, by the
+sink and by `quiver ... --config FILE`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""An acknowledgement past what a partition has published must be refused.
+"""An acknowledgement past what a partition has published is refused.
 
-ARCHITECTURE.md §8.6: "a seq that is neither done nor known raises
+ARCHITECTURE.md §8.6: a seq that is neither done nor known raises
 UnknownSegmentError naming partition, seq and subscriber, and nothing of the call is
-written". README: "nothing it still needs is deleted under `backpressure`".
-``Subscription.ack`` records the acks without the store's "was this seq ever
-assigned" predicate, so a stale position (a checkpoint kept across a recreated store,
-a position from another store) pre-acknowledges segments that do not exist yet: when
-they are published they are never delivered and retention deletes them unread.
+written, so a stale position never pre-acknowledges segments published later.
 """
 
 from __future__ import annotations

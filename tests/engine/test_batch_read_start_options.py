@@ -1,13 +1,8 @@
-"""A batch read accepts stream-only options and silently ignores them.
+"""A batch read honours or refuses the start options; it never ignores them.
 
-README, Source options (for `spark.readStream.format("quiver")` and
-`spark.read.format("quiver")`): `startingTimestamp` starts "at the first segment
-holding a row ingested at or after this time", `startingPosition` is `earliest` |
-`latest` | `acked`, and "an unknown option fails when the query starts". A batch read
-(`QuiverBatchReader`, what `spark.read.format("quiver")` plans with) accepts
-`startingTimestamp` in the future and `startingPosition=latest`, and still reads
-every retained segment: the user asked for no rows and gets all of them. Either the
-read honours them or it refuses them at query start, naming the option.
+`startingTimestamp` and `startingPosition` on `spark.read.format("quiver")` either
+limit what is read or fail at query start naming the option: asking for no rows never
+returns every retained segment.
 """
 
 from __future__ import annotations

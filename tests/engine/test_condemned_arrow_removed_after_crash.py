@@ -1,10 +1,8 @@
-"""A retention pass that dies between its two unlinks (every ``.meta`` removed, the
-``.arrow`` files not yet) leaves a condemned segment's data file behind.
-ARCHITECTURE.md §8.7: "A crash in between leaves condemned segments that the next pass
-deletes". A long-lived handle's next pass never does: the seq is no longer published,
-so neither its incremental index nor a survey lists it, and ``catalog.delete`` is only
-called for seqs a plan selects. The ``.arrow`` stays on disk (uncounted against the
-size cap) until the partition's writer happens to recover.
+"""The `.arrow` a crashed retention pass left behind is removed by the next pass.
+
+A pass that dies between its two unlinks (the `.meta` gone, the `.arrow` not yet)
+leaves a data file no listing of published segments finds; a long-lived handle's next
+pass removes it (ARCHITECTURE.md §8.7).
 """
 
 from __future__ import annotations

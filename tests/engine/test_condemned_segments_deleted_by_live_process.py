@@ -1,11 +1,8 @@
-"""A process that dies between the DELETED record and the unlink leaves a condemned
-segment on disk. ARCHITECTURE.md §8.7: "A crash in between leaves condemned segments
-that the next pass deletes" (and ``apply_retention``: "finished by a later pass").
+"""A condemned segment left by a dead pass is deleted by the next pass of a live process.
 
-With the long-lived RetainedIndex, another live process's incremental sync trims the
-condemned seq from its index (``trim_through`` drops everything at or below the
-DELETED floor) and never probes it again, so none of its passes deletes the file: it
-stays on disk, uncounted against the size cap, until that process's next full survey.
+A process that dies between the DELETED record and the unlink leaves the segment on
+disk; ARCHITECTURE.md §8.7: "the next pass deletes" it, including the next pass of
+another long-lived process whose index already follows the DELETED floor.
 """
 
 from __future__ import annotations

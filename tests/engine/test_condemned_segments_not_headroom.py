@@ -1,8 +1,8 @@
-"""A pass that dies after ``condemn`` recorded a segment DELETED (and ``dropped`` for a
-subscriber not done) but before any unlink leaves it on disk. ARCHITECTURE.md §8.7:
-"A crash in between leaves condemned segments that the next pass deletes". With
-``steady_state_headroom`` > 0 the next pass does not: a recorded-deleted seq counts as
-done (``done_summary``), so the steady layer puts it in the spool and keeps it.
+"""A condemned segment is deleted by the next pass, headroom or not.
+
+A pass that dies after recording a segment DELETED but before any unlink leaves it on
+disk; with `steady_state_headroom` > 0 the next pass still deletes it rather than
+keeping it as headroom.
 """
 
 from __future__ import annotations

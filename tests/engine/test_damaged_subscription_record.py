@@ -1,16 +1,8 @@
-"""A damaged subscription record (advisory, §8.10) must not stop consumers or status.
+"""A damaged subscription record (advisory, §8.10) does not stop consumers or status.
 
-ARCHITECTURE.md §8.10: "The ack log (§8.2-8.6) stays the truth of registration and
-progress; the record adds what an operator needs and the expiry tombstone."
-quiver_spark/subscribers/records.py: "a damaged one is skipped: records are advisory
-for everything but expiry". README (Corruption): damage is contained, "retention keeps
-reclaiming every other segment".
-
-With one flipped byte in ``subscribers/records/b.sub``, every ``Subscription.ack`` of
-``b`` raises ChecksumMismatchError *after* the acknowledgement is durable (so the
-caller believes the ack failed, and the retention pass the ack should run never
-happens), and ``quiver subscribers list`` / ``quiver status`` refuse the whole store
-instead of showing the other subscribers.
+With one flipped byte in `subscribers/records/<name>.sub`, acknowledgements of that
+subscriber succeed, and `quiver subscribers list` / `quiver status` still show the
+store, naming the damaged record.
 """
 
 from __future__ import annotations

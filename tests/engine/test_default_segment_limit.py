@@ -1,11 +1,8 @@
-"""The documented default admission limit is dropped when another limit is set.
+"""The default `maxSegmentsPerTrigger` (1000) holds when another limit is set.
 
-README, Source options: `maxSegmentsPerTrigger` has default `1000` ("at most this
-many segments per micro-batch"), with `none` as the way to lift it. Setting
-`maxRowsPerTrigger` or `maxBytesPerTrigger` (the Kafka-like `maxOffsetsPerTrigger`
-the README points Kafka users to) silently removes the 1000-segment bound: a store of
-many small segments then lets one micro-batch plan any number of them, which is the
-unbounded first batch the default exists to prevent.
+Setting `maxRowsPerTrigger` or `maxBytesPerTrigger` adds a bound; it does not lift
+the 1000-segment one, so a store of many small segments never plans an unbounded
+micro-batch unless `maxSegmentsPerTrigger=none` says so.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Expiry must leave its tombstone before anyone can see the subscriber deregistered.
+"""Expiry leaves its tombstone before anyone can see the subscriber deregistered.
 
-ARCHITECTURE.md §8.10: a retention pass "deregisters (DEREG, §8.3) each subscriber
-whose last acknowledgement ... is older than the policy ... and rewrites its record
-with `expired_ns`"; records are replaced "by one writer at a time (the live consumer,
-or a retention pass under the ack log's exclusive lock)"; "A later query or
-`Subscription.start` under an expired name fails with `SubscriberError` naming when and
-why, instead of silently starting over". README: "each subscriber gets every row
-exactly once".
-
-``QuiverStore._expire_idle_subscribers`` writes DEREG (and releases the ack log's
-lock) first and the tombstone afterwards, through an atomic write (fsyncs and a
-rename). A consumer of that name starting in between finds it unregistered and not
-yet expired, registers it again at `earliest` and re-reads every row it had already
-acknowledged. The test holds the tombstone write (a slow fsync) to open the window.
+A consumer starting while a retention pass expires its subscriber either sees it
+registered (and keeps its position) or expired (and is refused naming when and why);
+it never starts over and rereads acknowledged rows.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""``quiver gc`` must report a partition whose WAL is damaged, as it does a damaged STATE.
+"""`quiver gc` reports a partition whose WAL is damaged, as it does a damaged STATE.
 
-quiver_spark/cli/gc.py's JSON contract: ``"unreadable_partitions"`` -- "STATE or WAL
-damaged: skipped (exit 1), everything else still done". README: "Anything else refuses
-to open with the file and offset". A dead writer's WAL with committed rows and a
-flipped header byte: gc's own scan reads it with salvage, counts the partition as
-idle, the finalize fails (logged only), and gc exits 0 with no unreadable partition:
-cron sees success while acknowledged rows sit unreadable.
+The partition is listed under `unreadable_partitions` and gc exits 1, so cron never
+sees success while acknowledged rows sit unreadable.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Two concurrent quarantines (two ``quiver fsck --quarantine`` runs on different
-partitions) must not share one temporary name for the mark (they did:
-``segments/QUARANTINE.tmp``).
+"""Two concurrent quarantines (on different partitions) both succeed.
 
-_Local.put discards a stale tmp before creating its own, so the second quarantine
-unlinks the first one's tmp mid-write; the first then fails (chmod/rename of a tmp
-that is no longer there) *after* its segment was moved aside: quarantine() raises,
-fsck reports "not quarantined: ..." for a segment that was quarantined, and
-``quarantined_total`` misses it.
+Each replacement of the quarantine mark goes through a temporary name of its own, so
+one `quiver fsck --quarantine` never removes another's temporary file mid-write.
 """
 
 from __future__ import annotations

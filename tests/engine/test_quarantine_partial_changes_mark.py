@@ -1,12 +1,7 @@
-"""A quarantine that fails after unpublishing the segment leaves no quarantine mark.
+"""A quarantine that fails after unpublishing its segment still changes the mark.
 
-SegmentLocation.quarantine moves the ``.meta`` aside (unpublishing the segment), then
-the ``.arrow``, and only then replaces QUARANTINE. When the second move fails (an
-object store's copy+delete of a large ``.arrow``, a transient I/O error), the segment
-is already unpublished but the mark is unchanged: a consumer probing the next seqs
-stops at the hole and plans nothing after it until its periodic listing (300 s); a
-re-run of ``fsck --quarantine`` no longer finds the (unpublished) segment, so no mark
-is ever written for it.
+Once a `.meta` is moved aside the segment is unpublished; the quarantine mark changes
+even when moving the `.arrow` then fails, so consumers list and step over the hole.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""A consumer that fails while listing after the quarantine mark changed forgets the change.
+"""A consumer whose listing fails after the quarantine mark changed still sees the quarantine.
 
-Subscription._known_seqs stores the new mark (and resets its view) before it lists;
-when the listing raises (a transient error listing one partition, as an object store
-gives), the next plan (an embedded consumer retrying poll) sees an unchanged mark,
-probes that partition from seq 1 and stops at the quarantined seq: the segments
-after it are not planned (nor the quarantine reported) until the periodic listing
-(FULL_LISTING_PERIOD_S = 300 s).
+The consumer keeps the old mark until a listing succeeds, so its next plan lists
+again: the segments after a quarantined one are planned and the quarantine reported
+without waiting for the periodic listing.
 """
 
 from __future__ import annotations

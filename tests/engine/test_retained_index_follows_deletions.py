@@ -1,11 +1,8 @@
-"""Another process deletes a segment that is not at the front of the partition (acks
-out of order: 2 acknowledged, 1 not). The ack log records it DELETED, but a long-lived
-index only drops recorded deletions from the *front* (``_Part.trim_through`` stops at
-the first live seq that is not deleted), so it keeps the gone segment: the index no
-longer matches the disk, and the process's next pass "deletes" it again, counting a
-second eviction (``quiver.gc.evictions_total``) and reporting it in
-``RetentionResult.deleted``/``sizes`` (what ``quiver gc`` prints as freed bytes) though
-nothing was on disk. The walk-everything planner deletes nothing on that pass.
+"""A deletion behind the front of a partition by another process is followed.
+
+When another process deletes a segment that is not the oldest retained one (acks out
+of order), a long-lived index drops it too: it is neither deleted again nor counted
+as freed bytes or as an eviction a second time.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""probe_next returns cached metadata of segments another process deleted.
+"""An incremental sync never re-adds segments another process deleted.
 
-SegmentLocation.probe_next takes a cached ``.meta`` as proof a seq is published and
-never asks ``skip``; a process's one SegmentLocation is shared by its consumer's
-planning (which probes first, caching seqs 4 and 5) and its store's RetainedIndex. When
-another process's retention deletes 4 and 5 in between (recorded DELETED in the ack
-log), the index's incremental sync re-adds them from the cache: phantom segments with
-their bytes, kept until the next full survey (RESURVEY_PERIOD_S = 300 s), counted by
-the size cap (a backpressure throttle, evictions of other processed data) and status.
+Metadata cached by a consumer's probing is not proof a segment still exists: seqs the
+ack log records DELETED stay out of the long-lived index (no phantom bytes counted by
+the size cap or status).
 """
 
 from __future__ import annotations

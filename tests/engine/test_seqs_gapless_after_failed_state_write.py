@@ -1,13 +1,7 @@
-"""Seqs are not gapless: a finalize whose STATE write fails skips a seq for good.
+"""A finalize whose STATE write fails leaves no gap in the partition's seqs.
 
-PartitionWriter.finalize advances ``_next_seq`` before its commit point
-(``_write_state``); when that write fails (ENOSPC, EIO) the error is kept in
-``maintenance_error`` and the open segment stays, so the retry seals the same rows
-under the *next* seq. The skipped seq is never published (its ``.arrow`` is an orphan
-cleanup removes). Consumers now rely on gapless seqs (ARCHITECTURE.md §5, ``probe_next``
-stops at the first miss, and the hole is not a recorded deletion or a quarantine): the
-partition stalls at the gap until the periodic full listing (FULL_LISTING_PERIOD_S =
-300 s), where it used to wait 10 s.
+The retry seals the same rows under the same seq (ARCHITECTURE.md §7.3), so consumers
+that probe the next seq never stall at a hole.
 """
 
 from __future__ import annotations

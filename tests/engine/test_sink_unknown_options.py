@@ -1,11 +1,6 @@
-"""The sink must refuse an unknown option at query start, as the source does.
+"""The sink refuses an unknown option at query start, naming it, as the source does.
 
-README, Options: "An unknown option fails when the query starts, naming the near
-miss". The sink's option validation (what ``QuiverStreamWriter`` and
-``QuiverBatchWriter`` run at query start) accepts any key outside the ``segment.``,
-``wal.``, ``retention.`` and ``subscriber.`` prefixes and drops it, so a typo of the
-documented ``eventTimeColumn`` spelling, or a Kafka option, silently does nothing:
-the store is created without an event-time column and batch reads never prune.
+A typo of `eventTimeColumn` or a Kafka option never silently does nothing.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_gc_keeps_reclaiming_when_one_partition_state_is_damaged(harness):
     h.retention(expire=False, via_gc=True)
 
 
-# -- the scenarios of issue 10, as sequences of the same model --------------------------
+# -- the process-death scenarios, as sequences of the same model --------------------------
 def test_a_nullability_change_keeps_acknowledged_plain_rows(harness):
     h = harness
     h.append("p-0", "base", 3)

@@ -1,9 +1,7 @@
-"""A column written first as non-nullable and later as nullable (the store accepts it:
-"nullability ignored", a segment per schema) cannot be read back: the source's Spark
-schema comes from the store's first schema (``not null``), ``conform`` stamps that
-schema onto the later segment's batches with their nulls, and Spark fails the task
-("Value at index is null"). Packing both segments into one read task does not help;
-the same happens with one task per segment (present before 6e72b4b too).
+"""A column made nullable later reads back with its nulls.
+
+The store accepts a nullability change (a segment per schema); the source reads every
+column as nullable, so later segments' nulls reach Spark, packed in one task or not.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""plan_reads promises "never fewer tasks in all than min_tasks (the parallelism to keep)
-when there are enough segments" (the commit: "never fewer than the driver's CPU count
-when there are enough segments"). Placing segments by their byte midpoints into
-``packs`` groups leaves a group empty when one segment is much larger than the others,
-and empty groups are dropped: 4 small segments on a 4-CPU driver become 3 tasks, two
-segments read serially while a core idles.
+"""Read planning never makes fewer tasks than `min_tasks` when there are enough segments.
+
+Packing small segments by size never leaves a core idle: 4 small segments on a
+4-CPU driver make 4 tasks, however unequal their sizes.
 """
 
 from __future__ import annotations

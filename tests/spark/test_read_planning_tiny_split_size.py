@@ -1,10 +1,7 @@
-"""splitSize far below the 4 MB open cost makes plan_reads allocate one (empty) list
-per splitSize-sized slice of the packed bytes: with splitSize=1 every small segment
-costs 4,194,304 Python lists, so planning a handful of tiny segments eats gigabytes
-(the driver's planning process dies or thrashes) where one task per segment did not.
+"""A `splitSize` far below the open cost plans a few small segments in bounded memory.
 
-The planning runs in a child process under an address-space limit so the defect shows
-as a MemoryError there instead of exhausting the machine.
+Planning runs in a child process under an address-space limit, so a plan whose memory
+grew with `1/splitSize` shows as a MemoryError there instead of exhausting the machine.
 """
 
 from __future__ import annotations
