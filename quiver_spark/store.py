@@ -35,6 +35,7 @@ from .errors import (
     LockedError,
     QuiverError,
     SchemaMismatchError,
+    StoreAtCapacityError,
     StoreClosedError,
     StoreNotFoundError,
 )
@@ -116,6 +117,11 @@ class QuiverStore:
         self._restored: set[str] = set()  # metrics files whose counters were continued
         self._clock = AnchoredClock()
         self._throttled = False
+        # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
+        # this handle's last retention pass (None: no pass yet) and what it admitted since
+        self._seen_bytes: int | None = None
+        self._admitted = 0
+        self._admit_lock = threading.Lock()
         self._last_retention = 0.0
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
@@ -311,8 +317,7 @@ class QuiverStore:
                 self.ensure_schema(b.schema)
         seq = 0
         for b in batches:
-            if self._throttled:
-                self._wait_for_capacity()
+            self._admit(b.nbytes)
             before = w.finalized_total
             seq = w.append(b, txn_id=txn_id)
             if w.finalized_total != before:
@@ -328,16 +333,46 @@ class QuiverStore:
             self.maintenance_error = e
             log.error("quiver.retention.deferred root=%s: %s", self.root, e)
 
-    def _wait_for_capacity(self) -> None:
-        """Under ``backpressure``, block (bounded) until retention frees space."""
-        if self.config.retention.size_cap_policy is not SizeCapPolicy.BACKPRESSURE:
+    def _admit(self, nbytes: int) -> None:
+        """Under ``backpressure`` with a size cap, block (bounded) until the store's bytes
+        are within the cap: those of this handle's last retention pass plus what it
+        admitted since. A handle that never ran a pass runs one first (§8.8)."""
+        r = self.config.retention
+        if r.size_cap_policy is not SizeCapPolicy.BACKPRESSURE or r.size_cap_bytes is None:
             return
-        wait_for_capacity(
-            lambda: not self.run_retention().throttle,
-            self.config.retention.backpressure_timeout_s,
-            self.metrics,
-            poll_s=0.1,
-        )
+        cap = r.size_cap_bytes
+        if not (self._throttled or self._seen_bytes is None) and self._within(cap):
+            self._count_admitted(nbytes)
+            return
+        failed: list[Exception] = []
+
+        def check() -> bool:
+            try:
+                throttled = self.run_retention().throttle
+            except Exception as e:  # kept and retried until the timeout, like any pass
+                failed.append(e)
+                self.maintenance_error = e
+                log.error("quiver.retention.admission_failed root=%s: %s", self.root, e)
+                return False
+            return not throttled and self._within(cap)
+
+        try:
+            wait_for_capacity(check, r.backpressure_timeout_s, self.metrics, poll_s=0.1)
+        except StoreAtCapacityError as e:
+            if failed:
+                raise StoreAtCapacityError(
+                    f"{e}; the last retention pass failed: {failed[-1]}"
+                ) from failed[-1]
+            raise
+        self._count_admitted(nbytes)
+
+    def _within(self, cap: int) -> bool:
+        with self._admit_lock:
+            return self._seen_bytes is not None and self._seen_bytes + self._admitted <= cap
+
+    def _count_admitted(self, nbytes: int) -> None:
+        with self._admit_lock:
+            self._admitted += nbytes + fmt.WAL_RECORD_SIZE
 
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
@@ -441,6 +476,8 @@ class QuiverStore:
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
             expired = self._expire_idle_subscribers(now) if has_registry else []
+            with self._admit_lock:  # admitted before this listing are in what it counts
+                counted = self._admitted
             wal = self.wal_bytes()
             result = apply_retention(
                 self.segment_location,
@@ -452,6 +489,9 @@ class QuiverStore:
                 index=self._retained,
             )
             self._throttled = result.throttle
+            with self._admit_lock:
+                self._admitted -= counted
+                self._seen_bytes = result.plan.bytes_after
             self._last_retention = time.monotonic()
             self._publish_metrics(now, wal)
             result.expired = expired
