@@ -67,6 +67,8 @@ from .subscribers import SubscriberRegistry, records
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
+LIVE_NOTE_PERIOD_NS = 60 * 10**9
+"""How often a retention pass rewrites a live subscriber's ``last_live_ns`` (§8.10)."""
 
 
 def _location_key(url: str) -> str:
@@ -499,7 +501,9 @@ class QuiverStore:
 
     def _expire_idle_subscribers(self, now_ns: int) -> list[str]:
         """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
-        leaving a record that says so (§8.10); a live consumer is never expired."""
+        leaving a record that says so (§8.10); a live consumer is never expired, and
+        idleness counts from the later of the last acknowledgement and the last time a
+        consumer held the subscriber live (noted here, and by the consumer as it stops)."""
         after = self.config.subscriber_expire_after_s
         if after is None:
             return []
@@ -515,7 +519,15 @@ class QuiverStore:
                 if rec is None:  # registered before records existed: its clock starts now
                     records.create_record(self.root, self.io, name, now_ns)
                     continue
-                if now_ns - rec.last_active_ns < after * 1e9 or records.is_live(self.root, name):
+                if records.is_live(self.root, name):
+                    # idleness counts from when it was last live too (§8.10)
+                    if now_ns - (rec.last_live_ns or 0) >= LIVE_NOTE_PERIOD_NS:
+                        try:
+                            records.note_live(self.root, self.io, name, now_ns)
+                        except OSError as e:  # advisory; the next pass notes it again
+                            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+                    continue
+                if now_ns - rec.last_active_ns < after * 1e9:
                     continue
                 # the tombstone first: a crash between the two leaves a registered
                 # subscriber whose record says expired, which the next pass completes
