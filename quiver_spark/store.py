@@ -467,8 +467,9 @@ class QuiverStore:
                 if registry is not None:
                     registry.refresh()
                 return plan_retention(
-                    self.segment_location, registry, r, now, wal_bytes=self.wal_bytes()
-                )
+                    self.segment_location, registry, r, now, wal_bytes=self.wal_bytes(),
+                    unregistered=self.unregistered_records(registry),
+                )  # fmt: skip
             if (
                 not has_registry
                 and r.size_cap_bytes is None
@@ -489,6 +490,7 @@ class QuiverStore:
                 wal_bytes=wal,
                 metrics=self.metrics,
                 index=self._retained,
+                unregistered=self.unregistered_records,
             )
             self._throttled = result.throttle
             with self._admit_lock:
@@ -498,6 +500,16 @@ class QuiverStore:
             self._publish_metrics(now, wal)
             result.expired = expired
             return result
+
+    def unregistered_records(self, registry: SubscriberRegistry | None) -> list[str]:
+        """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
+        last read) does not register: the ack log lost their registration, so
+        retention keeps their data until an operator adds or removes them."""
+        if registry is None and not os.path.isdir(records.records_dir(self.root)):
+            return []
+        known = set(registry.subscribers()) if registry is not None else set()
+        recs = records.list_records(self.root, self.io)
+        return sorted(n for n, rec in recs.items() if rec.expired_ns is None and n not in known)
 
     def _expire_idle_subscribers(self, now_ns: int) -> list[str]:
         """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
