@@ -507,9 +507,9 @@ class QuiverStore:
         retention keeps their data until an operator adds or removes them."""
         if registry is None and not os.path.isdir(records.records_dir(self.root)):
             return []
-        known = set(registry.subscribers()) if registry is not None else set()
-        recs = records.list_records(self.root, self.io)
-        return sorted(n for n, rec in recs.items() if rec.expired_ns is None and n not in known)
+        return records.unregistered(
+            self.root, self.io, registry.subscribers() if registry is not None else []
+        )
 
     def _expire_idle_subscribers(self, now_ns: int) -> list[str]:
         """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),

@@ -172,6 +172,24 @@ def remove_record(root: str, io: FileIO, name: str) -> None:
         io.durable_unlink([path])
 
 
+def unregistered(root: str, io: FileIO, registered: set[str] | list[str]) -> list[str]:
+    """Names with an unexpired record that ``registered`` (the ack log's subscribers)
+    lacks: the ack log lost their registration (§8.10), so retention keeps their data."""
+    known = set(registered)
+    recs = list_records(root, io)
+    return sorted(n for n, rec in recs.items() if rec.expired_ns is None and n not in known)
+
+
+def unregistered_message(root: str, name: str) -> str:
+    """What ``quiver status`` and ``quiver fsck`` say about such a subscriber."""
+    return (
+        f"subscriber {name} has a subscription record but is not registered in the ack log "
+        "(a damaged or cut ack log?): retention keeps every segment it may not have read; "
+        f"`quiver subscribers {root} add {name}` registers it again (from the earliest "
+        f"retained segment), `quiver subscribers {root} remove {name}` releases its data"
+    )
+
+
 def is_live(root: str, name: str) -> bool:
     """True while a consumer holds ``name``'s one-live-consumer lock."""
     return partition_locked(os.path.join(root, READERS_DIR, f"{name}.lock"))

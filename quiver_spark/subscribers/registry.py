@@ -156,6 +156,20 @@ class SubscriberRegistry:
         )
         return reg
 
+    @classmethod
+    def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:
+        """The subscribers the checkpoint and logs register, read without a lock and
+        without repairing anything (bad records skipped, a torn tail left out): what
+        ``quiver fsck`` compares the subscription records with."""
+        reg = cls(root, io, 1, salvage=True)
+        reg._load_checkpoint()
+        gens = [g for g in acklog.list_generations(io, reg.dir) if g >= reg._ckpt_gen]
+        for gen in gens:
+            path = os.path.join(reg.dir, acklog.log_file_name(gen))
+            reg._cursor = acklog.open_cursor(io, path)
+            reg._read_file(path, False, last_file=gen == gens[-1])
+        return reg.subscribers()
+
     def close(self) -> None:
         with self._mutex:
             for fd in (self._log_fd, self._lock_fd):
