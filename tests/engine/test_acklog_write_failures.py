@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -169,3 +171,71 @@ def test_a_new_log_generation_is_read_by_other_processes(setup):
     with SubscriberRegistry.open(str(root)) as other:
         assert other.hwm("a", P) == 3
     reg.close()
+
+
+WRITER = """
+import errno, sys
+import pyarrow as pa
+from quiver_spark import QuiverStore, RetentionConfig, SegmentConfig, StoreConfig
+from quiver_spark import StoreAtCapacityError
+from tests.faults import FaultyIO
+
+def batch(lo):
+    return pa.record_batch({"id": pa.array(range(lo, lo + 1000), type=pa.int64())})
+
+io = FaultyIO()
+cfg = StoreConfig(
+    segment=SegmentConfig(max_open_duration_s=3600),
+    retention=RetentionConfig(size_cap_bytes=20_000, backpressure_timeout_s=0.5),
+)
+with QuiverStore.open(root, cfg, io=io, background=False) as store:
+    for i in range(3):
+        store.append(batch(i * 1000))
+        store.finalize()
+    print("throttled" if store.run_retention().throttle else "not throttled", flush=True)
+    sys.stdin.readline()  # a consumer acknowledged segment 1: a pass may delete it
+    full = io.fail("write", 1, errno.ENOSPC, sticky=True, path_contains="ack-")
+    try:
+        store.run_retention()
+    except OSError as e:
+        print("pass failed", errno.errorcode[e.errno], flush=True)
+    try:
+        store.append(batch(50_000))
+    except StoreAtCapacityError:
+        print("refused while the disk is full", flush=True)
+    io.faults.remove(full)
+    print("space freed", flush=True)
+    sys.stdin.readline()  # a consumer acknowledged everything
+    store.append(batch(60_000))
+    store.flush()
+    print("admitted", [m.seq for m in store.segments()], flush=True)
+"""
+
+
+def test_a_writer_process_whose_pass_hit_a_full_disk_appends_again_once_space_returns(tmp_path):
+    root = str(tmp_path)
+    with SubscriberRegistry.open(root) as reg:
+        reg.register("s")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    writer = subprocess.Popen(
+        [sys.executable, "-c", f"root = {root!r}\n" + WRITER],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert writer.stdin is not None and writer.stdout is not None
+    assert writer.stdout.readline().strip() == "throttled"
+    ack = "from quiver_spark.subscribers import *\nwith SubscriberRegistry.open(root) as r:\n"
+    ack += "    r.record('s', 'p-0', seqs, Outcome.ACK)\n"
+    subprocess.run([sys.executable, "-c", f"root, seqs = {root!r}, [1]\n" + ack], env=env,
+                   check=True)  # fmt: skip
+    writer.stdin.write("\n")
+    writer.stdin.flush()
+    assert writer.stdout.readline().split() == ["pass", "failed", "ENOSPC"]
+    assert writer.stdout.readline().strip() == "refused while the disk is full"
+    assert writer.stdout.readline().strip() == "space freed"
+    subprocess.run([sys.executable, "-c", f"root, seqs = {root!r}, [1, 2, 3]\n" + ack], env=env,
+                   check=True)  # fmt: skip
+    writer.stdin.write("\n")
+    writer.stdin.flush()
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert out.strip() == "admitted []", out
