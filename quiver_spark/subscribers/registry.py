@@ -229,11 +229,17 @@ class SubscriberRegistry:
         """
         cause = self._stale
         self._close_log_fd()
-        self._load_checkpoint()
-        self._catch_up(exclusive=True)
-        gen = max([self._ckpt_gen, *acklog.list_generations(self.io, self.dir)]) + 1
-        acklog.create_log(self.io, self.dir, gen)
-        self._catch_up(exclusive=True)  # onto the new, empty generation
+        # a rebuild that fails midway leaves the last consistent state for readers
+        saved = (self.state, self._cursor, self._ckpt_gen, self._since_ckpt, self._records_total)
+        try:
+            self._load_checkpoint()
+            self._catch_up(exclusive=True)
+            gen = max([self._ckpt_gen, *acklog.list_generations(self.io, self.dir)]) + 1
+            acklog.create_log(self.io, self.dir, gen)
+            self._catch_up(exclusive=True)  # onto the new, empty generation
+        except BaseException:
+            self.state, self._cursor, self._ckpt_gen, self._since_ckpt, self._records_total = saved
+            raise
         self._stale = None
         log.warning(
             "quiver.acklog.rebuilt dir=%s gen=%d after=%s (the failed file is not written again)",
