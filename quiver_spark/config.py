@@ -128,7 +128,7 @@ class StoreConfig:
     ack_checkpoint_records: int = 100_000
     """Write a subscriber checkpoint after this many ack-log records."""
     subscriber_expire_after_s: float | None = None
-    """Store policy: deregister a subscriber that has not acknowledged for this long."""
+    """Store policy: deregister a subscriber neither live nor acknowledging for this long."""
     explicit: frozenset[str] = frozenset()
     """Option names given explicitly (by options, YAML or CLI), as opposed to defaults:
     an explicit option that contradicts the store's recorded policy is an error."""

@@ -362,7 +362,23 @@ class StoreChecker:
             path = os.path.join(sdir, acklog.log_file_name(gen))
             size = os.path.getsize(path) if os.path.exists(path) else 1
             tasks.append((max(1, size), lambda path=path: self._check_ack_log(path)))  # type: ignore[misc]
+        tasks.append((1, self._check_subscription_records))
         return tasks
+
+    def _check_subscription_records(self) -> None:
+        """A subscriber whose record exists but whose registration the ack log lost."""
+        from .subscribers import SubscriberRegistry, records
+
+        root, io = self.store.root, self.store.io
+        try:
+            names = SubscriberRegistry.read_only_subscribers(root, io=io)
+        except (OSError, CorruptionError):
+            return  # already reported by the checks of the files themselves
+        for name in records.unregistered(root, io, names):
+            self._problem(
+                "subscribers", records.record_path(root, name),
+                records.unregistered_message(root, name),
+            )  # fmt: skip
 
     def _check_checkpoint(self, sdir: str) -> None:
         from .subscribers.registry import CHECKPOINT_NAME

@@ -64,6 +64,43 @@ class RegistryView(Protocol):
 Key = tuple[str, int]
 
 
+class _Witnessed:
+    """``registry`` plus subscribers known only by their subscription record (§8.10):
+    the ack log lost their registration (damage), so nothing is done for them but
+    what retention already recorded deleted; they pin every other segment."""
+
+    def __init__(self, registry: RegistryView, names: Sequence[str]) -> None:
+        self.registry = registry
+        self.names = sorted(names)
+
+    def done_summary(self, partition: str) -> tuple[int, set[int]]:
+        floor, above = self.registry.deleted_marks(partition)
+        return floor, set(above)
+
+    def undone_by(self, partition: str, seq: int) -> list[str]:
+        floor, above = self.registry.deleted_marks(partition)
+        own = [] if seq <= floor or seq in above else self.names
+        return sorted({*self.registry.undone_by(partition, seq), *own})
+
+    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]:
+        return self.registry.deleted_marks(partition)
+
+
+def witnessed(registry: RegistryView, unregistered: Sequence[str]) -> RegistryView:
+    """The view retention plans with: ``registry``, and if some subscribers have a
+    record but no registration in the ack log, those pinning everything not deleted."""
+    if not unregistered:
+        return registry
+    log.warning(
+        "quiver.subscriber.unregistered_record subscribers=%s: a subscription record "
+        "exists but the ack log does not register it (a damaged ack log?); every "
+        "segment it may not have read is kept until `quiver subscribers PATH add NAME` "
+        "registers it again or `quiver subscribers PATH remove NAME` releases it",
+        ",".join(sorted(unregistered)),
+    )
+    return _Witnessed(registry, unregistered)
+
+
 @dataclass
 class RetentionPlan:
     """The decision of one retention pass. Lists hold ``(partition, seq)`` in order."""
@@ -282,6 +319,8 @@ class RetentionResult:
     """Bytes of each segment the plan chose (deleted, or to delete in a dry run)."""
     expired: list[str] = field(default_factory=list)
     """Subscribers this pass deregistered under ``subscriber.expire_after``."""
+    unregistered: list[str] = field(default_factory=list)
+    """Subscribers with a record the ack log does not register: their data was kept."""
 
     @property
     def throttle(self) -> bool:
@@ -308,6 +347,7 @@ def apply_retention(
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
     index: RetainedIndex | None = None,
+    unregistered: Callable[[Any], Sequence[str]] | None = None,
 ) -> RetentionResult:
     """Plan and execute one retention pass (the steady-state sweeper + safety nets).
 
@@ -321,16 +361,23 @@ def apply_retention(
     on a full survey of this pass: an incremental index is resurveyed and the pass
     planned again first. A segment with an unreadable ``.meta`` (when the catalog can
     ``survey``) is kept and reported in ``damaged``; it never stops the pass.
+
+    ``unregistered(reg)`` (read under the lock) names subscribers that have a record
+    but no registration in the ack log: everything not recorded deleted is kept for
+    them (§8.10), and they are listed in the result.
     """
     index = RetainedIndex() if index is None else index
+    lost: list[str] = []
     try:
         with registry.exclusive() as reg:  # type: ignore[attr-defined]
             index.sync(catalog, reg)
+            lost = sorted(unregistered(reg)) if unregistered is not None else []
+            view = witnessed(reg, lost)
 
             def decide() -> RetentionPlan:
                 return plan(
                     index,
-                    reg,
+                    view,
                     config,
                     now_ns,
                     wal_bytes,
@@ -382,7 +429,7 @@ def apply_retention(
         metrics.clear_gauge(SEGMENT_DAMAGED)
         for p in sorted({d.partition for d in damaged}):
             metrics.set(SEGMENT_DAMAGED, sum(d.partition == p for d in damaged), partition=p)
-    return RetentionResult(pl, deletions, dropped, damaged, sizes)
+    return RetentionResult(pl, deletions, dropped, damaged, sizes, unregistered=lost)
 
 
 class _NoSubscribers:
@@ -408,18 +455,20 @@ def plan_retention(
     now_ns: int,
     *,
     wal_bytes: Mapping[str, int] | None = None,
+    unregistered: Sequence[str] = (),
 ) -> RetentionResult:
     """What :func:`apply_retention` would do now, changing nothing (``quiver gc --dry-run``)."""
     index = RetainedIndex()
     index.sync(catalog, None, full=True)
-    pl = plan(index, registry or NO_SUBSCRIBERS, config, now_ns, wal_bytes)
+    view = witnessed(registry or NO_SUBSCRIBERS, unregistered)
+    pl = plan(index, view, config, now_ns, wal_bytes)
     dropped: dict[str, dict[str, list[int]]] = {}
     for (pid, seq), subs in sorted(pl.drop_records.items()):
         for sub in subs:
             dropped.setdefault(sub, {}).setdefault(pid, []).append(seq)
     return RetentionResult(
         plan=pl, deleted={}, dropped=dropped, damaged=index.damaged(),
-        sizes=_chosen_sizes(index, pl),
+        sizes=_chosen_sizes(index, pl), unregistered=sorted(unregistered),
     )  # fmt: skip
 
 

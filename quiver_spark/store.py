@@ -35,6 +35,7 @@ from .errors import (
     LockedError,
     QuiverError,
     SchemaMismatchError,
+    StoreAtCapacityError,
     StoreClosedError,
     StoreNotFoundError,
 )
@@ -66,6 +67,8 @@ from .subscribers import SubscriberRegistry, records
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
+LIVE_NOTE_PERIOD_NS = 60 * 10**9
+"""How often a retention pass rewrites a live subscriber's ``last_live_ns`` (§8.10)."""
 
 
 def _location_key(url: str) -> str:
@@ -116,6 +119,11 @@ class QuiverStore:
         self._restored: set[str] = set()  # metrics files whose counters were continued
         self._clock = AnchoredClock()
         self._throttled = False
+        # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
+        # this handle's last retention pass (None: no pass yet) and what it admitted since
+        self._seen_bytes: int | None = None
+        self._admitted = 0
+        self._admit_lock = threading.Lock()
         self._last_retention = 0.0
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
@@ -311,8 +319,7 @@ class QuiverStore:
                 self.ensure_schema(b.schema)
         seq = 0
         for b in batches:
-            if self._throttled:
-                self._wait_for_capacity()
+            self._admit(b.nbytes)
             before = w.finalized_total
             seq = w.append(b, txn_id=txn_id)
             if w.finalized_total != before:
@@ -328,16 +335,46 @@ class QuiverStore:
             self.maintenance_error = e
             log.error("quiver.retention.deferred root=%s: %s", self.root, e)
 
-    def _wait_for_capacity(self) -> None:
-        """Under ``backpressure``, block (bounded) until retention frees space."""
-        if self.config.retention.size_cap_policy is not SizeCapPolicy.BACKPRESSURE:
+    def _admit(self, nbytes: int) -> None:
+        """Under ``backpressure`` with a size cap, block (bounded) until the store's bytes
+        are within the cap: those of this handle's last retention pass plus what it
+        admitted since. A handle that never ran a pass runs one first (§8.8)."""
+        r = self.config.retention
+        if r.size_cap_policy is not SizeCapPolicy.BACKPRESSURE or r.size_cap_bytes is None:
             return
-        wait_for_capacity(
-            lambda: not self.run_retention().throttle,
-            self.config.retention.backpressure_timeout_s,
-            self.metrics,
-            poll_s=0.1,
-        )
+        cap = r.size_cap_bytes
+        if not (self._throttled or self._seen_bytes is None) and self._within(cap):
+            self._count_admitted(nbytes)
+            return
+        failed: list[Exception] = []
+
+        def check() -> bool:
+            try:
+                throttled = self.run_retention().throttle
+            except Exception as e:  # kept and retried until the timeout, like any pass
+                failed.append(e)
+                self.maintenance_error = e
+                log.error("quiver.retention.admission_failed root=%s: %s", self.root, e)
+                return False
+            return not throttled and self._within(cap)
+
+        try:
+            wait_for_capacity(check, r.backpressure_timeout_s, self.metrics, poll_s=0.1)
+        except StoreAtCapacityError as e:
+            if failed:
+                raise StoreAtCapacityError(
+                    f"{e}; the last retention pass failed: {failed[-1]}"
+                ) from failed[-1]
+            raise
+        self._count_admitted(nbytes)
+
+    def _within(self, cap: int) -> bool:
+        with self._admit_lock:
+            return self._seen_bytes is not None and self._seen_bytes + self._admitted <= cap
+
+    def _count_admitted(self, nbytes: int) -> None:
+        with self._admit_lock:
+            self._admitted += nbytes + fmt.WAL_RECORD_SIZE
 
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
@@ -430,8 +467,9 @@ class QuiverStore:
                 if registry is not None:
                     registry.refresh()
                 return plan_retention(
-                    self.segment_location, registry, r, now, wal_bytes=self.wal_bytes()
-                )
+                    self.segment_location, registry, r, now, wal_bytes=self.wal_bytes(),
+                    unregistered=self.unregistered_records(registry),
+                )  # fmt: skip
             if (
                 not has_registry
                 and r.size_cap_bytes is None
@@ -441,6 +479,8 @@ class QuiverStore:
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
             expired = self._expire_idle_subscribers(now) if has_registry else []
+            with self._admit_lock:  # admitted before this listing are in what it counts
+                counted = self._admitted
             wal = self.wal_bytes()
             result = apply_retention(
                 self.segment_location,
@@ -450,16 +490,32 @@ class QuiverStore:
                 wal_bytes=wal,
                 metrics=self.metrics,
                 index=self._retained,
+                unregistered=self.unregistered_records,
             )
             self._throttled = result.throttle
+            with self._admit_lock:
+                self._admitted -= counted
+                self._seen_bytes = result.plan.bytes_after
             self._last_retention = time.monotonic()
             self._publish_metrics(now, wal)
             result.expired = expired
             return result
 
+    def unregistered_records(self, registry: SubscriberRegistry | None) -> list[str]:
+        """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
+        last read) does not register: the ack log lost their registration, so
+        retention keeps their data until an operator adds or removes them."""
+        if registry is None and not os.path.isdir(records.records_dir(self.root)):
+            return []
+        return records.unregistered(
+            self.root, self.io, registry.subscribers() if registry is not None else []
+        )
+
     def _expire_idle_subscribers(self, now_ns: int) -> list[str]:
         """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
-        leaving a record that says so (§8.10); a live consumer is never expired."""
+        leaving a record that says so (§8.10); a live consumer is never expired, and
+        idleness counts from the later of the last acknowledgement and the last time a
+        consumer held the subscriber live (noted here, and by the consumer as it stops)."""
         after = self.config.subscriber_expire_after_s
         if after is None:
             return []
@@ -475,7 +531,15 @@ class QuiverStore:
                 if rec is None:  # registered before records existed: its clock starts now
                     records.create_record(self.root, self.io, name, now_ns)
                     continue
-                if now_ns - rec.last_active_ns < after * 1e9 or records.is_live(self.root, name):
+                if records.is_live(self.root, name):
+                    # idleness counts from when it was last live too (§8.10)
+                    if now_ns - (rec.last_live_ns or 0) >= LIVE_NOTE_PERIOD_NS:
+                        try:
+                            records.note_live(self.root, self.io, name, now_ns)
+                        except OSError as e:  # advisory; the next pass notes it again
+                            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+                    continue
+                if now_ns - rec.last_active_ns < after * 1e9:
                     continue
                 # the tombstone first: a crash between the two leaves a registered
                 # subscriber whose record says expired, which the next pass completes

@@ -921,6 +921,11 @@ class Subscription:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
+        if self._live:  # expiry counts from when it was last live (ARCHITECTURE.md §8.10)
+            try:
+                records.note_live(self.store.root, self.store.io, self.name)
+            except (OSError, CorruptionError) as e:  # advisory: never fails a close
+                log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         try:
             if self._owns_store:
                 self.store.close()

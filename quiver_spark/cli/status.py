@@ -36,6 +36,8 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
                         "lag_segments": int, "lag_bytes": int,
                         "lag_seconds": float|null}]
       }],
+      "unregistered_records": [str],   # a record but no registration in the ack log
+                                       # (§8.10): their data is kept until add/remove
       "totals": {"partitions": int, "segments": int, "segment_bytes": int,
                  "wal_bytes": int, "bytes": int,      # sums over the rows of "partitions"
                  "store_bytes": int,   # segment and WAL bytes of the whole store (all
@@ -158,6 +160,7 @@ def collect_status(
 
     registry = open_registry(store)
     subs = []
+    unregistered = store.unregistered_records(registry)
     if registry is not None:
         try:
             names = select("subscriber", subscribers, sorted(registry.subscribers()))
@@ -186,6 +189,7 @@ def collect_status(
         "filters": {"partition": list(partitions), "subscriber": list(subscribers)},
         "partitions": rows,
         "subscribers": subs,
+        "unregistered_records": unregistered,
         "totals": {
             "partitions": len(rows),
             "segments": sum(p["segments"] for p in rows),
@@ -446,6 +450,8 @@ def render_status(doc: dict[str, Any]) -> str:
                 f"remove it (quiver subscribers PATH remove {s['name']}) or set the store "
                 "policy subscriber.expire_after (quiver config PATH set ...)"
             )
+    for name in doc.get("unregistered_records", []):
+        out.append(f"  WARNING: {records.unregistered_message(doc['path'], name)}")
     out.append("")
     total = (
         f"Total: {t['partitions']} partitions, {t['segments']} segments, "

@@ -214,8 +214,10 @@ def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:
     if registry is None:
         raise SubscriberError(f"unknown subscriber {name!r}; registered: []")
     try:
-        if rec is None or rec.expired_ns is None or name in registry.subscribers():
+        if name in registry.subscribers():
             registry.deregister(name)
+        elif rec is None:  # neither registered nor recorded
+            registry.deregister(name)  # raises, naming the registered ones
     finally:
         registry.close()
     records.remove_record(store.root, store.io, name)

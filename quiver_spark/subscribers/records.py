@@ -1,15 +1,18 @@
 """Subscription records: each subscriber's visible life (ARCHITECTURE.md §8.10).
 
 ``<root>/subscribers/records/<name>.sub`` (a §6 frame, magic ``QSUB``) says when a
-subscriber was registered, when it last acknowledged, and whether the store expired
-it (policy ``subscriber.expire_after``). The ack log stays the truth of progress; a
+subscriber was registered, when it last acknowledged, when a consumer was last seen
+holding it live, and whether the store expired it (policy ``subscriber.expire_after``,
+counted from the later of the last acknowledgement and the last time it was live). The ack log stays the truth of progress; a
 record adds what an operator needs to see an idle subscriber pinning bytes, and the
 tombstone that makes a later query under an expired name fail clearly instead of
 silently starting over.
 
 Each record is written by one party at a time: created exclusively at registration,
 replaced by the subscriber's live consumer (which holds the subscriber's lock) or by
-the retention pass that expires it (under the ack log's exclusive lock). On an object
+a retention pass (under the ack log's exclusive lock) that expires it or notes it live.
+Both only ever move a time forward, so a lost update between the two leaves a time
+no older than the other party's. On an object
 store the same body maps to a create-if-absent and a conditional replace.
 """
 
@@ -37,18 +40,19 @@ READERS_DIR = "readers"
 
 @dataclass(frozen=True)
 class SubscriptionRecord:
-    """One subscriber's life: registered, last acknowledged, expired."""
+    """One subscriber's life: registered, last acknowledged, last live, expired."""
 
     name: str
     created_ns: int
     last_ack_ns: int | None = None
     expired_ns: int | None = None
     expired_after_s: float | None = None
+    last_live_ns: int | None = None
 
     @property
     def last_active_ns(self) -> int:
-        """The last acknowledgement, or the registration when there was none."""
-        return self.last_ack_ns if self.last_ack_ns is not None else self.created_ns
+        """The latest of its registration, last acknowledgement and last time live."""
+        return max(self.created_ns, self.last_ack_ns or 0, self.last_live_ns or 0)
 
     def to_body(self) -> dict[str, Any]:
         return {
@@ -57,6 +61,7 @@ class SubscriptionRecord:
             "last_ack_ns": self.last_ack_ns,
             "expired_ns": self.expired_ns,
             "expired_after_s": self.expired_after_s,
+            "last_live_ns": self.last_live_ns,
         }
 
     @classmethod
@@ -69,6 +74,9 @@ class SubscriptionRecord:
                 expired_ns=None if body.get("expired_ns") is None else int(body["expired_ns"]),
                 expired_after_s=(
                     None if body.get("expired_after_s") is None else float(body["expired_after_s"])
+                ),
+                last_live_ns=(  # absent from records written before it existed
+                    None if body.get("last_live_ns") is None else int(body["last_live_ns"])
                 ),
             )
         except (KeyError, TypeError, ValueError) as e:
@@ -143,10 +151,43 @@ def touch(root: str, io: FileIO, name: str, now_ns: int | None = None) -> Subscr
     return rec
 
 
+def note_live(
+    root: str, io: FileIO, name: str, now_ns: int | None = None
+) -> SubscriptionRecord | None:
+    """Note that a consumer held ``name`` live at ``now_ns`` (its consumer when it
+    stops, a retention pass that sees it live). Only an existing, unexpired record is
+    updated (a name never registered gets no record); None when nothing was written."""
+    now = time.time_ns() if now_ns is None else now_ns
+    rec = read_record_or_none(root, io, name)
+    if rec is None or rec.expired_ns is not None or (rec.last_live_ns or 0) >= now:
+        return None
+    rec = dataclasses.replace(rec, last_live_ns=now)
+    write_record(root, io, rec)
+    return rec
+
+
 def remove_record(root: str, io: FileIO, name: str) -> None:
     path = record_path(root, name)
     if io.exists(path):
         io.durable_unlink([path])
+
+
+def unregistered(root: str, io: FileIO, registered: set[str] | list[str]) -> list[str]:
+    """Names with an unexpired record that ``registered`` (the ack log's subscribers)
+    lacks: the ack log lost their registration (§8.10), so retention keeps their data."""
+    known = set(registered)
+    recs = list_records(root, io)
+    return sorted(n for n, rec in recs.items() if rec.expired_ns is None and n not in known)
+
+
+def unregistered_message(root: str, name: str) -> str:
+    """What ``quiver status`` and ``quiver fsck`` say about such a subscriber."""
+    return (
+        f"subscriber {name} has a subscription record but is not registered in the ack log "
+        "(a damaged or cut ack log?): retention keeps every segment it may not have read; "
+        f"`quiver subscribers {root} add {name}` registers it again (from the earliest "
+        f"retained segment), `quiver subscribers {root} remove {name}` releases its data"
+    )
 
 
 def is_live(root: str, name: str) -> bool:

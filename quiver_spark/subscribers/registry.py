@@ -5,6 +5,12 @@ Files under ``<root>/subscribers/`` (ARCHITECTURE.md §8): ``LOCK`` (flock targe
 (:mod:`.log`). Every append holds an exclusive ``flock`` on ``LOCK`` for one
 ``write`` + ``fdatasync``; readers hold it shared while they read the new tail, so a
 reader never sees a half-written record and a compactor never rotates under a writer.
+
+A failed I/O never leaves the registry unusable: the failed write is cut back and its
+records are never applied, and the next call rebuilds the state from disk (checkpoint +
+logs, as :meth:`SubscriberRegistry.open` does) and continues in a new log generation, so
+a log file whose write or fsync failed is never written or fsynced again
+(ARCHITECTURE.md §8.5).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..config import validate_name
-from ..errors import StoreClosedError, SubscriberError, UnknownSegmentError
+from ..errors import QuiverError, StoreClosedError, SubscriberError, UnknownSegmentError
 from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
 from . import log as acklog
@@ -105,7 +111,8 @@ class SubscriberRegistry:
         self._ckpt_gen = 0
         self._since_ckpt = 0
         self._records_total = 0
-        self._failed: BaseException | None = None
+        self._stale: BaseException | None = None  # set by a failed I/O: rebuild first
+        self._lock_exclusive = False
         self._claims: dict[tuple[int, str], set[int]] = {}
         self.torn_cut_bytes = 0
         self.salvaged_records = 0
@@ -149,6 +156,20 @@ class SubscriberRegistry:
         )
         return reg
 
+    @classmethod
+    def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:
+        """The subscribers the checkpoint and logs register, read without a lock and
+        without repairing anything (bad records skipped, a torn tail left out): what
+        ``quiver fsck`` compares the subscription records with."""
+        reg = cls(root, io, 1, salvage=True)
+        reg._load_checkpoint()
+        gens = [g for g in acklog.list_generations(io, reg.dir) if g >= reg._ckpt_gen]
+        for gen in gens:
+            path = os.path.join(reg.dir, acklog.log_file_name(gen))
+            reg._cursor = acklog.open_cursor(io, path)
+            reg._read_file(path, False, last_file=gen == gens[-1])
+        return reg.subscribers()
+
     def close(self) -> None:
         with self._mutex:
             for fd in (self._log_fd, self._lock_fd):
@@ -169,28 +190,70 @@ class SubscriberRegistry:
         with self._mutex:
             if self._lock_fd is None:
                 raise StoreClosedError(f"subscriber registry {self.dir} is closed")
-            if self._failed is not None:
-                raise StoreClosedError(
-                    f"ack log write failed earlier ({self._failed}); reopen the registry"
-                )
             if self._lock_depth:
+                if self._stale is not None and self._lock_exclusive:
+                    self._rebuild_locked()
                 self._lock_depth += 1
                 try:
                     yield
                 finally:
                     self._lock_depth -= 1
                 return
+            # a rebuild after a failure reads (and may cut, rotate) under LOCK_EX
+            exclusive = exclusive or self._stale is not None
             path = os.path.join(self.dir, LOCK_NAME)
             self.io.before("flock", path)
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             self._lock_depth = 1
+            self._lock_exclusive = exclusive
             try:
-                if refresh:
-                    self._catch_up(exclusive=exclusive)
+                if self._stale is not None:
+                    self._rebuild_locked()
+                elif refresh:
+                    try:
+                        self._catch_up(exclusive=exclusive)
+                    except BaseException as e:
+                        self._stale = e
+                        raise
                 yield
             finally:
                 self._lock_depth = 0
+                self._lock_exclusive = False
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _rebuild_locked(self) -> None:
+        """After a failed I/O: discard the in-memory state, rebuild it from disk as
+        :meth:`open` does, and continue in a new log generation (LOCK_EX held).
+
+        Raises (and stays to be rebuilt by the next call) while the disk still fails.
+        """
+        cause = self._stale
+        self._close_log_fd()
+        # a rebuild that fails midway leaves the last consistent state for readers
+        saved = (self.state, self._cursor, self._ckpt_gen, self._since_ckpt, self._records_total)
+        try:
+            self._load_checkpoint()
+            self._catch_up(exclusive=True)
+            gen = max([self._ckpt_gen, *acklog.list_generations(self.io, self.dir)]) + 1
+            acklog.create_log(self.io, self.dir, gen)
+            self._catch_up(exclusive=True)  # onto the new, empty generation
+        except BaseException:
+            self.state, self._cursor, self._ckpt_gen, self._since_ckpt, self._records_total = saved
+            raise
+        self._stale = None
+        log.warning(
+            "quiver.acklog.rebuilt dir=%s gen=%d after=%s (the failed file is not written again)",
+            self.dir,
+            gen,
+            cause,
+        )
+
+    def _close_log_fd(self) -> None:
+        if self._log_fd is not None:
+            with contextlib.suppress(OSError):
+                self.io.close(self._log_fd)
+            self._log_fd = None
+            self._log_fd_gen = -1
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[SubscriberRegistry]:
@@ -281,17 +344,18 @@ class SubscriberRegistry:
         cur = self._cursor
         assert cur is not None and self._lock_depth
         path = os.path.join(self.dir, acklog.log_file_name(cur.gen))
-        if self._log_fd is None or self._log_fd_gen != cur.gen:
-            if self._log_fd is not None:
-                self.io.close(self._log_fd)
-                self._log_fd = None
-            self._log_fd = self.io.open_append(path)
-            self._log_fd_gen = cur.gen
         try:
+            if self._log_fd is None or self._log_fd_gen != cur.gen:
+                self._close_log_fd()
+                self._log_fd = self.io.open_append(path)
+                self._log_fd_gen = cur.gen
             self.io.write(self._log_fd, data)
             self.io.fdatasync(self._log_fd)
         except OSError as e:
-            self._failed = e
+            # nothing of this call is applied; the next call rebuilds from disk and
+            # writes to a new generation (this file's fsync state is unknown now)
+            self._stale = e
+            self._close_log_fd()
             with contextlib.suppress(OSError):
                 self.io.truncate(path, cur.offset)
             log.error("quiver.acklog.write_failed path=%s offset=%d error=%s", path, cur.offset, e)
@@ -302,7 +366,15 @@ class SubscriberRegistry:
         self._since_ckpt += facts.records
         self._records_total += facts.records
         if self._since_ckpt >= self.checkpoint_records:
-            self._checkpoint_locked()
+            try:
+                self._checkpoint_locked()
+            except (OSError, QuiverError) as e:  # the append is durable: do not fail it
+                self._stale = e
+                log.error(
+                    "quiver.acklog.checkpoint_failed dir=%s error=%s (retried after a rebuild)",
+                    self.dir,
+                    e,
+                )
 
     def _encoder(self) -> acklog.RecordEncoder:
         assert self._cursor is not None
@@ -586,7 +658,11 @@ class SubscriberRegistry:
     def checkpoint(self) -> None:
         """Write a checkpoint covering every log file, rotate, remove the covered files."""
         with self._locked(exclusive=True):
-            self._checkpoint_locked()
+            try:
+                self._checkpoint_locked()
+            except BaseException as e:
+                self._stale = e
+                raise
 
     def _checkpoint_locked(self) -> None:
         assert self._cursor is not None
