@@ -9,11 +9,20 @@ naming the option, both values and how to change it (:func:`reconcile`).
 The file is a §6 frame replaced as a whole, guarded by ``generation``: a change names
 the generation it read and is refused if another change came first. That is the shape
 of a conditional replace on an object store, so the record can move there unchanged.
+
+Damage never stops the store: while POLICY cannot be read (a failed checksum, or
+missing while its copy ``POLICY.copy`` exists) :func:`read_policy` returns
+:data:`CONSERVATIVE` with ``damaged`` set: no time window, no size cap, no
+drop_oldest, no expiry, so nothing is deleted that every subscriber has not
+acknowledged. Every change writes POLICY and then the same bytes to ``POLICY.copy``;
+:func:`repair_policy` (``quiver config PATH repair``) restores POLICY from that copy
+or from explicit values.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -26,7 +35,11 @@ from .errors import ConfigError, CorruptionError
 from .errors import PolicyConflictError as PolicyConflictError  # re-exported: errors.py
 from .fs import FileIO, file_lock
 
+log = logging.getLogger(__name__)
+
 POLICY_FILE = fmt.POLICY_FILE
+POLICY_COPY_FILE = POLICY_FILE + ".copy"
+"""The last policy written, written right after POLICY itself: what repair restores."""
 MAGIC_POLICY = fmt.MAGIC_POLICY
 STORE_LOCK = ".store.lock"
 
@@ -54,6 +67,9 @@ class StorePolicy:
     expire_after_s: float | None = None
     """Deregister a subscriber that has not acknowledged for this long (None: never)."""
     updated_ns: int = 0
+    damaged: str | None = dataclasses.field(default=None, compare=False)
+    """Why POLICY could not be read (file and reason); the fields are then the most
+    conservative reading (:data:`CONSERVATIVE`). Never written."""
 
     def retention(self, base: RetentionConfig) -> RetentionConfig:
         """``base`` (a process's config) with the policy's retention fields."""
@@ -138,18 +154,68 @@ def _duration(s: float) -> str:
     return f"{s:g}s"
 
 
+CONSERVATIVE = StorePolicy()
+"""What a store applies while its POLICY cannot be read: no time window, no size cap
+(so no drop_oldest and no throttling on a cap nobody can read), no expiry. Only
+segments every subscriber acknowledged are reclaimed."""
+
+
 def policy_path(root: str) -> str:
     return os.path.join(root, POLICY_FILE)
 
 
-def read_policy(root: str, io: FileIO) -> StorePolicy | None:
-    """The recorded policy, or None when the store has none recorded yet."""
+def copy_path(root: str) -> str:
+    return os.path.join(root, POLICY_COPY_FILE)
+
+
+def repair_hint(root: str) -> str:
+    return (
+        f"repair it with: quiver config {root} repair --from-last-good "
+        "(or repair KEY=VALUE ... to give every value)"
+    )
+
+
+_warned: set[str] = set()
+
+
+def _decode(path: str, raw: bytes) -> StorePolicy:
+    return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
+
+
+def read_recorded(root: str, io: FileIO) -> StorePolicy | None:
+    """The recorded policy, None when none is recorded; CorruptionError when POLICY
+    fails verification, or is missing while its copy exists (it was recorded)."""
     path = policy_path(root)
     try:
         raw = io.read_file(path)
     except FileNotFoundError:
+        if os.path.exists(copy_path(root)):
+            raise CorruptionError(
+                path, 0, f"missing, though its copy {POLICY_COPY_FILE} exists"
+            ) from None
         return None
-    return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
+    return _decode(path, raw)
+
+
+def read_policy(root: str, io: FileIO) -> StorePolicy | None:
+    """The recorded policy, or None when the store has none recorded yet.
+
+    A POLICY that cannot be read gives :data:`CONSERVATIVE` with ``damaged`` saying
+    why (logged once per process and reason): damage to it never stops a writer, a
+    consumer or a command. An error reading it (EIO...) propagates: it is retried.
+    """
+    try:
+        return read_recorded(root, io)
+    except CorruptionError as e:
+        why = f"{e}; {repair_hint(root)}"
+        if why not in _warned:
+            _warned.add(why)
+            log.warning(
+                "quiver.policy.damaged %s; writers and readers apply the most conservative "
+                "policy (no time window, no size cap, no expiry) until it is repaired",
+                why,
+            )
+        return dataclasses.replace(CONSERVATIVE, damaged=why)
 
 
 def policy_of(config: StoreConfig) -> StorePolicy:
@@ -165,7 +231,14 @@ def policy_of(config: StoreConfig) -> StorePolicy:
 
 
 def _write(root: str, io: FileIO, policy: StorePolicy) -> None:
-    io.atomic_write(policy_path(root), fmt.encode_frame(MAGIC_POLICY, policy.to_body()))
+    """POLICY, then the same bytes to its copy. The copy is what repair restores; a
+    failure to write it leaves the change made (logged, and named by quiver fsck)."""
+    data = fmt.encode_frame(MAGIC_POLICY, policy.to_body())
+    io.atomic_write(policy_path(root), data)
+    try:
+        io.atomic_write(copy_path(root), data)
+    except OSError as e:
+        log.warning("quiver.policy.copy_unwritten %s: %s", copy_path(root), e)
 
 
 def ensure_policy(root: str, io: FileIO, config: StoreConfig) -> StorePolicy:
@@ -189,6 +262,8 @@ def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
     An option counts as explicit when it was given (``config.explicit``) or, for a
     config built in code, when its value differs from the default.
     """
+    if policy.damaged is not None:
+        return  # nothing to compare with: the conservative reading applies to everyone
     mine = policy_of(config)
     default = policy_of(StoreConfig())
     for option in POLICY_OPTIONS:
@@ -216,12 +291,15 @@ def replace_policy(
     With ``expected_generation`` the change is refused if the policy moved on since
     it was read (a conditional replace). Returns the new policy.
     """
-    unknown = sorted(set(changes) - set(POLICY_OPTIONS))
-    if unknown:
-        raise ConfigError(unknown[0], changes[unknown[0]], "one of " + ", ".join(POLICY_OPTIONS))
+    _check_options(changes)
     with file_lock(os.path.join(root, STORE_LOCK)):
         # a store from before policies were recorded starts from the defaults
-        current = read_policy(root, io) or StorePolicy()
+        try:
+            current = read_recorded(root, io) or StorePolicy()
+        except CorruptionError as e:
+            raise CorruptionError(
+                e.path, e.offset, f"{e.reason}: cannot change a damaged policy; {repair_hint(root)}"
+            ) from e
         if expected_generation is not None and current.generation != expected_generation:
             raise PolicyConflictError(
                 "generation",
@@ -229,14 +307,77 @@ def replace_policy(
                 f"the store's policy, now at generation {current.generation}: it changed "
                 "since it was read; read it again and retry",
             )
-        fields: dict[str, Any] = {}
-        for option, value in changes.items():
-            fields["expire_after_s" if option == EXPIRE_AFTER else RETENTION_FIELDS[option]] = value
-        new = dataclasses.replace(
-            current, generation=current.generation + 1, updated_ns=time.time_ns(), **fields
-        )
-        # validate as a config would (a size cap of zero, a negative headroom, ...)
-        new.retention(RetentionConfig())
-        RetentionConfig(**{f: getattr(new, f) for f in RETENTION_FIELDS.values()})
+        new = _changed(current, current.generation + 1, changes)
         _write(root, io, new)
         return new
+
+
+def _check_options(changes: Mapping[str, Any]) -> None:
+    unknown = sorted(set(changes) - set(POLICY_OPTIONS))
+    if unknown:
+        raise ConfigError(unknown[0], changes[unknown[0]], "one of " + ", ".join(POLICY_OPTIONS))
+
+
+def _changed(base: StorePolicy, generation: int, changes: Mapping[str, Any]) -> StorePolicy:
+    """``base`` with ``changes`` as ``generation``, validated as a config would be (a
+    size cap of zero, a negative headroom, ...)."""
+    fields: dict[str, Any] = {}
+    for option, value in changes.items():
+        fields["expire_after_s" if option == EXPIRE_AFTER else RETENTION_FIELDS[option]] = value
+    new = dataclasses.replace(base, generation=generation, updated_ns=time.time_ns(), **fields)
+    RetentionConfig(**{f: getattr(new, f) for f in RETENTION_FIELDS.values()})
+    return new
+
+
+def repair_policy(
+    root: str, io: FileIO, changes: Mapping[str, Any], *, from_last_good: bool = False
+) -> StorePolicy:
+    """Rewrite a POLICY that cannot be read (``quiver config PATH repair``).
+
+    From its copy (``from_last_good``: the last policy written) with ``changes`` on
+    top, or from the defaults with ``changes``; the result gets the copy's generation
+    + 1 (or 1 when the copy is unreadable), and is written with its copy. A POLICY
+    that reads fine is not repaired (ConfigError naming ``set``); a copy that cannot
+    be read when ``from_last_good`` is asked is a CorruptionError naming it.
+    """
+    _check_options(changes)
+    if not from_last_good and not changes:
+        raise ConfigError("repair", "nothing", "--from-last-good or at least one KEY=VALUE")
+    with file_lock(os.path.join(root, STORE_LOCK)):
+        try:
+            current = read_recorded(root, io)
+        except CorruptionError:
+            current = None
+        else:
+            raise ConfigError(
+                "repair",
+                policy_path(root),
+                "a damaged POLICY only: it reads fine"
+                + (f" (generation {current.generation})" if current else " (none recorded)")
+                + f"; change it with: quiver config {root} set KEY=VALUE ...",
+            )
+        cpath = copy_path(root)
+        try:
+            last: StorePolicy | None = _decode(cpath, io.read_file(cpath))
+        except FileNotFoundError:
+            last = None
+            if from_last_good:
+                raise CorruptionError(
+                    cpath, 0, f"missing: no last good policy to repair from; {_explicit(root)}"
+                ) from None
+        except CorruptionError as e:
+            last = None
+            if from_last_good:
+                raise CorruptionError(
+                    e.path, e.offset, f"{e.reason}: no last good policy; {_explicit(root)}"
+                ) from e
+        base = last if (from_last_good and last is not None) else StorePolicy()
+        new = _changed(base, (last.generation if last else 0) + 1, changes)
+        _write(root, io, new)
+        _warned.clear()
+        log.warning("quiver.policy.repaired %s generation=%d", policy_path(root), new.generation)
+        return new
+
+
+def _explicit(root: str) -> str:
+    return f"give every value with: quiver config {root} repair KEY=VALUE ..."
