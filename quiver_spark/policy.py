@@ -31,7 +31,7 @@ from typing import Any
 
 from . import format as fmt
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
-from .errors import ConfigError, CorruptionError
+from .errors import ConfigError, CorruptionError, QuiverError
 from .errors import PolicyConflictError as PolicyConflictError  # re-exported: errors.py
 from .fs import FileIO, file_lock
 
@@ -68,8 +68,8 @@ class StorePolicy:
     """Deregister a subscriber that has not acknowledged for this long (None: never)."""
     updated_ns: int = 0
     damaged: str | None = dataclasses.field(default=None, compare=False)
-    """Why POLICY could not be read (file and reason); the fields are then the most
-    conservative reading (:data:`CONSERVATIVE`). Never written."""
+    """Why POLICY could not be read (reason, file and offset); the fields are then the
+    most conservative reading (:data:`CONSERVATIVE`). Never written."""
 
     def retention(self, base: RetentionConfig) -> RetentionConfig:
         """``base`` (a process's config) with the policy's retention fields."""
@@ -169,10 +169,7 @@ def copy_path(root: str) -> str:
 
 
 def repair_hint(root: str) -> str:
-    return (
-        f"repair it with: quiver config {root} repair --from-last-good "
-        "(or repair KEY=VALUE ... to give every value)"
-    )
+    return f"quiver config {root} repair --from-last-good (or repair KEY=VALUE ...)"
 
 
 _warned: set[str] = set()
@@ -207,15 +204,19 @@ def read_policy(root: str, io: FileIO) -> StorePolicy | None:
     try:
         return read_recorded(root, io)
     except CorruptionError as e:
-        why = f"{e}; {repair_hint(root)}"
+        why = str(e)
         if why not in _warned:
             _warned.add(why)
-            log.warning(
-                "quiver.policy.damaged %s; writers and readers apply the most conservative "
-                "policy (no time window, no size cap, no expiry) until it is repaired",
-                why,
-            )
+            log.warning("quiver.policy.damaged %s", damage_warning(root, why))
         return dataclasses.replace(CONSERVATIVE, damaged=why)
+
+
+def damage_warning(root: str, damaged: str) -> str:
+    """The one line every command prints while POLICY cannot be read."""
+    return (
+        f"POLICY cannot be read: {damaged}; the most conservative policy applies (no time "
+        f"window, no size cap, no expiry) until it is repaired with: {repair_hint(root)}"
+    )
 
 
 def policy_of(config: StoreConfig) -> StorePolicy:
@@ -298,7 +299,9 @@ def replace_policy(
             current = read_recorded(root, io) or StorePolicy()
         except CorruptionError as e:
             raise CorruptionError(
-                e.path, e.offset, f"{e.reason}: cannot change a damaged policy; {repair_hint(root)}"
+                e.path,
+                e.offset,
+                f"cannot change a damaged policy (repair it with: {repair_hint(root)}): {e.reason}",
             ) from e
         if expected_generation is not None and current.generation != expected_generation:
             raise PolicyConflictError(
@@ -342,19 +345,17 @@ def repair_policy(
     """
     _check_options(changes)
     if not from_last_good and not changes:
-        raise ConfigError("repair", "nothing", "--from-last-good or at least one KEY=VALUE")
+        raise QuiverError("repair needs --from-last-good or at least one KEY=VALUE")
     with file_lock(os.path.join(root, STORE_LOCK)):
         try:
             current = read_recorded(root, io)
         except CorruptionError:
-            current = None
+            pass
         else:
-            raise ConfigError(
-                "repair",
-                policy_path(root),
-                "a damaged POLICY only: it reads fine"
-                + (f" (generation {current.generation})" if current else " (none recorded)")
-                + f"; change it with: quiver config {root} set KEY=VALUE ...",
+            state = f"generation {current.generation}" if current else "none recorded yet"
+            raise QuiverError(
+                f"{policy_path(root)} reads fine ({state}): repair rewrites a damaged one "
+                f"only; change it with: quiver config {root} set KEY=VALUE ..."
             )
         cpath = copy_path(root)
         try:

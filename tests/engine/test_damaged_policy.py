@@ -20,7 +20,7 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.config import SizeCapPolicy
-from quiver_spark.errors import ConfigError, CorruptionError
+from quiver_spark.errors import CorruptionError, QuiverError
 from quiver_spark.fs import DEFAULT_IO
 from quiver_spark.options import store_config_from_options
 from quiver_spark.policy import (
@@ -220,5 +220,5 @@ def test_repair_from_explicit_values_starts_from_the_defaults(tmp_path: Path) ->
 def test_repair_of_a_readable_policy_is_refused_naming_set(tmp_path: Path) -> None:
     fill(tmp_path, 1)
     make_strict(tmp_path)
-    with pytest.raises(ConfigError, match="set"):
+    with pytest.raises(QuiverError, match=r"reads fine \(generation 2\).*set KEY=VALUE"):
         repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
