@@ -1,22 +1,31 @@
-"""Verify every checksum of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
+"""Verify every file kind of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
 
-Checked, in order: the STORE descriptor; per partition its STATE and every WAL file
-(scanned read-only through a memory map: a torn tail is reported, never cut — the
-next writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
-(size, CRC-32C, Arrow footer, schema, every batch decodable); every transaction
-commit record; the subscriber registry (ack logs and checkpoints, through the
-registry's own verification). With ``quarantine`` each corrupt segment is moved to
-``<segments>/<pid>/quarantine/`` (the partition's writer lock is taken for it; a
-partition with a live writer is skipped and says so).
+Checked, in order: the STORE descriptor; POLICY and its copy ``POLICY.copy``; per
+partition its STATE, HEARTBEAT, LOCK holder info and every WAL file (scanned
+read-only through a memory map: a torn tail is reported, never cut — the next
+writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
+(size, CRC-32C, Arrow footer, schema, every batch decodable); the quarantine mark
+(and the quarantined segments, counted); every transaction commit record; the
+subscriber registry (ack logs and checkpoint) and every ``.sub`` record; the
+advisory files ``readers/*.lock``, ``readers/*.lost.jsonl`` and ``metrics/*.prom``.
+With ``quarantine`` each corrupt segment is moved to ``<segments>/<partition>/quarantine/``
+(the partition's writer lock is taken for it; a partition with a live writer is
+skipped and says so). The table of ARCHITECTURE.md "Damage and what it affects"
+says, per kind, what a finding means and the command that repairs it.
 
-A problem is damage; a warning (a torn WAL tail, an unpublished segment file, an
-unreadable advisory heartbeat) is what a crash leaves and recovery repairs.
-:func:`check_store` returns an :class:`FsckReport`; ``quiver fsck`` only renders it.
+A problem is damage that loses data or keeps a guarantee from holding until it is
+repaired (STORE, POLICY, STATE, WAL, segments, commit records, ack log, checkpoint);
+a warning is what a crash leaves and recovery repairs (a torn WAL or ack-log tail, an
+unpublished segment file) or damage to a file nothing correct depends on (heartbeat,
+lock holder info, quarantine mark, POLICY's copy, ``.sub`` records, lost logs,
+metrics). :func:`check_store` returns an :class:`FsckReport`; ``quiver fsck`` only
+renders it.
 
-``Finding.kind`` is one of ``store``, ``state``, ``wal``, ``wal_torn_tail``,
-``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``, ``commit``,
-``subscribers``; ``action`` is ``"quarantined to <path>"`` or
-``"not quarantined: <why>"`` when quarantining acted on the finding.
+``Finding.kind`` is one of ``store``, ``policy``, ``policy_copy``, ``state``, ``wal``,
+``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``,
+``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
+``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+or ``"not quarantined: <why>"`` when quarantining acted on the finding.
 """
 
 from __future__ import annotations

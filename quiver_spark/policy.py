@@ -364,13 +364,15 @@ def repair_policy(
             last = None
             if from_last_good:
                 raise CorruptionError(
-                    cpath, 0, f"missing: no last good policy to repair from; {_explicit(root)}"
+                    cpath, 0, f"no last good policy to repair from ({_explicit(root)}): missing"
                 ) from None
         except CorruptionError as e:
             last = None
             if from_last_good:
                 raise CorruptionError(
-                    e.path, e.offset, f"{e.reason}: no last good policy; {_explicit(root)}"
+                    e.path,
+                    e.offset,
+                    f"no last good policy to repair from ({_explicit(root)}): {e.reason}",
                 ) from e
         base = last if (from_last_good and last is not None) else StorePolicy()
         new = _changed(base, (last.generation if last else 0) + 1, changes)
