@@ -225,8 +225,14 @@ class StoreChecker:
                 if key not in body:
                     raise CorruptionError(state, fmt.FRAME_SIZE, f"STATE lacks {key!r}")
             self.report.checked["states"] += 1
-        except FileNotFoundError:
-            pass  # a partition that never finalized has no STATE
+        except FileNotFoundError:  # a partition that never finalized has no STATE
+            if self._has_segment_files(pid):
+                self._warning(
+                    "state", state, "missing while the partition has segments: its next "
+                    "writer starts above the highest segment seq on disk (a seq retention "
+                    "deleted from the top is not reused only if the ack log recorded it)",
+                    partition=pid,
+                )  # fmt: skip
         except CorruptionError as e:
             self._corruption("state", e, partition=pid)
             self.report.checked["states"] += 1
@@ -261,6 +267,13 @@ class StoreChecker:
                 kind, path, f"holder info unreadable: {type(e).__name__} (advisory: the lock "
                 "is the flock, not the content; the next holder rewrites it)", partition=pid,
             )  # fmt: skip
+
+    def _has_segment_files(self, pid: str) -> bool:
+        try:
+            listing = self.store.segment_location.listing(pid)
+        except (OSError, QuiverError):
+            return False
+        return bool(listing.published or listing.unpublished)
 
     def _wal_task(self, pid: str, path: str, last: bool) -> Callable[[], None]:
         def work() -> None:
@@ -310,7 +323,17 @@ class StoreChecker:
     def _plan_segments(self, pid: str) -> list[Task]:
         loc = self.store.segment_location
         listing = loc.listing(pid)
+        floor, publishing = self._state_floor(pid)
         for seq in listing.unpublished:
+            if seq < floor and seq != publishing:
+                self._problem(
+                    "segment_meta", loc.data_path(pid, seq),
+                    f"its .meta is missing: segment {seq} was published (the partition's "
+                    f"next seq is {floor}), so readers count it missing; the partition's next "
+                    "writer deletes this .arrow (copy it away first to keep its rows)",
+                    partition=pid, seq=seq,
+                )  # fmt: skip
+                continue
             self._warning(
                 "segment_orphan", loc.data_path(pid, seq),
                 "segment file without metadata: never published (recovery removes it)",
@@ -329,6 +352,18 @@ class StoreChecker:
                 continue
             tasks.append((max(1, meta.size_bytes), self._segment_task(meta)))
         return tasks
+
+    def _state_floor(self, pid: str) -> tuple[int, int | None]:
+        """STATE's next seq and the seq being published (0, None when unreadable: every
+        segment file without metadata is then taken as never published)."""
+        path = os.path.join(self.store.wal_root, pid, fmt.STATE_FILE)
+        try:
+            body = fmt.decode_frame(path, fmt.MAGIC_STATE, self.store.io.read_file(path))
+            publishing = body.get("publishing") or {}
+            seq = publishing.get("seq")
+            return int(body["next_seq"]), int(seq) if seq is not None else None
+        except (OSError, CorruptionError, KeyError, TypeError, ValueError):
+            return 0, None
 
     def _segment_task(self, meta: SegmentMeta) -> Callable[[], None]:
         def work() -> None:
@@ -371,6 +406,13 @@ class StoreChecker:
             counted += len(loc.quarantined(pid))
         self.report.checked["quarantined_segments"] += counted
         if raw is None:
+            if counted:
+                self._warning(
+                    "quarantine_mark", os.path.join(self.store.segments_url,
+                    fmt.QUARANTINE_MARK_NAME), f"missing though {counted} segment(s) are "
+                    "quarantined: running readers notice a quarantine by their full listing "
+                    "(within 5 minutes) until the next quarantine writes it again",
+                )  # fmt: skip
             return
         self.report.checked["advisory_files"] += 1
         path = os.path.join(self.store.segments_url, fmt.QUARANTINE_MARK_NAME)
@@ -443,8 +485,9 @@ class StoreChecker:
         from .subscribers import log as acklog
         from .subscribers import records
 
-        tasks: list[Task] = [(1, lambda: self._check_checkpoint(sdir))]
-        for gen in acklog.list_generations(self.store.io, sdir):
+        gens = acklog.list_generations(self.store.io, sdir)
+        tasks: list[Task] = [(1, lambda: self._check_checkpoint(sdir, gens))]
+        for gen in gens:
             path = os.path.join(sdir, acklog.log_file_name(gen))
             size = os.path.getsize(path) if os.path.exists(path) else 1
             tasks.append((max(1, size), lambda path=path: self._check_ack_log(path)))  # type: ignore[misc]
@@ -474,7 +517,10 @@ class StoreChecker:
             )  # fmt: skip
         self.report.checked["subscriber_records"] += 1
 
-    def _check_checkpoint(self, sdir: str) -> None:
+    def _check_checkpoint(self, sdir: str, gens: list[int]) -> None:
+        """CHECKPOINT and the chain of ack logs it starts (§8.5): the logs from its
+        ``log_gen`` on must all be there, and without a checkpoint the first log is 1."""
+        from .subscribers import log as acklog
         from .subscribers.registry import CHECKPOINT_NAME
         from .subscribers.state import RegistryState
 
@@ -482,11 +528,32 @@ class StoreChecker:
         try:
             body = fmt.decode_frame(path, fmt.MAGIC_CHECKPOINT, self.store.io.read_file(path))
             RegistryState.from_body(path, body)
+            first = int(body["log_gen"])
         except FileNotFoundError:
+            if gens and gens[0] > 1:
+                self._problem(
+                    "subscribers", path, f"missing while the ack logs start at generation "
+                    f"{gens[0]}: the acknowledgements and deletions before it are lost "
+                    "(subscribers are delivered those segments again)",
+                )  # fmt: skip
             return
         except CorruptionError as e:
+            self.report.checked["subscriber_files"] += 1
             self._corruption("subscribers", e)
+            return
+        except (KeyError, TypeError, ValueError) as e:
+            self.report.checked["subscriber_files"] += 1
+            self._problem("subscribers", path, f"invalid checkpoint body: {e}")
+            return
         self.report.checked["subscriber_files"] += 1
+        now = acklog.list_generations(self.store.io, sdir)  # after the checkpoint: no race
+        for gen in range(first, max([first, *now]) + 1):
+            if gen not in now:
+                self._problem(
+                    "subscribers", os.path.join(sdir, acklog.log_file_name(gen)),
+                    "missing: the acknowledgements it held since the checkpoint are lost "
+                    "(subscribers are delivered those segments again)",
+                )  # fmt: skip
 
     def _check_ack_log(self, path: str) -> None:
         """Verify one ack log read-only: header, every record's chained CRC, decoding."""
