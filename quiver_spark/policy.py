@@ -334,28 +334,47 @@ def _changed(base: StorePolicy, generation: int, changes: Mapping[str, Any]) -> 
 
 def repair_policy(
     root: str, io: FileIO, changes: Mapping[str, Any], *, from_last_good: bool = False
-) -> StorePolicy:
-    """Rewrite a POLICY that cannot be read (``quiver config PATH repair``).
+) -> tuple[StorePolicy, str]:
+    """Rewrite a POLICY that cannot be read, or its copy (``quiver config PATH repair``).
 
-    From its copy (``from_last_good``: the last policy written) with ``changes`` on
-    top, or from the defaults with ``changes``; the result gets the copy's generation
-    + 1 (or 1 when the copy is unreadable), and is written with its copy. A POLICY
-    that reads fine is not repaired (ConfigError naming ``set``); a copy that cannot
-    be read when ``from_last_good`` is asked is a CorruptionError naming it.
+    A damaged POLICY is rewritten from its copy (``from_last_good``: the last policy
+    written) with ``changes`` on top, or from the defaults with ``changes``; the result
+    gets the copy's generation + 1 (or 1 when the copy is unreadable), and is written
+    with its copy. A POLICY that reads fine and whose copy is damaged, missing or
+    stale gets its copy rewritten (no ``changes`` then). Returns the policy and the
+    file rewritten. Nothing to repair, or ``changes`` for a readable POLICY, is a
+    QuiverError naming ``set``; a copy that cannot be read when ``from_last_good``
+    is asked is a CorruptionError naming it.
     """
     _check_options(changes)
-    if not from_last_good and not changes:
-        raise QuiverError("repair needs --from-last-good or at least one KEY=VALUE")
     with file_lock(os.path.join(root, STORE_LOCK)):
         try:
             current = read_recorded(root, io)
         except CorruptionError:
             pass
         else:
+            if current is not None and not changes:
+                raw = io.read_file(policy_path(root))
+                try:
+                    copied = io.read_file(copy_path(root))
+                except FileNotFoundError:
+                    copied = None
+                if copied != raw:
+                    io.atomic_write(copy_path(root), raw)
+                    log.warning("quiver.policy.copy_repaired %s", copy_path(root))
+                    return current, copy_path(root)
             state = f"generation {current.generation}" if current else "none recorded yet"
             raise QuiverError(
-                f"{policy_path(root)} reads fine ({state}): repair rewrites a damaged one "
-                f"only; change it with: quiver config {root} set KEY=VALUE ..."
+                f"{policy_path(root)} reads fine ({state}) and so does its copy: nothing to "
+                f"repair; change the policy with: quiver config {root} set KEY=VALUE ..."
+                if current is not None and not changes
+                else f"{policy_path(root)} reads fine ({state}): repair rewrites a damaged "
+                f"one only; change it with: quiver config {root} set KEY=VALUE ..."
+            )
+        if not from_last_good and not changes:
+            raise QuiverError(
+                f"{policy_path(root)} is damaged: repair it with --from-last-good (its copy) "
+                "or KEY=VALUE ... (every value, from the defaults)"
             )
         cpath = copy_path(root)
         try:
@@ -379,7 +398,7 @@ def repair_policy(
         _write(root, io, new)
         _warned.clear()
         log.warning("quiver.policy.repaired %s generation=%d", policy_path(root), new.generation)
-        return new
+        return new, policy_path(root)
 
 
 def _explicit(root: str) -> str:

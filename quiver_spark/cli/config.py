@@ -22,6 +22,7 @@ JSON schema (``--json``; ``"schema": "quiver.config/1"``)::
       "policy": {option: str},             # as a person writes it: "1GB", "none", "3d"
       "layout": {"segments": str, "wal": str},
       "changed": [option],                 # with `set`/`repair`: what this call changed
+      "repaired": str | null,              # with `repair`: the file rewritten
       "damaged": str | null                # why POLICY cannot be read (the policy shown is
                                            # then the conservative one, generation 0)
     }
@@ -155,7 +156,8 @@ def config(
     KEY is a policy option (listed below; `none` clears an optional one). Writers
     and readers apply a change at their next retention pass. repair rewrites a
     POLICY that cannot be read, from its copy (--from-last-good) or from the
-    defaults and the values given.
+    defaults and the values given; with POLICY readable, bare repair rewrites a
+    damaged or missing copy (POLICY.copy).
     """
     if action == "show" and changes:
         raise CliError(f"show takes no KEY=VALUE; did you mean: quiver config {args.path} set ...")
@@ -165,24 +167,22 @@ def config(
         raise CliError(f"--generation goes with set: quiver config {args.path} set ...")
     if action == "set" and not changes:
         raise CliError("set needs at least one KEY=VALUE, e.g. retention.size_cap=2GB")
-    if action == "repair" and not (changes or from_last_good):
-        raise CliError(
-            f"repair needs --from-last-good or KEY=VALUE ...: quiver config {args.path} "
-            "repair --from-last-good"
-        )
     parsed = _parse_changes(changes, action) if action != "show" else {}
 
     def run(store: QuiverStore) -> dict[str, Any]:
         if action == "show":
             return _document(store, store.policy, [])
+        repaired = None
         try:
             if action == "set":
                 policy = store.set_policy(parsed, expected_generation=generation)
             else:
-                policy = repair_policy(store.root, store.io, parsed, from_last_good=from_last_good)
+                policy, repaired = repair_policy(
+                    store.root, store.io, parsed, from_last_good=from_last_good
+                )
         except QuiverError as e:
             raise CliError(str(e), 1) from e
-        return _document(store, policy, sorted(parsed))
+        return {**_document(store, policy, sorted(parsed)), "repaired": repaired}
 
     doc = with_store(args, run)
     if args.as_json:
@@ -198,8 +198,8 @@ def config(
     click.echo(f"wal:      {doc['layout']['wal']}")
     if doc["changed"]:
         click.echo("changed: " + ", ".join(doc["changed"]))
-    if action == "repair":
-        click.echo(f"repaired: {doc['path']}/POLICY (generation {doc['generation']})")
+    if doc.get("repaired"):
+        click.echo(f"repaired: {doc['repaired']} (generation {doc['generation']})")
 
 
 config.help = (

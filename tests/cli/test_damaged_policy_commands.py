@@ -68,8 +68,8 @@ def test_set_is_refused_and_repair_from_the_last_good_copy_makes_fsck_healthy(
     again = quiver("config", root, "repair", "--from-last-good")
     assert again.returncode == 1
     assert first_err(again) == (
-        f"Error: {root}/POLICY reads fine (generation 3): repair rewrites a damaged one only; "
-        f"change it with: quiver config {root} set KEY=VALUE ..."
+        f"Error: {root}/POLICY reads fine (generation 3) and so does its copy: nothing to "
+        f"repair; change the policy with: quiver config {root} set KEY=VALUE ..."
     )
 
 
@@ -90,4 +90,18 @@ def test_a_missing_policy_is_repaired_from_explicit_values(built: Built) -> None
     fixed = quiver("config", root, "repair", "retention.size_cap=1GB")
     assert fixed.returncode == 0, fixed.stderr
     assert "retention.size_cap               1GB" in fixed.stdout
+    assert quiver("fsck", root, "--strict").returncode == 0
+
+
+def test_fsck_names_a_damaged_copy_and_bare_repair_rewrites_it(built: Built) -> None:
+    root = built.root
+    copy = root / POLICY_COPY_FILE
+    flip_byte(copy, 20)
+    fsck = quiver("fsck", root)
+    assert fsck.returncode == 0  # only repair reads the copy: a warning
+    assert f"WARNING policy_copy: {copy}:0: frame crc mismatch" in fsck.stdout
+    assert f"rewrite it with: quiver config {root} repair" in fsck.stdout
+    fixed = quiver("config", root, "repair")
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"repaired: {copy} (generation 1)" in fixed.stdout
     assert quiver("fsck", root, "--strict").returncode == 0

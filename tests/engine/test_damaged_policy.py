@@ -196,7 +196,8 @@ def test_repair_from_the_last_good_copy_restores_the_policy_as_a_new_generation(
     with opened(tmp_path) as s:
         s.set_policy({"retention.max_age": 3.0})  # generation 3
     damage(tmp_path)
-    new = repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
+    new, repaired = repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
+    assert repaired == str(tmp_path / POLICY_FILE)
     assert new.generation == 4 and new.damaged is None
     assert new.max_retain_after_ingestion_hours == 3.0 and new.expire_after_s == 60.0
     again = read_policy(str(tmp_path), DEFAULT_IO)
@@ -211,7 +212,7 @@ def test_repair_from_explicit_values_starts_from_the_defaults(tmp_path: Path) ->
     flip_byte(tmp_path / POLICY_COPY_FILE, 20)  # the copy too: only explicit values remain
     with pytest.raises(CorruptionError, match=r"POLICY\.copy"):
         repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
-    new = repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
+    new, _ = repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
     assert new.max_retain_after_ingestion_hours == 5.0
     assert new.size_cap_bytes is None and new.expire_after_s is None
     assert read_policy(str(tmp_path), DEFAULT_IO) == new
@@ -222,3 +223,16 @@ def test_repair_of_a_readable_policy_is_refused_naming_set(tmp_path: Path) -> No
     make_strict(tmp_path)
     with pytest.raises(QuiverError, match=r"reads fine \(generation 2\).*set KEY=VALUE"):
         repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
+
+
+def test_repair_of_a_readable_policy_rewrites_a_damaged_or_missing_copy(tmp_path: Path) -> None:
+    fill(tmp_path, 1)
+    make_strict(tmp_path)
+    copy = tmp_path / POLICY_COPY_FILE
+    for spoil in (lambda: flip_byte(copy, 20), copy.unlink):
+        spoil()
+        policy, repaired = repair_policy(str(tmp_path), DEFAULT_IO, {})
+        assert (policy.generation, repaired) == (2, str(copy))
+        assert copy.read_bytes() == (tmp_path / POLICY_FILE).read_bytes()
+    with pytest.raises(QuiverError, match="and so does its copy: nothing to repair"):
+        repair_policy(str(tmp_path), DEFAULT_IO, {})
