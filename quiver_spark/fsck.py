@@ -174,6 +174,9 @@ class StoreChecker:
         self.report.checked["policy"] += 1
         try:
             recorded = policy.read_recorded(root, self.store.io)
+        except OSError as e:
+            self._problem("policy", path, f"cannot read: {e}")
+            return
         except CorruptionError as e:
             self._problem(
                 "policy", e.path, f"{e.reason}; every process applies the most conservative "

@@ -199,12 +199,13 @@ def read_policy(root: str, io: FileIO) -> StorePolicy | None:
 
     A POLICY that cannot be read gives :data:`CONSERVATIVE` with ``damaged`` saying
     why (logged once per process and reason): damage to it never stops a writer, a
-    consumer or a command. An error reading it (EIO...) propagates: it is retried.
+    consumer or a command. An error reading it (EIO...) gives the same for this read;
+    the next read (every retention pass) tries again.
     """
     try:
         return read_recorded(root, io)
-    except CorruptionError as e:
-        why = str(e)
+    except (CorruptionError, OSError) as e:  # EIO too: retried by the next read
+        why = str(e) if isinstance(e, CorruptionError) else f"cannot read {policy_path(root)}: {e}"
         if why not in _warned:
             _warned.add(why)
             log.warning("quiver.policy.damaged %s", damage_warning(root, why))

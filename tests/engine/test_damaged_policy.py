@@ -11,6 +11,7 @@ damaged policy is refused and names the repair.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -236,3 +237,27 @@ def test_repair_of_a_readable_policy_rewrites_a_damaged_or_missing_copy(tmp_path
         assert copy.read_bytes() == (tmp_path / POLICY_FILE).read_bytes()
     with pytest.raises(QuiverError, match="and so does its copy: nothing to repair"):
         repair_policy(str(tmp_path), DEFAULT_IO, {})
+
+
+def test_an_error_reading_the_policy_never_fails_an_acknowledgement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(tmp_path, 2)
+    make_strict(tmp_path)
+    real = DEFAULT_IO.read_file
+
+    def failing(path: str) -> bytes:
+        if os.path.basename(path) == POLICY_FILE:
+            raise OSError(errno.EIO, "Input/output error", path)
+        return real(path)
+
+    with Subscription.open(str(tmp_path), "c") as sub:
+        batch = sub.poll()
+        assert batch is not None
+        monkeypatch.setattr(DEFAULT_IO, "read_file", failing)
+        assert sub.ack(batch.end) == 2
+        assert sub.store.policy.damaged is not None
+        assert "Input/output error" in sub.store.policy.damaged
+        monkeypatch.undo()  # readable again: the next read applies it
+        assert sub.store.policy.damaged is None
+        assert sub.store.policy.max_retain_after_ingestion_hours == 1.0
