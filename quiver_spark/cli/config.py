@@ -47,8 +47,6 @@ from ..store import QuiverStore
 from .common import CliError, StoreArgs, emit_json, render_table, store_arguments, with_store
 
 SCHEMA = "quiver.config/1"
-
-
 LOCATIONS = ("segment.path", "wal.path")
 
 
@@ -67,10 +65,9 @@ def _not_policy(key: str, option: str | None) -> str:
 
 def _near(key: str) -> str:
     """`` (did you mean 'x'?)`` for a near miss or a bare tail (``size_cap``)."""
-    k = key.strip().lower()
-    tails = [o for o in POLICY_OPTIONS if o.split(".", 1)[1] == k]
-    if tails:
-        return f" (did you mean {tails[0]!r}?)"
+    tail = _tail(key)
+    if tail is not None:
+        return f" (did you mean {tail!r}?)"
     policy_aliases = [a for a, o in ALIASES.items() if o in POLICY_OPTIONS]
     return did_you_mean(key.strip(), [*POLICY_OPTIONS, *policy_aliases])
 
@@ -90,10 +87,9 @@ def _parse_changes(pairs: tuple[str, ...], action: str) -> dict[str, Any]:
                 f"e.g. quiver config PATH {action} retention.size_cap=2GB"
             )
         option = canonical_option(key)
-        if option not in POLICY_OPTIONS:
+        if option is None or option not in POLICY_OPTIONS:
             raise CliError(_not_policy(key.strip(), option))
         raw[key.strip()] = value.strip()
-        assert option is not None
         names.append(option)
     try:
         given = {k: ("" if v.lower() == "none" else v) for k, v in raw.items()}
@@ -104,6 +100,7 @@ def _parse_changes(pairs: tuple[str, ...], action: str) -> dict[str, Any]:
 
 
 def _tail(key: str) -> str | None:
+    """The policy option whose name after the dot is ``key`` (``size_cap``)."""
     k = key.strip().lower()
     return next((o for o in POLICY_OPTIONS if o.split(".", 1)[1] == k), None)
 
