@@ -1,26 +1,37 @@
-"""Verify every checksum of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
+"""Verify every file kind of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
 
-Checked, in order: the STORE descriptor; per partition its STATE and every WAL file
-(scanned read-only through a memory map: a torn tail is reported, never cut — the
-next writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
-(size, CRC-32C, Arrow footer, schema, every batch decodable); every transaction
-commit record; the subscriber registry (ack logs and checkpoints, through the
-registry's own verification). With ``quarantine`` each corrupt segment is moved to
-``<segments>/<pid>/quarantine/`` (the partition's writer lock is taken for it; a
-partition with a live writer is skipped and says so).
+Checked, in order: the STORE descriptor; POLICY and its copy ``POLICY.copy``; per
+partition its STATE, HEARTBEAT, LOCK holder info and every WAL file (scanned
+read-only through a memory map: a torn tail is reported, never cut — the next
+writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
+(size, CRC-32C, Arrow footer, schema, every batch decodable); the quarantine mark
+(and the quarantined segments, counted); every transaction commit record; the
+subscriber registry (ack logs and checkpoint) and every ``.sub`` record; the
+advisory files ``readers/*.lock``, ``readers/*.lost.jsonl`` and ``metrics/*.prom``.
+With ``quarantine`` each corrupt segment is moved to ``<segments>/<partition>/quarantine/``
+(the partition's writer lock is taken for it; a partition with a live writer is
+skipped and says so). The table of ARCHITECTURE.md "Damage and what it affects"
+says, per kind, what a finding means and the command that repairs it.
 
-A problem is damage; a warning (a torn WAL tail, an unpublished segment file, an
-unreadable advisory heartbeat) is what a crash leaves and recovery repairs.
-:func:`check_store` returns an :class:`FsckReport`; ``quiver fsck`` only renders it.
+A problem is damage that loses data or keeps a guarantee from holding until it is
+repaired (STORE, POLICY, STATE, WAL, segments, commit records, ack log, checkpoint);
+a warning is what a crash leaves and recovery repairs (a torn WAL or ack-log tail, an
+unpublished segment file) or damage to a file nothing correct depends on (heartbeat,
+lock holder info, quarantine mark, POLICY's copy, ``.sub`` records, lost logs,
+metrics). :func:`check_store` returns an :class:`FsckReport`; ``quiver fsck`` only
+renders it.
 
-``Finding.kind`` is one of ``store``, ``state``, ``wal``, ``wal_torn_tail``,
-``segment``, ``segment_meta``, ``segment_orphan``, ``segment_pending``, ``heartbeat``, ``commit``,
-``subscribers``; ``action`` is ``"quarantined to <path>"`` or
-``"not quarantined: <why>"`` when quarantining acted on the finding.
+``Finding.kind`` is one of ``store``, ``policy``, ``policy_copy``, ``state``, ``wal``,
+``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``segment_pending``,
+``heartbeat``,
+``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
+``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+or ``"not quarantined: <why>"`` when quarantining acted on the finding.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -28,18 +39,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import format as fmt
+from . import policy
 from .config import NAME_RE
 from .errors import CorruptionError, LockedError, QuiverError, SegmentMissingError
 from .fs import PartitionLock
+from .metrics import metrics_dir
 from .segment import SegmentMeta
 from .store import QuiverStore
+from .subscription import LOST_SUFFIX, READERS_DIR
 from .wal import list_wal_files, scan_wal_file
 
 log = logging.getLogger(__name__)
 
 CHECKED_KEYS = (
-    "store", "states", "wal_files", "wal_records", "wal_bytes", "segments", "segment_bytes",
-    "commits", "subscriber_files",
+    "store", "policy", "states", "wal_files", "wal_records", "wal_bytes", "segments",
+    "segment_bytes", "quarantined_segments", "commits", "subscriber_files",
+    "subscriber_records", "advisory_files",
 )  # fmt: skip
 """What :attr:`FsckReport.checked` counts."""
 
@@ -93,13 +108,15 @@ class StoreChecker:
     # -- planning ---------------------------------------------------------------------
     def plan(self) -> list[Task]:
         """Every check as a weighted task; listing errors become findings at once."""
-        tasks: list[Task] = [(1, self._check_store_file)]
+        tasks: list[Task] = [(1, self._check_store_file), (1, self._check_policy)]
         for pid in self._wal_partitions():
             tasks.extend(self._plan_partition(pid))
         for pid in self._segment_partitions():
             tasks.extend(self._plan_segments(pid))
+        tasks.append((1, self._check_quarantine_mark))
         tasks.extend(self._plan_commits())
         tasks.extend(self._plan_subscribers())
+        tasks.extend(self._plan_advisory())
         return tasks
 
     def run(self, tasks: list[Task], progress: Callable[[int], None] | None = None) -> FsckReport:
@@ -151,6 +168,46 @@ class StoreChecker:
             self._problem("store", path, "missing")
         self.report.checked["store"] += 1
 
+    # -- POLICY and its copy --------------------------------------------------------------
+    def _check_policy(self) -> None:
+        root = self.store.root
+        path, copy = policy.policy_path(root), policy.copy_path(root)
+        self.report.checked["policy"] += 1
+        try:
+            recorded = policy.read_recorded(root, self.store.io)
+        except OSError as e:
+            self._problem("policy", path, f"cannot read: {e}")
+            return
+        except CorruptionError as e:
+            self._problem(
+                "policy", e.path, f"{e.reason}; every process applies the most conservative "
+                f"policy until it is repaired with: {policy.repair_hint(root)}", offset=e.offset,
+            )  # fmt: skip
+            recorded = None
+        else:
+            if recorded is None:
+                self._warning(
+                    "policy", path, "none recorded (a store from before POLICY existed): the "
+                    "next writer records its options as the store's policy",
+                )  # fmt: skip
+                return
+        try:
+            fmt.decode_frame(copy, fmt.MAGIC_POLICY, self.store.io.read_file(copy))
+        except FileNotFoundError:
+            if recorded is not None:
+                self._warning(
+                    "policy_copy", copy, "missing: a damaged POLICY could only be repaired from "
+                    f"explicit values; write it with: quiver config {root} repair",
+                )  # fmt: skip
+            return
+        except CorruptionError as e:
+            fix = f"quiver config {root} repair" if recorded else "repair POLICY with KEY=VALUE"
+            self._warning(
+                "policy_copy", e.path, f"{e.reason} (only repair reads it; rewrite it with: "
+                f"{fix})", offset=e.offset,
+            )  # fmt: skip
+        self.report.checked["policy"] += 1
+
     # -- partitions: STATE, HEARTBEAT, WAL -------------------------------------------------------
     def _plan_partition(self, pid: str) -> list[Task]:
         pdir = os.path.join(self.store.wal_root, pid)
@@ -172,8 +229,14 @@ class StoreChecker:
                 if key not in body:
                     raise CorruptionError(state, fmt.FRAME_SIZE, f"STATE lacks {key!r}")
             self.report.checked["states"] += 1
-        except FileNotFoundError:
-            pass  # a partition that never finalized has no STATE
+        except FileNotFoundError:  # a partition that never finalized has no STATE
+            if self._has_segment_files(pid):
+                self._warning(
+                    "state", state, "missing while the partition has segments: its next "
+                    "writer starts above the highest segment seq on disk (a seq retention "
+                    "deleted from the top is not reused only if the ack log recorded it)",
+                    partition=pid,
+                )  # fmt: skip
         except CorruptionError as e:
             self._corruption("state", e, partition=pid)
             self.report.checked["states"] += 1
@@ -187,6 +250,34 @@ class StoreChecker:
                 "heartbeat", e.path, f"{e.reason} (advisory file, rewritten by the writer)",
                 offset=e.offset, partition=pid,
             )  # fmt: skip
+        self.report.checked["advisory_files"] += 1
+        self._check_lock_info(os.path.join(pdir, fmt.LOCK_FILE), "lock", pid)
+
+    def _check_lock_info(self, path: str, kind: str, pid: str | None = None) -> None:
+        """A lock file's holder info: JSON, read only to name a holder (advisory)."""
+        try:
+            raw = self.store.io.read_file(path)
+        except FileNotFoundError:
+            return
+        self.report.checked["advisory_files"] += 1
+        if not raw:
+            return  # created, never held
+        try:
+            info = json.loads(raw)
+            if not isinstance(info, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            self._warning(
+                kind, path, f"holder info unreadable: {type(e).__name__} (advisory: the lock "
+                "is the flock, not the content; the next holder rewrites it)", partition=pid,
+            )  # fmt: skip
+
+    def _has_segment_files(self, pid: str) -> bool:
+        try:
+            listing = self.store.segment_location.listing(pid)
+        except (OSError, QuiverError):
+            return False
+        return bool(listing.published or listing.unpublished)
 
     def _wal_task(self, pid: str, path: str, last: bool) -> Callable[[], None]:
         def work() -> None:
@@ -236,13 +327,22 @@ class StoreChecker:
     def _plan_segments(self, pid: str) -> list[Task]:
         loc = self.store.segment_location
         listing = loc.listing(pid)
-        committed = self._publishing(pid)
+        floor, publishing = self._state_floor(pid)
         for seq in listing.unpublished:
-            if committed is not None and committed.seq == seq:
+            if seq == publishing:
                 self._warning(
                     "segment_pending", loc.data_path(pid, seq),
                     "segment committed in STATE but not yet published (the partition's next "
                     "writer publishes it; do not remove it)", partition=pid, seq=seq,
+                )  # fmt: skip
+                continue
+            if seq < floor:
+                self._problem(
+                    "segment_meta", loc.data_path(pid, seq),
+                    f"its .meta is missing: segment {seq} was published (the partition's "
+                    f"next seq is {floor}), so readers count it missing; the partition's next "
+                    "writer deletes this .arrow (copy it away first to keep its rows)",
+                    partition=pid, seq=seq,
                 )  # fmt: skip
                 continue
             self._warning(
@@ -264,15 +364,17 @@ class StoreChecker:
             tasks.append((max(1, meta.size_bytes), self._segment_task(meta)))
         return tasks
 
-    def _publishing(self, pid: str) -> SegmentMeta | None:
-        """The segment the partition's STATE commits but may not have published yet."""
+    def _state_floor(self, pid: str) -> tuple[int, int | None]:
+        """STATE's next seq and the seq being published (0, None when unreadable: every
+        segment file without metadata is then taken as never published)."""
         path = os.path.join(self.store.wal_root, pid, fmt.STATE_FILE)
         try:
             body = fmt.decode_frame(path, fmt.MAGIC_STATE, self.store.io.read_file(path))
-            raw = body.get("publishing")
-            return SegmentMeta.from_body(path, raw) if raw else None
-        except (OSError, CorruptionError):
-            return None  # a damaged STATE is reported by its own check
+            publishing = body.get("publishing") or {}
+            seq = publishing.get("seq")
+            return int(body["next_seq"]), int(seq) if seq is not None else None
+        except (OSError, CorruptionError, KeyError, TypeError, ValueError):
+            return 0, None
 
     def _segment_task(self, meta: SegmentMeta) -> Callable[[], None]:
         def work() -> None:
@@ -302,6 +404,42 @@ class StoreChecker:
                 self._maybe_quarantine(f)
 
         return work
+
+    def _check_quarantine_mark(self) -> None:
+        loc = self.store.segment_location
+        try:
+            raw = loc.quarantine_mark()
+        except (OSError, QuiverError) as e:
+            self._problem("quarantine_mark", self.store.segments_url, f"cannot read: {e}")
+            return
+        counted = 0
+        for pid in self._segment_partitions_cached():
+            counted += len(loc.quarantined(pid))
+        self.report.checked["quarantined_segments"] += counted
+        if raw is None:
+            if counted:
+                self._warning(
+                    "quarantine_mark", os.path.join(self.store.segments_url,
+                    fmt.QUARANTINE_MARK_NAME), f"missing though {counted} segment(s) are "
+                    "quarantined: running readers notice a quarantine by their full listing "
+                    "(within 5 minutes) until the next quarantine writes it again",
+                )  # fmt: skip
+            return
+        self.report.checked["advisory_files"] += 1
+        path = os.path.join(self.store.segments_url, fmt.QUARANTINE_MARK_NAME)
+        try:
+            fmt.decode_frame(path, fmt.MAGIC_QUARANTINE_MARK, raw)
+        except CorruptionError as e:
+            self._warning(
+                "quarantine_mark", e.path, f"{e.reason} (readers compare its bytes only, so "
+                "it still signals a change; the next quarantine replaces it)", offset=e.offset,
+            )  # fmt: skip
+
+    def _segment_partitions_cached(self) -> list[str]:
+        try:
+            return self.store.partitions()
+        except (OSError, QuiverError):
+            return []  # already a finding of the segment listing
 
     def _arrow_path(self, meta: SegmentMeta) -> str:
         return self.store.segment_location.data_path(meta.partition, meta.seq)
@@ -356,12 +494,19 @@ class StoreChecker:
         if not os.path.isdir(sdir):
             return []
         from .subscribers import log as acklog
+        from .subscribers import records
 
-        tasks: list[Task] = [(1, lambda: self._check_checkpoint(sdir))]
-        for gen in acklog.list_generations(self.store.io, sdir):
+        gens = acklog.list_generations(self.store.io, sdir)
+        tasks: list[Task] = [(1, lambda: self._check_checkpoint(sdir, gens))]
+        for gen in gens:
             path = os.path.join(sdir, acklog.log_file_name(gen))
             size = os.path.getsize(path) if os.path.exists(path) else 1
             tasks.append((max(1, size), lambda path=path: self._check_ack_log(path)))  # type: ignore[misc]
+        rdir = records.records_dir(self.store.root)
+        for entry in sorted(self.store.io.listdir(rdir)):
+            if entry.endswith(records.RECORD_SUFFIX):
+                path = os.path.join(rdir, entry)
+                tasks.append((1, lambda path=path: self._check_record(path)))  # type: ignore[misc]
         tasks.append((1, self._check_subscription_records))
         return tasks
 
@@ -380,7 +525,29 @@ class StoreChecker:
                 records.unregistered_message(root, name),
             )  # fmt: skip
 
-    def _check_checkpoint(self, sdir: str) -> None:
+    def _check_record(self, path: str) -> None:
+        """A subscription record (§8.10): the ack log stays the truth of registration and
+        progress, so a damaged record is a warning; the consumer's next acknowledgement
+        rewrites it, and expiry does not act on that subscriber meanwhile."""
+        from .subscribers.records import MAGIC_SUBSCRIPTION, SubscriptionRecord
+
+        try:
+            body = fmt.decode_frame(path, MAGIC_SUBSCRIPTION, self.store.io.read_file(path))
+            SubscriptionRecord.from_body(path, body)
+        except FileNotFoundError:
+            return
+        except CorruptionError as e:
+            self._warning(
+                "subscriber_record", e.path, f"{e.reason} (the ack log keeps its registration "
+                "and progress; its consumer's next acknowledgement rewrites it, and expiry "
+                "skips it meanwhile)", offset=e.offset,
+            )  # fmt: skip
+        self.report.checked["subscriber_records"] += 1
+
+    def _check_checkpoint(self, sdir: str, gens: list[int]) -> None:
+        """CHECKPOINT and the chain of ack logs it starts (§8.5): the logs from its
+        ``log_gen`` on must all be there, and without a checkpoint the first log is 1."""
+        from .subscribers import log as acklog
         from .subscribers.registry import CHECKPOINT_NAME
         from .subscribers.state import RegistryState
 
@@ -388,11 +555,32 @@ class StoreChecker:
         try:
             body = fmt.decode_frame(path, fmt.MAGIC_CHECKPOINT, self.store.io.read_file(path))
             RegistryState.from_body(path, body)
+            first = int(body["log_gen"])
         except FileNotFoundError:
+            if gens and gens[0] > 1:
+                self._problem(
+                    "subscribers", path, f"missing while the ack logs start at generation "
+                    f"{gens[0]}: the acknowledgements and deletions before it are lost "
+                    "(subscribers are delivered those segments again)",
+                )  # fmt: skip
             return
         except CorruptionError as e:
+            self.report.checked["subscriber_files"] += 1
             self._corruption("subscribers", e)
+            return
+        except (KeyError, TypeError, ValueError) as e:
+            self.report.checked["subscriber_files"] += 1
+            self._problem("subscribers", path, f"invalid checkpoint body: {e}")
+            return
         self.report.checked["subscriber_files"] += 1
+        now = acklog.list_generations(self.store.io, sdir)  # after the checkpoint: no race
+        for gen in range(first, max([first, *now]) + 1):
+            if gen not in now:
+                self._problem(
+                    "subscribers", os.path.join(sdir, acklog.log_file_name(gen)),
+                    "missing: the acknowledgements it held since the checkpoint are lost "
+                    "(subscribers are delivered those segments again)",
+                )  # fmt: skip
 
     def _check_ack_log(self, path: str) -> None:
         """Verify one ack log read-only: header, every record's chained CRC, decoding."""
@@ -419,6 +607,66 @@ class StoreChecker:
                 f"torn tail of {tail.torn_bytes} bytes (left in place; the registry's next "
                 "writer cuts it)", offset=tail.torn_offset,
             )  # fmt: skip
+
+    # -- advisory files: readers/*, metrics/* -----------------------------------------------
+    def _plan_advisory(self) -> list[Task]:
+        io = self.store.io
+        tasks: list[Task] = []
+        rdir = os.path.join(self.store.root, READERS_DIR)
+        for name in sorted(io.listdir(rdir)):
+            path = os.path.join(rdir, name)
+            if name.endswith(".lock"):
+                tasks.append((1, lambda path=path: self._check_lock_info(path, "reader_lock")))  # type: ignore[misc]
+            elif name.endswith(LOST_SUFFIX):
+                tasks.append((1, lambda path=path: self._check_lost_log(path)))  # type: ignore[misc]
+        mdir = metrics_dir(self.store.root)
+        for name in sorted(io.listdir(mdir)):
+            if name.endswith(".prom"):
+                path = os.path.join(mdir, name)
+                tasks.append((1, lambda path=path: self._check_metrics_file(path)))  # type: ignore[misc]
+        return tasks
+
+    def _check_lost_log(self, path: str) -> None:
+        """``readers/<subscriber>.lost.jsonl``: one JSON object a line (a torn last line
+        is what a crash leaves); read by operators and ``Subscription.lost()`` only."""
+        try:
+            raw = self.store.io.read_file(path)
+        except FileNotFoundError:
+            return
+        self.report.checked["advisory_files"] += 1
+        lines = raw.split(b"\n")
+        offset = 0
+        for i, line in enumerate(lines):
+            last = i == len(lines) - 1
+            if line.strip():
+                try:
+                    if not isinstance(json.loads(line), dict):
+                        raise ValueError("not a JSON object")
+                except ValueError:
+                    if not last:  # a torn last line is no damage
+                        self._warning(
+                            "lost_log", path, "line is not a JSON object (advisory: readers "
+                            "skip it; the segments it named are still counted by the ack log)",
+                            offset=offset,
+                        )  # fmt: skip
+                        return
+            offset += len(line) + 1
+
+    def _check_metrics_file(self, path: str) -> None:
+        """``metrics/<instance>.prom``: advisory; its process restarts its counters from
+        zero when it cannot read it back, and ``quiver metrics --all`` skips it."""
+        from .metrics import read_exposition
+
+        try:
+            read_exposition(path)
+        except FileNotFoundError:
+            return
+        except ValueError as e:
+            self._warning(
+                "metrics", path, f"{e} (advisory: its process restarts its counters from zero "
+                "and rewrites it; quiver metrics --all skips it)",
+            )  # fmt: skip
+        self.report.checked["advisory_files"] += 1
 
 
 def check_store(

@@ -21,6 +21,7 @@ in the exposition.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -32,6 +33,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.parser import text_string_to_metric_families
 
 from .fs import DEFAULT_IO, FileIO
+
+log = logging.getLogger(__name__)
 
 GC_EVICTIONS = "quiver.gc.evictions_total"  # {reason}
 INGEST_THROTTLE = "quiver.ingest.throttle_total"
@@ -266,29 +269,46 @@ class Metrics:
 
     def restore_counters(self, path: str) -> int:
         """Continue this process's counters from a previous exposition at ``path`` (a
-        restarted writer or consumer), so they stay monotonic; returns series restored."""
+        restarted writer or consumer), so they stay monotonic; returns series restored.
+
+        The file is advisory: one that cannot be read back (damaged bytes, not the text
+        format) is logged and the counters start from zero; it never fails the caller.
+        """
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            families = read_exposition(path)
         except (FileNotFoundError, IsADirectoryError):
+            return 0
+        except (OSError, ValueError) as e:
+            log.warning(
+                "quiver.metrics.unreadable path=%s error=%s; counters restart at 0", path, e
+            )
             return 0
         by_prom = {prom_name(n).removesuffix("_total"): n for n in COUNTERS}
         restored = 0
-        try:
-            families = list(text_string_to_metric_families(text))
-        except ValueError:
-            return 0  # a damaged advisory file: start from zero
         for fam in families:
             name = by_prom.get(fam.name.removesuffix("_total"))
             if name is None:
                 continue
             for sample in fam.samples:
-                if not sample.name.endswith("_total"):
-                    continue
+                if not sample.name.endswith("_total") or not sample.value >= 0:
+                    continue  # a NaN or negative count is damage too: not restored
                 labels = {k: v for k, v in sample.labels.items() if k != "instance"}
                 self.inc(name, sample.value, **labels)
                 restored += 1
         return restored
+
+
+def read_exposition(path: str) -> list[Metric]:
+    """The metric families of a Prometheus text file; ValueError, one line, when it is
+    not UTF-8 text in that format (a damaged advisory file)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return list(text_string_to_metric_families(raw.decode("utf-8")))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 at byte {e.start}: not a Prometheus text file") from e
+    except Exception as e:  # the parser raises ValueError, or worse on odd input
+        raise ValueError(f"not the Prometheus text format: {type(e).__name__}: {e}") from e
 
 
 def metrics_dir(root: str) -> str:

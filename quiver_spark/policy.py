@@ -9,11 +9,20 @@ naming the option, both values and how to change it (:func:`reconcile`).
 The file is a §6 frame replaced as a whole, guarded by ``generation``: a change names
 the generation it read and is refused if another change came first. That is the shape
 of a conditional replace on an object store, so the record can move there unchanged.
+
+Damage never stops the store: while POLICY cannot be read (a failed checksum, or
+missing while its copy ``POLICY.copy`` exists) :func:`read_policy` returns
+:data:`CONSERVATIVE` with ``damaged`` set: no time window, no size cap, no
+drop_oldest, no expiry, so nothing is deleted that every subscriber has not
+acknowledged. Every change writes POLICY and then the same bytes to ``POLICY.copy``;
+:func:`repair_policy` (``quiver config PATH repair``) restores POLICY from that copy
+or from explicit values.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -22,11 +31,15 @@ from typing import Any
 
 from . import format as fmt
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
-from .errors import ConfigError, CorruptionError
+from .errors import ConfigError, CorruptionError, QuiverError
 from .errors import PolicyConflictError as PolicyConflictError  # re-exported: errors.py
 from .fs import FileIO, file_lock
 
+log = logging.getLogger(__name__)
+
 POLICY_FILE = fmt.POLICY_FILE
+POLICY_COPY_FILE = POLICY_FILE + ".copy"
+"""The last policy written, written right after POLICY itself: what repair restores."""
 MAGIC_POLICY = fmt.MAGIC_POLICY
 STORE_LOCK = ".store.lock"
 
@@ -54,6 +67,9 @@ class StorePolicy:
     expire_after_s: float | None = None
     """Deregister a subscriber that has not acknowledged for this long (None: never)."""
     updated_ns: int = 0
+    damaged: str | None = dataclasses.field(default=None, compare=False)
+    """Why POLICY could not be read (reason, file and offset); the fields are then the
+    most conservative reading (:data:`CONSERVATIVE`). Never written."""
 
     def retention(self, base: RetentionConfig) -> RetentionConfig:
         """``base`` (a process's config) with the policy's retention fields."""
@@ -138,18 +154,70 @@ def _duration(s: float) -> str:
     return f"{s:g}s"
 
 
+CONSERVATIVE = StorePolicy()
+"""What a store applies while its POLICY cannot be read: no time window, no size cap
+(so no drop_oldest and no throttling on a cap nobody can read), no expiry. Only
+segments every subscriber acknowledged are reclaimed."""
+
+
 def policy_path(root: str) -> str:
     return os.path.join(root, POLICY_FILE)
 
 
-def read_policy(root: str, io: FileIO) -> StorePolicy | None:
-    """The recorded policy, or None when the store has none recorded yet."""
+def copy_path(root: str) -> str:
+    return os.path.join(root, POLICY_COPY_FILE)
+
+
+def repair_hint(root: str) -> str:
+    return f"quiver config {root} repair --from-last-good (or repair KEY=VALUE ...)"
+
+
+_warned: set[str] = set()
+
+
+def _decode(path: str, raw: bytes) -> StorePolicy:
+    return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
+
+
+def read_recorded(root: str, io: FileIO) -> StorePolicy | None:
+    """The recorded policy, None when none is recorded; CorruptionError when POLICY
+    fails verification, or is missing while its copy exists (it was recorded)."""
     path = policy_path(root)
     try:
         raw = io.read_file(path)
     except FileNotFoundError:
+        if os.path.exists(copy_path(root)):
+            raise CorruptionError(
+                path, 0, f"missing, though its copy {POLICY_COPY_FILE} exists"
+            ) from None
         return None
-    return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
+    return _decode(path, raw)
+
+
+def read_policy(root: str, io: FileIO) -> StorePolicy | None:
+    """The recorded policy, or None when the store has none recorded yet.
+
+    A POLICY that cannot be read gives :data:`CONSERVATIVE` with ``damaged`` saying
+    why (logged once per process and reason): damage to it never stops a writer, a
+    consumer or a command. An error reading it (EIO...) gives the same for this read;
+    the next read (every retention pass) tries again.
+    """
+    try:
+        return read_recorded(root, io)
+    except (CorruptionError, OSError) as e:  # EIO too: retried by the next read
+        why = str(e) if isinstance(e, CorruptionError) else f"cannot read {policy_path(root)}: {e}"
+        if why not in _warned:
+            _warned.add(why)
+            log.warning("quiver.policy.damaged %s", damage_warning(root, why))
+        return dataclasses.replace(CONSERVATIVE, damaged=why)
+
+
+def damage_warning(root: str, damaged: str) -> str:
+    """The one line every command prints while POLICY cannot be read."""
+    return (
+        f"POLICY cannot be read: {damaged}; the most conservative policy applies (no time "
+        f"window, no size cap, no expiry) until it is repaired with: {repair_hint(root)}"
+    )
 
 
 def policy_of(config: StoreConfig) -> StorePolicy:
@@ -165,7 +233,14 @@ def policy_of(config: StoreConfig) -> StorePolicy:
 
 
 def _write(root: str, io: FileIO, policy: StorePolicy) -> None:
-    io.atomic_write(policy_path(root), fmt.encode_frame(MAGIC_POLICY, policy.to_body()))
+    """POLICY, then the same bytes to its copy. The copy is what repair restores; a
+    failure to write it leaves the change made (logged, and named by quiver fsck)."""
+    data = fmt.encode_frame(MAGIC_POLICY, policy.to_body())
+    io.atomic_write(policy_path(root), data)
+    try:
+        io.atomic_write(copy_path(root), data)
+    except OSError as e:
+        log.warning("quiver.policy.copy_unwritten %s: %s", copy_path(root), e)
 
 
 def ensure_policy(root: str, io: FileIO, config: StoreConfig) -> StorePolicy:
@@ -189,6 +264,8 @@ def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
     An option counts as explicit when it was given (``config.explicit``) or, for a
     config built in code, when its value differs from the default.
     """
+    if policy.damaged is not None:
+        return  # nothing to compare with: the conservative reading applies to everyone
     mine = policy_of(config)
     default = policy_of(StoreConfig())
     for option in POLICY_OPTIONS:
@@ -216,12 +293,17 @@ def replace_policy(
     With ``expected_generation`` the change is refused if the policy moved on since
     it was read (a conditional replace). Returns the new policy.
     """
-    unknown = sorted(set(changes) - set(POLICY_OPTIONS))
-    if unknown:
-        raise ConfigError(unknown[0], changes[unknown[0]], "one of " + ", ".join(POLICY_OPTIONS))
+    _check_options(changes)
     with file_lock(os.path.join(root, STORE_LOCK)):
         # a store from before policies were recorded starts from the defaults
-        current = read_policy(root, io) or StorePolicy()
+        try:
+            current = read_recorded(root, io) or StorePolicy()
+        except CorruptionError as e:
+            raise CorruptionError(
+                e.path,
+                e.offset,
+                f"cannot change a damaged policy (repair it with: {repair_hint(root)}): {e.reason}",
+            ) from e
         if expected_generation is not None and current.generation != expected_generation:
             raise PolicyConflictError(
                 "generation",
@@ -229,14 +311,96 @@ def replace_policy(
                 f"the store's policy, now at generation {current.generation}: it changed "
                 "since it was read; read it again and retry",
             )
-        fields: dict[str, Any] = {}
-        for option, value in changes.items():
-            fields["expire_after_s" if option == EXPIRE_AFTER else RETENTION_FIELDS[option]] = value
-        new = dataclasses.replace(
-            current, generation=current.generation + 1, updated_ns=time.time_ns(), **fields
-        )
-        # validate as a config would (a size cap of zero, a negative headroom, ...)
-        new.retention(RetentionConfig())
-        RetentionConfig(**{f: getattr(new, f) for f in RETENTION_FIELDS.values()})
+        new = _changed(current, current.generation + 1, changes)
         _write(root, io, new)
         return new
+
+
+def _check_options(changes: Mapping[str, Any]) -> None:
+    unknown = sorted(set(changes) - set(POLICY_OPTIONS))
+    if unknown:
+        raise ConfigError(unknown[0], changes[unknown[0]], "one of " + ", ".join(POLICY_OPTIONS))
+
+
+def _changed(base: StorePolicy, generation: int, changes: Mapping[str, Any]) -> StorePolicy:
+    """``base`` with ``changes`` as ``generation``, validated as a config would be (a
+    size cap of zero, a negative headroom, ...)."""
+    fields: dict[str, Any] = {}
+    for option, value in changes.items():
+        fields["expire_after_s" if option == EXPIRE_AFTER else RETENTION_FIELDS[option]] = value
+    new = dataclasses.replace(base, generation=generation, updated_ns=time.time_ns(), **fields)
+    RetentionConfig(**{f: getattr(new, f) for f in RETENTION_FIELDS.values()})
+    return new
+
+
+def repair_policy(
+    root: str, io: FileIO, changes: Mapping[str, Any], *, from_last_good: bool = False
+) -> tuple[StorePolicy, str]:
+    """Rewrite a POLICY that cannot be read, or its copy (``quiver config PATH repair``).
+
+    A damaged POLICY is rewritten from its copy (``from_last_good``: the last policy
+    written) with ``changes`` on top, or from the defaults with ``changes``; the result
+    gets the copy's generation + 1 (or 1 when the copy is unreadable), and is written
+    with its copy. A POLICY that reads fine and whose copy is damaged, missing or
+    stale gets its copy rewritten (no ``changes`` then). Returns the policy and the
+    file rewritten. Nothing to repair, or ``changes`` for a readable POLICY, is a
+    QuiverError naming ``set``; a copy that cannot be read when ``from_last_good``
+    is asked is a CorruptionError naming it.
+    """
+    _check_options(changes)
+    with file_lock(os.path.join(root, STORE_LOCK)):
+        try:
+            current = read_recorded(root, io)
+        except CorruptionError:
+            pass
+        else:
+            if current is not None and not changes:
+                raw = io.read_file(policy_path(root))
+                try:
+                    copied = io.read_file(copy_path(root))
+                except FileNotFoundError:
+                    copied = None
+                if copied != raw:
+                    io.atomic_write(copy_path(root), raw)
+                    log.warning("quiver.policy.copy_repaired %s", copy_path(root))
+                    return current, copy_path(root)
+            state = f"generation {current.generation}" if current else "none recorded yet"
+            raise QuiverError(
+                f"{policy_path(root)} reads fine ({state}) and so does its copy: nothing to "
+                f"repair; change the policy with: quiver config {root} set KEY=VALUE ..."
+                if current is not None and not changes
+                else f"{policy_path(root)} reads fine ({state}): repair rewrites a damaged "
+                f"one only; change it with: quiver config {root} set KEY=VALUE ..."
+            )
+        if not from_last_good and not changes:
+            raise QuiverError(
+                f"{policy_path(root)} is damaged: repair it with --from-last-good (its copy) "
+                "or KEY=VALUE ... (every value, from the defaults)"
+            )
+        cpath = copy_path(root)
+        try:
+            last: StorePolicy | None = _decode(cpath, io.read_file(cpath))
+        except FileNotFoundError:
+            last = None
+            if from_last_good:
+                raise CorruptionError(
+                    cpath, 0, f"no last good policy to repair from ({_explicit(root)}): missing"
+                ) from None
+        except CorruptionError as e:
+            last = None
+            if from_last_good:
+                raise CorruptionError(
+                    e.path,
+                    e.offset,
+                    f"no last good policy to repair from ({_explicit(root)}): {e.reason}",
+                ) from e
+        base = last if (from_last_good and last is not None) else StorePolicy()
+        new = _changed(base, (last.generation if last else 0) + 1, changes)
+        _write(root, io, new)
+        _warned.clear()
+        log.warning("quiver.policy.repaired %s generation=%d", policy_path(root), new.generation)
+        return new, policy_path(root)
+
+
+def _explicit(root: str) -> str:
+    return f"give every value with: quiver config {root} repair KEY=VALUE ..."

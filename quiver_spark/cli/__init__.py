@@ -1,7 +1,7 @@
 """The ``quiver`` command line (console script ``quiver = quiver_spark.cli:main``).
 
 Commands: ``status``, ``fsck``, ``subscribers`` (``list|add|remove``), ``gc``,
-``txns`` (``list|discard``), ``config`` (``show|set``) and ``metrics``; each prints a human table by default and a JSON
+``txns`` (``list|discard``), ``config`` (``show|set|repair``) and ``metrics``; each prints a human table by default and a JSON
 document with ``--json`` (schemas in each command's module: :mod:`.status`,
 :mod:`.fsck`, :mod:`.subscribers`, :mod:`.gc`, :mod:`.txns`, :mod:`.config`; every document carries ``"schema": "quiver.<command>/<version>"``).
 

@@ -31,6 +31,7 @@ from ..options import (
     overlay,
     store_config_from_options,
 )
+from ..policy import damage_warning
 from ..segment.location import check_url, local_path
 from ..store import QuiverStore
 
@@ -231,6 +232,9 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     check_segments_reachable(store, args.path)
+    damaged = store.policy.damaged
+    if damaged is not None:  # named by every command, never a failure (ARCHITECTURE.md §6.6)
+        click.echo(f"warning: {damage_warning(store.root, damaged)}", err=True)
     return store
 
 

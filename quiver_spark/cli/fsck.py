@@ -1,32 +1,39 @@
-"""``quiver fsck PATH``: verify every checksum of a store without changing it.
+"""``quiver fsck PATH``: verify every file kind of a store without changing it.
 
 What is checked, and how, lives in :mod:`quiver_spark.fsck`; this module parses
 the arguments, shows a progress bar and renders the report (a human listing or the
 JSON document below). ``--quarantine`` moves each corrupt segment to
-``<segments>/<pid>/quarantine/``.
+``<segments>/<partition>/quarantine/``.
 
 Exit 0 when no problem was found, 1 otherwise (even when every corrupt segment was
-quarantined: data was lost; a second run then exits 0). Warnings (a torn WAL tail,
-an unpublished segment file, an unreadable advisory heartbeat) are what a crash
-leaves and recovery repairs; they do not make the store unhealthy unless
-``--strict``.
+quarantined: data was lost; a second run then exits 0). A problem is damage that
+loses data or keeps a guarantee from holding until repaired (STORE, POLICY, STATE,
+WAL, segments, commit records, ack log, checkpoint). Warnings are what a crash leaves
+and recovery repairs (a torn WAL tail, an unpublished segment file) and damage to an
+advisory file nothing correct depends on (heartbeat, lock holder info, quarantine
+mark, POLICY's copy, ``.sub`` records, lost logs, metrics); they do not make the store
+unhealthy unless ``--strict``. Each finding names the file and, where it has one, the
+command that repairs it (ARCHITECTURE.md, "Damage and what it affects").
 
 JSON schema (``--json``; ``"schema": "quiver.fsck/1"``)::
 
     {
       "schema": "quiver.fsck/1", "path": str, "healthy": bool,
-      "checked": {"store": int, "states": int, "wal_files": int, "wal_records": int,
-                  "wal_bytes": int, "segments": int, "segment_bytes": int,
-                  "commits": int, "subscriber_files": int},
+      "checked": {"store": int, "policy": int, "states": int, "wal_files": int,
+                  "wal_records": int, "wal_bytes": int, "segments": int,
+                  "segment_bytes": int, "quarantined_segments": int, "commits": int,
+                  "subscriber_files": int, "subscriber_records": int,
+                  "advisory_files": int},
       "problems": [Finding], "warnings": [Finding], "quarantined": int
     }
     Finding = {"kind": str, "file": str, "offset": int|null, "reason": str,
                "partition": str|null, "seq": int|null, "action": str|null}
 
-``kind`` is one of ``store``, ``state``, ``wal``, ``wal_torn_tail``, ``segment``,
-``segment_meta``, ``segment_orphan``, ``heartbeat``, ``commit``, ``subscribers``;
-``action`` is ``"quarantined to <path>"`` or ``"not quarantined: <why>"`` when
-``--quarantine`` acted on the finding.
+``kind`` is one of ``store``, ``policy``, ``policy_copy``, ``state``, ``wal``,
+``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``,
+``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
+``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+or ``"not quarantined: <why>"`` when ``--quarantine`` acted on the finding.
 """
 
 from __future__ import annotations
@@ -104,12 +111,15 @@ def progress_bar(total: int, show: bool) -> Iterator[Callable[[int], None] | Non
     help="Show a progress bar on stderr (default: when stderr is a terminal and not --json).",
 )
 def fsck(args: StoreArgs, quarantine: bool, strict: bool, progress: bool | None) -> None:
-    """Verify every checksum of the store at PATH; exit 0 if healthy, 1 if not.
+    """Verify every file of the store at PATH; exit 0 if healthy, 1 if not.
 
-    Checks STORE, each partition's STATE and WAL files (read-only: a torn tail is
-    reported, never cut), every segment's metadata and data, commit records and
-    the subscribers' ack logs and checkpoints. Each problem names the file and
-    byte offset. --quarantine moves corrupt segments to <pid>/quarantine/.
+    Checks STORE, POLICY, each partition's STATE, HEARTBEAT and WAL files
+    (read-only: a torn tail is reported, never cut), every segment's metadata and
+    data, commit records, the subscribers' ack logs, checkpoint and records, and
+    the advisory files (locks, lost logs, metrics). Each finding names the file,
+    byte offset and the repair. Damage to an advisory file is a warning (exit 0
+    unless --strict). --quarantine moves corrupt segments to
+    <partition>/quarantine/ under the segments location.
     """
     store = open_for_fsck(args)
     try:
@@ -145,10 +155,11 @@ def render_fsck(report: FsckReport, strict: bool) -> str:
     c = report.checked
     out = [
         f"fsck {report.path}",
-        f"  checked: STORE, {c['states']} partition states, {c['wal_files']} WAL files "
+        f"  checked: STORE, POLICY, {c['states']} partition states, {c['wal_files']} WAL files "
         f"({c['wal_records']} records, {human_bytes(c['wal_bytes'])}), {c['segments']} segments "
         f"({human_bytes(c['segment_bytes'])}), {c['commits']} commit records, "
-        f"{c['subscriber_files']} subscriber files",
+        f"{c['subscriber_files']} subscriber files, {c['subscriber_records']} subscriber "
+        f"records, {c['advisory_files']} advisory files",
     ]
     for f in report.problems:
         out.append(f"PROBLEM {f.line()}")

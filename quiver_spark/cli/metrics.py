@@ -9,6 +9,10 @@ textfile collector pointed at a directory never sees a series twice:
     quiver metrics /data/quiver --textfile /var/lib/node_exporter/quiver.prom   # cron
     quiver metrics /data/quiver --all     # this plus every process file, on stdout
 
+A process file that cannot be read back (damaged bytes; the files are advisory) is
+named on stderr (``warning: metrics file ... skipped``) and left out; the rest is
+printed and the exit code stays 0.
+
 ``--prune-stale`` removes the files of writers whose partition no process holds (a
 replaced executor's slot) before reading; their counters restart from zero if that
 slot is written again.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 
 import click
 from prometheus_client import CollectorRegistry, generate_latest
@@ -104,12 +109,14 @@ def as_document(text: str) -> dict[str, object]:
     }
 
 
-def merged_exposition(texts: list[str]) -> str:
-    """One exposition of several: families with the same name are joined (their series
-    differ by ``instance``), so HELP and TYPE appear once each."""
+def merged_exposition(texts: list[str], more: Sequence[list[Metric]] = ()) -> str:
+    """One exposition of several (texts, and families already parsed): families with
+    the same name are joined (their series differ by ``instance``), so HELP and TYPE
+    appear once each."""
     families: dict[str, Metric] = {}
-    for text in texts:
-        for fam in text_string_to_metric_families(text):
+    parsed = [list(text_string_to_metric_families(t)) for t in texts] + list(more)
+    for fams in parsed:
+        for fam in fams:
             have = families.get(fam.name)
             if have is None:
                 families[fam.name] = fam
@@ -123,6 +130,24 @@ def merged_exposition(texts: list[str]) -> str:
 
     registry.register(_Merged())
     return generate_latest(registry).decode()
+
+
+def process_files(store: QuiverStore) -> list[list[Metric]]:
+    """The families of every readable ``<root>/metrics/*.prom``; a damaged one is named
+    on stderr and skipped (advisory files never fail the command)."""
+    directory = m.metrics_dir(store.root)
+    out = []
+    for name in sorted(store.io.listdir(directory)):
+        if not name.endswith(".prom"):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            out.append(m.read_exposition(path))
+        except FileNotFoundError:
+            continue  # removed by --prune-stale or its process meanwhile
+        except (OSError, ValueError) as e:
+            click.echo(f"warning: metrics file {path} is damaged ({e}); skipped", err=True)
+    return out
 
 
 @click.command("metrics")
@@ -148,13 +173,7 @@ def metrics(args: StoreArgs, textfile: str | None, include_all: bool, prune: boo
             for name in prune_stale(store):
                 click.echo(f"removed stale {name}", err=True)
         texts = [store_metrics(store).to_prometheus(scopes=(m.STORE,))]
-        if include_all:
-            directory = m.metrics_dir(store.root)
-            for name in sorted(store.io.listdir(directory)):
-                if name.endswith(".prom"):
-                    with open(os.path.join(directory, name), encoding="utf-8") as f:
-                        texts.append(f.read())
-        return merged_exposition(texts)
+        return merged_exposition(texts, process_files(store) if include_all else [])
 
     text = with_store(args, run)
     if args.as_json:  # the same series as a document: {"schema", "families": [...]}

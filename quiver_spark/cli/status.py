@@ -46,7 +46,8 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
                  "size_cap_used": float|null,         # store_bytes / size_cap_bytes
                  "size_cap_policy": str,
                  "subscribers": int},                 # rows of "subscribers"
-      "policy": {"generation": int, option: str}   # the store's recorded policy (§6.6)
+      "policy": {"generation": int, option: str,   # the store's recorded policy (§6.6)
+                 "damaged": str|null}   # why POLICY cannot be read (conservative then)
     }
 
 Every byte figure counts files on disk the same way: a segment is its ``.arrow``
@@ -180,6 +181,7 @@ def collect_status(
         "policy": {
             "generation": policy.generation,
             **{o: policy.shown(o) for o in POLICY_OPTIONS},
+            "damaged": policy.damaged,  # POLICY unreadable: the conservative policy applies
         },
         "schema": SCHEMA,
         "path": store.root,
@@ -374,8 +376,11 @@ def render_status(doc: dict[str, Any]) -> str:
     pol = doc["policy"]
     out.append(
         f"  policy:   generation {pol['generation']}: "
-        + ", ".join(f"{o}={v}" for o, v in pol.items() if o != "generation")
+        + ", ".join(f"{o}={v}" for o, v in pol.items() if o not in ("generation", "damaged"))
         + " (change with `quiver config PATH set KEY=VALUE`)"
+        if not pol.get("damaged")
+        else f"  policy:   DAMAGED, the most conservative applies: {pol['damaged']} "
+        "(repair with `quiver config PATH repair --from-last-good`)"
     )
     out.append("")
     rows = []
