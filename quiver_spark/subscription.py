@@ -43,6 +43,7 @@ from .errors import (
     CorruptionError,
     DataLossError,
     LockedError,
+    QuiverError,
     SegmentMissingError,
     StoreNotFoundError,
     SubscriberError,
@@ -375,6 +376,7 @@ class _State:
     latest: Position | None = None
     last_seal: float = 0.0
     last_retention: float = 0.0
+    retention_failed: bool = False
     last_touch: float = float("-inf")
     last_full_listing: float = float("-inf")
     quarantine_mark: bytes | None = None
@@ -866,9 +868,9 @@ class Subscription:
                 except (OSError, CorruptionError) as e:
                     log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         deleted = 0
-        if todo or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
+        if todo or st.retention_failed or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
             st.last_retention = now
-            deleted = sum(len(v) for v in self.store.run_retention().deleted.values())
+            deleted = self._retention_after_ack()
         if todo or deleted:
             self._publish_metrics()
         st.metas = {k: v for k, v in st.metas.items() if not through.covers(*k)}
@@ -882,6 +884,21 @@ class Subscription:
                 deleted,
             )
         return n
+
+    def _retention_after_ack(self) -> int:
+        """The pass after an acknowledgement that is already durable: a failure is kept
+        (the store's ``maintenance_error``), logged and retried by the next ack, never
+        raised (the caller would take a durable ack for a failed one). Returns the
+        segments deleted."""
+        try:
+            result = self.store.run_retention()
+        except (OSError, QuiverError) as e:
+            self._state.retention_failed = True
+            self.store.maintenance_error = e
+            log.error("quiver.retention.deferred subscriber=%s: %s", self.name, e)
+            return 0
+        self._state.retention_failed = False
+        return sum(len(v) for v in result.deleted.values())
 
     def _publish_metrics(self) -> None:
         try:  # advisory: a metrics file that cannot be written never fails a commit
