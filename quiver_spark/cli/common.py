@@ -37,6 +37,7 @@ from ..store import QuiverStore
 EXIT_OK = 0
 EXIT_TROUBLE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
