@@ -32,9 +32,8 @@ producer = (
 producer.awaitTermination()
 
 # batch write: Spark's default mode (ErrorIfExists) is refused; a store takes appends
-spark.range(1000, 1010).selectExpr("id", "current_timestamp() AS ts").write.format("quiver").mode(
-    "append"
-).save(store)
+more = spark.range(1000, 1010).selectExpr("id", "current_timestamp() AS ts")
+more.write.format("quiver").mode("append").save(store)
 
 # batch read of what the store retains (finalized segments)
 deadline = time.monotonic() + 60
