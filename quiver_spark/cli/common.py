@@ -246,11 +246,7 @@ def open_error(args: StoreArgs, config: StoreConfig, e: ConfigError) -> CliError
             EXIT_TROUBLE,
         )
     if e.option == "segment.path" and args.segments_path:  # name the flag the user typed
-        return CliError(
-            f"--segments-path {args.segments_path} contradicts the segment location "
-            f"{args.path} recorded at creation, {e.allowed}; omit --segments-path to use it",
-            EXIT_USAGE,
-        )
+        return CliError(f"--segments-path {args.segments_path} contradicts {e.allowed}")
     return CliError(str(e), EXIT_USAGE)  # an option contradicting the store's policy
 
 
