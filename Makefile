@@ -1,11 +1,11 @@
 # quiver_spark — run `make help` for the targets.
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-export PYSPARK_PYTHON := $(CURDIR)/$(VENV)/bin/python
-export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
+export PYSPARK_PYTHON := $(abspath $(VENV))/bin/python
+export PYSPARK_DRIVER_PYTHON := $(abspath $(VENV))/bin/python
 
 .DEFAULT_GOAL := help
 .PHONY: help venv demo test test-engine test-spark lint format bench bench-soak soak wheel clean
@@ -13,13 +13,17 @@ export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(VENV)/bin/python
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# PySpark finds the `quiver` format by listing modules (pkgutil.iter_modules), which
+# does not see packages served by an editable install's import hook: a .pth entry puts
+# the checkout itself on sys.path, so format("quiver") works from any directory.
+$(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,dev]'
+	$(PY) -c 'import sys, sysconfig, pathlib; pathlib.Path(sysconfig.get_path("purelib"), "quiver-spark-checkout.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)'
 	@touch $(STAMP)
 
-venv: $(STAMP) ## create or update the virtualenv (.venv) with every dependency
+venv: $(STAMP) ## create or update the virtualenv (.venv, or VENV=DIR) with every dependency
 
 demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print what happened
 	$(PY) examples/demo.py

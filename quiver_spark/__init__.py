@@ -22,7 +22,6 @@ from .errors import (
     UnknownSegmentError,
     WalFailedError,
 )
-from .store import QuiverStore
 
 __version__ = "0.1.0"
 
@@ -61,6 +60,10 @@ def register(spark: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "QuiverStore":  # on first use: `quiver` starts without importing pyarrow
+        from .store import QuiverStore
+
+        return QuiverStore
     if name == "QuiverDataSource":
         from .spark.datasource import QuiverDataSource
 

@@ -22,7 +22,7 @@ from .config import (
     WalConfig,
     validate_name,
 )
-from .errors import ConfigError
+from .errors import ConfigError, UnknownOptionError
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -225,12 +225,12 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
             if str(key).lower().startswith(_PREFIXES):
                 known = [*STORE_OPTIONS, *ALIASES]
                 allowed = (
-                    "a known option"
+                    "a store option"
                     + did_you_mean(str(key), known)
                     + ": "
                     + ", ".join(sorted(STORE_OPTIONS))
                 )
-                raise ConfigError(str(key), value, allowed)
+                raise UnknownOptionError(str(key), value, allowed)
             continue
         opts[str(key)] = value
     flush_s = parse_duration(nm("wal.flush_interval"), opts.get("wal.flush_interval", "25ms"))

@@ -33,6 +33,7 @@ from .errors import (
     ConfigError,
     CorruptionError,
     LockedError,
+    PolicyConflictError,
     QuiverError,
     SchemaMismatchError,
     StoreAtCapacityError,
@@ -102,11 +103,11 @@ class QuiverStore:
         self._descriptor = descriptor
         recorded = descriptor.get("segments_url") or os.path.join(root, fmt.SEGMENTS_DIR)
         if config.segment.path and _location_key(config.segment.path) != _location_key(recorded):
-            raise ConfigError(
-                "segments.path",
+            raise PolicyConflictError(
+                "segment.path",
                 config.segment.path,
-                f"the location store {root} recorded in its {fmt.STORE_FILE} at creation, "
-                f"{recorded!r} (omit segments.path to use it)",
+                f"the segment location recorded in {os.path.join(root, fmt.STORE_FILE)} at "
+                f"creation, {recorded!r} (omit the option to use it)",
             )
         seg_url = recorded
         self.segments_url = seg_url

@@ -21,7 +21,7 @@ import click
 
 from .. import format as fmt
 from ..config import NAME_RE, StoreConfig
-from ..errors import ConfigError, CorruptionError, QuiverError
+from ..errors import ConfigError, CorruptionError, QuiverError, UnknownOptionError
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
@@ -38,6 +38,7 @@ from ..store import QuiverStore
 EXIT_OK = 0
 EXIT_TROUBLE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -168,8 +169,8 @@ def parse_option_flags(flags: Sequence[str]) -> dict[str, str]:
     Raises
     ------
     ConfigError
-        A flag without ``=`` or naming an option the store does not know; the
-        message names ``--option``, the value and what is allowed.
+        A flag without ``=`` (naming ``--option``), or an :class:`UnknownOptionError`
+        naming the unknown key, its value and the near miss.
     """
     out: dict[str, str] = {}
     for flag in flags:
@@ -178,8 +179,10 @@ def parse_option_flags(flags: Sequence[str]) -> dict[str, str]:
             raise ConfigError("--option", flag, "KEY=VALUE, e.g. retention.size_cap=10GB")
         if canonical_option(key) is None:
             hint = did_you_mean(key.strip(), [*STORE_OPTIONS, *ALIASES])
-            raise ConfigError(
-                "--option", flag, f"a known option{hint}: " + ", ".join(sorted(STORE_OPTIONS))
+            raise UnknownOptionError(
+                key.strip(),
+                value.strip(),
+                f"a store option{hint}: " + ", ".join(sorted(STORE_OPTIONS)),
             )
         out[key.strip()] = value.strip()  # as given: an alias keeps its own value rules
     return out
@@ -246,6 +249,8 @@ def open_error(args: StoreArgs, config: StoreConfig, e: ConfigError) -> CliError
             f"here: {e.allowed}",
             EXIT_TROUBLE,
         )
+    if e.option == "segment.path" and args.segments_path:  # name the flag the user typed
+        return CliError(f"--segments-path {args.segments_path} contradicts {e.allowed}")
     return CliError(str(e), EXIT_USAGE)  # an option contradicting the store's policy
 
 

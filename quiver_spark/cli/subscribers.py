@@ -172,7 +172,8 @@ def _list(
         last = human_seconds(s["idle_seconds"]) + " ago" if s["last_ack_ns"] else "never"
         rows.append(
             [s["name"], marks, gaps, s["lag_segments"], human_bytes(s["lag_bytes"]),
-             human_seconds(s["lag_seconds"]), last, "yes" if s["live"] else "no"]
+             human_seconds(s["lag_seconds"]) if s["lag_segments"] else "-", last,
+             "yes" if s["live"] else "no"]
         )  # fmt: skip
     headers = ["SUBSCRIBER", "HWM (partition:seq)", "GAPS", "LAG SEGS", "LAG BYTES", "LAG TIME",
                "LAST ACK", "LIVE"]  # fmt: skip

@@ -1,4 +1,4 @@
-"""``quiver txns PATH list|discard APP --yes``: undecided sink transactions.
+"""``quiver txns PATH list|discard QUERY_ID --yes``: undecided sink transactions.
 
 Every sink task writes its rows as a transaction that only the driver's commit
 decision makes visible (ARCHITECTURE.md §9). A batch that failed and is never rerun
@@ -6,11 +6,11 @@ decision makes visible (ARCHITECTURE.md §9). A batch that failed and is never r
 query id) leaves its transactions pending: they pin their WAL files forever.
 
 ``list`` shows them per partition, from each writer's heartbeat (a writer rewrites
-it on every maintenance tick and when it closes). ``discard APP`` decides every
-pending batch of query ``APP`` with no winners, then seals idle partitions so the
+it on every maintenance tick and when it closes). ``discard QUERY_ID`` decides every
+pending batch of query ``QUERY_ID`` with no winners, then seals idle partitions so the
 rows are dropped and their WAL files freed at once. It refuses (exit 1, nothing
-changed) an ``APP`` it does not know, listing the query ids that have pending
-transactions, and an ``APP`` with an undecided transaction in a partition whose
+changed) an ``QUERY_ID`` it does not know, listing the query ids that have pending
+transactions, and an ``QUERY_ID`` with an undecided transaction in a partition whose
 lock is held (a live writer: its query may still commit it), naming the partition
 and the holder. It needs ``--yes``: if that query is ever restarted
 from its old checkpoint and reruns such a batch, the sink refuses the rerun's commit
@@ -56,21 +56,21 @@ SCHEMA = "quiver.txns/1"
 @click.command("txns")
 @store_arguments
 @click.argument("action", type=click.Choice(["list", "discard"]))
-@click.argument("app", required=False)
+@click.argument("app", metavar="[QUERY_ID]", required=False)
 @click.option("--yes", is_flag=True, help="For discard: confirm (see the risk above).")
 def txns(args: StoreArgs, action: str, app: str | None, yes: bool) -> None:
     """List undecided sink transactions, or discard those of an abandoned query.
 
     \b
     quiver txns PATH list
-    quiver txns PATH discard APP --yes    (APP: the query id `list` shows)
+    quiver txns PATH discard QUERY_ID --yes    (the streaming query id `list` shows)
 
     Discard only a query that will never run again from its checkpoint: a rerun of
     a discarded batch fails its commit instead of writing the batch.
     """
     if action == "list":
         if app is not None:
-            raise click.UsageError(f"'list' takes no APP (got {app!r})")
+            raise click.UsageError(f"'list' takes no QUERY_ID (got {app!r})")
         doc = with_store(args, collect_pending)
         if args.as_json:
             emit_json(doc)
@@ -78,11 +78,11 @@ def txns(args: StoreArgs, action: str, app: str | None, yes: bool) -> None:
             click.echo(render_pending(doc))
         return
     if app is None:
-        raise click.UsageError("'discard' needs the APP (query id) whose batches to discard")
+        raise click.UsageError("'discard' needs the QUERY_ID whose batches to discard")
     try:
         validate_name("transaction app id", app)
     except ConfigError as e:
-        raise CliError(f"invalid APP {app!r}: {e.allowed}") from e
+        raise CliError(f"invalid QUERY_ID {app!r}: {e.allowed}") from e
     if not yes:
         raise CliError(
             f"discarding the pending batches of {app} drops their rows for good; if that "
@@ -149,7 +149,7 @@ def render_pending(doc: dict[str, Any]) -> str:
         ]
         for t in doc["pending"]
     ]
-    headers = ["PARTITION", "APP (query id)", "BATCH", "TXN", "TASK", "STATE", "WRITER"]
+    headers = ["PARTITION", "QUERY_ID", "BATCH", "TXN", "TASK", "STATE", "WRITER"]
     return render_table(headers, rows)
 
 

@@ -26,9 +26,27 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .source import QuiverBatchReader
+from . import source
+from .options import check_source_root, source_root
+from .user_errors import guarded, one_line
 
 log = logging.getLogger(__name__)
+
+_READER_METHODS = ("pushFilters", "partitions", "read")
+_STREAM_METHODS = (
+    "initialOffset",
+    "latestOffset",
+    "reportLatestOffset",
+    "prepareForTriggerAvailableNow",
+    "partitions",
+    "read",
+    "commit",
+)
+
+# The readers Spark gets: the source's classes with every method Spark calls reporting
+# a QuiverError as one line (user_errors.py). Module-level, so pickling finds them.
+QuiverBatchReader = guarded(source.QuiverBatchReader, _READER_METHODS, __name__)
+QuiverStreamReader = guarded(source.QuiverStreamReader, _STREAM_METHODS, __name__)
 
 
 class QuiverDataSource(DataSource):
@@ -38,33 +56,38 @@ class QuiverDataSource(DataSource):
     def name(cls) -> str:
         return "quiver"
 
+    @one_line
     def schema(self) -> StructType | str:
         from .source_read import store_spark_schema
 
+        check_source_root(source_root(self.options))
         return store_spark_schema(self.options)
 
+    @one_line
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import QuiverBatchWriter
 
         return QuiverBatchWriter(self.options, schema, overwrite)
 
+    @one_line
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .sink import QuiverStreamWriter
 
         return QuiverStreamWriter(self.options, schema, overwrite)
 
+    @one_line
     def reader(self, schema: StructType) -> DataSourceReader:
+        check_source_root(source_root(self.options))
         if _filter_pushdown_enabled():
             return QuiverBatchReader(self.options, schema)
         return QuiverBatchReaderNoPushdown(self.options, schema)
 
+    @one_line
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from .source import QuiverStreamReader
-
         return QuiverStreamReader(self.options, schema)
 
 
-class QuiverBatchReaderNoPushdown(QuiverBatchReader):
+class QuiverBatchReaderNoPushdown(QuiverBatchReader):  # type: ignore[misc,valid-type]
     """The batch reader without segment pruning, for sessions with pushdown disabled."""
 
     pushFilters = DataSourceReader.pushFilters

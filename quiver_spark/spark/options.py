@@ -15,11 +15,13 @@ allowed (:class:`~quiver_spark.errors.ConfigError`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from .. import format as fmt
 from ..config import StoreConfig
-from ..errors import ConfigError, UnknownOptionError
+from ..errors import ConfigError, PolicyConflictError, StoreNotFoundError, UnknownOptionError
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
@@ -71,6 +73,49 @@ def store_root(options: Mapping[str, Any]) -> str:
     return local_path(PATH, raw)
 
 
+def source_root(options: Mapping[str, Any]) -> str:
+    """The root a reader names (``load(path)`` / option ``path``), as :func:`store_root`."""
+    return store_root(options)
+
+
+def check_source_root(root: str) -> None:
+    """Refuse, in one line, a reader path that is a file or a directory of other files.
+
+    A missing or empty directory is left to the reader, whose error says to start the
+    writer first; a directory holding files but no ``STORE`` is something else (a
+    directory of JSON or Parquet files), and saying "start the writer" would mislead.
+    """
+    if os.path.isfile(root):
+        raise StoreNotFoundError(
+            f"{root} is a file, not a Quiver store (a store is a directory with a "
+            f"{fmt.STORE_FILE} file, created by the sink's first write)"
+        )
+    if not os.path.isdir(root) or os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        return
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return  # the reader's own open reports it
+    if entries:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        raise StoreNotFoundError(
+            f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
+            f"{len(entries)} other entries ({shown}); point the reader at a directory "
+            "written by format('quiver')"
+        )
+
+
+def check_sink_root(root: str) -> None:
+    """Refuse a sink path that is an existing file, before anything is created."""
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise ConfigError(
+            PATH,
+            root,
+            "a directory (an existing Quiver store, or a new or empty one the sink "
+            "creates); this path is a file",
+        )
+
+
 def store_config(options: Mapping[str, Any]) -> StoreConfig:
     """Parse every store option (``segment.*``, ``segments.*``, ``wal.*``,
     ``retention.*``, ``eventTimeColumn``) into a validated :class:`StoreConfig`.
@@ -95,8 +140,6 @@ def check_sink_known(options: Mapping[str, Any]) -> None:
         k = str(key).lower()
         if k in (PATH, CONFIG, *SINK_SPARK_OPTIONS) or canonical_option(k) is not None:
             continue
-        if k.startswith(("segment.", "segments.", "wal.", "retention.", "subscriber.")):
-            continue  # a store-option typo: store_config names the near miss
         hint = did_you_mean(k, [*STORE_OPTIONS, *ALIASES])
         raise UnknownOptionError(
             str(key),
@@ -108,6 +151,22 @@ def check_sink_known(options: Mapping[str, Any]) -> None:
 
 def validate_sink_options(options: Mapping[str, Any]) -> tuple[str, StoreConfig]:
     """Everything the sink needs, validated at once (query start): root and config;
-    an unknown option is refused like the source's."""
+    an unknown option is refused like the source's, a path that is a file too."""
     check_sink_known(options)
-    return store_root(options), store_config(options)
+    root = store_root(options)
+    config = store_config(options)
+    check_sink_root(root)
+    return root, config
+
+
+def as_given(e: ConfigError, options: Mapping[str, Any]) -> ConfigError:
+    """``e`` naming the option as the user spelled it (an earlier spelling such as
+    ``segments.path``) when the engine reported it under its canonical name."""
+    given = [
+        str(k)
+        for k in options
+        if canonical_option(str(k)) == e.option and str(k).lower() != e.option.lower()
+    ]
+    if not given or type(e) not in (ConfigError, PolicyConflictError, UnknownOptionError):
+        return e
+    return type(e)(given[0], e.value, e.allowed)

@@ -45,7 +45,8 @@ from ..errors import (
 )
 from ..store import QuiverStore
 from . import slots
-from .options import validate_sink_options
+from .options import as_given, validate_sink_options
+from .user_errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,10 @@ class _QuiverWriterBase:
         self.spark_schema = schema
         self.target = arrow_schema(schema)
         check_event_time_column(self.config, self.target)
-        store = QuiverStore.open(self.root, self.config, partition=None)
+        try:
+            store = QuiverStore.open(self.root, self.config, partition=None)
+        except ConfigError as e:  # an option contradicting the store: name it as given
+            raise as_given(e, self.options) from e
         try:
             store.ensure_schema(self.target)  # raises SchemaMismatchError with both schemas
         finally:
@@ -284,6 +288,7 @@ class QuiverStreamWriter(_QuiverWriterBase, DataSourceStreamArrowWriter):
     >>> QuiverStore.open("/data/quiver", partition=None).scan()      # doctest: +SKIP
     """
 
+    @one_line
     def write(self, iterator: Iterator[pa.RecordBatch]) -> QuiverCommitMessage:
         from pyspark import TaskContext
 
@@ -300,6 +305,7 @@ class QuiverStreamWriter(_QuiverWriterBase, DataSourceStreamArrowWriter):
         tag = f"{tc.partitionId()}.{tc.attemptNumber()}.{tc.taskAttemptId()}"
         return self._write_txn(iterator, app, int(batch), tag)
 
+    @one_line
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Durably decide batch ``batchId`` (idempotent), then seal orphaned slots."""
         self._commit(messages, int(batchId))
@@ -324,6 +330,7 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
         super().__init__(options, schema, overwrite)
         self.app = f"batch-{uuid.uuid4().hex}"
 
+    @one_line
     def write(self, iterator: Iterator[pa.RecordBatch]) -> QuiverCommitMessage:
         from pyspark import TaskContext
 
@@ -331,6 +338,7 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
         tag = f"{tc.partitionId()}.{tc.attemptNumber()}.{tc.taskAttemptId()}" if tc else "0.0.0"
         return self._write_txn(iterator, self.app, 0, tag)
 
+    @one_line
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Durably decide the job (its winners become visible)."""
         self._commit(messages, 0)

@@ -92,6 +92,23 @@ FOREIGN_OPTIONS: dict[str, str] = {
 }
 
 
+FOREIGN_SPELLINGS = {
+    k.lower(): k
+    for k in (
+        "startingOffsets",
+        "startingVersion",
+        "startingOffsetsByTimestamp",
+        "maxOffsetsPerTrigger",
+        "maxFilesPerTrigger",
+        "subscribe",
+        "topic",
+        "maxFileAge",
+    )
+}
+"""How Kafka's, Delta's and the file source's documentation spell those options: Spark
+hands keys over lower-cased, and the error names the option as the user typed it."""
+
+
 def check_known(options: Mapping[str, Any]) -> None:
     """Refuse any option the source does not know, naming it and what was meant."""
     known = {o.name.lower() for o in SOURCE_OPTION_TABLE}
@@ -104,7 +121,7 @@ def check_known(options: Mapping[str, Any]) -> None:
         else:
             hint = did_you_mean(k, [*(o.name for o in SOURCE_OPTION_TABLE), *STORE_OPTIONS])
         raise UnknownOptionError(
-            str(key),
+            FOREIGN_SPELLINGS.get(k, str(key)),
             value,
             f"a Quiver source option{hint}: "
             + ", ".join(o.name for o in SOURCE_OPTION_TABLE)

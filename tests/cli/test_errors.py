@@ -53,8 +53,6 @@ def test_a_regular_file_is_not_a_store(tmp_path: Path) -> None:
         ("segment.max_open_duration=soon", "segment.max_open_duration", "soon", "ms, s, m, h"),
         ("retention.max_retain_after_ingestion_hours=-1",
          "retention.max_retain_after_ingestion_hours", "-1", "a duration such as 25ms"),
-        ("segment.target_sise=32MB", "--option", "segment.target_sise=32MB",
-         "a known option (did you mean 'segment.target_size'?)"),
         ("retention.size_cap", "--option", "retention.size_cap", "KEY=VALUE"),
     ],
 )  # fmt: skip
@@ -68,6 +66,19 @@ def test_a_bad_option_value_names_the_option_the_value_and_what_is_allowed(
     assert f"invalid value for option {option!r}: {value!r}" in res.stderr
     assert allowed in res.stderr
     assert res.stdout == ""
+    assert tree(built.root) == before
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: c[0])
+def test_an_option_typo_is_reported_as_an_unknown_option_with_the_near_miss(
+    built: Built, cmd: list[str]
+) -> None:
+    before = tree(built.root)
+    res = run([*_argv(cmd, built.root), "--option", "segment.target_sise=32MB"])
+    assert res.exit_code == 2
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("Error: unknown option 'segment.target_sise' (value '32MB')"), first
+    assert "did you mean 'segment.target_size'?" in first
     assert tree(built.root) == before
 
 

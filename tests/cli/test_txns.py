@@ -71,7 +71,7 @@ def test_discard_refuses_a_bad_app_id(tmp_path: Path) -> None:
     root = tmp_path / "store"
     abandon_batches(root, [1])
     res = run(["txns", root, "discard", "../etc", "--yes"])
-    assert res.exit_code == 2 and "invalid APP" in res.output
+    assert res.exit_code == 2 and "invalid QUERY_ID" in res.output
 
 
 def test_a_rerun_of_a_discarded_batch_fails_its_commit_loudly(tmp_path: Path) -> None:

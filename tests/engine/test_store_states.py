@@ -243,7 +243,7 @@ def test_a_writer_with_another_segments_path_is_refused(tmp_path: Path) -> None:
     with QuiverStore.open(str(tmp_path / "root"), CFG, background=False) as s:
         s.append(ids([1], nullable=True))
     other = StoreConfig(segment=SegmentConfig(path=str(tmp_path / "elsewhere")))
-    with pytest.raises(ConfigError, match=r"segments\.path") as err:
+    with pytest.raises(ConfigError, match=r"option segment\.path=") as err:
         QuiverStore.open(str(tmp_path / "root"), other, background=False)
     assert "elsewhere" in str(err.value) and str(tmp_path / "root" / "segments") in str(err.value)
     same = StoreConfig(segment=SegmentConfig(path="file://" + str(tmp_path / "root" / "segments")))

@@ -29,10 +29,10 @@ BAD_VALUES = [
     ("retention.max_retain_after_ingestion_hours", "-3", "a duration such as 25ms"),
     ("retention.max_retain_after_ingestion_hours", "forever", "a duration such as 25ms"),
     ("retention.backpressure_timeout", "soon", "units ms, s, m, h"),
-    ("segment.target_sise", "32MB", "a known option"),
-    ("wal.flush_intervall", "25ms", "a known option"),
-    ("retention.cap", "1GB", "a known option"),
-    ("segments.url", "s3://b", "a known option"),
+    ("segment.target_sise", "32MB", "unknown option"),
+    ("wal.flush_intervall", "25ms", "unknown option"),
+    ("retention.cap", "1GB", "unknown option"),
+    ("segments.url", "s3://b", "unknown option"),
 ]
 
 

@@ -106,7 +106,7 @@ def test_incompatible_schema_fails_at_query_start_showing_both_schemas(spark, tm
         ("retention.size_cap_policy", "drop_newest", "backpressure | drop_oldest"),
         ("segment.target_size", "32XB", "units B, KB, MB, GB"),
         ("segment.max_open_duration", "-5s", "units ms, s, m, h"),
-        ("wal.flush_intervall", "25ms", "a known option"),
+        ("wal.flush_intervall", "25ms", "unknown option"),
     ],
 )
 def test_bad_option_fails_the_write_naming_option_value_and_allowed(

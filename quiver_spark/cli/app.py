@@ -1,0 +1,76 @@
+"""The ``quiver`` command group and its commands (see :mod:`quiver_spark.cli`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from .. import __version__
+from .common import EXIT_INTERRUPTED, EXIT_TROUBLE, CliError, configure_logging, one_line
+from .config import config
+from .fsck import fsck
+from .gc import gc
+from .metrics import metrics
+from .status import status
+from .subscribers import subscribers
+from .txns import txns
+
+__all__ = ["cli"]
+
+log = logging.getLogger(__name__)
+
+
+class QuiverGroup(click.Group):
+    """The command group; an error no command turned into a message is one line too.
+
+    A command's own errors are :class:`~.common.CliError` lines. Anything else (a
+    filesystem backend failing half-way, a bug) becomes ``Error: <type>: <message>``
+    with exit 1, and its traceback goes to the debug log (``-vv``), never to a user
+    who did not ask for it. Ctrl-C exits 130 with one line, never 1 (which ``fsck``
+    uses for an unhealthy store).
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except KeyboardInterrupt:  # not an unhealthy store (exit 1): the shell's 130
+            click.echo("Interrupted.", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except Exception as e:
+            log.debug("quiver.cli.unexpected", exc_info=True)
+            raise CliError(
+                f"{type(e).__name__}: {one_line(e)} (run with -vv for the traceback)",
+                EXIT_TROUBLE,
+            ) from e
+
+
+@click.group(cls=QuiverGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="quiver")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log quiver's own events to stderr (-v info, -vv debug); also after the command.",
+)
+@click.pass_context
+def cli(ctx: click.Context, verbose: int) -> None:
+    """Inspect and maintain a Quiver store: a durable Arrow buffer for Spark streams.
+
+    Every command takes the store's PATH (a local directory or file:// URL) and has
+    its own help: quiver COMMAND --help.
+    """
+    ctx.meta["quiver.verbose"] = ctx.meta.get("quiver.verbose", 0) + verbose
+    configure_logging(ctx.meta["quiver.verbose"])
+
+
+cli.add_command(status)
+cli.add_command(fsck)
+cli.add_command(subscribers)
+cli.add_command(gc)
+cli.add_command(txns)
+cli.add_command(config)
+cli.add_command(metrics)
