@@ -276,8 +276,13 @@ class PartitionLock:
                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "purpose": purpose,
             }
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode(), 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(info).encode(), 0)
+            except BaseException:  # a claim that failed holds nothing (a full disk frees up)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+                raise
             _registry[key] = purpose
             return cls(path, fd)
 
@@ -301,6 +306,8 @@ def _read_holder(fd: int) -> str:
     try:
         raw = os.pread(fd, 4096, 0)
         info = json.loads(raw.decode() or "{}")
+        if not isinstance(info, dict) or not info:
+            return "another process (holder unknown)"
         return (
             f"pid {info.get('pid', '?')} on {info.get('host', '?')} "
             f"({info.get('purpose', 'writer')} since {info.get('since', '?')})"

@@ -597,22 +597,36 @@ class QuiverStore:
         return path
 
     def maintain(self) -> dict[str, Any]:
-        """The maintenance tick: finalize an idle open segment, then apply retention.
+        """The maintenance tick: finalize an idle open segment, then apply retention (also
+        after a failed finalize, which is raised after the pass: a full disk is what the
+        pass may free).
 
         Retention runs after a finalize and otherwise at most every
         ``segment.max_open_duration`` (it lists every segment's metadata).
         """
         done: dict[str, Any] = {"finalized": [], "deleted": {}}
         if self.writer is not None and not self._closed:
-            meta = self.writer.maintain()
+            failure: Exception | None = None
+            meta = None
+            try:
+                meta = self.writer.maintain()
+            except Exception as e:  # raised after the pass: a full disk is what it frees
+                failure = e
             if meta is not None:
                 done["finalized"].append((meta.partition, meta.seq))
             self.writer.write_heartbeat()
             due = time.monotonic() - self._last_retention >= max(
                 1.0, self.config.segment.max_open_duration_s
             )
-            if meta is not None or due:
-                done["deleted"] = self.run_retention().deleted
+            if meta is not None or due or failure is not None:
+                try:
+                    done["deleted"] = self.run_retention().deleted
+                except Exception as e:
+                    if failure is None:
+                        raise
+                    log.error("quiver.retention.deferred root=%s: %s", self.root, e)
+            if failure is not None:
+                raise failure
         return done
 
     def finalize_idle_partitions(self) -> list[tuple[str, int]]:
