@@ -339,7 +339,12 @@ class QuiverStore:
     def _admit(self, nbytes: int) -> None:
         """Under ``backpressure`` with a size cap, block (bounded) until the store's bytes
         are within the cap: those of this handle's last retention pass plus what it
-        admitted since. A handle that never ran a pass runs one first (§8.8)."""
+        admitted since. A handle that never ran a pass runs one first (§8.8).
+
+        A pass that fails (an ack log that cannot be read) is kept and retried, and the
+        bytes are then counted by a survey of the segments and the WAL that needs no
+        registry: the store admits within the cap and throttles over it, naming why
+        nothing could be reclaimed."""
         r = self.config.retention
         if r.size_cap_policy is not SizeCapPolicy.BACKPRESSURE or r.size_cap_bytes is None:
             return
@@ -356,7 +361,12 @@ class QuiverStore:
                 failed.append(e)
                 self.maintenance_error = e
                 log.error("quiver.retention.admission_failed root=%s: %s", self.root, e)
-                return False
+                try:  # nothing is reclaimed, but the bytes held still decide
+                    self._survey_held_bytes(cap)
+                except Exception as survey_error:
+                    log.error("quiver.retention.survey_failed root=%s: %s", self.root, survey_error)
+                    return False
+                return self._within(cap)
             return not throttled and self._within(cap)
 
         try:
@@ -364,10 +374,46 @@ class QuiverStore:
         except StoreAtCapacityError as e:
             if failed:
                 raise StoreAtCapacityError(
-                    f"{e}; the last retention pass failed: {failed[-1]}"
+                    self._unreclaimable_message(cap, failed[-1])
+                    or f"{e}; the last retention pass failed: {failed[-1]}"
                 ) from failed[-1]
             raise
         self._count_admitted(nbytes)
+
+    def _survey_held_bytes(self, cap: int) -> None:
+        """Set what admission counts from the bytes the store holds (WAL + segments,
+        damaged ones included), surveyed without the subscriber registry; nothing is
+        deleted, since what subscribers acknowledged is unknown (§8.8)."""
+        with self._retention_lock:
+            with self._admit_lock:  # admitted before this listing are in what it counts
+                counted = self._admitted
+            held = sum(self.wal_bytes().values())
+            index = RetainedIndex()
+            index.sync(self.segment_location, None, full=True)
+            held += index.total_bytes() + sum(d.size_bytes for d in index.damaged())
+            with self._admit_lock:
+                self._admitted -= counted
+                self._seen_bytes = held
+            self._throttled = held > cap
+
+    def _unreclaimable_message(self, cap: int, cause: Exception) -> str | None:
+        """Why an append over the cap waited in vain when the pass could not run."""
+        if self._seen_bytes is None or not self._throttled:
+            return None
+        held = f"store {self.root} holds {self._seen_bytes} bytes, over retention.size_cap={cap}"
+        acklog_dir = os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
+        if isinstance(cause, CorruptionError) and cause.path.startswith(acklog_dir + os.sep):
+            return (
+                f"{held}, and nothing can be reclaimed while the subscribers' ack log cannot "
+                f"be read: {cause}; `quiver fsck {self.root}` reports it; a handle opened "
+                "with StoreConfig(salvage=True) reads past the damaged record and its "
+                "store.subscribers.checkpoint() rewrites the log without it (a lost "
+                "acknowledgement only means redelivery)"
+            )
+        return (
+            f"{held}, and the retention pass that could reclaim space failed: {cause} "
+            "(retried by the next append)"
+        )
 
     def _within(self, cap: int) -> bool:
         with self._admit_lock:
