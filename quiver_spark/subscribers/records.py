@@ -3,7 +3,10 @@
 ``<root>/subscribers/records/<name>.sub`` (a §6 frame, magic ``QSUB``) says when a
 subscriber was registered, when it last acknowledged, when a consumer was last seen
 holding it live, and whether the store expired it (policy ``subscriber.expire_after``,
-counted from the later of the last acknowledgement and the last time it was live). The ack log stays the truth of progress; a
+counted from the later of the last acknowledgement and the last time it was live),
+and the subscriber's done count in the ack log as the record last knew it, so that a
+pass never expires on a record whose writes failed while acknowledgements went on
+(the ack log ahead of ``progress`` restarts the clock). The ack log stays the truth of progress; a
 record adds what an operator needs to see an idle subscriber pinning bytes, and the
 tombstone that makes a later query under an expired name fail clearly instead of
 silently starting over.
