@@ -348,6 +348,8 @@ def apply_retention(
     n_partitions: int | None = None,
     index: RetainedIndex | None = None,
     unregistered: Callable[[Any], Sequence[str]] | None = None,
+    on_dropped: Callable[[Any, dict[str, int], dict[str, dict[str, list[int]]]], None]
+    | None = None,
 ) -> RetentionResult:
     """Plan and execute one retention pass (the steady-state sweeper + safety nets).
 
@@ -365,6 +367,10 @@ def apply_retention(
     ``unregistered(reg)`` (read under the lock) names subscribers that have a record
     but no registration in the ack log: everything not recorded deleted is kept for
     them (§8.10), and they are listed in the result.
+
+    ``on_dropped(reg, before, dropped)`` is called under the lock after a deletion
+    that dropped data for subscribers, with each subscriber's done count
+    (``reg.done_count``) from before it.
     """
     index = RetainedIndex() if index is None else index
     lost: list[str] = []
@@ -393,10 +399,17 @@ def apply_retention(
             sizes = _chosen_sizes(index, pl)
             dropped: dict[str, dict[str, list[int]]] = {}
             if deletions:
+                before = (
+                    {n: reg.done_count(n) for n in reg.subscribers()}
+                    if on_dropped is not None and (pl.delete_time or pl.drop_size)
+                    else {}
+                )
                 dropped = reg.condemn(deletions)
                 for p, seqs in deletions.items():
                     catalog.delete(p, seqs)
                 index.remove(deletions, reg)
+                if on_dropped is not None and dropped:
+                    on_dropped(reg, before, dropped)
     except BaseException:
         index.invalidate()
         raise

@@ -129,6 +129,9 @@ class QuiverStore:
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
+        # live notes a pass could not write (subscriber -> when seen live): expiry counts
+        # from them and the next pass writes them (ARCHITECTURE.md §8.10)
+        self._unwritten_live: dict[str, int] = {}
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -339,7 +342,12 @@ class QuiverStore:
     def _admit(self, nbytes: int) -> None:
         """Under ``backpressure`` with a size cap, block (bounded) until the store's bytes
         are within the cap: those of this handle's last retention pass plus what it
-        admitted since. A handle that never ran a pass runs one first (§8.8)."""
+        admitted since. A handle that never ran a pass runs one first (§8.8).
+
+        A pass that fails (an ack log that cannot be read) is kept and retried, and the
+        bytes are then counted by a survey of the segments and the WAL that needs no
+        registry: the store admits within the cap and throttles over it, naming why
+        nothing could be reclaimed."""
         r = self.config.retention
         if r.size_cap_policy is not SizeCapPolicy.BACKPRESSURE or r.size_cap_bytes is None:
             return
@@ -356,7 +364,12 @@ class QuiverStore:
                 failed.append(e)
                 self.maintenance_error = e
                 log.error("quiver.retention.admission_failed root=%s: %s", self.root, e)
-                return False
+                try:  # nothing is reclaimed, but the bytes held still decide
+                    self._survey_held_bytes(cap)
+                except Exception as survey_error:
+                    log.error("quiver.retention.survey_failed root=%s: %s", self.root, survey_error)
+                    return False
+                return self._within(cap)
             return not throttled and self._within(cap)
 
         try:
@@ -364,10 +377,46 @@ class QuiverStore:
         except StoreAtCapacityError as e:
             if failed:
                 raise StoreAtCapacityError(
-                    f"{e}; the last retention pass failed: {failed[-1]}"
+                    self._unreclaimable_message(cap, failed[-1])
+                    or f"{e}; the last retention pass failed: {failed[-1]}"
                 ) from failed[-1]
             raise
         self._count_admitted(nbytes)
+
+    def _survey_held_bytes(self, cap: int) -> None:
+        """Set what admission counts from the bytes the store holds (WAL + segments,
+        damaged ones included), surveyed without the subscriber registry; nothing is
+        deleted, since what subscribers acknowledged is unknown (§8.8)."""
+        with self._retention_lock:
+            with self._admit_lock:  # admitted before this listing are in what it counts
+                counted = self._admitted
+            held = sum(self.wal_bytes().values())
+            index = RetainedIndex()
+            index.sync(self.segment_location, None, full=True)
+            held += index.total_bytes() + sum(d.size_bytes for d in index.damaged())
+            with self._admit_lock:
+                self._admitted -= counted
+                self._seen_bytes = held
+            self._throttled = held > cap
+
+    def _unreclaimable_message(self, cap: int, cause: Exception) -> str | None:
+        """Why an append over the cap waited in vain when the pass could not run."""
+        if self._seen_bytes is None or not self._throttled:
+            return None
+        held = f"store {self.root} holds {self._seen_bytes} bytes, over retention.size_cap={cap}"
+        acklog_dir = os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
+        if isinstance(cause, CorruptionError) and cause.path.startswith(acklog_dir + os.sep):
+            return (
+                f"{held}, and nothing can be reclaimed while the subscribers' ack log cannot "
+                f"be read: {cause}; `quiver fsck {self.root}` reports it; a handle opened "
+                "with StoreConfig(salvage=True) reads past the damaged record and its "
+                "store.subscribers.checkpoint() rewrites the log without it (a lost "
+                "acknowledgement only means redelivery)"
+            )
+        return (
+            f"{held}, and the retention pass that could reclaim space failed: {cause} "
+            "(retried by the next append)"
+        )
 
     def _within(self, cap: int) -> bool:
         with self._admit_lock:
@@ -492,6 +541,7 @@ class QuiverStore:
                 metrics=self.metrics,
                 index=self._retained,
                 unregistered=self.unregistered_records,
+                on_dropped=self._note_drops,
             )
             self._throttled = result.throttle
             with self._admit_lock:
@@ -516,7 +566,12 @@ class QuiverStore:
         """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
         leaving a record that says so (§8.10); a live consumer is never expired, and
         idleness counts from the later of the last acknowledgement and the last time a
-        consumer held the subscriber live (noted here, and by the consumer as it stops)."""
+        consumer held the subscriber live (noted here, and by the consumer as it stops).
+
+        Never on a record that may be stale: one whose ``progress`` differs from the
+        ack log's done count missed acknowledgements (its writes failed), so the pass
+        rewrites it as active now instead; a live note this handle could not write
+        counts as written."""
         after = self.config.subscriber_expire_after_s
         if after is None:
             return []
@@ -527,20 +582,45 @@ class QuiverStore:
         # the subscriber registered (and is then live: never expired) or expired.
         with reg.exclusive():
             recs = records.list_records(self.root, self.io)
-            for name in reg.subscribers():
+            names = reg.subscribers()
+            for gone in set(self._unwritten_live) - set(names):
+                del self._unwritten_live[gone]
+            for name in names:
                 rec = recs.get(name)
+                done = reg.done_count(name)
                 if rec is None:  # registered before records existed: its clock starts now
-                    records.create_record(self.root, self.io, name, now_ns)
+                    records.create_record(self.root, self.io, name, now_ns, progress=done)
                     continue
                 if records.is_live(self.root, name):
                     # idleness counts from when it was last live too (§8.10)
                     if now_ns - (rec.last_live_ns or 0) >= LIVE_NOTE_PERIOD_NS:
-                        try:
-                            records.note_live(self.root, self.io, name, now_ns)
-                        except OSError as e:  # advisory; the next pass notes it again
-                            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+                        self._note_live(name, now_ns, done)
                     continue
-                if now_ns - rec.last_active_ns < after * 1e9:
+                unwritten = self._unwritten_live.get(name)
+                if unwritten is not None:  # seen live by a pass that could not say so
+                    self._note_live(name, unwritten, None)
+                last_active = max(rec.last_active_ns, unwritten or 0)
+                if now_ns - last_active < after * 1e9:
+                    continue
+                if rec.missed_progress(done):
+                    # acknowledged since the record was written (or a record from before
+                    # `progress`): active now, never expired on times it did not get
+                    log.warning(
+                        "quiver.subscriber.record_behind subscriber=%s progress=%s done=%d: "
+                        "the ack log shows progress its record missed; counted active now",
+                        name,
+                        rec.progress,
+                        done,
+                    )
+                    try:
+                        records.write_record(
+                            self.root,
+                            self.io,
+                            dataclasses.replace(rec, progress=done, progress_ns=now_ns),
+                        )
+                    except OSError as e:  # kept: this pass's evidence counts until written
+                        log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+                        self._unwritten_live[name] = now_ns
                     continue
                 # the tombstone first: a crash between the two leaves a registered
                 # subscriber whose record says expired, which the next pass completes
@@ -550,14 +630,49 @@ class QuiverStore:
                     dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
                 )
                 reg.deregister(name)
+                self._unwritten_live.pop(name, None)
                 log.warning(
                     "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
                     name,
-                    (now_ns - rec.last_active_ns) / 1e9,
+                    (now_ns - last_active) / 1e9,
                     after,
                 )
                 expired.append(name)
         return expired
+
+    def _note_live(self, name: str, when_ns: int, done: int | None) -> None:
+        """Write that ``name`` was live at ``when_ns``; a failure is kept in memory
+        (expiry counts from it) and written by a later pass."""
+        try:
+            records.note_live(self.root, self.io, name, when_ns, progress=done)
+        except (OSError, CorruptionError) as e:  # advisory; the next pass notes it again
+            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+            self._unwritten_live[name] = max(when_ns, self._unwritten_live.get(name, 0))
+            return
+        if self._unwritten_live.get(name, when_ns) <= when_ns:
+            self._unwritten_live.pop(name, None)
+
+    def _note_drops(
+        self, reg: SubscriberRegistry, before: dict[str, int], dropped: dict[str, Any]
+    ) -> None:
+        """After a pass dropped data for subscribers (time window, ``drop_oldest``):
+        their done counts grew without any acknowledgement, so a record that was
+        current before the drop is brought to the new count (§8.10). One that cannot
+        be written makes the next idle check restart its clock: never an early expiry."""
+        if not os.path.isdir(records.records_dir(self.root)):
+            return
+        for name in sorted(dropped):
+            rec = records.read_record_or_none(self.root, self.io, name)
+            if rec is None or rec.expired_ns is not None or name not in before:
+                continue
+            if rec.progress != before[name]:  # already behind: the next idle check sees it
+                continue
+            try:
+                records.write_record(
+                    self.root, self.io, dataclasses.replace(rec, progress=reg.done_count(name))
+                )
+            except OSError as e:
+                log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
 
     def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
         """Refresh in-process gauges from the index the retention pass kept current, and

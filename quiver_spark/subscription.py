@@ -637,7 +637,12 @@ class Subscription:
             self._registered = True
             if not known:
                 try:
-                    records.create_record(self.store.root, self.store.io, self.name)
+                    records.create_record(
+                        self.store.root,
+                        self.store.io,
+                        self.name,
+                        progress=self.registry.done_count(self.name),
+                    )
                 except OSError as e:  # advisory: the ack log holds the registration
                     log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         marks: dict[str, int] = {}
@@ -864,7 +869,12 @@ class Subscription:
             if now - st.last_touch >= RECORD_PERIOD_S:  # its record: last acknowledged
                 st.last_touch = now
                 try:  # advisory: a record that cannot be updated never fails an ack
-                    records.touch(self.store.root, self.store.io, self.name)
+                    records.touch(
+                        self.store.root,
+                        self.store.io,
+                        self.name,
+                        progress=self.registry.done_count(self.name),
+                    )
                 except (OSError, CorruptionError) as e:
                     log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         deleted = 0
@@ -940,7 +950,12 @@ class Subscription:
     def close(self) -> None:
         if self._live:  # expiry counts from when it was last live (ARCHITECTURE.md §8.10)
             try:
-                records.note_live(self.store.root, self.store.io, self.name)
+                done = (
+                    self.registry.done_count(self.name)
+                    if self.name in self.registry.subscribers()
+                    else None
+                )
+                records.note_live(self.store.root, self.store.io, self.name, progress=done)
             except (OSError, CorruptionError) as e:  # advisory: never fails a close
                 log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         try:

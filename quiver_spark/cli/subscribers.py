@@ -197,10 +197,12 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
     try:
         registry.register(name, start=StartPosition(start), retained=retained)
         marks = {p: registry.hwm(name, p) for p in sorted(retained)}
+        done = registry.done_count(name)
     finally:
         registry.close()
     # a fresh record: adding an expired name starts it over
-    records.write_record(store.root, store.io, records.SubscriptionRecord(name, time.time_ns()))
+    fresh = records.SubscriptionRecord(name, time.time_ns(), progress=done)
+    records.write_record(store.root, store.io, fresh)
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "action": "added", "name": name,
                    "start": start, "marks": marks})  # fmt: skip

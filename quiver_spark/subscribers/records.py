@@ -3,7 +3,10 @@
 ``<root>/subscribers/records/<name>.sub`` (a §6 frame, magic ``QSUB``) says when a
 subscriber was registered, when it last acknowledged, when a consumer was last seen
 holding it live, and whether the store expired it (policy ``subscriber.expire_after``,
-counted from the later of the last acknowledgement and the last time it was live). The ack log stays the truth of progress; a
+counted from the later of the last acknowledgement and the last time it was live),
+and the subscriber's done count in the ack log as the record last knew it, so that a
+pass never expires on a record whose writes failed while acknowledgements went on
+(the ack log ahead of ``progress`` restarts the clock). The ack log stays the truth of progress; a
 record adds what an operator needs to see an idle subscriber pinning bytes, and the
 tombstone that makes a later query under an expired name fail clearly instead of
 silently starting over.
@@ -48,11 +51,25 @@ class SubscriptionRecord:
     expired_ns: int | None = None
     expired_after_s: float | None = None
     last_live_ns: int | None = None
+    progress: int | None = None
+    """Its done count in the ack log (:meth:`SubscriberRegistry.done_count`) when this
+    record was last written with it; None: not known (records from before the key)."""
+    progress_ns: int | None = None
+    """When a retention pass found the ack log ahead of ``progress``: acknowledgements
+    this record missed (its writes failed), so it counts as active from then."""
 
     @property
     def last_active_ns(self) -> int:
-        """The latest of its registration, last acknowledgement and last time live."""
-        return max(self.created_ns, self.last_ack_ns or 0, self.last_live_ns or 0)
+        """The latest of its registration, last acknowledgement, last time live and
+        the last time a pass found progress the record had missed."""
+        return max(
+            self.created_ns, self.last_ack_ns or 0, self.last_live_ns or 0, self.progress_ns or 0
+        )
+
+    def missed_progress(self, done: int) -> bool:
+        """True when the ack log's ``done`` count differs from what this record knows:
+        it may be stale, so nothing may be decided on its times alone (§8.10)."""
+        return self.progress != done
 
     def to_body(self) -> dict[str, Any]:
         return {
@@ -62,6 +79,8 @@ class SubscriptionRecord:
             "expired_ns": self.expired_ns,
             "expired_after_s": self.expired_after_s,
             "last_live_ns": self.last_live_ns,
+            "progress": self.progress,
+            "progress_ns": self.progress_ns,
         }
 
     @classmethod
@@ -78,6 +97,8 @@ class SubscriptionRecord:
                 last_live_ns=(  # absent from records written before it existed
                     None if body.get("last_live_ns") is None else int(body["last_live_ns"])
                 ),
+                progress=None if body.get("progress") is None else int(body["progress"]),
+                progress_ns=None if body.get("progress_ns") is None else int(body["progress_ns"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptionError(path, fmt.FRAME_SIZE, f"invalid subscription record: {e}") from e
@@ -126,10 +147,13 @@ def list_records(root: str, io: FileIO) -> dict[str, SubscriptionRecord]:
     return out
 
 
-def create_record(root: str, io: FileIO, name: str, now_ns: int | None = None) -> bool:
-    """Record a new registration; False if a record exists (it is left as it is)."""
+def create_record(
+    root: str, io: FileIO, name: str, now_ns: int | None = None, *, progress: int | None = None
+) -> bool:
+    """Record a new registration (``progress``: its done count in the ack log now);
+    False if a record exists (it is left as it is)."""
     io.mkdir(records_dir(root))
-    rec = SubscriptionRecord(name, time.time_ns() if now_ns is None else now_ns)
+    rec = SubscriptionRecord(name, time.time_ns() if now_ns is None else now_ns, progress=progress)
     body = fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
     return io.create_exclusive(record_path(root, name), body)
 
@@ -141,27 +165,45 @@ def write_record(root: str, io: FileIO, rec: SubscriptionRecord) -> None:
     )
 
 
-def touch(root: str, io: FileIO, name: str, now_ns: int | None = None) -> SubscriptionRecord:
-    """Note an acknowledgement by ``name``'s live consumer (a damaged record is
-    replaced: the consumer is registered and acknowledging, which is what it says)."""
+def touch(
+    root: str,
+    io: FileIO,
+    name: str,
+    now_ns: int | None = None,
+    *,
+    progress: int | None = None,
+) -> SubscriptionRecord:
+    """Note an acknowledgement by ``name``'s live consumer, with its done count in the
+    ack log after it (a damaged record is replaced: the consumer is registered and
+    acknowledging, which is what it says)."""
     now = time.time_ns() if now_ns is None else now_ns
     rec = read_record_or_none(root, io, name) or SubscriptionRecord(name, now)
     rec = dataclasses.replace(rec, last_ack_ns=now)
+    if progress is not None:
+        rec = dataclasses.replace(rec, progress=progress)
     write_record(root, io, rec)
     return rec
 
 
 def note_live(
-    root: str, io: FileIO, name: str, now_ns: int | None = None
+    root: str,
+    io: FileIO,
+    name: str,
+    now_ns: int | None = None,
+    *,
+    progress: int | None = None,
 ) -> SubscriptionRecord | None:
     """Note that a consumer held ``name`` live at ``now_ns`` (its consumer when it
-    stops, a retention pass that sees it live). Only an existing, unexpired record is
-    updated (a name never registered gets no record); None when nothing was written."""
+    stops, a retention pass that sees it live), with its done count in the ack log
+    when given. Only an existing, unexpired record is updated (a name never registered
+    gets no record); None when nothing was written."""
     now = time.time_ns() if now_ns is None else now_ns
     rec = read_record_or_none(root, io, name)
     if rec is None or rec.expired_ns is not None or (rec.last_live_ns or 0) >= now:
         return None
     rec = dataclasses.replace(rec, last_live_ns=now)
+    if progress is not None:
+        rec = dataclasses.replace(rec, progress=progress)
     write_record(root, io, rec)
     return rec
 

@@ -455,6 +455,21 @@ class SubscriberRegistry:
     def subscribers(self) -> list[str]:
         return sorted(self.state.by_name)
 
+    def done_count(self, sub: str) -> int:
+        """How many seqs ``sub`` has done (acked or dropped) over every partition: its
+        mark plus the seqs done above it, per partition (§8.4). It grows with each
+        acknowledgement and each drop, and is what a subscription record keeps as
+        evidence of progress (§8.10). Costs one look per partition."""
+        with self._mutex:
+            sid = self._sid(sub)
+            st = self.state
+            total = 0
+            for pid in set(st.parts) | set(st.deleted) | set(st.progress.get(sid, {})):
+                ps = st.marks(sid, pid)
+                if ps is not None:
+                    total += ps.hwm + len(ps.gaps)
+            return total
+
     # -- outcomes --------------------------------------------------------------------------
     def record(
         self,
