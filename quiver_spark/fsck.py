@@ -47,7 +47,7 @@ from .metrics import metrics_dir
 from .segment import SegmentMeta
 from .store import QuiverStore
 from .subscription import LOST_SUFFIX, READERS_DIR
-from .wal import list_wal_files, scan_wal_file
+from .wal import list_wal_files, scan_wal_file, wal_limits
 
 log = logging.getLogger(__name__)
 
@@ -213,9 +213,11 @@ class StoreChecker:
         pdir = os.path.join(self.store.wal_root, pid)
         tasks: list[Task] = [(1, lambda: self._check_state(pid, pdir))]
         infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), self.store.io)
+        limits = self._wal_limits(pdir)
         for i, info in enumerate(infos):
             last = i == len(infos) - 1
-            tasks.append((max(1, info.size), self._wal_task(pid, info.path, last)))
+            upto = limits.get(info.first_seq)
+            tasks.append((max(1, info.size), self._wal_task(pid, info.path, last, upto)))
         if len(infos) > 1:
             tasks.append((1, lambda: self._check_wal_continuity(pid, [f.path for f in infos])))
         return tasks
@@ -279,10 +281,20 @@ class StoreChecker:
             return False
         return bool(listing.published or listing.unpublished)
 
-    def _wal_task(self, pid: str, path: str, last: bool) -> Callable[[], None]:
+    def _wal_limits(self, pdir: str) -> dict[int, int]:
+        """The WAL files STATE cuts after a failed write or fsync (§6.2 ``wal_limit``);
+        none when STATE is missing or damaged (``_check_state`` reports that)."""
+        state = os.path.join(pdir, fmt.STATE_FILE)
+        try:
+            body = fmt.decode_frame(state, fmt.MAGIC_STATE, self.store.io.read_file(state))
+            return wal_limits(state, body)
+        except (FileNotFoundError, CorruptionError):
+            return {}
+
+    def _wal_task(self, pid: str, path: str, last: bool, upto: int | None) -> Callable[[], None]:
         def work() -> None:
             try:
-                scan = scan_wal_file(path, last=last, salvage=True, io=self.store.io)
+                scan = scan_wal_file(path, last=last, salvage=True, io=self.store.io, upto=upto)
             except FileNotFoundError:
                 return  # truncated away by a live writer after it finalized
             except CorruptionError as e:

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -34,7 +34,16 @@ from .errors import (
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .ranges import RangeSet, ranges_of
 from .segment import SegmentLocation, SegmentMeta
-from .wal import WalDecoder, WalWriter, decode_txn, encode_txn, recover_wal
+from .wal import (
+    WalCarry,
+    WalDecoder,
+    WalWriter,
+    decode_txn,
+    encode_txn,
+    list_wal_files,
+    recover_wal,
+    wal_limits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +180,13 @@ class PartitionWriter:
         self._unreported_wal: BaseException | None = None
         # set by a WAL failure, cleared once a recovery sealed what it replayed
         self._seal_on_recovery = False
+        # STATE's wal_limit: WAL files cut after a failure (first seq -> last seq read)
+        self._wal_limit: dict[int, int] = {}
+        # first seq of the call whose WAL write or fsync raised: nothing of it is kept
+        self._drop_from: int | None = None
+        # a WAL failure's cut and the records to write again past it, until both are
+        # durable (kept across failed attempts of the recovery)
+        self._cut: tuple[int, list[WalCarry]] | None = None
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -197,6 +213,9 @@ class PartitionWriter:
         return body
 
     def _write_state(self, publishing: SegmentMeta | None) -> None:
+        # a cut is kept while its file exists (this write precedes any unlink)
+        present = {f.first_seq for f in self.wal.files()}
+        self._wal_limit = {k: v for k, v in self._wal_limit.items() if k in present}
         body = {
             "partition": self.pid,
             "next_seq": self._next_seq,
@@ -205,6 +224,8 @@ class PartitionWriter:
             "next_record_seq": self.wal.next_seq,
             "updated_ns": time.time_ns(),
         }
+        if self._wal_limit:
+            body["wal_limit"] = sorted([k, v] for k, v in self._wal_limit.items())
         self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
 
     def _recover(self, *, republish: bool = False) -> RecoveryReport:
@@ -269,8 +290,13 @@ class PartitionWriter:
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
 
+        self._wal_limit = wal_limits(self.state_path, state)
         wal = recover_wal(
-            self.wal_dir, salvage=self.config.salvage, io=self.io, covered=self._covered.covers
+            self.wal_dir,
+            salvage=self.config.salvage,
+            io=self.io,
+            covered=self._covered.covers,
+            limits=self._wal_limit,
         )
         rep.wal_files = len(wal.files)
         rep.torn_tails = list(wal.torn)
@@ -428,10 +454,10 @@ class PartitionWriter:
         """Recover the partition from disk in place, keeping the partition lock.
 
         The old WAL writer is closed first (its written records are flushed unless it
-        failed: a failed file is never synced again) and recovery opens a new file.
-        After a WAL failure the records recovery replays into the open segment are
-        sealed at once, through new files, so no later flush acknowledges a record
-        whose only copy is the failed file.
+        failed: a failed file is never synced again). After a WAL failure the failed
+        file is cut for good and the records it may not hold durably are written again
+        into a new file (:meth:`_settle_failed_wal`); recovery then reads the WAL, and
+        the records it replays into the open segment are sealed at once.
         """
         cause = self._broken
         try:
@@ -441,6 +467,7 @@ class PartitionWriter:
             self._seal_on_recovery = True
             raise
         try:
+            self._settle_failed_wal()
             self.recovery = self._recover(republish=True)
             if self._seal_on_recovery and self._open:
                 self._finalize()
@@ -461,6 +488,62 @@ class PartitionWriter:
             self.recovery.summary(),
         )
 
+    def _settle_failed_wal(self) -> None:
+        """After a failed WAL write or fsync: cut the failed file, keep the rest (§7.4).
+
+        The cut is the last seq both fsynced and acknowledged: the failed writer's
+        ``durable_seq``, lowered to just before the first record of a call that raised
+        (all of an append is one unit, a table included). No record after the cut was
+        ever acknowledged and none may ever be read: the files that start after it are
+        deleted, then STATE's ``wal_limit`` ends the file that holds the cut there,
+        before anything else is written. Records after the cut that a call which
+        returned wrote (not fsynced: the failed file may not hold them durably) are
+        written again from memory, with the same seqs, into a new file that starts
+        right after the cut, and fsynced there; recovery reads them back. A failure
+        midway keeps the cut and the records for the next attempt.
+        """
+        if self._cut is None:
+            wal = self.wal
+            if not wal.failed:
+                return
+            stop = self._drop_from
+            cut = wal.durable_seq if stop is None else min(wal.durable_seq, stop - 1)
+            carry = [r for r in wal.unsynced() if r.seq > cut and (stop is None or r.seq < stop)]
+            self._cut = (cut, carry)
+            self._drop_from = None
+        cut, carry = self._cut
+        files = list_wal_files(self.wal_dir, self.io)
+        doomed = [f.path for f in files if f.first_seq > cut]
+        if doomed:
+            self.io.durable_unlink(doomed)
+        kept = [f.first_seq for f in files if f.first_seq <= cut]
+        if kept:
+            state = self._read_state()  # from disk: the state in memory was discarded
+            limits = {k: v for k, v in wal_limits(self.state_path, state).items() if k in kept}
+            limits[kept[-1]] = min(limits.get(kept[-1], cut), cut)
+            state["wal_limit"] = sorted([k, v] for k, v in limits.items())
+            self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state))
+        if carry:
+            w = WalWriter(
+                self.wal_dir,
+                replace(self.config.wal, flush_interval_s=0),
+                next_record_seq=cut + 1,
+                io=self.io,
+            )
+            try:
+                w.rewrite(carry)
+                w.flush()
+            finally:
+                w.close()
+            log.warning(
+                "quiver.wal.rewritten partition=%s records=%d seqs=%d..%d",
+                self.pid,
+                len(carry),
+                carry[0].seq,
+                carry[-1].seq,
+            )
+        self._cut = None
+
     # -- appends -------------------------------------------------------------------
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction; returns its id (the seq of its REC_TXN record)."""
@@ -468,9 +551,11 @@ class PartitionWriter:
         with self._lock:
             self._ready()
             payload = encode_txn(app, int(version), tag)
+            first = self.wal.next_seq
             try:
                 seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
             except WalFailedError as e:
+                self._failed_call(first)
                 self._poison(e)
                 self._reported(e)
                 raise
@@ -478,42 +563,71 @@ class PartitionWriter:
             return seq
 
     def append(self, batch: pa.RecordBatch, *, txn_id: int = 0) -> int:
-        """Append ``batch`` to the WAL (durable at the next flush) and the open segment.
+        """Append ``batch`` to the WAL (durable at the next flush) and the open segment."""
+        return self.append_batches([batch], txn_id=txn_id)
 
-        Every check that can refuse the batch runs before its record is written. Once
-        the record is written the call succeeds: a finalize it triggers that fails is
+    def append_batches(self, batches: list[pa.RecordBatch], *, txn_id: int = 0) -> int:
+        """Append batches of one schema as one unit; returns the seq of the last one.
+
+        Every check that can refuse them runs before the first record is written. A
+        failed WAL write or fsync keeps none of them (nothing of a call that raised
+        is ever read back, §7.4), so the caller retries the whole call. Once the
+        records are written the call succeeds: a finalize it triggers that fails is
         kept in :attr:`maintenance_error` (and retried by the next finalize or
         maintenance tick), never raised, so a caller never retries a written record.
         """
+        if not batches:
+            raise ValueError("append_batches needs at least one batch")
+        schema = batches[0].schema
+        if any(not b.schema.equals(schema) for b in batches[1:]):
+            raise ValueError("the batches of one append must share one schema")
         with self._lock:
             self._ready()
             if txn_id and txn_id not in self._pending:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
-            self._make_room(batch.nbytes)
-            schema = self._open.schema
-            if not txn_id and schema is not None and not batch.schema.equals(schema):
+            self._make_room(sum(b.nbytes for b in batches), len(batches))
+            open_schema = self._open.schema
+            if not txn_id and open_schema is not None and not schema.equals(open_schema):
                 self._finalize()  # a segment holds one schema: seal before writing
             ns = time.time_ns()
+            first = self.wal.next_seq
             try:
-                seq = self.wal.append_batch(batch, ingestion_ns=ns, txn_id=txn_id)
+                seqs = self.wal.append_batches(batches, ingestion_ns=ns, txn_id=txn_id)
             except WalFailedError as e:
+                self._failed_call(first)
                 self._poison(e)
                 self._reported(e)
                 raise
             self.last_write_ns = ns
+            records = [(seq, ns, b) for seq, b in zip(seqs, batches, strict=True)]
             if txn_id:
                 txn = self._pending[txn_id]
                 if txn.first_mono is None:
                     txn.first_mono = time.monotonic()
-                txn.records.append((seq, ns, batch))
-                return seq
-            self._open.add(seq, ns, batch)
-            if self._open.nbytes >= self.config.segment.target_size_bytes:
-                try:
-                    self._finalize()
-                except Exception as e:  # the record is written: report it, do not raise
-                    self._maintenance_failed("finalize after append", e)
-            return seq
+                txn.records.extend(records)
+                return seqs[-1]
+            self._admitting = set(seqs)
+            try:
+                for i, (seq, _, b) in enumerate(records):
+                    self._open.add(seq, ns, b)
+                    self._admitting.discard(seq)
+                    if self._open.nbytes < self.config.segment.target_size_bytes:
+                        continue
+                    try:
+                        self._finalize()
+                    except Exception as e:  # the records are written: report, not raise
+                        if i + 1 < len(records):  # the rest is only in the WAL: replayed
+                            self._poison(e)
+                        self._maintenance_failed("finalize after append", e)
+                        break
+            finally:
+                self._admitting = set()
+            return seqs[-1]
+
+    def _failed_call(self, first: int) -> None:
+        """A call whose records start at seq ``first`` met a WAL failure: none is kept."""
+        if self._drop_from is None:
+            self._drop_from = first
 
     def _maintenance_failed(self, what: str, e: BaseException) -> None:
         self.maintenance_error = e
@@ -574,20 +688,23 @@ class PartitionWriter:
         finally:
             self._admitting = set()
 
-    def check_fits(self, nbytes: int) -> None:
-        """Refuse at once (not retryable) a batch that can never fit in ``wal.max_size``."""
+    def check_fits(self, nbytes: int, batches: int = 1) -> None:
+        """Refuse at once (not retryable) a batch, or the batches of one table (appended
+        as one unit), that can never fit in ``wal.max_size``."""
         limit = self.config.wal.max_size_bytes
-        if nbytes + fmt.WAL_HEADER_SIZE + fmt.WAL_RECORD_SIZE > limit:
+        if nbytes + fmt.WAL_HEADER_SIZE + batches * fmt.WAL_RECORD_SIZE > limit:
+            what = "a batch" if batches == 1 else f"a table of {batches} batches"
+            fix = "smaller batches" if batches == 1 else "several appends"
             raise BatchTooLargeError(
-                f"partition {self.pid}: a batch of {nbytes} bytes can never fit in "
-                f"wal.max_size={limit} bytes; split it into smaller batches or raise wal.max_size"
+                f"partition {self.pid}: {what} of {nbytes} bytes can never fit in "
+                f"wal.max_size={limit} bytes; split it into {fix} or raise wal.max_size"
             )
 
-    def _make_room(self, nbytes: int) -> None:
+    def _make_room(self, nbytes: int, batches: int = 1) -> None:
         limit = self.config.wal.max_size_bytes
         if self.wal.total_bytes + nbytes <= limit:
             return
-        self.check_fits(nbytes)
+        self.check_fits(nbytes, batches)
         self._finalize()
         deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
         while self.wal.total_bytes + nbytes > limit:

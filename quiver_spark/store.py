@@ -308,26 +308,29 @@ class QuiverStore:
         return self.writer
 
     def append(self, batch: pa.RecordBatch | pa.Table, *, txn_id: int = 0) -> int:
-        """Append a batch (a table is appended batch by batch); returns the last WAL seq.
+        """Append a batch or a table (one unit: all of it or none); returns the last WAL seq.
 
         Acknowledged (durable) once :meth:`flush` returns, or after the background
-        group fsync (``wal.flush_interval``) covers it.
+        group fsync (``wal.flush_interval``) covers it. A call that raised kept none of
+        its rows: retrying it whole never duplicates one.
         """
         w = self._w()
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        if not batches:
+            return 0
         for b in batches:  # refuse before anything is written (or waited for)
             w.check_fits(b.nbytes)
             if self._descriptor.get("schema") is None or not schemas_compatible(
                 self.schema() or b.schema, b.schema
             ):
                 self.ensure_schema(b.schema)
-        seq = 0
-        for b in batches:
-            self._admit(b.nbytes)
-            before = w.finalized_total
-            seq = w.append(b, txn_id=txn_id)
-            if w.finalized_total != before:
-                self._retention_after_write()
+        nbytes = sum(b.nbytes for b in batches)
+        w.check_fits(nbytes, len(batches))
+        self._admit(nbytes)
+        before = w.finalized_total
+        seq = w.append_batches(batches, txn_id=txn_id)
+        if w.finalized_total != before:
+            self._retention_after_write()
         return seq
 
     def _retention_after_write(self) -> None:

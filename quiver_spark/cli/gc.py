@@ -49,7 +49,7 @@ from ..errors import CorruptionError
 from ..fs import partition_locked
 from ..ranges import RangeSet
 from ..store import QuiverStore
-from ..wal import list_wal_files, scan_wal_file
+from ..wal import list_wal_files, scan_wal_file, wal_limits
 from .common import (
     EXIT_TROUBLE,
     StoreArgs,
@@ -74,13 +74,20 @@ def unfinalized_records(store: QuiverStore, pid: str) -> int:
     try:
         state = fmt.decode_frame(state_path, fmt.MAGIC_STATE, store.io.read_file(state_path))
         covered = RangeSet(tuple(r) for r in state.get("covered", []))
+        limits = wal_limits(state_path, state)
     except FileNotFoundError:
-        covered = RangeSet()
+        covered, limits = RangeSet(), {}
     infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), store.io)
     count = 0
     for i, info in enumerate(infos):
         # no salvage: damage the writer's recovery would refuse is reported, not skipped
-        scan = scan_wal_file(info.path, last=i == len(infos) - 1, salvage=False, io=store.io)
+        scan = scan_wal_file(
+            info.path,
+            last=i == len(infos) - 1,
+            salvage=False,
+            io=store.io,
+            upto=limits.get(info.first_seq),
+        )
         count += sum(
             1 for r in scan.records
             if r.rtype in (fmt.REC_BATCH, fmt.REC_STREAM) and r.seq not in covered

@@ -11,10 +11,12 @@ from .reader import (
     decode_txn,
     recover_wal,
     scan_wal_file,
+    wal_limits,
 )
-from .writer import WalFileInfo, WalWriter, encode_txn, list_wal_files
+from .writer import WalCarry, WalFileInfo, WalWriter, encode_txn, list_wal_files
 
 __all__ = [
+    "WalCarry",
     "WalDecoder",
     "WalFileInfo",
     "WalRecord",
@@ -26,4 +28,5 @@ __all__ = [
     "list_wal_files",
     "recover_wal",
     "scan_wal_file",
+    "wal_limits",
 ]

@@ -152,9 +152,14 @@ def _map(path: str, io: FileIO) -> tuple[memoryview, int]:
 
 
 def scan_wal_file(
-    path: str, *, last: bool, salvage: bool = False, io: FileIO = DEFAULT_IO
+    path: str,
+    *,
+    last: bool,
+    salvage: bool = False,
+    io: FileIO = DEFAULT_IO,
+    upto: int | None = None,
 ) -> WalScan:
-    """Verify every record of one WAL file.
+    """Verify every record of one WAL file (up to record ``upto`` when given).
 
     Parameters
     ----------
@@ -164,6 +169,9 @@ def scan_wal_file(
         Whether this is the partition's newest file: only there is a bad tail torn.
     salvage
         Count damage in ``skipped`` and resynchronise instead of raising.
+    upto
+        The file's cut from STATE's ``wal_limit`` (ARCHITECTURE.md §6.2): the scan
+        ends after the record of that seq; the bytes after it are never read.
 
     Raises
     ------
@@ -209,6 +217,9 @@ def scan_wal_file(
                 continue
         scan.records.append(rec)
         off, expected = end, rec.seq + 1
+        if upto is not None and rec.seq >= upto:
+            scan.valid_bytes = off
+            return scan
 
 
 def _read_header(
@@ -242,6 +253,7 @@ def recover_wal(
     salvage: bool = False,
     io: FileIO = DEFAULT_IO,
     covered: Callable[[int, int], bool] | None = None,
+    limits: dict[int, int] | None = None,
 ) -> WalRecovery:
     """Scan all WAL files of a partition in order and repair the torn tail.
 
@@ -251,6 +263,8 @@ def recover_wal(
     ``covered(lo, hi)`` says whether records ``lo..hi`` are inside durable segments:
     a file deleted for that reason between two kept files is not a break in continuity
     (an earlier file kept by an undecided transaction, ARCHITECTURE.md §4 Rotation).
+    ``limits`` maps a file's first seq to the last seq read from it (STATE's
+    ``wal_limit``: a file cut after a failed write or fsync, §7.4).
 
     Raises
     ------
@@ -262,8 +276,15 @@ def recover_wal(
         io.durable_unlink(tmps)
         log.info("quiver.wal.remove_tmp %s", tmps)
     infos = list_wal_files(wal_dir, io)
+    limits = limits or {}
     scans = [
-        scan_wal_file(f.path, last=i == len(infos) - 1, salvage=salvage, io=io)
+        scan_wal_file(
+            f.path,
+            last=i == len(infos) - 1,
+            salvage=salvage,
+            io=io,
+            upto=limits.get(f.first_seq),
+        )
         for i, f in enumerate(infos)
     ]
     expected: int | None = None
@@ -314,6 +335,23 @@ def recover_wal(
                 last.torn_bytes,
             )
     return WalRecovery(infos, scans, torn, next_seq, removed)
+
+
+def wal_limits(path: str, state: dict) -> dict[int, int]:
+    """STATE's ``wal_limit`` (§6.2) as ``{first seq of a WAL file: last seq read}``.
+
+    Absent in a STATE written before the field existed: then no file is cut.
+    """
+    raw = state.get("wal_limit")
+    if raw is None:
+        return {}
+    try:
+        out = {int(first): int(upto) for first, upto in raw}
+    except (TypeError, ValueError) as e:
+        raise CorruptionError(
+            path, 16, f"STATE wal_limit {raw!r} is not a list of [first_seq, last_seq] pairs"
+        ) from e
+    return out
 
 
 class WalDecoder:

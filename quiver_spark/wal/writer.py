@@ -9,10 +9,11 @@ unsynced (group commit); with ``flush_interval_s == 0`` every append fdatasyncs.
 Any failed write or fsync makes the instance permanently failed (PostgreSQL's
 fsyncgate lesson): later calls raise :class:`~quiver_spark.errors.WalFailedError`
 chained to the original ``OSError``, the failed file is never synced again and no
-sequence number after the failure is ever reported durable. The partition writer
-then replaces the instance through recovery
-(:func:`quiver_spark.wal.reader.recover_wal`), which cuts whatever torn tail the
-failure left and opens a new file (ARCHITECTURE.md §7.4).
+sequence number after the failure is ever reported durable. The instance keeps what
+it wrote since its last successful fsync (:meth:`WalWriter.unsynced`, references to
+the caller's objects, not copies): the partition writer cuts the failed file at a
+seq recorded in STATE and writes the records it keeps again, with the same seqs,
+into a new file (:meth:`WalWriter.rewrite`; ARCHITECTURE.md §7.4).
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ from ..fs import DEFAULT_IO, FileIO
 log = logging.getLogger(__name__)
 
 Payload: TypeAlias = bytes | memoryview | pa.Buffer
+
+
+@dataclass(frozen=True)
+class WalCarry:
+    """A record written but not yet fsynced, as :meth:`WalWriter.rewrite` writes it again.
+
+    ``obj`` is the schema of a ``REC_SCHEMA``, the batch of a ``REC_BATCH`` or
+    ``REC_STREAM`` record, the payload bytes of a ``REC_TXN`` record.
+    """
+
+    seq: int
+    rtype: int
+    ingestion_ns: int
+    txn_id: int
+    obj: pa.Schema | pa.RecordBatch | bytes
 
 
 @dataclass(frozen=True)
@@ -130,6 +146,7 @@ class WalWriter:
         self._syncing = False
         self._failed: OSError | None = None
         self._closed = False
+        self._unsynced: list[WalCarry] = []  # written after the last successful fsync
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         if config.flush_interval_s > 0:
@@ -169,7 +186,15 @@ class WalWriter:
         return err
 
     # -- appending --------------------------------------------------------------------
-    def append(self, rtype: int, payload: Payload, *, ingestion_ns: int, txn_id: int = 0) -> int:
+    def append(
+        self,
+        rtype: int,
+        payload: Payload,
+        *,
+        ingestion_ns: int,
+        txn_id: int = 0,
+        batch: pa.RecordBatch | None = None,
+    ) -> int:
         """Append one ``REC_STREAM`` or ``REC_TXN`` record; return its seq.
 
         ``REC_SCHEMA``/``REC_BATCH`` go through :meth:`append_batch`, which keeps the
@@ -178,10 +203,11 @@ class WalWriter:
         """
         if rtype not in (REC_STREAM, REC_TXN):
             raise ValueError(f"append() takes REC_STREAM or REC_TXN records, got type {rtype}")
+        keep: pa.RecordBatch | bytes = batch if batch is not None else bytes(payload)
         with self._cond:
             self._check_usable()
             self._prepare(WAL_RECORD_SIZE + len(payload))
-            seq = self._write(rtype, payload, ingestion_ns, txn_id)
+            seq = self._write(rtype, payload, ingestion_ns, txn_id, keep)
         self._after_append(seq)
         return seq
 
@@ -191,30 +217,88 @@ class WalWriter:
         A ``REC_SCHEMA`` record precedes it when the file is new or the schema changed;
         a schema with dictionary fields is written as one self-contained ``REC_STREAM``.
         """
-        schema = batch.schema
-        if has_dictionary(schema):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, schema) as w:
-                w.write_batch(batch)
-            return self.append(
-                REC_STREAM, sink.getvalue(), ingestion_ns=ingestion_ns, txn_id=txn_id
-            )
-        body = batch.serialize()
+        return self.append_batches([batch], ingestion_ns=ingestion_ns, txn_id=txn_id)[-1]
+
+    def append_batches(
+        self, batches: list[pa.RecordBatch], *, ingestion_ns: int, txn_id: int = 0
+    ) -> list[int]:
+        """Append several batches as one call (one fsync when ``flush_interval_s == 0``);
+        return the seq of each batch record."""
+        seqs = []
+        for batch in batches:
+            schema = batch.schema
+            if has_dictionary(schema):
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, schema) as w:
+                    w.write_batch(batch)
+                payload = sink.getvalue()
+                with self._cond:
+                    self._check_usable()
+                    self._prepare(WAL_RECORD_SIZE + len(payload))
+                    seqs.append(self._write(REC_STREAM, payload, ingestion_ns, txn_id, batch))
+                continue
+            body = batch.serialize()
+            with self._cond:
+                self._check_usable()
+                need_schema = self._file_schema is None or not self._file_schema.equals(
+                    schema, check_metadata=True
+                )
+                schema_buf = schema.serialize() if need_schema else None
+                extra = WAL_RECORD_SIZE + len(schema_buf) if schema_buf is not None else 0
+                if self._prepare(WAL_RECORD_SIZE + len(body) + extra) and schema_buf is None:
+                    schema_buf = schema.serialize()  # rotated: every file starts with its schema
+                if schema_buf is not None:
+                    self._write(REC_SCHEMA, schema_buf, ingestion_ns, txn_id, schema)
+                    self._file_schema = schema
+                seqs.append(self._write(REC_BATCH, body, ingestion_ns, txn_id, batch))
+        if seqs:
+            self._after_append(seqs[-1])
+        return seqs
+
+    def rewrite(self, records: list[WalCarry]) -> None:
+        """Write ``records`` again, each with its own seq (the next ones of this writer).
+
+        Used after a failure, on a writer created at the first record's seq: a batch
+        whose schema the new file does not hold yet is written as a self-contained
+        ``REC_STREAM``, so no record is added and the seqs stay those of the original
+        records. Durable once :meth:`flush` returns.
+        """
         with self._cond:
             self._check_usable()
-            need_schema = self._file_schema is None or not self._file_schema.equals(
-                schema, check_metadata=True
-            )
-            schema_buf = schema.serialize() if need_schema else None
-            extra = WAL_RECORD_SIZE + len(schema_buf) if schema_buf is not None else 0
-            if self._prepare(WAL_RECORD_SIZE + len(body) + extra) and schema_buf is None:
-                schema_buf = schema.serialize()  # rotated: every file starts with its schema
-            if schema_buf is not None:
-                self._write(REC_SCHEMA, schema_buf, ingestion_ns, txn_id)
-                self._file_schema = schema
-            seq = self._write(REC_BATCH, body, ingestion_ns, txn_id)
-        self._after_append(seq)
-        return seq
+            for rec in records:
+                if rec.seq != self._next_seq:
+                    raise ValueError(f"rewrite of record {rec.seq} at seq {self._next_seq}")
+                obj = rec.obj
+                if isinstance(obj, pa.Schema):
+                    buf = obj.serialize()
+                    self._prepare(WAL_RECORD_SIZE + len(buf))
+                    self._write(REC_SCHEMA, buf, rec.ingestion_ns, rec.txn_id, obj)
+                    self._file_schema = obj
+                elif isinstance(obj, pa.RecordBatch):
+                    body = obj.serialize()
+                    opened = self._prepare(WAL_RECORD_SIZE + len(body))
+                    schema = self._file_schema
+                    if (
+                        rec.rtype == REC_BATCH
+                        and not opened
+                        and schema is not None
+                        and schema.equals(obj.schema, check_metadata=True)
+                    ):
+                        self._write(REC_BATCH, body, rec.ingestion_ns, rec.txn_id, obj)
+                    else:
+                        sink = pa.BufferOutputStream()
+                        with pa.ipc.new_stream(sink, obj.schema) as w:
+                            w.write_batch(obj)
+                        payload = sink.getvalue()
+                        self._write(REC_STREAM, payload, rec.ingestion_ns, rec.txn_id, obj)
+                else:
+                    self._prepare(WAL_RECORD_SIZE + len(obj))
+                    self._write(rec.rtype, obj, rec.ingestion_ns, rec.txn_id, obj)
+
+    def unsynced(self) -> list[WalCarry]:
+        """The records written after the last successful fsync, in seq order."""
+        with self._cond:
+            return list(self._unsynced)
 
     def _prepare(self, nbytes: int) -> bool:
         """Rotate if ``nbytes`` would overflow a non-empty file; open one if none.
@@ -229,7 +313,14 @@ class WalWriter:
             return True
         return False
 
-    def _write(self, rtype: int, payload: Payload, ingestion_ns: int, txn_id: int) -> int:
+    def _write(
+        self,
+        rtype: int,
+        payload: Payload,
+        ingestion_ns: int,
+        txn_id: int,
+        keep: pa.Schema | pa.RecordBatch | bytes,
+    ) -> int:
         if len(payload) >= WAL_MAX_PAYLOAD:
             raise ValueError(f"wal record payload of {len(payload)} bytes exceeds 2 GiB")
         assert self._fd is not None
@@ -243,6 +334,7 @@ class WalWriter:
         self._file_bytes += n
         self._next_seq = seq + 1
         self._written_seq = seq
+        self._unsynced.append(WalCarry(seq, rtype, ingestion_ns, txn_id, keep))
         return seq
 
     def _after_append(self, seq: int) -> None:
@@ -311,6 +403,7 @@ class WalWriter:
             self._syncing = False
             if self._failed is None:
                 self._durable_seq = max(self._durable_seq, upto)
+                self._unsynced = [r for r in self._unsynced if r.seq > self._durable_seq]
             self._cond.notify_all()
 
     def _flush_loop(self) -> None:
@@ -358,6 +451,7 @@ class WalWriter:
         except OSError as e:
             raise self._fail_locked("fsync", e) from e
         self._durable_seq = self._written_seq
+        self._unsynced = []
         self._cond.notify_all()
         self._io.close(self._fd)
         info = WalFileInfo(self._first_seq, self._path, self._file_bytes)

@@ -1,0 +1,59 @@
+"""Records a returned call wrote before a failed WAL fsync are written again until durable.
+
+They were never fsynced in the failed file, which is not synced again: the writer's
+next call writes them again, with their seqs, into a new file. A full disk during that
+rewrite fails the call and keeps them in memory; the first call after space returns
+writes them, and a transaction begun before the failure then commits whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark.errors import WalFailedError
+from tests.faults import FaultyIO
+
+FLUSHED_BY_CALLER = StoreConfig(
+    wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
+)
+WAL = f"{os.sep}wal{os.sep}"
+
+
+def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
+    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
+
+
+def test_a_rewrite_that_meets_a_full_disk_heals_once_space_returns(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    io = FaultyIO()
+    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
+    store.append(_batch(0))
+    txn = store.begin_txn("app", 1)
+    store.append(_batch(10), txn_id=txn)
+    io.fail("fsync", 1, errno.EIO, path_contains=WAL)
+    with pytest.raises(WalFailedError):
+        store.flush()
+    failed_at = next(t for t in io.trace if t.failed)
+    full = io.fail("write", 1, errno.ENOSPC, sticky=True, path_contains=WAL)
+    for _ in range(2):
+        with pytest.raises(WalFailedError):
+            store.flush()
+    assert full.fired >= 2
+    io.faults.remove(full)
+    store.flush()
+    assert [t[0] for t in store.writer.pending_txns()] == [txn]
+    assert store.commit_txn("app", 1, [("p-0", txn)])
+    store.close()
+    # the failed file is never synced again: its name is unlinked before it is reused
+    after = [t.op for t in io.trace[failed_at.index + 1 :] if t.path == failed_at.path]
+    assert after[0] == "unlink", after
+    with QuiverStore.open(root, FLUSHED_BY_CALLER, background=False) as again:
+        again.finalize()
+        ids = sorted(i for b in again.scan() for i in b.column("id").to_pylist())
+    assert ids == [0, 1, 2, 10, 11, 12]
