@@ -15,7 +15,9 @@ Options are documented in README.md ("Options"); they are parsed in
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from types import FrameType
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -23,9 +25,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    InputPartition,
 )
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from ..errors import QuiverError
 from . import source
 from .options import check_source_root, source_root
 from .user_errors import guarded, one_line
@@ -82,9 +87,50 @@ class QuiverDataSource(DataSource):
             return QuiverBatchReader(self.options, schema)
         return QuiverBatchReaderNoPushdown(self.options, schema)
 
-    @one_line
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return QuiverStreamReader(self.options, schema)
+        # PySpark 4.3's stream runner calls ``reader.stop()`` in a ``finally`` around the
+        # construction, so an error raised here reaches the user as an UnboundLocalError
+        # about ``reader``: a refused reader is returned instead and raises at Spark's
+        # first call, where the runner reports it as it is.
+        try:
+            return QuiverStreamReader(self.options, schema)
+        except QuiverError as e:
+            return RefusedStreamReader(e)
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader of a query whose options or store were refused: every method
+    Spark calls raises that refusal (as one line); ``stop`` does nothing."""
+
+    def __init__(self, error: QuiverError) -> None:
+        self.error = error
+
+    @one_line
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.error
+
+    @one_line
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    @one_line
+    def latestOffset(self, start: dict[str, Any], limit: Any) -> dict[str, Any]:
+        raise self.error
+
+    @one_line
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.error
+
+    @one_line
+    def commit(self, end: dict[str, Any]) -> None:
+        raise self.error
+
+    @one_line
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        raise self.error
+
+    def stop(self) -> None:
+        pass
 
 
 class QuiverBatchReaderNoPushdown(QuiverBatchReader):  # type: ignore[misc,valid-type]

@@ -46,7 +46,7 @@ HELP = {
     "status": ["PATH", "--partition", "--subscriber", "--json", "--verbose"],
     "subscribers": ["PATH", "list", "add", "remove", "NAME", "--start", "--create",
                     "--partition", "--subscriber"],
-    "txns": ["PATH", "list", "discard", "APP", "--yes", "query id"],
+    "txns": ["PATH", "list", "discard", "QUERY_ID", "--yes", "query id"],
     "config": ["PATH", "show", "set", "KEY=VALUE", "--generation", "retention.size_cap"],
     "fsck": ["PATH"],
     "gc": ["PATH", "--dry-run"],

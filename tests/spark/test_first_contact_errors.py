@@ -171,3 +171,23 @@ def test_a_user_udf_error_after_quiver_errors_keeps_its_traceback(
             spark.range(4).repartition(2).select(boom("id")).collect()
         text = str(err.value)
         assert "Traceback (most recent call last)" in text and "the user's own bug" in text
+
+
+def test_a_stream_refused_when_its_reader_is_made_names_the_mistake_on_the_first_line(
+    spark: Any, tmp_path: Path, settings: str
+) -> None:
+    root = str(tmp_path / "store")
+    spark.range(3).write.format("quiver").mode("append").save(root)
+    q = (
+        spark.readStream.format("quiver").option("subscriber", "exp").schema("id long, nope string")
+        .load(root).writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    )  # fmt: skip
+    try:
+        with pytest.raises(Exception) as err:
+            q.awaitTermination(120)
+    finally:
+        q.stop()
+    line = first_line(err.value)
+    assert line.startswith("[STREAM_FAILED]"), line
+    assert "UnboundLocalError" not in line and "['nope']" in line, line
