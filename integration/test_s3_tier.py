@@ -35,6 +35,7 @@ from integration.scenario import SINK_OPTIONS, Pipeline, assert_exactly_once
 from quiver_spark import QuiverStore
 from quiver_spark.config import SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.segment import SegmentLocation
+from quiver_spark.segment.remote import RemoteBackend
 
 
 @pytest.fixture(scope="module")
@@ -258,9 +259,9 @@ def test_failed_or_partial_segment_upload_to_s3_is_never_published(
         store.flush()
         appended += range(first, first + 50)
         assert store.writer is not None
-        fs = store.segment_location.remote_fs
-        assert fs is not None
-        with FaultyRequests(fs, fail_at, partial) as fault:
+        backend = store.segment_location.backend
+        assert isinstance(backend, RemoteBackend)
+        with FaultyRequests(backend.fs, fail_at, partial) as fault:
             try:
                 store.finalize()
             except UploadFault:

@@ -90,8 +90,6 @@ MAGIC_HEARTBEAT = b"QHBT"
 MAGIC_POLICY = b"QPOL"
 MAGIC_QUARANTINE_MARK = b"QQMK"
 FRAME_VERSION = 1
-QUARANTINE_MARK_NAME = "QUARANTINE"
-"""At a segments location's root: replaced after every quarantine (§5.5)."""
 
 
 def encode_frame(magic: bytes, body: dict[str, Any]) -> bytes:
@@ -143,6 +141,41 @@ def parse_seq(name: str, suffix: str) -> int | None:
     """The sequence number in ``name`` if it is ``<20 digits><suffix>``, else None."""
     stem = name[: -len(suffix)] if name.endswith(suffix) else ""
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+SEGMENT_FILE_MODE = 0o444
+"""Every file of a segments location is created read-only (§5.1)."""
+
+# -- §5.5 quarantine ---------------------------------------------------------------
+QUARANTINE_DIR = "quarantine"
+"""In a partition's segment directory: segments moved aside, each with a reason file."""
+REASON_SUFFIX = ".reason"
+"""``quarantine/<seq:020d>.reason``: UTF-8 text, partition, seq and time, then the reason."""
+QUARANTINE_MARK_NAME = "QUARANTINE"
+"""At a segments location's root: replaced after every quarantine (magic QQMK)."""
+
+
+def quarantine_stem(seq: int, repeat_ns: int | None = None) -> str:
+    """``<seq:020d>``, or ``<seq:020d>.<ns>`` for a repeated quarantine of the same seq;
+    a quarantined file's name is the stem plus its suffix."""
+    stem = f"{seq:020d}"
+    return stem if repeat_ns is None else f"{stem}.{repeat_ns}"
+
+
+def parse_segment_file_seq(name: str) -> int | None:
+    """The seq of any segment file name: ``.arrow``, ``.meta`` or ``.reason``, with or
+    without a trailing ``.tmp``; None for any other name."""
+    stem = name[: -len(TMP_SUFFIX)] if name.endswith(TMP_SUFFIX) else name
+    for suffix in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX):
+        seq = parse_seq(stem, suffix)
+        if seq is not None:
+            return seq
+    return None
+
+
+def parse_quarantined_seq(name: str) -> int | None:
+    """The seq of a file in ``quarantine/``: ``<seq>.<suffix>`` or ``<seq>.<ns>.<suffix>``."""
+    return parse_segment_file_seq(name.split(".", 1)[0] + "." + name.rsplit(".", 1)[-1])
 
 
 # -- §1 store layout names ---------------------------------------------------------

@@ -62,7 +62,7 @@ from .retention import (
     wait_for_capacity,
 )
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
-from .segment.location import check_url
+from .segment.urls import check_url
 from .subscribers import SubscriberRegistry, records
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from ..options import (
     store_config_from_options,
 )
 from ..policy import damage_warning
-from ..segment.location import check_url, local_path
+from ..segment.urls import check_url, local_path
 from ..store import QuiverStore
 
 EXIT_OK = 0

@@ -1,18 +1,35 @@
 """Finalized segments: immutable Arrow IPC files plus checksummed metadata (ARCHITECTURE.md §5).
 
-The store talks to :class:`SegmentLocation`; everything else here is its parts.
+The store talks to :class:`SegmentLocation`; everything else here is its parts:
+
+=============  ==================================================================
+``catalog``    :class:`SegmentLocation`: which segments exist, publish, delete,
+               cleanup, quarantine, the verified-metadata cache
+``backend``    :class:`SegmentBackend`: the file operations a location needs
+``local``      :class:`LocalBackend`: a POSIX directory, fsync and rename
+``remote``     :class:`RemoteBackend`: any fsspec URL, single-request uploads
+``urls``       which store roots and segments locations are usable, install hints
+``writer``     serializing batches into one Arrow IPC file, CRC while writing
+``reader``     :class:`SegmentReader`: verified reads of one ``.arrow``
+``meta``       :class:`SegmentMeta`: the ``.meta`` body, schema fingerprints
+=============  ==================================================================
 """
 
 from ..errors import SegmentExistsError
-from .location import CleanupReport, SegmentLocation
+from .backend import SegmentBackend
+from .catalog import CleanupReport, DamagedSegment, SegmentListing, SegmentLocation, SegmentSurvey
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader
 
 __all__ = [
     "CleanupReport",
+    "DamagedSegment",
+    "SegmentBackend",
     "SegmentExistsError",
+    "SegmentListing",
     "SegmentLocation",
     "SegmentMeta",
     "SegmentReader",
+    "SegmentSurvey",
     "schema_fingerprint",
 ]

@@ -31,7 +31,7 @@ from ..options import (
     overlay,
     store_config_from_options,
 )
-from ..segment.location import check_url, local_path
+from ..segment.urls import check_url, local_path
 
 PATH = "path"
 CONFIG = "config"

@@ -39,7 +39,7 @@ def test_next_pass_removes_the_arrow_a_crashed_pass_left(
         assert a.run_retention().deleted == {}
         a.subscribers.record("s", "p-0", [1], Outcome.ACK)
 
-        backend = b.segment_location._b
+        backend = b.segment_location.backend
         real_remove = backend.remove
         calls = []
 

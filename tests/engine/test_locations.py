@@ -10,7 +10,7 @@ import pytest
 from quiver_spark import QuiverStore
 from quiver_spark.errors import ConfigError
 from quiver_spark.options import store_config_from_options
-from quiver_spark.segment.location import check_url, local_path
+from quiver_spark.segment.urls import check_url, local_path
 from quiver_spark.spark.options import store_config, store_root, validate_sink_options
 
 LOADED = sys.modules["fsspec.registry"]._registry

@@ -1,10 +1,11 @@
-"""Where finalized segments live: a local directory or any fsspec URL (ARCHITECTURE.md §5).
+"""The segment catalog: which segments of a store exist, published, damaged or moved
+aside, and the order in which their files appear (ARCHITECTURE.md §5.4, §5.5).
 
 Segments of partition ``<pid>`` are ``<location>/<pid>/<seq:020d>.arrow`` plus
 ``<seq:020d>.meta``. A segment is published iff its ``.meta`` exists; the ``.arrow``
-is made durable first. Two small backends hide the difference between a local path
-(every operation through :class:`~quiver_spark.fs.FileIO`, with fsyncs) and fsspec
-(single-object uploads, which object stores make visible whole or not at all).
+is made durable first. The bytes move through a
+:class:`~quiver_spark.segment.backend.SegmentBackend` (a local directory or any fsspec
+URL); every name and order decision is made here.
 
 Callers hold the partition's writer lock for :meth:`SegmentLocation.write`,
 :meth:`~SegmentLocation.delete`, :meth:`~SegmentLocation.cleanup` and
@@ -14,52 +15,41 @@ Callers hold the partition's writer lock for :meth:`SegmentLocation.write`,
 from __future__ import annotations
 
 import builtins
-import io as _io
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
-import fsspec
 import pyarrow as pa
-from fsspec.registry import known_implementations
 
-from ..config import NAME_RE, validate_name
-from ..errors import ConfigError, CorruptionError, SegmentExistsError, SegmentMissingError
+from ..config import NAME_RE, SegmentConfig, validate_name
+from ..errors import CorruptionError, SegmentExistsError, SegmentMissingError
 from ..format import (
     MAGIC_QUARANTINE_MARK,
     META_SUFFIX,
+    QUARANTINE_DIR,
     QUARANTINE_MARK_NAME,
+    REASON_SUFFIX,
     SEGMENT_SUFFIX,
     TMP_SUFFIX,
     decode_frame,
     encode_frame,
     meta_file_name,
+    parse_quarantined_seq,
+    parse_segment_file_seq,
     parse_seq,
+    quarantine_stem,
+    segment_file_name,
 )
-from ..format import segment_file_name as arrow_file_name
 from ..fs import DEFAULT_IO, FileIO
+from .backend import Consume, SegmentBackend, open_backend
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader, open_verified
-from .writer import (
-    Serialized,
-    coalesce,
-    event_time_range,
-    prepare,
-    serialize,
-)
+from .urls import check_url, is_local_url
+from .writer import Serialized, coalesce, event_time_range, prepare, serialize
 
 log = logging.getLogger(__name__)
-
-QUARANTINE_DIR = "quarantine"
-REASON_SUFFIX = ".reason"
-READ_ONLY = 0o444
-
-T = TypeVar("T")
-Fill = Callable[[Callable[[memoryview], None]], T]
 
 
 @dataclass(frozen=True)
@@ -108,341 +98,6 @@ class SegmentSurvey:
     damaged: list[DamagedSegment]
 
 
-# -- location strings ------------------------------------------------------------
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.S)
-LOCAL_SCHEMES = ("file", "local")
-
-EXTRAS = {"s3": "s3", "s3a": "s3"}
-"""fsspec protocols whose backend one of this package's extras installs."""
-
-COMMON_SCHEMES = "s3://, s3a://, gs://, abfs://, az://, hdfs://, memory://, file://"
-
-
-def _install_hint(protocol: str) -> str:
-    """What to install for ``protocol``, e.g. ``s3fs; run: pip install 'quiver-spark[s3]'``."""
-    known = known_implementations.get(protocol, {})
-    package = str(known.get("class") or "").split(".")[0]  # "gcsfs.GCSFileSystem"
-    extra = EXTRAS.get(protocol)
-    if extra is not None:
-        return f"{package or 's3fs'}; run: pip install 'quiver-spark[{extra}]'"
-    if package and package != "fsspec":
-        return f"{package}; run: pip install {package}"
-    return str(known.get("err") or f"the fsspec implementation of {protocol}://")
-
-
-def local_path(option: str, value: object) -> str:
-    """A local POSIX path from ``value``: a path or a ``file://`` URL, made absolute.
-
-    >>> local_path("path", "file:///data/q")
-    '/data/q'
-
-    Raises
-    ------
-    ConfigError
-        For any other URL (``s3://...``), a scheme without ``//`` (``dbfs:/mnt/q``,
-        which would otherwise become a relative directory named ``dbfs:``) or an
-        empty value; the message says what to write instead.
-    """
-    raw = str(value).strip() if value is not None else ""
-    if not raw:
-        raise ConfigError(option, value, "a local directory")
-    m = _SCHEME_RE.match(raw)
-    if m is not None:
-        scheme, rest = m.group(1).lower(), m.group(2)
-        if scheme not in LOCAL_SCHEMES:
-            hint = _scheme_hint(scheme, rest)
-            raise ConfigError(
-                option,
-                value,
-                "a local POSIX directory or file:// URL (WAL, locks and commit records need "
-                "fsync and flock; put finalized segments elsewhere with option "
-                f"'segment.path', formerly 'segments.path'){hint}",
-            )
-        raw = _file_url_path(option, value, rest)
-    return os.path.abspath(os.path.expanduser(raw))
-
-
-def _file_url_path(option: str, value: object, rest: str) -> str:
-    """The path of ``file:<rest>``: ``file:///x`` and ``file:/x`` give ``/x``."""
-    if rest.startswith("//"):
-        host, slash, path = rest[2:].partition("/")
-        if host not in ("", "localhost") or not slash:
-            raise ConfigError(
-                option, value, "a file URL of this machine: file:///absolute/path (three slashes)"
-            )
-        return "/" + path
-    if rest.startswith("/"):
-        return rest
-    raise ConfigError(option, value, "a file URL with an absolute path: file:///absolute/path")
-
-
-def _scheme_hint(scheme: str, rest: str) -> str:
-    if scheme == "dbfs" and not rest.startswith("//"):
-        return f"; on Databricks use the DBFS mount /dbfs{rest if rest.startswith('/') else '/' + rest}"
-    return ""
-
-
-def check_url(option: str, value: object) -> str:
-    """Validate a segments location before anything is written there; returns it as given.
-
-    A local path or ``file://`` URL, or a well-formed ``scheme://...`` URL whose fsspec
-    backend is importable. Everything else raises :class:`ConfigError` naming the fix:
-    a missing backend (``s3://`` without s3fs: ``pip install 'quiver-spark[s3]'``), an
-    unknown scheme, a scheme without ``//`` (``dbfs:/mnt/q``) or a URL with nothing
-    after the scheme (``s3://``).
-    """
-    raw = str(value).strip() if value is not None else ""
-    if not raw:
-        raise ConfigError(option, value, "a local path or a URL such as s3://bucket/prefix")
-    m = _SCHEME_RE.match(raw)
-    if m is None:
-        return raw  # a local path
-    scheme, rest = m.group(1).lower(), m.group(2)
-    if scheme in LOCAL_SCHEMES:
-        local_path(option, value)
-        return raw
-    if not rest.startswith("//"):
-        raise ConfigError(
-            option,
-            value,
-            f"a local path or a URL written scheme://... (e.g. {scheme}:/{rest}){_scheme_hint(scheme, rest)}"
-            if rest.startswith("/")
-            else f"a local path or a URL written scheme://...{_scheme_hint(scheme, rest)}",
-        )
-    if not rest[2:].strip("/"):
-        raise ConfigError(
-            option, value, f"a URL with a location after {scheme}://, e.g. s3://bucket/prefix"
-        )
-    try:
-        fsspec.get_filesystem_class(scheme)
-    except ImportError:
-        raise ConfigError(
-            option,
-            value,
-            f"a URL whose filesystem is installed ({scheme}:// needs {_install_hint(scheme)})",
-        ) from None
-    except ValueError:
-        raise ConfigError(
-            option,
-            value,
-            f"a local path or a URL of a known fsspec filesystem ({COMMON_SCHEMES}); "
-            f"{scheme}:// is none of them",
-        ) from None
-    return raw
-
-
-class _Local:
-    """Local POSIX backend: durable create (tmp, fsync, rename, fsync dir) via FileIO."""
-
-    def __init__(self, root: str, io: FileIO) -> None:
-        self.root = os.path.abspath(root)
-        self.io = io
-
-    def join(self, *parts: str) -> str:
-        return os.path.join(self.root, *parts)
-
-    def display(self, path: str) -> str:
-        return path
-
-    def entries(self, d: str, sizes: bool = False) -> dict[str, int]:
-        names = self.io.listdir(d)
-        return {n: (self.io.size(os.path.join(d, n)) if sizes else 0) for n in names}
-
-    def subdirs(self, d: str) -> list[str]:
-        return [n for n in self.io.listdir(d) if self.io.exists(os.path.join(d, n, ""))]
-
-    def exists(self, path: str) -> bool:
-        return self.io.exists(path)
-
-    has_file = exists
-
-    def size(self, path: str) -> int | None:
-        try:
-            return self.io.size(path)
-        except FileNotFoundError:
-            return None
-
-    def read(self, path: str) -> bytes:
-        return self.io.read_file(path)
-
-    read_small = read
-
-    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
-        out: dict[str, bytes | None] = {}
-        for p in paths:
-            try:
-                out[p] = self.io.read_file(p)
-            except FileNotFoundError:
-                out[p] = None
-        return out
-
-    def buffer(self, path: str) -> pa.Buffer:
-        mm = pa.memory_map(path)  # zero copy; the mapping outlives the file object
-        try:
-            return mm.read_buffer()
-        finally:
-            mm.close()
-
-    def makedirs(self, d: str) -> None:
-        self.io.mkdir(d)
-
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
-        del atomic  # always tmp + rename locally
-        tmp = tmp or path + TMP_SUFFIX
-        self._discard(tmp)  # a stale, read-only tmp from an interrupted attempt
-        fd = self.io.open_create(tmp)
-        try:
-            result = fill(lambda view: self.io.write(fd, view))
-            self.io.chmod(tmp, READ_ONLY)  # made durable by the fsync below
-            self.io.fsync(fd)
-        except BaseException:
-            self.io.close(fd)
-            self._discard(tmp)
-            raise
-        self.io.close(fd)
-        self.io.rename(tmp, path)
-        self.io.fsync_dir(os.path.dirname(path))
-        return result
-
-    def remove(self, paths: list[str]) -> list[str]:
-        gone = [p for p in paths if self.io.exists(p)]
-        self.io.durable_unlink(paths)
-        return gone
-
-    def move(self, src: str, dst: str) -> None:
-        self.io.rename(src, dst)
-        self.io.fsync_dir(os.path.dirname(src))
-        self.io.fsync_dir(os.path.dirname(dst))
-
-    def _discard(self, path: str) -> None:
-        try:
-            self.io.unlink(path)
-        except FileNotFoundError:
-            pass
-        except OSError as e:  # best effort: cleanup() removes it later
-            log.warning("quiver.segment.tmp_left path=%s error=%s", path, e)
-
-
-class _Remote:
-    """fsspec backend: the ``.arrow`` is uploaded under its final key in one request;
-    the ``.meta`` goes to a ``.tmp`` key first and is moved, so a torn upload of it is
-    never visible under the published name."""
-
-    def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        self.fs, root = fsspec.core.url_to_fs(url, **storage_options)
-        self.root = root.rstrip("/")
-
-    def join(self, *parts: str) -> str:
-        return "/".join((self.root, *parts))
-
-    def display(self, path: str) -> str:
-        return str(self.fs.unstrip_protocol(path))
-
-    def _ls(self, d: str) -> list[dict[str, Any]]:
-        self.fs.invalidate_cache(d)
-        try:
-            return list(self.fs.ls(d, detail=True))
-        except FileNotFoundError:
-            return []
-
-    def entries(self, d: str, sizes: bool = False) -> dict[str, int]:
-        del sizes  # listings carry sizes for free
-        return {
-            e["name"].rstrip("/").rsplit("/", 1)[-1]: int(e.get("size") or 0)
-            for e in self._ls(d)
-            if e.get("type") != "directory"
-        }
-
-    def subdirs(self, d: str) -> list[str]:
-        return sorted(
-            e["name"].rstrip("/").rsplit("/", 1)[-1]
-            for e in self._ls(d)
-            if e.get("type") == "directory"
-        )
-
-    def exists(self, path: str) -> bool:
-        self.fs.invalidate_cache(path.rsplit("/", 1)[0])
-        return bool(self.fs.exists(path))
-
-    def has_file(self, path: str) -> bool:
-        """Whether the (non-empty) file ``path`` exists: one ranged read, where an
-        object store's ``exists`` of a missing key costs a HEAD and a listing."""
-        try:
-            self.fs.cat_file(path, start=0, end=1)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def read_small(self, path: str) -> bytes:
-        """A small file in one request (no size lookup first, unlike :meth:`read`)."""
-        self.fs.invalidate_cache(path.rsplit("/", 1)[0])
-        return bytes(self.fs.cat_file(path, start=0))
-
-    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
-        """Small files, one request each, sent together (None: not found)."""
-        for d in {p.rsplit("/", 1)[0] for p in paths}:
-            self.fs.invalidate_cache(d)
-        got = self.fs.cat(paths, on_error="return", start=0)
-        out: dict[str, bytes | None] = {}
-        for p in paths:
-            v = got.get(p, FileNotFoundError(p))
-            if isinstance(v, FileNotFoundError):
-                out[p] = None
-            elif isinstance(v, BaseException):
-                raise v
-            else:
-                out[p] = bytes(v)
-        return out
-
-    def size(self, path: str) -> int | None:
-        self.fs.invalidate_cache(path.rsplit("/", 1)[0])
-        try:
-            return int(self.fs.size(path))
-        except FileNotFoundError:
-            return None
-
-    def read(self, path: str) -> bytes:
-        self.fs.invalidate_cache(path.rsplit("/", 1)[0])  # a listing cached earlier in
-        return bytes(self.fs.cat_file(path))  # this process must not hide a new file
-
-    def buffer(self, path: str) -> pa.Buffer:
-        return pa.py_buffer(self.read(path))
-
-    def makedirs(self, d: str) -> None:
-        self.fs.makedirs(d, exist_ok=True)
-
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
-        sink = _io.BytesIO()
-
-        def write(view: memoryview) -> None:
-            sink.write(view)
-
-        result = fill(write)
-        data = sink.getvalue()
-        if not atomic:
-            self.fs.pipe_file(path, data)
-            return result
-        tmp = tmp or path + TMP_SUFFIX
-        self.fs.pipe_file(tmp, data)
-        self.fs.mv(tmp, path)
-        return result
-
-    def remove(self, paths: list[str]) -> list[str]:
-        gone = []
-        for p in paths:
-            try:
-                self.fs.rm_file(p)
-                gone.append(p)
-            except FileNotFoundError:
-                continue
-        if paths:
-            self.fs.invalidate_cache(paths[0].rsplit("/", 1)[0])
-        return gone
-
-    def move(self, src: str, dst: str) -> None:
-        self.fs.mv(src, dst)
-
-
 class SegmentLocation:
     """All finalized segments of a store, local or behind fsspec.
 
@@ -462,17 +117,13 @@ class SegmentLocation:
         url: str,
         *,
         io: FileIO = DEFAULT_IO,
-        storage_options: dict[str, Any] | None = None,
+        storage_options: Mapping[str, object] | None = None,
     ) -> None:
         self.url = url
         check_url("segment.path", url)  # a missing backend or bad URL: one clear error
-        m = _SCHEME_RE.match(url.strip())
-        self.is_local: bool = m is None or m.group(1).lower() in LOCAL_SCHEMES
-        self._b: _Local | _Remote
-        if self.is_local:
-            self._b = _Local(local_path("segment.path", url), io)
-        else:
-            self._b = _Remote(url, storage_options or {})
+        self.is_local = is_local_url(url)
+        """Whether the segments are in a local directory (fsynced) or behind fsspec."""
+        self._b = open_backend(url, io=io, storage_options=storage_options)
         self.quarantined_total = 0
         """Segments quarantined through this instance (a metric for the store)."""
         # partition -> seq -> metadata verified once: a published .meta never changes,
@@ -483,18 +134,28 @@ class SegmentLocation:
         return f"SegmentLocation({self.url!r})"
 
     @property
-    def remote_fs(self) -> fsspec.AbstractFileSystem | None:
-        """The fsspec filesystem of a remote location (None when local)."""
-        return self._b.fs if isinstance(self._b, _Remote) else None
+    def backend(self) -> SegmentBackend:
+        """The storage this catalog moves bytes through."""
+        return self._b
 
     def _paths(self, partition: str, seq: int) -> tuple[str, str]:
         validate_name("partition", partition)
         d = self._b.join(partition)
-        return f"{d}/{arrow_file_name(seq)}", f"{d}/{meta_file_name(seq)}"
+        return f"{d}/{segment_file_name(seq)}", f"{d}/{meta_file_name(seq)}"
 
     # -- writing ------------------------------------------------------------------
     def write(
-        self, partition: str, seq: int, batches: list[pa.RecordBatch], **kwargs: Any
+        self,
+        partition: str,
+        seq: int,
+        batches: list[pa.RecordBatch],
+        *,
+        min_ingestion_ns: int,
+        max_ingestion_ns: int,
+        wal_ranges: Iterable[tuple[int, int]],
+        event_time_column: str | None = None,
+        target_batch_rows: int = SegmentConfig.target_batch_rows,
+        compression: str | None = None,
     ) -> SegmentMeta:
         """Write, make durable and publish segment ``seq``: :meth:`write_data` + :meth:`publish`.
 
@@ -504,7 +165,17 @@ class SegmentLocation:
         with identical bytes and WAL ranges returns the published metadata (idempotent);
         anything else raises :class:`SegmentExistsError` (sequence reuse).
         """
-        meta = self.write_data(partition, seq, batches, **kwargs)
+        meta = self.write_data(
+            partition,
+            seq,
+            batches,
+            min_ingestion_ns=min_ingestion_ns,
+            max_ingestion_ns=max_ingestion_ns,
+            wal_ranges=wal_ranges,
+            event_time_column=event_time_column,
+            target_batch_rows=target_batch_rows,
+            compression=compression,
+        )
         self.publish(meta)
         return meta
 
@@ -518,7 +189,7 @@ class SegmentLocation:
         max_ingestion_ns: int,
         wal_ranges: Iterable[tuple[int, int]],
         event_time_column: str | None = None,
-        target_batch_rows: int = 10_000,
+        target_batch_rows: int = SegmentConfig.target_batch_rows,
         compression: str | None = None,
     ) -> SegmentMeta:
         """Phase one of :meth:`write`: the durable ``.arrow`` and its metadata, unpublished.
@@ -535,7 +206,7 @@ class SegmentLocation:
         table = prepare(batches)
         lo_et, hi_et = event_time_range(table, event_time_column)
 
-        def fill(consume: Callable[[memoryview], None]) -> Serialized:
+        def fill(consume: Consume) -> Serialized:
             return serialize(
                 consume, table.schema, coalesce(table, target_batch_rows), compression=compression
             )
@@ -677,8 +348,7 @@ class SegmentLocation:
         qdir = self._b.join(partition, QUARANTINE_DIR)
         out: dict[int, str] = {}
         for n in sorted(self._b.entries(qdir)):
-            # <seq>.<suffix> or, for a repeated quarantine, <seq>.<ns>.<suffix>
-            seq = _any_seq(n.split(".", 1)[0] + "." + n.rsplit(".", 1)[-1])
+            seq = parse_quarantined_seq(n)
             if seq is not None and (seq not in out or n.endswith(REASON_SUFFIX)):
                 out[seq] = f"{qdir}/{n}"
         return out
@@ -894,8 +564,10 @@ class SegmentLocation:
             if n.endswith(TMP_SUFFIX)
             or ((s := parse_seq(n, SEGMENT_SUFFIX)) is not None and s not in published)
         ]
-        max_seq = max((_any_seq(n) or 0 for n in names + quarantined), default=0)
-        max_published = max([*published, *(_any_seq(n) or 0 for n in quarantined)], default=0)
+        max_seq = max((parse_segment_file_seq(n) or 0 for n in names + quarantined), default=0)
+        max_published = max(
+            [*published, *(parse_segment_file_seq(n) or 0 for n in quarantined)], default=0
+        )
         removed = [self._b.display(p) for p in self._b.remove(doomed)]
         if removed:
             log.info("quiver.segment.cleanup partition=%s removed=%s", partition, removed)
@@ -911,9 +583,9 @@ class SegmentLocation:
         arrow_path, meta_path = self._paths(partition, seq)
         qdir = self._b.join(partition, QUARANTINE_DIR)
         self._b.makedirs(qdir)
-        stem = f"{qdir}/{seq:020d}"
+        stem = f"{qdir}/{quarantine_stem(seq)}"
         if any(self._b.exists(stem + s) for s in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX)):
-            stem = f"{stem}.{time.time_ns()}"  # an earlier quarantine of the same seq
+            stem = f"{qdir}/{quarantine_stem(seq, time.time_ns())}"  # quarantined before
         note = f"partition={partition} seq={seq} at_ns={time.time_ns()}\n{reason}\n".encode()
         self._b.put(stem + REASON_SUFFIX, lambda consume: consume(memoryview(note)))
         moved = stem + META_SUFFIX
@@ -933,12 +605,3 @@ class SegmentLocation:
             reason,
         )
         return shown
-
-
-def _any_seq(name: str) -> int | None:
-    stem = name[: -len(TMP_SUFFIX)] if name.endswith(TMP_SUFFIX) else name
-    for suffix in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX):
-        seq = parse_seq(stem, suffix)
-        if seq is not None:
-            return seq
-    return None

@@ -1,0 +1,136 @@
+"""The storage interface under the segment catalog: what a segments location must do
+(ARCHITECTURE.md §5.4, §5.5).
+
+:class:`~quiver_spark.segment.catalog.SegmentLocation` decides which files exist and
+in which order they appear; a :class:`SegmentBackend` only moves bytes. One module per
+implementation:
+
+=================  ==========================================================
+``local.py``       :class:`LocalBackend`: a POSIX directory through
+                   :class:`~quiver_spark.fs.FileIO` (tmp, fsync, rename, fsync dir)
+``remote.py``      :class:`RemoteBackend`: any fsspec URL (object stores, HDFS,
+                   ``memory://``); single-request uploads
+=================  ==========================================================
+
+Paths are plain strings in the backend's own syntax, built from :attr:`root` with
+:meth:`SegmentBackend.join` only; no client type (fsspec or other) crosses this
+interface, so another client library is one more module, chosen in :func:`open_backend`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import pyarrow as pa
+
+from ..fs import FileIO
+from .urls import is_local_url, local_path
+
+T = TypeVar("T")
+Consume = Callable[[memoryview], None]
+"""Takes the next bytes of a file being written."""
+Fill = Callable[[Consume], T]
+"""Writes a whole file through the ``Consume`` it is given; returns what it computed."""
+
+
+class SegmentBackend(ABC):
+    """The file operations a segments location needs, and what each guarantees.
+
+    A missing file is ``FileNotFoundError`` (or the None/empty result named below);
+    any other failure is the ``OSError`` the storage gave, never swallowed.
+    """
+
+    root: str
+    """The location's root directory, in this backend's path syntax."""
+
+    @abstractmethod
+    def join(self, *parts: str) -> str:
+        """The path of ``parts`` (names, never separators) under :attr:`root`."""
+
+    @abstractmethod
+    def display(self, path: str) -> str:
+        """``path`` as messages and logs show it (a full URL for a remote location)."""
+
+    # -- listing and probing ------------------------------------------------------
+    @abstractmethod
+    def entries(self, directory: str, sizes: bool = False) -> dict[str, int]:
+        """``{name: bytes}`` of the files in ``directory`` from one listing (sizes 0
+        unless ``sizes``; a backend may list subdirectories too, callers tell them by
+        name); ``{}`` when the directory does not exist."""
+
+    @abstractmethod
+    def subdirs(self, directory: str) -> list[str]:
+        """Names of the subdirectories of ``directory``."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists now (never an answer cached before this call)."""
+
+    @abstractmethod
+    def has_file(self, path: str) -> bool:
+        """Whether the non-empty file ``path`` exists: the cheapest probe the storage has."""
+
+    @abstractmethod
+    def size(self, path: str) -> int | None:
+        """The length of file ``path``, None when it does not exist."""
+
+    # -- reading ------------------------------------------------------------------
+    @abstractmethod
+    def read(self, path: str) -> bytes:
+        """The whole file ``path``."""
+
+    @abstractmethod
+    def read_small(self, path: str) -> bytes:
+        """The whole small file ``path`` (a ``.meta``) in as few requests as possible."""
+
+    @abstractmethod
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        """Small files at once, each mapped to its bytes or None when it does not exist."""
+
+    @abstractmethod
+    def buffer(self, path: str) -> pa.Buffer:
+        """File ``path`` as an Arrow buffer (memory-mapped where the storage allows)."""
+
+    # -- writing ------------------------------------------------------------------
+    @abstractmethod
+    def makedirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents; no error when it exists."""
+
+    @abstractmethod
+    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
+        """Create file ``path`` (mode 0444 where the storage has modes) from what
+        ``fill`` writes, durably, and return what ``fill`` returned.
+
+        Readers never see a partial file under ``path``: it is written under ``tmp``
+        (default ``path + ".tmp"``) and renamed, or, with ``atomic=False`` where the
+        storage makes a single upload visible whole or not at all, uploaded under
+        ``path`` directly. On failure nothing new is visible under ``path``.
+        """
+
+    @abstractmethod
+    def remove(self, paths: list[str]) -> list[str]:
+        """Durably remove the files ``paths`` (missing ones ignored); returns the ones
+        that existed."""
+
+    @abstractmethod
+    def move(self, src: str, dst: str) -> None:
+        """Rename file ``src`` to ``dst``, durably in both directories."""
+
+
+def open_backend(
+    url: str, *, io: FileIO, storage_options: Mapping[str, object] | None = None
+) -> SegmentBackend:
+    """The backend of the segments location ``url`` (accepted by
+    :func:`~quiver_spark.segment.urls.check_url`): local for a path or ``file://``
+    URL, through ``io``; fsspec for any other URL, with ``storage_options``."""
+    # Imported here, as pyiceberg's load_file_io does: each implementation imports this
+    # module, and a client library is loaded only for the locations that need it.
+    if is_local_url(url):
+        from .local import LocalBackend
+
+        return LocalBackend(local_path("segment.path", url), io)
+    from .remote import RemoteBackend
+
+    return RemoteBackend(url, storage_options or {})
