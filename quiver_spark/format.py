@@ -162,6 +162,17 @@ def quarantine_stem(seq: int, repeat_ns: int | None = None) -> str:
     return stem if repeat_ns is None else f"{stem}.{repeat_ns}"
 
 
+def encode_reason(partition: str, seq: int, at_ns: int, reason: str) -> bytes:
+    """A ``.reason`` file: ``partition=<pid> seq=<seq> at_ns=<ns>``, then the reason."""
+    return f"partition={partition} seq={seq} at_ns={at_ns}\n{reason}\n".encode()
+
+
+def decode_reason(raw: bytes) -> str:
+    """The reason in a ``.reason`` file, its lines joined by spaces, at most 300 chars."""
+    text = raw.decode("utf-8", "replace")
+    return " ".join(line.strip() for line in text.splitlines()[1:] if line.strip())[:300]
+
+
 def parse_segment_file_seq(name: str) -> int | None:
     """The seq of any segment file name: ``.arrow``, ``.meta`` or ``.reason``, with or
     without a trailing ``.tmp``; None for any other name."""

@@ -34,7 +34,9 @@ from ..format import (
     SEGMENT_SUFFIX,
     TMP_SUFFIX,
     decode_frame,
+    decode_reason,
     encode_frame,
+    encode_reason,
     meta_file_name,
     parse_quarantined_seq,
     parse_segment_file_seq,
@@ -338,10 +340,9 @@ class SegmentLocation:
         if raw is None or not raw.endswith(REASON_SUFFIX):
             return ""
         try:
-            text = self._b.read(raw).decode("utf-8", "replace")
+            return decode_reason(self._b.read(raw))
         except OSError:
             return ""
-        return " ".join(line.strip() for line in text.splitlines()[1:] if line.strip())[:300]
 
     def _quarantined(self, partition: str) -> dict[int, str]:
         validate_name("partition", partition)
@@ -586,7 +587,7 @@ class SegmentLocation:
         stem = f"{qdir}/{quarantine_stem(seq)}"
         if any(self._b.exists(stem + s) for s in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX)):
             stem = f"{qdir}/{quarantine_stem(seq, time.time_ns())}"  # quarantined before
-        note = f"partition={partition} seq={seq} at_ns={time.time_ns()}\n{reason}\n".encode()
+        note = encode_reason(partition, seq, time.time_ns(), reason)
         self._b.put(stem + REASON_SUFFIX, lambda consume: consume(memoryview(note)))
         moved = stem + META_SUFFIX
         self._replace_mark(partition, seq)  # before the moves: a failed one is noticed too

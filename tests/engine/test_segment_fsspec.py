@@ -195,9 +195,9 @@ def test_probe_next_finds_what_was_published_since_and_names_damage(
     write_simple(loc, 1, partition="p1")
     fresh = SegmentLocation(url)  # another process: nothing cached
     meta2 = fresh._paths("p0", 2)[1]
-    raw = bytearray(fresh._b.read_small(meta2))
+    raw = bytearray(fresh.backend.read_small(meta2))
     raw[-1] ^= 0xFF
-    fresh._b.put(meta2, lambda consume: consume(memoryview(bytes(raw))))
+    fresh.backend.put(meta2, lambda consume: consume(memoryview(bytes(raw))))
     found = fresh.probe_next({"p0": 1, "p1": 2, "p9": 1})
     assert [type(f).__name__ for f in found["p0"]] == [
         "SegmentMeta", "DamagedSegment", "SegmentMeta", "SegmentMeta",
