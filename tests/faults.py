@@ -53,14 +53,64 @@ class TraceOp:
     errno: int | None = None
 
 
+FILE_KINDS = (
+    "wal", "state", "heartbeat", "lock", "store", "policy", "arrow", "meta", "quarantine",
+    "acklog", "sub", "readers", "commit", "metrics", "dir", "other",
+)  # fmt: skip
+"""Every kind of file :func:`file_kind` tells apart (ARCHITECTURE.md's damage table)."""
+
+
+def file_kind(path: str) -> str:
+    """The kind of store file ``path`` is (its temporary twin counts as the same kind).
+
+    Directories count as ``dir`` (``listdir``, ``mkdir``, ``fsync_dir`` on them) except
+    a partition's ``wal/``, which is ``wal``.
+    """
+    path = path.rstrip("/")
+    name = os.path.basename(path)
+    while name.endswith(".tmp"):  # x.tmp, x.<pid>-<tid>-<rand>.tmp
+        name = name[: -len(".tmp")]
+        if "." in name and name.rsplit(".", 1)[1].count("-") == 2:
+            name = name.rsplit(".", 1)[0]
+    parent = os.path.basename(os.path.dirname(path))
+    if name.endswith(".wal") or name == "wal":
+        return "wal"
+    if name.endswith(".lost.jsonl") or (parent == "readers" and name.endswith(".lock")):
+        return "readers"
+    if name.endswith(".sub"):
+        return "sub"
+    if name.startswith("ack-") and name.endswith(".log"):
+        return "acklog"
+    if name.endswith(".commit"):
+        return "commit"
+    if name.endswith(".prom") or parent == "metrics":
+        return "metrics"
+    if name.endswith(".arrow"):
+        return "arrow"
+    if name.endswith(".meta"):
+        return "meta"
+    if name == "QUARANTINE" or name.endswith(".reason"):
+        return "quarantine"
+    simple = {"STATE": "state", "HEARTBEAT": "heartbeat", "STORE": "store", "POLICY": "policy"}
+    if name in simple:
+        return simple[name]
+    if name in ("LOCK", ".store.lock") or name.endswith(".lock"):
+        return "lock"
+    if "." not in name:
+        return "dir"
+    return "other"
+
+
 @dataclass
 class Fault:
     """Fail the ``at``-th (1-based) matching ``op`` with ``errno``.
 
-    ``sticky`` fails every later matching occurrence too (a full disk stays full);
-    ``path_contains`` restricts matching to paths containing it; ``partial`` lets a
-    failing write put the first half of its bytes into the file before raising (what
-    a real ENOSPC in the middle of a write does).
+    ``sticky`` fails every later matching occurrence too (a full disk stays full),
+    for ``sticky_for`` occurrences when given (the disk frees up again);
+    ``path_contains`` restricts matching to paths containing it and ``kind`` to paths
+    of one :func:`file_kind`; ``partial`` lets a failing write put the first half of
+    its bytes into the file before raising (what a real ENOSPC in the middle of a
+    write does).
     """
 
     op: str
@@ -69,17 +119,33 @@ class Fault:
     sticky: bool = False
     path_contains: str | None = None
     partial: bool = False
+    kind: str | None = None
+    sticky_for: int | None = None
     seen: int = 0
     fired: int = 0
 
     def hit(self, op: str, path: str) -> bool:
-        if op != self.op or (self.path_contains and self.path_contains not in path):
+        if op != self.op and self.op != "*":
+            return False
+        if self.path_contains and self.path_contains not in path:
+            return False
+        if self.kind and file_kind(path) != self.kind:
             return False
         self.seen += 1
-        if self.seen == self.at or (self.sticky and self.seen > self.at):
+        if self.seen == self.at or (self.sticky and self.seen > self.at and not self.cleared):
             self.fired += 1
             return True
         return False
+
+    @property
+    def cleared(self) -> bool:
+        """A sticky fault that has fired its ``sticky_for`` times (the condition cleared)."""
+        return self.sticky_for is not None and self.fired >= self.sticky_for
+
+    @property
+    def done(self) -> bool:
+        """Will never fire again."""
+        return self.seen >= self.at and (not self.sticky or self.cleared)
 
 
 class InjectedError(OSError):
@@ -105,6 +171,7 @@ class FaultyIO(FileIO):
         super().__init__()
         self.faults = list(faults)
         self.counts: Counter[str] = Counter()
+        self.pairs: Counter[tuple[str, str]] = Counter()  # (op, file kind) seen
         self.trace: list[TraceOp] = []
         self.wants_data = record_data
         self._lock = threading.Lock()
@@ -123,6 +190,7 @@ class FaultyIO(FileIO):
     def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
         with self._lock:
             self.counts[op] += 1
+            self.pairs[op, file_kind(path)] += 1
             entry = TraceOp(
                 len(self.trace),
                 op,
