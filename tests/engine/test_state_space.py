@@ -33,7 +33,15 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from tests.engine import state_model as sm
-from tests.engine.state_model import APPS, ROW_SIZES, SUBS, Crashed, Options, StoreHarness
+from tests.engine.state_model import (
+    APPS,
+    ROW_SIZES,
+    SUBS,
+    Crashed,
+    Faulted,
+    Options,
+    StoreHarness,
+)
 
 SOAK = os.environ.get("QUIVER_SOAK") == "1"
 
@@ -43,6 +51,7 @@ VARIANT = st.sampled_from(
 )
 OPS = ["write", "fsync", "rename", "unlink", "open", "fsync_dir", "truncate", "chmod", "mkdir"]
 WHERE = [None, "/wal/", "/segments/", "/subscribers/", "/commits/", "STATE"]
+KNOWN_PAIRS: list[tuple[str, str]] = [("write", "wal")]
 
 
 class StoreStateSpace(RuleBasedStateMachine):
@@ -71,8 +80,11 @@ class StoreStateSpace(RuleBasedStateMachine):
     def _run(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
         assert self.h is not None
         sm.STATS["steps"] += 1
+        self.h.rule = fn.__name__
         try:
             fn(*args)
+        except Faulted:
+            self.h.continued()
         except Crashed:
             self.h.crashed()
         except sm.Outage:
@@ -157,6 +169,15 @@ class StoreStateSpace(RuleBasedStateMachine):
 
     @rule(sub=st.sampled_from(SUBS), count=st.integers(1, 4), nack=st.integers(0, 5))
     def read_and_ack(self, sub: str, count: int, nack: int) -> None:
+        if sub not in self.h.subs:
+            self._run(self.h.register, sub)
+        self._run(self.h.ack, sub, count, "nack" if nack == 0 else "ack")
+
+    @rule(sub=st.sampled_from(SUBS), count=st.integers(1, 8), nack=st.integers(0, 3))
+    def consume(self, sub: str, count: int, nack: int) -> None:
+        # consumers keep up in real deployments: a second consumer rule doubles their share
+        if sub not in self.h.subs:
+            self._run(self.h.register, sub)
         self._run(self.h.ack, sub, count, "nack" if nack == 0 else "ack")
 
     @rule(expire=st.integers(0, 4), via_gc=st.booleans())
@@ -192,6 +213,73 @@ class StoreStateSpace(RuleBasedStateMachine):
         self.h.arm(op, at, err, partial and op == "write", where)
 
     @rule(
+        pair=st.integers(0, 10**6),
+        at=st.integers(1, 3),
+        err=st.sampled_from([errno.EIO, errno.ENOSPC]),
+        partial=st.booleans(),
+        cont=st.integers(0, 3),
+        sticky=st.integers(0, 3),
+        retries=st.integers(0, 2),
+    )
+    def fault_next(
+        self, pair: int, at: int, err: int, partial: bool, cont: int, sticky: int, retries: int
+    ) -> None:
+        """Arm a fault on the next operation of one (op, file kind) the file layer performs,
+        then do the work that reaches it: every pair gets its turn."""
+        sm.STATS["steps"] += 1
+        op, kind = KNOWN_PAIRS[pair % len(KNOWN_PAIRS)]
+        continuing = cont > 0  # the error surfaces and the process goes on, mostly
+        sticky_for = sticky * 2 if err == errno.ENOSPC and sticky and continuing else None
+        self.h.arm(
+            op,
+            at,
+            err,
+            partial and op == "write",
+            None,
+            kind=kind,
+            cont=continuing,
+            sticky_for=sticky_for,
+            retries=retries,
+        )
+        sm.STATS[f"targeted:{op}:{kind}"] += 1
+        self._burst()
+
+    def _burst(self) -> None:
+        """One round of every kind of work, until an armed fault fired (or not)."""
+        h = self.h
+        assert h is not None
+        start = h._fired()
+        for p in h.live_writers():
+            if h.writers.get(p) is None:
+                continue
+            self._run(h.append, p, "base", 7)
+            if h.writers.get(p) is not None:
+                self._run(h.flush, p)
+            if h.writers.get(p) is not None:
+                before = len(h.txns)
+                self._run(h.begin, p, APPS[0])
+                if len(h.txns) > before and h.writers.get(p) is not None:
+                    self._run(h.txn_append, h.txns[-1], "base", 7)
+                    if h.writers.get(p) is not None:
+                        self._run(h.flush, p)
+        if h.reader is not None:
+            self._run(h.commit, APPS[0], h.candidates(APPS[0]))
+        for p in h.live_writers():
+            if h.writers.get(p) is not None:
+                self._run(h.maintain, p)
+            if h.writers.get(p) is not None:
+                self._run(h.finalize, p)
+        for sub in SUBS:
+            if h.reader is not None and not h.registry_broken:
+                if sub not in h.subs:
+                    self._run(h.register, sub)
+                self._run(h.ack, sub, 2, "ack")
+        if h.reader is not None and not h.registry_broken:
+            self._run(h.retention, False, False)
+        if h._fired() == start and not h.cont:
+            sm.STATS["targeted_not_reached"] += 1
+
+    @rule(
         kind=st.sampled_from(["power", "power-meta", "power-prefix", "torn", "process"]),
         pick=st.integers(0, 1000),
     )
@@ -219,9 +307,28 @@ class StoreStateSpace(RuleBasedStateMachine):
 
     @invariant()
     def a_swallowed_fault_still_ends_the_process(self) -> None:
-        # an injected fault the engine caught (best-effort cleanup): crash and check anyway
+        # an injected fault the engine caught (best-effort cleanup): crash and check
+        # anyway, or in continue mode go on
         if self.h is not None and any(f.fired for f in self.h.io.faults):
-            self.h.crashed()
+            self.h.swallowed_fault()
+
+    @invariant()
+    def handles_work_again_once_a_fault_cleared(self) -> None:
+        if self.h is not None and self.h.live_due and not self.h.active_faults():
+            self.h.rule = "live_check"
+            self.h.live_check()
+
+
+def _per_pair() -> dict[str, str]:
+    """``op:kind`` -> ``continued/crashed`` fired counts."""
+    out: dict[str, list[int]] = {}
+    for (op, kind, mode), n in sm.FIRED.items():
+        out.setdefault(f"{op}:{kind}", [0, 0])[mode == "crashed"] += n
+    return {k: f"{c}/{x}" for k, (c, x) in sorted(out.items())}
+
+
+def _by_prefix(s: dict[str, int], prefix: str) -> dict[str, int]:
+    return {k[len(prefix) :]: v for k, v in sorted(s.items()) if k.startswith(prefix)}
 
 
 def _settings(examples: int, steps: int, **kw: object) -> settings:
@@ -236,7 +343,8 @@ def _settings(examples: int, steps: int, **kw: object) -> settings:
 
 @pytest.fixture(scope="module", autouse=True)
 def state_space_report(request: pytest.FixtureRequest):
-    sm.STATS.clear()
+    for c in (sm.STATS, sm.FIRED, sm.SEEN, sm.RELAXED):
+        c.clear()
     sm.FAULT_POINTS.clear()
     t0 = time.monotonic()
     yield
@@ -255,6 +363,18 @@ def state_space_report(request: pytest.FixtureRequest):
         "wal_path_losses": s["wal_path_losses"],
         "kills": s["kills"],
         "wall_s": round(time.monotonic() - t0, 1),
+        "faults_continued": s["faults_continued"],
+        "faults_crashed": s["faults_crashed"],
+        "fired_per_op_kind": _per_pair(),
+        "pairs_known": len(KNOWN_PAIRS),
+        "pairs_fired": len({(o, k) for o, k, _ in sm.FIRED}),
+        "pairs_never_fired": sorted(
+            f"{o}:{k}" for o, k in set(KNOWN_PAIRS) - {(o, k) for o, k, _ in sm.FIRED}
+        ),
+        "pairs_seen_not_known": sorted(f"{o}:{k}" for o, k in set(sm.SEEN) - set(KNOWN_PAIRS)),
+        "live_checks": _by_prefix(s, "live_checks:"),
+        "reopen_checks": _by_prefix(s, "reopen_checks:"),
+        "relaxations_used": dict(sm.RELAXED),
         "other": {k: v for k, v in sorted(s.items()) if ":" not in k},
     }
     line = "state space: " + json.dumps(figures, sort_keys=True)
@@ -265,7 +385,15 @@ def state_space_report(request: pytest.FixtureRequest):
     out = os.environ.get("QUIVER_STATE_SPACE_REPORT")
     if out:
         with open(out, "w") as f:
-            json.dump({**figures, "fault_points": sorted(map(list, sm.FAULT_POINTS))}, f, indent=1)
+            json.dump(
+                {
+                    **figures,
+                    "fault_points": sorted(map(list, sm.FAULT_POINTS)),
+                    "seen": {f"{o}:{k}": n for (o, k), n in sorted(sm.SEEN.items())},
+                },
+                f,
+                indent=1,
+            )
 
 
 def test_state_space_ci_profile():
