@@ -55,7 +55,7 @@ class TraceOp:
 
 FILE_KINDS = (
     "wal", "state", "heartbeat", "lock", "store", "policy", "arrow", "meta", "quarantine",
-    "acklog", "sub", "readers", "commit", "metrics", "dir", "other",
+    "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir", "other",
 )  # fmt: skip
 """Every kind of file :func:`file_kind` tells apart (ARCHITECTURE.md's damage table)."""
 
@@ -91,7 +91,13 @@ def file_kind(path: str) -> str:
         return "meta"
     if name == "QUARANTINE" or name.endswith(".reason"):
         return "quarantine"
-    simple = {"STATE": "state", "HEARTBEAT": "heartbeat", "STORE": "store", "POLICY": "policy"}
+    simple = {
+        "CHECKPOINT": "checkpoint",
+        "STATE": "state",
+        "HEARTBEAT": "heartbeat",
+        "STORE": "store",
+        "POLICY": "policy",
+    }
     if name in simple:
         return simple[name]
     if name in ("LOCK", ".store.lock") or name.endswith(".lock"):

@@ -299,6 +299,12 @@ def _partition_of(path: str) -> str | None:
     return None
 
 
+FLIP_KINDS = (
+    "wal", "state", "meta", "arrow", "acklog", "checkpoint", "commit", "store", "policy",
+    "heartbeat", "lock", "quarantine", "sub", "readers", "metrics",
+)  # fmt: skip
+"""Kinds of file the generative test flips a byte in."""
+
 RETRIES = 3
 """Calls a handle may need, once a fault cleared, before it must work again."""
 
@@ -639,17 +645,17 @@ class StoreHarness:
         for p in self.live_writers():
             store = self.writers[p]
             assert store is not None
-            for what, fn in (("maintain", store.maintain), ("finalize", store.finalize)):
-                self._until_works(f"{what} {p} after the fault cleared", fn, p)
+            for what in ("flush", "maintain", "finalize"):
+                self._until_works(f"{what} {p} after the fault cleared", getattr(store, what), p)
                 store = self.writers[p]
                 assert store is not None
             self.unflushed[p] = []
-        self._sync_subscribers()
         if not self.registry_broken:
             reader = self.reader
             self._until_works(
                 "the registry after the fault cleared", lambda: reader.subscribers.refresh()
             )
+        self._sync_subscribers()
         parts = {
             p for p in self.live_writers() if p not in self.damaged_parts
         }
@@ -680,7 +686,11 @@ class StoreHarness:
             and pending("wal-failure-needs-reopen")
         ):
             self.kill(p)
-            self._open_writer(p)
+            try:
+                self._open_writer(p)
+            except Exception as e:
+                self._open_failed(p, e)
+                return
             store = self.writers[p]
             assert store is not None
             self._until_works(what, getattr(store, what.split()[0]))
@@ -1339,26 +1349,15 @@ class StoreHarness:
         self.recover_and_check()
 
     def damage_files(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {
-            k: [] for k in ("wal", "state", "meta", "arrow", "acklog", "commit")
-        }
+        out: dict[str, list[str]] = {k: [] for k in FILE_KINDS}
         for dirpath, _, names in os.walk(self.base):
             for n in sorted(names):
                 path = os.path.join(dirpath, n)
                 if n.endswith(".tmp") or os.path.getsize(path) == 0:
                     continue
-                if n.endswith(".wal"):
-                    out["wal"].append(path)
-                elif n == "STATE":
-                    out["state"].append(path)
-                elif n.endswith(".meta") and "quarantine" not in dirpath:
-                    out["meta"].append(path)
-                elif n.endswith(".arrow") and "quarantine" not in dirpath:
-                    out["arrow"].append(path)
-                elif n.startswith("ack-") and n.endswith(".log"):
-                    out["acklog"].append(path)
-                elif n.endswith(".commit"):
-                    out["commit"].append(path)
+                if n.endswith((".meta", ".arrow")) and "quarantine" in dirpath:
+                    continue
+                out[file_kind(path)].append(path)
         return {k: sorted(v) for k, v in out.items()}
 
     def flip(self, kind: str, index: int, frac: float, quarantine: bool) -> bool:
@@ -1370,7 +1369,8 @@ class StoreHarness:
         path = files[index % len(files)]
         self.kill_all()
         size = os.path.getsize(path)
-        flip_byte(path, min(size - 1, int(frac * size)))
+        offset = min(size - 1, int(frac * size))
+        flip_byte(path, offset)
         d = Damage(kind, path)
         name = os.path.basename(path)
         if kind in ("wal", "state"):
@@ -1395,11 +1395,23 @@ class StoreHarness:
                             self.status[k] = MAYBE
         self.damage.append(d)
         STATS[f"flips:{kind}"] += 1
-        if kind == "acklog":
+        if kind in ("acklog", "checkpoint"):
             self._reopen_registry()
         if quarantine:
             self.fsck_quarantine()
-        self.recover_and_check()
+        try:
+            self.recover_and_check()
+        except (DamageNotContained, WrongError) as e:
+            # STORE is needed by every open: refusing it by name is the contract, and the
+            # operator restores it; POLICY should fall back to the most conservative one
+            needed = kind == "store" or (kind == "policy" and pending("policy-flip-stops-store"))
+            if not (needed and os.path.basename(path) in str(e)):
+                raise
+            flip_byte(path, offset)  # repaired
+            self.damage.remove(d)
+            STATS[f"flips_refused_by_name:{kind}"] += 1
+            self.kill_all()
+            self.recover_and_check()
         return True
 
     def _reopen_registry(self) -> None:
