@@ -118,6 +118,7 @@ def pending(name: str) -> bool:
         return True
     return False
 
+
 PARTS = ("p-0", "p-1")
 APPS = ("qa", "qb")
 SUBS = ("s1", "s2")
@@ -474,27 +475,26 @@ class StoreHarness:
                 return None, e
             if isinstance(e, Violation):
                 raise
+            if self._metrics_damage_failed(e):
+                raise Outage(what) from e
             if self.live_due and isinstance(e, (QuiverError, OSError)):
                 # the error of a fault that surfaced earlier, before its live check:
                 # the handle has RETRIES calls after the fault cleared to work again
                 raise Faulted(what) from e
-            acklog_damaged = any(d.kind == "acklog" for d in self.damage)
+            acklog_damaged = any(d.kind in ("acklog", "checkpoint") for d in self.damage)
             if (
                 isinstance(e, QuiverError)
                 and acklog_damaged
                 and any(
-                    d.kind == "acklog" and os.path.basename(d.path) in str(e) for d in self.damage
+                    d.kind in ("acklog", "checkpoint") and os.path.basename(d.path) in str(e)
+                    for d in self.damage
                 )
             ):
                 # the ack log is refused naming the damaged file (found by a later
                 # read, not the first reopen): the store-wide registry is out
                 self.registry_broken = True
                 raise Outage(what) from e
-            if (
-                acklog_damaged
-                and isinstance(e, SubscriberError)
-                and "unknown subscriber" in str(e)
-            ):
+            if acklog_damaged and isinstance(e, SubscriberError) and "unknown subscriber" in str(e):
                 # damage cut the ack log back before a registration: the model follows
                 # the registry (the subscriber starts over: redelivery, never loss)
                 for sub in list(self.subs):
@@ -507,6 +507,24 @@ class StoreHarness:
                     f"{type(e).__name__}: {e}"
                 ) from e
             raise WrongError(f"{what} raised {type(e).__name__}: {e}") from e
+
+    def _metrics_damage_failed(self, e: BaseException) -> bool:
+        """A damaged metrics file failed an operation that does not need it (a known
+        defect, :data:`PENDING_FIXES`): the operator removes the file."""
+        damaged = [d for d in self.damage if d.kind == "metrics"]
+        tb = e.__traceback__
+        through_metrics = False
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.endswith(os.path.join("quiver_spark", "metrics.py")):
+                through_metrics = True
+            tb = tb.tb_next
+        if not (damaged and through_metrics and pending("metrics-damage-fails-acks")):
+            return False
+        for d in damaged:
+            if os.path.exists(d.path):
+                os.unlink(d.path)
+            self.damage.remove(d)
+        return True
 
     def _continue(
         self,
@@ -656,9 +674,7 @@ class StoreHarness:
                 "the registry after the fault cleared", lambda: reader.subscribers.refresh()
             )
         self._sync_subscribers()
-        parts = {
-            p for p in self.live_writers() if p not in self.damaged_parts
-        }
+        parts = {p for p in self.live_writers() if p not in self.damaged_parts}
         visible = self.observe()
         self._compare(visible, parts=parts, live=True)
         STATS["live_checks"] += 1
@@ -1188,7 +1204,11 @@ class StoreHarness:
     def _open_failed(self, p: str, e: Exception) -> None:
         if not isinstance(e, QuiverError):
             raise WrongError(f"opening partition {p} raised {type(e).__name__}: {e}") from e
-        explained = [d for d in self.damage if d.partition == p or d.kind in ("commit", "acklog")]
+        explained = [
+            d
+            for d in self.damage
+            if d.partition == p or d.kind in ("commit", "acklog", "checkpoint")
+        ]
         if not explained:
             raise WrongError(f"partition {p} does not open: {type(e).__name__}: {e}") from e
         if not self._damage_named(e):
@@ -1198,7 +1218,7 @@ class StoreHarness:
             ) from e
         self.damaged_parts.add(p)
         self._relax_partition(p)
-        if any(d.kind == "acklog" for d in self.damage):
+        if any(d.kind in ("acklog", "checkpoint") for d in self.damage):
             self.registry_broken = True
         STATS["partitions_refused_naming_damage"] += 1
 
