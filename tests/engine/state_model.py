@@ -417,6 +417,14 @@ class StoreHarness:
         if store._subscribers is not None:
             store._subscribers.close()
 
+    def restart_writer(self, p: str) -> None:
+        """The writer process of ``p`` ends cleanly and a new one opens (recovery)."""
+        store = self.writers[p]
+        assert store is not None
+        self._engine(f"close {p}", store.close)
+        self.kill(p)
+        self._engine(f"open {p}", lambda: self._open_writer(p))
+
     def live_writers(self) -> list[str]:
         return [p for p in PARTS if self.writers[p] is not None]
 
@@ -507,6 +515,22 @@ class StoreHarness:
                     f"{type(e).__name__}: {e}"
                 ) from e
             raise WrongError(f"{what} raised {type(e).__name__}: {e}") from e
+
+    def _fresh_registry(self) -> Any:
+        """The maintenance handle's registry, caught up with the ack log."""
+        assert self.reader is not None
+        try:
+            reg = self.reader.subscribers
+            reg.refresh()
+            return reg
+        except StoreClosedError as e:
+            if not pending("acklog-write-closes-registry"):
+                raise StuckHandle(f"the registry stays closed after a fault: {e}") from e
+        self._kill_handle(self.reader)
+        self._open_reader()
+        reg = self.reader.subscribers
+        reg.refresh()
+        return reg
 
     def _metrics_damage_failed(self, e: BaseException) -> bool:
         """A damaged metrics file failed an operation that does not need it (a known
@@ -1108,9 +1132,7 @@ class StoreHarness:
                     + f" (policy {self.opts.policy}, time retention {self.opts.time_retention})"
                 )
             if not self.registry_broken:
-                assert self.reader is not None
-                reg = self.reader.subscribers
-                reg.refresh()
+                reg = self._fresh_registry()
                 for s in self.subs:
                     if key not in self.subs[s] and not reg.is_done(s, p, seq):
                         raise UnackedDeleted(
@@ -1168,9 +1190,7 @@ class StoreHarness:
         """Registrations and acks whose call crashed may or may not be durable: ask."""
         if self.registry_broken or not (self.uncertain_subs or self.uncertain_acks):
             return
-        assert self.reader is not None
-        reg = self.reader.subscribers
-        reg.refresh()
+        reg = self._fresh_registry()
         for s in self.uncertain_subs:
             if s in reg.subscribers() and s not in self.subs:
                 self.subs[s] = set()
@@ -1191,9 +1211,7 @@ class StoreHarness:
         back = {k for k in after - before if k in self.segs}
         if not back or self.registry_broken:
             return
-        assert self.reader is not None
-        reg = self.reader.subscribers
-        reg.refresh()
+        reg = self._fresh_registry()
         for p, seq in sorted(back):
             if reg.is_deleted(p, seq):
                 raise Resurrected(
@@ -1291,9 +1309,7 @@ class StoreHarness:
         if missing and self.opts.policy == "drop_oldest" and not self.registry_broken:
             # drop_oldest may evict a segment inside the very call that sealed it: rows
             # of partitions with a dropped segment nobody observed may be gone
-            assert self.reader is not None
-            reg = self.reader.subscribers
-            reg.refresh()
+            reg = self._fresh_registry()
             unseen = {
                 p
                 for p in PARTS
