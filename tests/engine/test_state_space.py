@@ -101,6 +101,7 @@ class StoreStateSpace(RuleBasedStateMachine):
         assert self.h is not None
         sm.STATS["steps"] += 1
         self.h.rule = fn.__name__
+        sm.STATS[f"rule:{fn.__name__}"] += 1
         try:
             fn(*args)
         except Faulted:
@@ -234,7 +235,7 @@ class StoreStateSpace(RuleBasedStateMachine):
 
     @rule(
         pair=st.sampled_from(KNOWN_PAIRS),
-        at=st.integers(1, 3),
+        at=st.sampled_from([1, 1, 1, 2, 3]),
         err=st.sampled_from([errno.EIO, errno.ENOSPC]),
         partial=st.booleans(),
         cont=st.integers(0, 3),
@@ -343,6 +344,10 @@ class StoreStateSpace(RuleBasedStateMachine):
         # faults that surface and let the process go on are the common case in production
         self.fault_next(pair, 1, err, False, 1, sticky, 1)
 
+    @rule(pair=st.sampled_from(KNOWN_PAIRS), err=st.sampled_from([errno.EIO, errno.ENOSPC]))
+    def fault_next_and_die(self, pair: tuple[str, str], err: int) -> None:
+        self.fault_next(pair, 1, err, True, 0, 0, 0)
+
     @invariant()
     def a_swallowed_fault_still_ends_the_process(self) -> None:
         # an injected fault the engine caught (best-effort cleanup): crash and check
@@ -413,6 +418,8 @@ def state_space_report(request: pytest.FixtureRequest):
         "live_checks": _by_prefix(s, "live_checks:"),
         "reopen_checks": _by_prefix(s, "reopen_checks:"),
         "relaxations_used": dict(sm.RELAXED),
+        "targeted": _by_prefix(s, "targeted:"),
+        "rules": _by_prefix(s, "rule:"),
         "other": {k: v for k, v in sorted(s.items()) if ":" not in k},
     }
     line = "state space: " + json.dumps(figures, sort_keys=True)
