@@ -17,13 +17,18 @@ Typical crash-state test::
 
 from __future__ import annotations
 
+import contextlib
 import errno as errno_mod
 import hashlib
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+from fsspec.implementations.memory import MemoryFileSystem
 
 from quiver_spark.fs import FileIO
 
@@ -56,6 +61,7 @@ class TraceOp:
 FILE_KINDS = (
     "wal", "state", "heartbeat", "lock", "store", "policy", "arrow", "meta", "quarantine",
     "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir", "other",
+    "remote-arrow", "remote-meta", "remote-quarantine", "remote-dir",
 )  # fmt: skip
 """Every kind of file :func:`file_kind` tells apart (ARCHITECTURE.md's damage table)."""
 
@@ -66,6 +72,8 @@ def file_kind(path: str) -> str:
     Directories count as ``dir`` (``listdir``, ``mkdir``, ``fsync_dir`` on them) except
     a partition's ``wal/``, which is ``wal``.
     """
+    if path.startswith("faultmem://"):
+        return "remote-" + file_kind(path[len("faultmem://") :])
     path = path.rstrip("/")
     name = os.path.basename(path)
     while name.endswith(".tmp"):  # x.tmp, x.<pid>-<tid>-<rand>.tmp
@@ -182,6 +190,16 @@ class FaultyIO(FileIO):
         self.wants_data = record_data
         self._lock = threading.Lock()
         self._pending = threading.local()
+        self.suspended = 0  # > 0: no fault fires (a test observing the store)
+
+    @contextlib.contextmanager
+    def no_faults(self) -> Iterator[None]:
+        """Operations inside are traced but never failed (the test's own observation)."""
+        self.suspended += 1
+        try:
+            yield
+        finally:
+            self.suspended -= 1
 
     def fail(self, op: str, at: int, err: int = errno_mod.EIO, **kw: object) -> Fault:
         """Arm a fault on the ``at``-th ``op`` from now on (see :class:`Fault`)."""
@@ -208,7 +226,7 @@ class FaultyIO(FileIO):
             )
             self._pending.src = self._pending.mode = None
             self.trace.append(entry)
-            for fault in self.faults:
+            for fault in () if self.suspended else self.faults:
                 if fault.hit(op, path):
                     entry.failed, entry.errno = True, fault.errno
                     if op == "write":
@@ -464,3 +482,63 @@ def _digest(files: dict[str, bytes]) -> str:
     for name in sorted(files):
         h.update(name.encode() + b"\0" + hashlib.sha1(files[name]).digest())
     return h.hexdigest()
+
+
+# -- a remote segment location with injected request failures -------------------------
+
+
+class FaultyMemoryFS(MemoryFileSystem):
+    """fsspec ``faultmem://``: an in-memory object store whose every request goes through
+    :attr:`io`'s ``before`` first (``listdir``, ``stat``, ``read``, ``write`` for an upload,
+    ``rename``, ``unlink``, ``mkdir``), so a :class:`FaultyIO` fails remote segment I/O
+    like local I/O. Paths are reported as ``faultmem://<key>``. Objects survive a
+    simulated power loss (an object store is durable once a request succeeded).
+    """
+
+    protocol = "faultmem"
+    store: dict[str, Any] = {}  # separate from the plain memory filesystem's store
+    pseudo_dirs = [""]
+    io: FileIO | None = None
+
+    def _hook(self, op: str, path: str, size: int = 0) -> None:
+        if self.io is not None:
+            key = str(path)
+            while key.startswith("faultmem://"):
+                key = key[len("faultmem://") :]
+            self.io.before(op, "faultmem://" + key.lstrip("/"), None, size)
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+        self._hook("listdir", path)
+        return super().ls(path, detail=detail, **kwargs)
+
+    def info(self, path: str, **kwargs: Any) -> Any:
+        self._hook("stat", path)
+        return super().info(path, **kwargs)
+
+    def cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> Any:
+        self._hook("read", path)
+        return super().cat_file(path, start=start, end=end, **kwargs)
+
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        try:
+            self._hook("write", path, len(value))
+        except InjectedError as e:
+            if e.fault.partial:  # the request died after part of the body was stored
+                super().pipe_file(path, value[: len(value) // 2], mode=mode, **kwargs)
+            raise
+        super().pipe_file(path, value, mode=mode, **kwargs)
+
+    def mv(self, path1: str, path2: str, *args: Any, **kwargs: Any) -> None:
+        self._hook("rename", path2)
+        super().mv(path1, path2, *args, **kwargs)
+
+    def rm_file(self, path: str) -> None:
+        self._hook("unlink", path)
+        super().rm_file(path)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        self._hook("mkdir", path)
+        super().makedirs(path, exist_ok=exist_ok)
+
+
+fsspec.register_implementation(FaultyMemoryFS.protocol, FaultyMemoryFS, clobber=True)

@@ -32,6 +32,7 @@ import errno as errno_mod
 import os
 import shutil
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,7 @@ from quiver_spark.errors import (
 )
 from quiver_spark.subscribers import Outcome
 from tests.damage import flip_byte
-from tests.faults import FILE_KINDS, CrashSimulator, FaultyIO, file_kind
+from tests.faults import FILE_KINDS, CrashSimulator, FaultyIO, FaultyMemoryFS, file_kind
 
 STATS: Counter[str] = Counter()
 """Figures of the run: sequences, steps, invariant checks, faults fired per point..."""
@@ -286,6 +287,7 @@ class Options:
     layout: str = "default"  # default | external (wal.path outside the root)
     policy: str | None = None  # None | backpressure | drop_oldest (size cap)
     time_retention: bool = False
+    segments: str = "local"  # local | remote (an fsspec faultmem:// location)
 
 
 def _file_kind(path: str) -> str:
@@ -334,7 +336,13 @@ class StoreHarness:
             file_size_bytes=WAL_FILE,
             path=self.wal_path,
         )
-        seg = SegmentConfig(target_size_bytes=TARGET_SIZE, max_open_duration_s=0.001)
+        seg_url = None
+        if self.opts.segments == "remote":
+            FaultyMemoryFS.io = self.io  # remote requests fail like local I/O
+            seg_url = f"faultmem://seg-{uuid.uuid4().hex}"
+        seg = SegmentConfig(
+            target_size_bytes=TARGET_SIZE, max_open_duration_s=0.001, path=seg_url
+        )
         # one policy for every handle: the store records it at creation (POLICY)
         self.cfg = StoreConfig(
             wal=wal,
@@ -518,6 +526,10 @@ class StoreHarness:
 
     def _fresh_registry(self) -> Any:
         """The maintenance handle's registry, caught up with the ack log."""
+        with self.io.no_faults():
+            return self._fresh_registry_quiet()
+
+    def _fresh_registry_quiet(self) -> Any:
         assert self.reader is not None
         try:
             reg = self.reader.subscribers
@@ -1007,7 +1019,8 @@ class StoreHarness:
         if not todo:
             return
         assert self.reader is not None
-        reg = self.reader.subscribers
+        with self.io.no_faults():
+            reg = self.reader.subscribers
         by_part: dict[str, list[int]] = {}
         for p, seq in todo:
             by_part.setdefault(p, []).append(seq)
@@ -1061,6 +1074,10 @@ class StoreHarness:
 
     def observe(self) -> Counter[int]:
         """Read every published segment; update the seq map; check vanished segments."""
+        with self.io.no_faults():
+            return self._observe()
+
+    def _observe(self) -> Counter[int]:
         assert self.reader is not None
         loc = self.reader.segment_location
         visible: Counter[int] = Counter()
@@ -1203,7 +1220,8 @@ class StoreHarness:
     def _listing_quiet(self) -> set[tuple[str, int]]:
         if self.reader is None:
             return set()
-        return {(p, s) for p, seqs in self._listing().items() for s in seqs}
+        with self.io.no_faults():
+            return {(p, s) for p, seqs in self._listing().items() for s in seqs}
 
     def _check_came_back(self, before: set[tuple[str, int]], after: set[tuple[str, int]]) -> None:
         """A segment unpublished at the crash that recovery publishes again must not be one

@@ -68,6 +68,9 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
     unlink:acklog unlink:arrow unlink:commit unlink:meta unlink:wal
     write:acklog write:arrow write:checkpoint write:commit write:heartbeat write:meta
     write:metrics write:policy write:state write:store write:wal
+    listdir:remote-dir mkdir:remote-dir read:remote-arrow read:remote-meta
+    read:remote-quarantine rename:remote-meta stat:remote-arrow stat:remote-meta
+    unlink:remote-arrow unlink:remote-meta write:remote-arrow write:remote-meta
     """.split()
 ]
 """Every (operation, file kind) the file layer performs in this workload (the report
@@ -92,9 +95,12 @@ class StoreStateSpace(RuleBasedStateMachine):
         layout=st.sampled_from(["default", "external"]),
         policy=st.sampled_from([None, "backpressure", "drop_oldest"]),
         time_retention=st.booleans(),
+        segments=st.sampled_from(["local", "local", "remote"]),
     )
-    def start(self, flush: str, layout: str, policy: str | None, time_retention: bool) -> None:
-        self.h = StoreHarness(self.tmp, Options(flush, layout, policy, time_retention))
+    def start(
+        self, flush: str, layout: str, policy: str | None, time_retention: bool, segments: str
+    ) -> None:
+        self.h = StoreHarness(self.tmp, Options(flush, layout, policy, time_retention, segments))
 
     # -- plumbing ------------------------------------------------------------------------
     def _run(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
