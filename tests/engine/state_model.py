@@ -429,8 +429,10 @@ class StoreHarness:
         """The writer process of ``p`` ends cleanly and a new one opens (recovery)."""
         store = self.writers[p]
         assert store is not None
-        self._engine(f"close {p}", store.close)
-        self.kill(p)
+        try:
+            self._engine(f"close {p}", store.close)
+        finally:
+            self.kill(p)  # a closed handle is never used again, even if close raised
         self._engine(f"open {p}", lambda: self._open_writer(p))
 
     def live_writers(self) -> list[str]:
