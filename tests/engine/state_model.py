@@ -58,6 +58,7 @@ from quiver_spark.errors import (
     WalFailedError,
 )
 from quiver_spark.subscribers import Outcome
+from quiver_spark.subscription import Subscription
 from tests.damage import flip_byte
 from tests.faults import FILE_KINDS, CrashSimulator, FaultyIO, FaultyMemoryFS, file_kind
 
@@ -999,8 +1000,19 @@ class StoreHarness:
             return
         assert self.reader is not None
         reader = self.reader
+
+
+        def start() -> None:
+            # a consumer's first start: the registration, its .sub record and the
+            # readers/ lock (ARCHITECTURE.md §8.10)
+            consumer = Subscription(reader, sub, live=True)
+            try:
+                consumer.start()
+            finally:
+                consumer.close()
+
         try:
-            self._engine(f"register {sub}", lambda: reader.subscribers.register(sub))
+            self._engine(f"register {sub}", start)
         except Crashed:
             self.uncertain_subs.add(sub)
             raise
@@ -1138,6 +1150,10 @@ class StoreHarness:
                     self.status[k] = LOST
             return
         acked_by_all = bool(self.subs) and all(key in acked for acked in self.subs.values())
+        if not acked_by_all and self.uncertain_acks and not self.registry_broken:
+            # an acknowledgement that raised may still have reached the ack log
+            self._sync_subscribers()
+            acked_by_all = all(key in acked for acked in self.subs.values())
         if not acked_by_all:
             if not self.drop_window:
                 not_done = sorted(s for s, a in self.subs.items() if key not in a)
@@ -1165,6 +1181,8 @@ class StoreHarness:
     def recover_and_check(self) -> None:
         """Reopen every handle (recovery), seal what is committed, read everything, compare."""
         self.io.faults.clear()
+        if self.live_due:  # handles that lived through a fault must work again first
+            self.live_check()
         self.live_due = self.cont = False
         if self.reader is None:
             try:
@@ -1208,6 +1226,8 @@ class StoreHarness:
     def _sync_subscribers(self) -> None:
         """Registrations and acks whose call crashed may or may not be durable: ask."""
         if self.registry_broken or not (self.uncertain_subs or self.uncertain_acks):
+            return
+        if self.reader is None:
             return
         reg = self._fresh_registry()
         for s in self.uncertain_subs:
