@@ -341,9 +341,7 @@ class StoreHarness:
         if self.opts.segments == "remote":
             FaultyMemoryFS.io = self.io  # remote requests fail like local I/O
             seg_url = f"faultmem://seg-{uuid.uuid4().hex}"
-        seg = SegmentConfig(
-            target_size_bytes=TARGET_SIZE, max_open_duration_s=0.001, path=seg_url
-        )
+        seg = SegmentConfig(target_size_bytes=TARGET_SIZE, max_open_duration_s=0.001, path=seg_url)
         # one policy for every handle: the store records it at creation (POLICY)
         self.cfg = StoreConfig(
             wal=wal,
@@ -702,8 +700,11 @@ class StoreHarness:
         for p in self.live_writers():
             store = self.writers[p]
             assert store is not None
-            for what in ("flush", "maintain", "finalize"):
-                self._until_works(f"{what} {p} after the fault cleared", getattr(store, what), p)
+            for what in ("append", "flush", "maintain", "finalize"):
+                fn = (lambda p=p: self._probe_append(p)) if what == "append" else None
+                self._until_works(
+                    f"{what} {p} after the fault cleared", fn or getattr(store, what), p
+                )
                 store = self.writers[p]
                 assert store is not None
             self.unflushed[p] = []
@@ -718,6 +719,19 @@ class StoreHarness:
         self._compare(visible, parts=parts, live=True)
         STATS["live_checks"] += 1
         STATS[f"live_checks:{self.fault_rule}"] += 1
+
+    def _probe_append(self, p: str) -> None:
+        """One row of a schema the store takes (a write must work again, not only reads)."""
+        self._expect_schema("base")
+        variant = next(
+            (
+                v
+                for v in VARIANTS
+                if self.store_schema is None or compatible(self.store_schema, _schema(v))
+            ),
+            "base",
+        )
+        self.append(p, variant, 1)
 
     def _until_works(self, what: str, fn: Any, p: str | None = None) -> None:
         last: BaseException | None = None
@@ -748,7 +762,9 @@ class StoreHarness:
                 return
             store = self.writers[p]
             assert store is not None
-            self._until_works(what, getattr(store, what.split()[0]))
+            name = what.split()[0]
+            probe = (lambda: self._probe_append(p)) if name == "append" else getattr(store, name)
+            self._until_works(what, probe)
             return
         raise StuckHandle(
             f"{what}: still fails after {RETRIES} calls with no fault armed: "
@@ -1000,7 +1016,6 @@ class StoreHarness:
             return
         assert self.reader is not None
         reader = self.reader
-
 
         def start() -> None:
             # a consumer's first start: the registration, its .sub record and the
