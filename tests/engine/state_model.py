@@ -424,15 +424,25 @@ class StoreHarness:
         if store._subscribers is not None:
             store._subscribers.close()
 
-    def restart_writer(self, p: str) -> None:
-        """The writer process of ``p`` ends cleanly and a new one opens (recovery)."""
+    def restart_writer(self, p: str, clean: bool = True) -> None:
+        """The writer process of ``p`` ends (cleanly, or it dies) and a new one opens."""
         store = self.writers[p]
         assert store is not None
         try:
-            self._engine(f"close {p}", store.close)
+            if clean:
+                self._engine(f"close {p}", store.close)
         finally:
             self.kill(p)  # a closed handle is never used again, even if close raised
-        self._engine(f"open {p}", lambda: self._open_writer(p))
+        self.start_writer(p)
+
+    def start_writer(self, p: str) -> None:
+        """A writer process for ``p`` opens (recovery)."""
+        try:
+            self._engine(f"open {p}", lambda: self._open_writer(p))
+        except (WrongError, DamageNotContained) as e:
+            if not isinstance(e.__cause__, QuiverError):
+                raise
+            self._open_failed(p, e.__cause__)  # damage found by this open: named, contained
 
     def live_writers(self) -> list[str]:
         return [p for p in PARTS if self.writers[p] is not None]
@@ -722,6 +732,10 @@ class StoreHarness:
 
     def _probe_append(self, p: str) -> None:
         """One row of a schema the store takes (a write must work again, not only reads)."""
+        self.append_compatible(p, 1)
+
+    def append_compatible(self, p: str, n: int) -> None:
+        """``n`` rows in a schema the store takes."""
         self._expect_schema("base")
         variant = next(
             (
@@ -731,7 +745,7 @@ class StoreHarness:
             ),
             "base",
         )
-        self.append(p, variant, 1)
+        self.append(p, variant, n)
 
     def _until_works(self, what: str, fn: Any, p: str | None = None) -> None:
         last: BaseException | None = None
