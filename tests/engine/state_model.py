@@ -28,6 +28,7 @@ distinct failures apart). Counters for the run's report accumulate in :data:`STA
 
 from __future__ import annotations
 
+import dataclasses
 import errno as errno_mod
 import os
 import shutil
@@ -434,6 +435,48 @@ class StoreHarness:
         finally:
             self.kill(p)  # a closed handle is never used again, even if close raised
         self.start_writer(p)
+
+    def create_with_fault(self, op: str, kind: str, err: int, cont: bool) -> None:
+        """A new store is created (its STORE, POLICY, directories) while ``op`` on a file
+        of ``kind`` fails once; the creator fails, then it (or a new process) tries again:
+        the store must open, take rows and return them (no half-made store is refused)."""
+        root = os.path.join(self.base, "fresh", uuid.uuid4().hex[:8])
+        cfg = dataclasses.replace(
+            self.cfg,
+            wal=dataclasses.replace(self.cfg.wal, path=None),
+            segment=dataclasses.replace(self.cfg.segment, path=None),
+        )
+        io = FaultyIO()
+        io.fail(op, 1, err, kind=kind)
+        try:
+            QuiverStore.open(root, cfg, partition="p-0", io=io, background=False).close()
+        except (QuiverError, OSError) as e:
+            if not any(f.fired for f in io.faults):
+                raise WrongError(f"creating a store failed without a fault: {e}") from e
+        fired = sum(f.fired for f in io.faults)
+        if fired:
+            FIRED[op, kind, "continued" if cont else "crashed"] += fired
+            STATS["faults_fired"] += fired
+            STATS["faults_continued" if cont else "faults_crashed"] += fired
+        io.faults.clear()
+        try:
+            store = QuiverStore.open(root, cfg, partition="p-0", io=io, background=False)
+            try:
+                store.append(make_batch("base", [1, 2, 3]))
+                store.flush()
+                store.finalize()
+                rows = sorted(k for b in store.scan() for k in b.column("k").to_pylist())
+            finally:
+                store.close()
+        except QuiverError as e:
+            raise StuckHandle(
+                f"a store whose creation failed at {op} on {kind} ({errno_mod.errorcode[err]}) "
+                f"does not open again once the fault cleared: {type(e).__name__}: {e}"
+            ) from e
+        if rows != [1, 2, 3]:
+            raise LostRow(f"a store created after a failed creation returns {rows}, not [1, 2, 3]")
+        shutil.rmtree(root, ignore_errors=True)
+        STATS["creations_with_fault"] += 1
 
     def start_writer(self, p: str) -> None:
         """A writer process for ``p`` opens (recovery)."""

@@ -89,6 +89,15 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
 """Every (operation, file kind) the file layer performs in this workload (the report
 lists pairs seen but missing here, and pairs here that never fired)."""
 
+CREATION_PAIRS: list[tuple[str, str]] = [
+    ("mkdir", "dir"), ("mkdir", "wal"), ("open", "store"), ("write", "store"),
+    ("fsync", "store"), ("rename", "store"), ("open", "policy"), ("write", "policy"),
+    ("fsync", "policy"), ("rename", "policy"), ("fsync_dir", "dir"), ("open", "state"),
+    ("write", "state"), ("rename", "state"), ("open", "wal"), ("write", "wal"),
+    ("fsync", "wal"), ("open", "lock"),
+]  # fmt: skip
+"""Pairs met when a store and its first partition are created."""
+
 
 class StoreStateSpace(RuleBasedStateMachine):
     """Drives :class:`StoreHarness`; a rule's injected fault ends in a crash + check."""
@@ -377,6 +386,16 @@ class StoreStateSpace(RuleBasedStateMachine):
         # faults that surface and let the process go on are the common case in production;
         # each sequence walks the (op, kind) pairs, so every pair gets its turns
         self.fault_next(self._walk_pair(), 1, err, False, 1, sticky, 1)
+
+    @rule(
+        pair=st.sampled_from(CREATION_PAIRS),
+        err=st.sampled_from([errno.EIO, errno.ENOSPC]),
+        cont=st.booleans(),
+    )
+    def create_a_store_with_a_fault(self, pair: tuple[str, str], err: int, cont: bool) -> None:
+        sm.STATS["steps"] += 1
+        self.h.rule = "create_a_store_with_a_fault"
+        self.h.create_with_fault(*pair, err, cont)
 
     @rule(err=st.sampled_from([errno.EIO, errno.ENOSPC]))
     def fault_next_and_die(self, err: int) -> None:
