@@ -540,7 +540,7 @@ class StoreHarness:
                     raise WrongError(
                         f"{what}: an injected I/O fault surfaced as {type(e).__name__}: {e}"
                     ) from e
-                raise Crashed(what) from e
+                raise (Faulted if self.cont else Crashed)(what) from e
             if refusals and isinstance(e, refusals):
                 return None, e
             if isinstance(e, Violation):
