@@ -84,6 +84,9 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
     listdir:remote-dir mkdir:remote-dir read:remote-arrow read:remote-meta
     read:remote-quarantine rename:remote-meta stat:remote-arrow stat:remote-meta
     unlink:remote-arrow unlink:remote-meta write:remote-arrow write:remote-meta
+    fsync:sub link:sub open:sub read:sub unlink:sub write:sub stat:checkpoint
+    stat:quarantine truncate:acklog rename:remote-arrow rename:remote-quarantine
+    stat:remote-quarantine unlink:remote-quarantine write:remote-quarantine
     """.split()
 ]
 """Every (operation, file kind) the file layer performs in this workload (the report
@@ -501,7 +504,7 @@ def test_state_space_ci_profile():
     """The short profile: deterministic sequences, no example database."""
     run = StoreStateSpace.TestCase("runTest")
     run.settings = _settings(
-        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "200")),
+        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "300")),
         int(os.environ.get("QUIVER_STATE_SPACE_STEPS", "40")),
         database=None,
         derandomize=True,
