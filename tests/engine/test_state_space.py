@@ -136,8 +136,18 @@ class StoreStateSpace(RuleBasedStateMachine):
         self.next_pair = first_pair  # targeted faults walk the pairs from here
 
     def _walk_pair(self) -> tuple[str, str]:
-        pair = KNOWN_PAIRS[self.next_pair % len(KNOWN_PAIRS)]
-        self.next_pair += 1
+        """The next pair this store can meet (segments are either local or remote)."""
+        assert self.h is not None
+        remote = self.h.opts.segments == "remote"
+        for _ in range(len(KNOWN_PAIRS)):
+            pair = KNOWN_PAIRS[self.next_pair % len(KNOWN_PAIRS)]
+            self.next_pair += 1
+            local_segment = pair[1] in ("arrow", "meta", "quarantine")
+            if remote and local_segment:
+                continue  # no .arrow/.meta in the store directory
+            if pair[1].startswith("remote-") and not remote:
+                continue
+            return pair
         return pair
 
     # -- plumbing ------------------------------------------------------------------------
