@@ -514,7 +514,7 @@ def test_state_space_ci_profile():
     """The short profile: deterministic sequences, no example database."""
     run = StoreStateSpace.TestCase("runTest")
     run.settings = _settings(
-        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "300")),
+        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "200")),
         int(os.environ.get("QUIVER_STATE_SPACE_STEPS", "40")),
         database=None,
         derandomize=True,
