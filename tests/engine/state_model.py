@@ -564,7 +564,12 @@ class StoreHarness:
                 # read, not the first reopen): the store-wide registry is out
                 self.registry_broken = True
                 raise Outage(what) from e
-            if acklog_damaged and isinstance(e, SubscriberError) and "unknown subscriber" in str(e):
+            if (
+                acklog_damaged
+                and isinstance(e, SubscriberError)
+                and "unknown subscriber" in str(e)
+                and pending("acklog-flip-cuts-registration")
+            ):
                 # damage cut the ack log back before a registration: the model follows
                 # the registry (the subscriber starts over: redelivery, never loss)
                 for sub in list(self.subs):
@@ -1585,6 +1590,11 @@ class StoreHarness:
             raise
         for s in list(self.subs):
             if s not in reg.subscribers():
+                if not pending("acklog-flip-cuts-registration"):
+                    raise DamageNotContained(
+                        f"ack-log damage removed subscriber {s!r}; its .sub record should keep "
+                        "the registration (and the data it has not acknowledged)"
+                    )
                 del self.subs[s]
                 continue
             self.subs[s] = {key for key in self.subs[s] if reg.is_done(s, *key)}
