@@ -32,7 +32,8 @@ class FileIO:
     """Primitive file operations plus the composite durable ones built on them.
 
     Subclasses override :meth:`before` to observe or fail operations. ``op`` is one of
-    ``open read write fsync close rename link unlink mkdir fsync_dir truncate chmod``.
+    ``open read write fsync close rename link unlink mkdir fsync_dir truncate chmod
+    listdir stat``.
     """
 
     def __init__(self) -> None:
@@ -151,19 +152,20 @@ class FileIO:
         os.chmod(path, mode)
 
     # -- reads that cannot change state -------------------------------------------
-    @staticmethod
-    def listdir(path: str) -> list[str]:
+    def listdir(self, path: str) -> list[str]:
+        """Sorted names in ``path``; a missing directory has none."""
+        self.before("listdir", path)
         try:
             return sorted(os.listdir(path))
         except FileNotFoundError:
             return []
 
-    @staticmethod
-    def exists(path: str) -> bool:
+    def exists(self, path: str) -> bool:
+        self.before("stat", path)
         return os.path.exists(path)
 
-    @staticmethod
-    def size(path: str) -> int:
+    def size(self, path: str) -> int:
+        self.before("stat", path)
         return os.stat(path).st_size
 
     # -- composites ---------------------------------------------------------------
@@ -208,17 +210,20 @@ class FileIO:
         self.fsync_dir(d)
         return created
 
-    @staticmethod
-    def write_advisory(path: str, data: bytes) -> None:
+    def write_advisory(self, path: str, data: bytes) -> None:
         """Replace ``path`` atomically but without fsync: for advisory files only.
 
-        Used for the writer heartbeat, which status readers treat as a hint; it is
-        not part of any durability argument and is not routed through :meth:`before`.
+        Used for the writer heartbeat and metrics expositions, which readers treat as
+        hints; they are not part of any durability argument. Each step goes through
+        :meth:`before` like every other write, so a caller sees the same errors.
         """
         tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        fd = self.open_create(tmp)
+        try:
+            self.write(fd, data)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
 
     def durable_unlink(self, paths: list[str]) -> None:
         """Remove ``paths`` (missing ones ignored) and fsync each directory touched."""

@@ -17,13 +17,18 @@ Typical crash-state test::
 
 from __future__ import annotations
 
+import contextlib
 import errno as errno_mod
 import hashlib
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+from fsspec.implementations.memory import MemoryFileSystem
 
 from quiver_spark.fs import FileIO
 
@@ -53,14 +58,73 @@ class TraceOp:
     errno: int | None = None
 
 
+FILE_KINDS = (
+    "wal", "state", "heartbeat", "lock", "store", "policy", "arrow", "meta", "quarantine",
+    "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir", "other",
+    "remote-arrow", "remote-meta", "remote-quarantine", "remote-dir",
+)  # fmt: skip
+"""Every kind of file :func:`file_kind` tells apart (ARCHITECTURE.md's damage table)."""
+
+
+def file_kind(path: str) -> str:
+    """The kind of store file ``path`` is (its temporary twin counts as the same kind).
+
+    Directories count as ``dir`` (``listdir``, ``mkdir``, ``fsync_dir`` on them) except
+    a partition's ``wal/``, which is ``wal``.
+    """
+    if path.startswith("faultmem://"):
+        return "remote-" + file_kind(path[len("faultmem://") :])
+    path = path.rstrip("/")
+    name = os.path.basename(path)
+    while name.endswith(".tmp"):  # x.tmp, x.<pid>-<tid>-<rand>.tmp
+        name = name[: -len(".tmp")]
+        if "." in name and name.rsplit(".", 1)[1].count("-") == 2:
+            name = name.rsplit(".", 1)[0]
+    parent = os.path.basename(os.path.dirname(path))
+    if name.endswith(".wal") or name == "wal":
+        return "wal"
+    if name.endswith(".lost.jsonl") or (parent == "readers" and name.endswith(".lock")):
+        return "readers"
+    if name.endswith(".sub"):
+        return "sub"
+    if name.startswith("ack-") and name.endswith(".log"):
+        return "acklog"
+    if name.endswith(".commit"):
+        return "commit"
+    if name.endswith(".prom") or parent == "metrics":
+        return "metrics"
+    if name.endswith(".arrow"):
+        return "arrow"
+    if name.endswith(".meta"):
+        return "meta"
+    if name == "QUARANTINE" or name.endswith(".reason"):
+        return "quarantine"
+    simple = {
+        "CHECKPOINT": "checkpoint",
+        "STATE": "state",
+        "HEARTBEAT": "heartbeat",
+        "STORE": "store",
+        "POLICY": "policy",
+    }
+    if name in simple:
+        return simple[name]
+    if name in ("LOCK", ".store.lock") or name.endswith(".lock"):
+        return "lock"
+    if "." not in name:
+        return "dir"
+    return "other"
+
+
 @dataclass
 class Fault:
     """Fail the ``at``-th (1-based) matching ``op`` with ``errno``.
 
-    ``sticky`` fails every later matching occurrence too (a full disk stays full);
-    ``path_contains`` restricts matching to paths containing it; ``partial`` lets a
-    failing write put the first half of its bytes into the file before raising (what
-    a real ENOSPC in the middle of a write does).
+    ``sticky`` fails every later matching occurrence too (a full disk stays full),
+    for ``sticky_for`` occurrences when given (the disk frees up again);
+    ``path_contains`` restricts matching to paths containing it and ``kind`` to paths
+    of one :func:`file_kind`; ``partial`` lets a failing write put the first half of
+    its bytes into the file before raising (what a real ENOSPC in the middle of a
+    write does).
     """
 
     op: str
@@ -69,17 +133,33 @@ class Fault:
     sticky: bool = False
     path_contains: str | None = None
     partial: bool = False
+    kind: str | None = None
+    sticky_for: int | None = None
     seen: int = 0
     fired: int = 0
 
     def hit(self, op: str, path: str) -> bool:
-        if op != self.op or (self.path_contains and self.path_contains not in path):
+        if op != self.op and self.op != "*":
+            return False
+        if self.path_contains and self.path_contains not in path:
+            return False
+        if self.kind and file_kind(path) != self.kind:
             return False
         self.seen += 1
-        if self.seen == self.at or (self.sticky and self.seen > self.at):
+        if self.seen == self.at or (self.sticky and self.seen > self.at and not self.cleared):
             self.fired += 1
             return True
         return False
+
+    @property
+    def cleared(self) -> bool:
+        """A sticky fault that has fired its ``sticky_for`` times (the condition cleared)."""
+        return self.sticky_for is not None and self.fired >= self.sticky_for
+
+    @property
+    def done(self) -> bool:
+        """Will never fire again."""
+        return self.seen >= self.at and (not self.sticky or self.cleared)
 
 
 class InjectedError(OSError):
@@ -105,10 +185,21 @@ class FaultyIO(FileIO):
         super().__init__()
         self.faults = list(faults)
         self.counts: Counter[str] = Counter()
+        self.pairs: Counter[tuple[str, str]] = Counter()  # (op, file kind) seen
         self.trace: list[TraceOp] = []
         self.wants_data = record_data
         self._lock = threading.Lock()
         self._pending = threading.local()
+        self.suspended = 0  # > 0: no fault fires (a test observing the store)
+
+    @contextlib.contextmanager
+    def no_faults(self) -> Iterator[None]:
+        """Operations inside are traced but never failed (the test's own observation)."""
+        self.suspended += 1
+        try:
+            yield
+        finally:
+            self.suspended -= 1
 
     def fail(self, op: str, at: int, err: int = errno_mod.EIO, **kw: object) -> Fault:
         """Arm a fault on the ``at``-th ``op`` from now on (see :class:`Fault`)."""
@@ -123,6 +214,7 @@ class FaultyIO(FileIO):
     def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
         with self._lock:
             self.counts[op] += 1
+            self.pairs[op, file_kind(path)] += 1
             entry = TraceOp(
                 len(self.trace),
                 op,
@@ -134,7 +226,7 @@ class FaultyIO(FileIO):
             )
             self._pending.src = self._pending.mode = None
             self.trace.append(entry)
-            for fault in self.faults:
+            for fault in () if self.suspended else self.faults:
                 if fault.hit(op, path):
                     entry.failed, entry.errno = True, fault.errno
                     if op == "write":
@@ -390,3 +482,63 @@ def _digest(files: dict[str, bytes]) -> str:
     for name in sorted(files):
         h.update(name.encode() + b"\0" + hashlib.sha1(files[name]).digest())
     return h.hexdigest()
+
+
+# -- a remote segment location with injected request failures -------------------------
+
+
+class FaultyMemoryFS(MemoryFileSystem):
+    """fsspec ``faultmem://``: an in-memory object store whose every request goes through
+    :attr:`io`'s ``before`` first (``listdir``, ``stat``, ``read``, ``write`` for an upload,
+    ``rename``, ``unlink``, ``mkdir``), so a :class:`FaultyIO` fails remote segment I/O
+    like local I/O. Paths are reported as ``faultmem://<key>``. Objects survive a
+    simulated power loss (an object store is durable once a request succeeded).
+    """
+
+    protocol = "faultmem"
+    store: dict[str, Any] = {}  # separate from the plain memory filesystem's store
+    pseudo_dirs = [""]
+    io: FileIO | None = None
+
+    def _hook(self, op: str, path: str, size: int = 0) -> None:
+        if self.io is not None:
+            key = str(path)
+            while key.startswith("faultmem://"):
+                key = key[len("faultmem://") :]
+            self.io.before(op, "faultmem://" + key.lstrip("/"), None, size)
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+        self._hook("listdir", path)
+        return super().ls(path, detail=detail, **kwargs)
+
+    def info(self, path: str, **kwargs: Any) -> Any:
+        self._hook("stat", path)
+        return super().info(path, **kwargs)
+
+    def cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> Any:
+        self._hook("read", path)
+        return super().cat_file(path, start=start, end=end, **kwargs)
+
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        try:
+            self._hook("write", path, len(value))
+        except InjectedError as e:
+            if e.fault.partial:  # the request died after part of the body was stored
+                super().pipe_file(path, value[: len(value) // 2], mode=mode, **kwargs)
+            raise
+        super().pipe_file(path, value, mode=mode, **kwargs)
+
+    def mv(self, path1: str, path2: str, *args: Any, **kwargs: Any) -> None:
+        self._hook("rename", path2)
+        super().mv(path1, path2, *args, **kwargs)
+
+    def rm_file(self, path: str) -> None:
+        self._hook("unlink", path)
+        super().rm_file(path)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        self._hook("mkdir", path)
+        super().makedirs(path, exist_ok=exist_ok)
+
+
+fsspec.register_implementation(FaultyMemoryFS.protocol, FaultyMemoryFS, clobber=True)

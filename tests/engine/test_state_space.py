@@ -9,12 +9,25 @@ store's size-cap policy and time retention, ``quiver gc`` and ``quiver fsck
 ``wal.max_size``; schemas vary in nullability, metadata, dictionary encoding, an extra
 column and an incompatible type. Faults: kill, power loss (every crash state kind of
 :class:`~tests.faults.CrashSimulator`), EIO/ENOSPC on a chosen operation (optionally
-torn), loss of ``wal.path``, a flipped byte in any kind of file.
+torn), loss of ``wal.path``, a flipped byte in every kind of file. Segments live in the
+store or on an fsspec location (``faultmem://``) whose requests fail like local I/O.
+
+An injected I/O fault has two halves. Fault-and-crash: the process dies, everything is
+reopened and checked. Fault-and-continue: the error surfaces to the caller, which
+retries the same call or goes on with other work (an ENOSPC may stay for a few calls,
+then the disk frees up); once the fault cleared, every surviving handle must work again
+within :data:`~tests.engine.state_model.RETRIES` calls and a live reader in the same
+process must see every acknowledged row once and nothing undecided (the live check);
+the next reopen must agree with what the live reader saw. Targeted rules arm a fault on
+the next operation of one (operation, file kind) pair and do the work that reaches it;
+each sequence walks the pairs of ``KNOWN_PAIRS``. Relaxations for defects being fixed
+elsewhere are all in :data:`~tests.engine.state_model.PENDING_FIXES`.
 
 Profiles: the CI one runs by default (a few dozen sequences); ``QUIVER_SOAK=1``
 (``make soak``) runs the long one under the ``soak`` marker. The figures of the run
-(sequences x steps, fault points, invariant checks) are printed at the end of the
-module. Shrunk failures live on as ``test_state_space_regressions.py``.
+(sequences x steps, faults fired per (operation, file kind) continued/crashed, pairs
+never fired, live and reopen checks per rule, byte flips per kind, relaxations used) are
+printed at the end of the module. Shrunk failures live on as ``test_state_space_regressions.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +46,15 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from tests.engine import state_model as sm
-from tests.engine.state_model import APPS, ROW_SIZES, SUBS, Crashed, Options, StoreHarness
+from tests.engine.state_model import (
+    APPS,
+    ROW_SIZES,
+    SUBS,
+    Crashed,
+    Faulted,
+    Options,
+    StoreHarness,
+)
 
 SOAK = os.environ.get("QUIVER_SOAK") == "1"
 
@@ -43,6 +64,42 @@ VARIANT = st.sampled_from(
 )
 OPS = ["write", "fsync", "rename", "unlink", "open", "fsync_dir", "truncate", "chmod", "mkdir"]
 WHERE = [None, "/wal/", "/segments/", "/subscribers/", "/commits/", "STATE"]
+KNOWN_PAIRS: list[tuple[str, str]] = [
+    tuple(pair.split(":"))  # type: ignore[misc]
+    for pair in """
+    chmod:arrow chmod:meta flock:lock
+    fsync:acklog fsync:arrow fsync:checkpoint fsync:commit fsync:meta fsync:policy
+    fsync:state fsync:store fsync:wal fsync_dir:dir fsync_dir:wal link:commit
+    listdir:dir listdir:wal mkdir:dir mkdir:wal
+    open:acklog open:arrow open:checkpoint open:commit open:heartbeat open:meta
+    open:lock open:metrics open:policy open:state open:store open:wal
+    read:acklog read:checkpoint read:commit read:meta read:policy read:quarantine
+    read:state read:store read:wal
+    rename:acklog rename:arrow rename:checkpoint rename:heartbeat rename:meta
+    rename:metrics rename:policy rename:state rename:store
+    stat:arrow stat:dir stat:meta stat:wal truncate:wal
+    unlink:acklog unlink:arrow unlink:commit unlink:meta unlink:wal
+    write:acklog write:arrow write:checkpoint write:commit write:heartbeat write:meta
+    write:metrics write:policy write:state write:store write:wal
+    listdir:remote-dir mkdir:remote-dir read:remote-arrow read:remote-meta
+    read:remote-quarantine rename:remote-meta stat:remote-arrow stat:remote-meta
+    unlink:remote-arrow unlink:remote-meta write:remote-arrow write:remote-meta
+    fsync:sub link:sub open:sub read:sub unlink:sub write:sub stat:checkpoint
+    stat:quarantine truncate:acklog rename:remote-arrow rename:remote-quarantine
+    stat:remote-quarantine unlink:remote-quarantine write:remote-quarantine
+    """.split()
+]
+"""Every (operation, file kind) the file layer performs in this workload (the report
+lists pairs seen but missing here, and pairs here that never fired)."""
+
+CREATION_PAIRS: list[tuple[str, str]] = [
+    ("mkdir", "dir"), ("mkdir", "wal"), ("open", "store"), ("write", "store"),
+    ("fsync", "store"), ("rename", "store"), ("open", "policy"), ("write", "policy"),
+    ("fsync", "policy"), ("rename", "policy"), ("fsync_dir", "dir"), ("open", "state"),
+    ("write", "state"), ("rename", "state"), ("open", "wal"), ("write", "wal"),
+    ("fsync", "wal"), ("open", "lock"),
+]  # fmt: skip
+"""Pairs met when a store and its first partition are created."""
 
 
 class StoreStateSpace(RuleBasedStateMachine):
@@ -63,16 +120,46 @@ class StoreStateSpace(RuleBasedStateMachine):
         layout=st.sampled_from(["default", "external"]),
         policy=st.sampled_from([None, "backpressure", "drop_oldest"]),
         time_retention=st.booleans(),
+        segments=st.sampled_from(["local", "local", "remote"]),
+        first_pair=st.integers(0, 2**32),  # wide: small ranges are drawn unevenly
     )
-    def start(self, flush: str, layout: str, policy: str | None, time_retention: bool) -> None:
-        self.h = StoreHarness(self.tmp, Options(flush, layout, policy, time_retention))
+    def start(
+        self,
+        flush: str,
+        layout: str,
+        policy: str | None,
+        time_retention: bool,
+        segments: str,
+        first_pair: int,
+    ) -> None:
+        self.h = StoreHarness(self.tmp, Options(flush, layout, policy, time_retention, segments))
+        self.next_pair = first_pair  # targeted faults walk the pairs from here
+
+    def _walk_pair(self) -> tuple[str, str]:
+        """The next pair this store can meet (segments are either local or remote)."""
+        assert self.h is not None
+        remote = self.h.opts.segments == "remote"
+        for _ in range(len(KNOWN_PAIRS)):
+            pair = KNOWN_PAIRS[self.next_pair % len(KNOWN_PAIRS)]
+            self.next_pair += 1
+            local_segment = pair[1] in ("arrow", "meta", "quarantine")
+            if remote and local_segment:
+                continue  # no .arrow/.meta in the store directory
+            if pair[1].startswith("remote-") and not remote:
+                continue
+            return pair
+        return pair
 
     # -- plumbing ------------------------------------------------------------------------
     def _run(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
         assert self.h is not None
         sm.STATS["steps"] += 1
+        self.h.rule = fn.__name__
+        sm.STATS[f"rule:{fn.__name__}"] += 1
         try:
             fn(*args)
+        except Faulted:
+            self.h.continued()
         except Crashed:
             self.h.crashed()
         except sm.Outage:
@@ -157,6 +244,15 @@ class StoreStateSpace(RuleBasedStateMachine):
 
     @rule(sub=st.sampled_from(SUBS), count=st.integers(1, 4), nack=st.integers(0, 5))
     def read_and_ack(self, sub: str, count: int, nack: int) -> None:
+        if sub not in self.h.subs:
+            self._run(self.h.register, sub)
+        self._run(self.h.ack, sub, count, "nack" if nack == 0 else "ack")
+
+    @rule(sub=st.sampled_from(SUBS), count=st.integers(1, 8), nack=st.integers(0, 3))
+    def consume(self, sub: str, count: int, nack: int) -> None:
+        # consumers keep up in real deployments: a second consumer rule doubles their share
+        if sub not in self.h.subs:
+            self._run(self.h.register, sub)
         self._run(self.h.ack, sub, count, "nack" if nack == 0 else "ack")
 
     @rule(expire=st.integers(0, 4), via_gc=st.booleans())
@@ -192,6 +288,87 @@ class StoreStateSpace(RuleBasedStateMachine):
         self.h.arm(op, at, err, partial and op == "write", where)
 
     @rule(
+        pair=st.integers(0, 2**32).map(lambda i: KNOWN_PAIRS[i % len(KNOWN_PAIRS)]),
+        at=st.sampled_from([1, 1, 1, 2, 3]),
+        err=st.sampled_from([errno.EIO, errno.ENOSPC]),
+        partial=st.booleans(),
+        cont=st.integers(0, 3),
+        sticky=st.integers(0, 3),
+        retries=st.integers(0, 2),
+    )
+    def fault_next(
+        self,
+        pair: tuple[str, str],
+        at: int,
+        err: int,
+        partial: bool,
+        cont: int,
+        sticky: int,
+        retries: int,
+    ) -> None:
+        """Arm a fault on the next operation of one (op, file kind) the file layer performs,
+        then do the work that reaches it: every pair gets its turn."""
+        sm.STATS["steps"] += 1
+        op, kind = pair
+        continuing = cont > 0  # the error surfaces and the process goes on, mostly
+        sticky_for = sticky * 2 if err == errno.ENOSPC and sticky and continuing else None
+        self.h.arm(
+            op,
+            at,
+            err,
+            partial and op == "write",
+            None,
+            kind=kind,
+            cont=continuing,
+            sticky_for=sticky_for,
+            retries=retries,
+        )
+        sm.STATS[f"targeted:{op}:{kind}"] += 1
+        self._burst()
+
+    def _burst(self) -> None:
+        """One round of every kind of work, until an armed fault fired (or not)."""
+        h = self.h
+        assert h is not None
+        start = h._fired()
+        for p in sm.PARTS:
+            if h.writers.get(p) is None and p not in h.damaged_parts and h.reader is not None:
+                self._run(h.start_writer, p)
+        for p in h.live_writers():
+            if h.writers.get(p) is None:
+                continue
+            self._run(h.append_compatible, p, 7)
+            if h.writers.get(p) is not None:
+                self._run(h.flush, p)
+            if h.writers.get(p) is not None:
+                before = len(h.txns)
+                self._run(h.begin, p, APPS[0])
+                if len(h.txns) > before and h.writers.get(p) is not None:
+                    self._run(h.txn_append, h.txns[-1], "base", 7)
+                    if h.writers.get(p) is not None:
+                        self._run(h.flush, p)
+        if h.reader is not None:
+            self._run(h.commit, APPS[0], h.candidates(APPS[0]))
+        for p in h.live_writers():
+            if h.writers.get(p) is not None:
+                self._run(h.maintain, p)
+            if h.writers.get(p) is not None:
+                self._run(h.finalize, p)
+        for sub in SUBS:
+            if h.reader is not None and not h.registry_broken:
+                if sub not in h.subs:
+                    self._run(h.register, sub)
+                self._run(h.ack, sub, 2, "ack")
+        if h.reader is not None and not h.registry_broken:
+            self._run(h.retention, False, False)
+        if h._fired() == start and h.live_writers():
+            self._run(h.restart_writer, h.live_writers()[0], False)
+        if h._fired() == start and h.live_writers():
+            self._run(h.restart_writer, h.live_writers()[-1], True)
+        if h._fired() == start and not h.cont:
+            sm.STATS["targeted_not_reached"] += 1
+
+    @rule(
         kind=st.sampled_from(["power", "power-meta", "power-prefix", "torn", "process"]),
         pick=st.integers(0, 1000),
     )
@@ -208,7 +385,7 @@ class StoreStateSpace(RuleBasedStateMachine):
             self.h.lose_wal_path(p)
 
     @rule(
-        kind=st.sampled_from(["wal", "state", "meta", "arrow", "acklog", "commit"]),
+        kind=st.sampled_from(sm.FLIP_KINDS),
         index=st.integers(0, 50),
         frac=st.floats(0, 1),
         quarantine=st.booleans(),
@@ -217,11 +394,53 @@ class StoreStateSpace(RuleBasedStateMachine):
         if len(self.h.damage) < 2:
             self._run(self.h.flip, kind, index, frac, quarantine)
 
+    @rule(err=st.sampled_from([errno.EIO, errno.ENOSPC]), sticky=st.integers(0, 3))
+    def fault_next_and_go_on(self, err: int, sticky: int) -> None:
+        # faults that surface and let the process go on are the common case in production;
+        # each sequence walks the (op, kind) pairs, so every pair gets its turns
+        self.fault_next(self._walk_pair(), 1, err, False, 1, sticky, 1)
+
+    @rule(
+        pair=st.integers(0, 2**32),
+        err=st.sampled_from([errno.EIO, errno.ENOSPC]),
+        cont=st.booleans(),
+        go=st.integers(0, 2),
+    )
+    def create_a_store_with_a_fault(self, pair: int, err: int, cont: bool, go: int) -> None:
+        if go:  # a third of the draws: creating a store is the slowest step
+            return
+        sm.STATS["steps"] += 1
+        self.h.rule = "create_a_store_with_a_fault"
+        self.h.create_with_fault(*CREATION_PAIRS[pair % len(CREATION_PAIRS)], err, cont)
+
+    @rule(err=st.sampled_from([errno.EIO, errno.ENOSPC]))
+    def fault_next_and_die(self, err: int) -> None:
+        self.fault_next(self._walk_pair(), 1, err, True, 0, 0, 0)
+
     @invariant()
     def a_swallowed_fault_still_ends_the_process(self) -> None:
-        # an injected fault the engine caught (best-effort cleanup): crash and check anyway
+        # an injected fault the engine caught (best-effort cleanup): crash and check
+        # anyway, or in continue mode go on
         if self.h is not None and any(f.fired for f in self.h.io.faults):
-            self.h.crashed()
+            self.h.swallowed_fault()
+
+    @invariant()
+    def handles_work_again_once_a_fault_cleared(self) -> None:
+        if self.h is not None and self.h.live_due and not self.h.active_faults():
+            self.h.rule = "live_check"
+            self.h.live_check()
+
+
+def _per_pair() -> dict[str, str]:
+    """``op:kind`` -> ``continued/crashed`` fired counts."""
+    out: dict[str, list[int]] = {}
+    for (op, kind, mode), n in sm.FIRED.items():
+        out.setdefault(f"{op}:{kind}", [0, 0])[mode == "crashed"] += n
+    return {k: f"{c}/{x}" for k, (c, x) in sorted(out.items())}
+
+
+def _by_prefix(s: dict[str, int], prefix: str) -> dict[str, int]:
+    return {k[len(prefix) :]: v for k, v in sorted(s.items()) if k.startswith(prefix)}
 
 
 def _settings(examples: int, steps: int, **kw: object) -> settings:
@@ -236,7 +455,8 @@ def _settings(examples: int, steps: int, **kw: object) -> settings:
 
 @pytest.fixture(scope="module", autouse=True)
 def state_space_report(request: pytest.FixtureRequest):
-    sm.STATS.clear()
+    for c in (sm.STATS, sm.FIRED, sm.SEEN, sm.RELAXED):
+        c.clear()
     sm.FAULT_POINTS.clear()
     t0 = time.monotonic()
     yield
@@ -255,6 +475,20 @@ def state_space_report(request: pytest.FixtureRequest):
         "wal_path_losses": s["wal_path_losses"],
         "kills": s["kills"],
         "wall_s": round(time.monotonic() - t0, 1),
+        "faults_continued": s["faults_continued"],
+        "faults_crashed": s["faults_crashed"],
+        "fired_per_op_kind": _per_pair(),
+        "pairs_known": len(KNOWN_PAIRS),
+        "pairs_fired": len({(o, k) for o, k, _ in sm.FIRED}),
+        "pairs_never_fired": sorted(
+            f"{o}:{k}" for o, k in set(KNOWN_PAIRS) - {(o, k) for o, k, _ in sm.FIRED}
+        ),
+        "pairs_seen_not_known": sorted(f"{o}:{k}" for o, k in set(sm.SEEN) - set(KNOWN_PAIRS)),
+        "live_checks": _by_prefix(s, "live_checks:"),
+        "reopen_checks": _by_prefix(s, "reopen_checks:"),
+        "relaxations_used": dict(sm.RELAXED),
+        "targeted": _by_prefix(s, "targeted:"),
+        "rules": _by_prefix(s, "rule:"),
         "other": {k: v for k, v in sorted(s.items()) if ":" not in k},
     }
     line = "state space: " + json.dumps(figures, sort_keys=True)
@@ -265,14 +499,22 @@ def state_space_report(request: pytest.FixtureRequest):
     out = os.environ.get("QUIVER_STATE_SPACE_REPORT")
     if out:
         with open(out, "w") as f:
-            json.dump({**figures, "fault_points": sorted(map(list, sm.FAULT_POINTS))}, f, indent=1)
+            json.dump(
+                {
+                    **figures,
+                    "fault_points": sorted(map(list, sm.FAULT_POINTS)),
+                    "seen": {f"{o}:{k}": n for (o, k), n in sorted(sm.SEEN.items())},
+                },
+                f,
+                indent=1,
+            )
 
 
 def test_state_space_ci_profile():
     """The short profile: deterministic sequences, no example database."""
     run = StoreStateSpace.TestCase("runTest")
     run.settings = _settings(
-        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "300")),
+        int(os.environ.get("QUIVER_STATE_SPACE_EXAMPLES", "200")),
         int(os.environ.get("QUIVER_STATE_SPACE_STEPS", "40")),
         database=None,
         derandomize=True,

@@ -8,9 +8,11 @@ test passes, strict xfail turns that into a failure, and the mark must go.
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 
-from tests.engine.state_model import Options, StoreHarness
+from tests.engine.state_model import Faulted, Options, StoreHarness
 
 
 @pytest.fixture
@@ -127,4 +129,57 @@ def test_a_batch_that_can_never_fit_the_wal_is_refused_at_once_and_not_retryable
     h = harness
     h.append("p-0", "base", 3000)  # ~3x wal.max_size
     h.append("p-0", "base", 7)
+    h.recover_and_check()
+
+
+# -- fault-and-continue: the error surfaces, the process goes on ------------------------
+# While a relaxation of PENDING_FIXES (state_model.py) stands, these pass through it; once
+# it is deleted they enforce the full invariant (the same handles work again).
+def _go_on(h, fn, *args):
+    try:
+        fn(*args)
+    except Faulted:
+        h.continued()
+
+
+def test_a_failed_ack_log_write_leaves_the_registry_working_once_the_disk_recovers(harness):
+    h = harness
+    h.register("s1")
+    h.append("p-0", "base", 7)
+    h.flush("p-0")
+    h.finalize("p-0")
+    h.arm("write", 1, errno.EIO, False, None, kind="acklog", cont=True)
+    _go_on(h, h.ack, "s1", 4)
+    h.live_check()  # the same registry records acks again
+    h.ack("s1", 4)
+    h.kill_all()
+    h.recover_and_check()
+
+
+def test_a_failed_wal_write_leaves_the_writer_working_once_the_disk_recovers(harness):
+    h = harness
+    h.append("p-0", "base", 7)
+    h.flush("p-0")
+    h.arm("write", 1, errno.ENOSPC, True, None, kind="wal", cont=True)
+    _go_on(h, h.append, "p-0", "base", 7)
+    _go_on(h, h.flush, "p-0")
+    h.live_check()  # the disk freed up: the same writer appends, flushes, finalizes
+    h.kill_all()
+    h.recover_and_check()
+
+
+def test_a_failed_finalize_keeps_committed_rows_of_the_live_writer(harness):
+    h = harness
+    t = h.begin("p-0", "qa")
+    h.txn_append(t, "base", 7)
+    h.flush("p-0")
+    h.commit("qa", [t])
+    u = h.begin("p-0", "qb")  # another task's transaction is still undecided
+    h.txn_append(u, "base", 7)
+    h.flush("p-0")
+    h.arm("write", 1, errno.ENOSPC, False, None, kind="arrow", cont=True)
+    _go_on(h, h.finalize, "p-0")
+    _go_on(h, h.maintain, "p-0")
+    h.live_check()
+    h.kill_all()
     h.recover_and_check()
