@@ -76,37 +76,9 @@ SEEN: Counter[tuple[str, str]] = Counter()
 """File-layer operations performed per (operation, file kind): the pairs that exist."""
 
 PENDING_FIXES: dict[str, str] = {
-    # name: what the model tolerates until the engine is fixed. Delete an entry once
-    # its fix is merged; the generative test then enforces the full invariant again.
-    "finalize-failure-loses-committed": (
-        "a failed finalize mid-transaction may lose committed rows of that partition "
-        "(they count as maybe-lost instead of a LostRow)"
-    ),
-    "state-dir-fsync-rollback": (
-        "a STATE rename that succeeded before its directory fsync failed is rolled back "
-        "in memory only: rows of that partition may differ live and after reopen"
-    ),
-    "acklog-write-closes-registry": (
-        "one failed ack-log write leaves the registry closed (StoreClosedError): the "
-        "model reopens the maintenance handle instead of counting a stuck handle"
-    ),
-    "policy-flip-stops-store": (
-        "a flipped byte in POLICY makes opening fail naming POLICY: the model restores "
-        "the file instead of requiring a fallback to the most conservative policy"
-    ),
-    "metrics-damage-fails-acks": (
-        "a damaged or unwritable metrics file fails an operation that does not need it: "
-        "the model counts the error as the fault surfacing instead of a DamageNotContained"
-    ),
-    "wal-failure-needs-reopen": (
-        "found by this test (tests/engine/test_wal_write_failure_recovers.py): after one "
-        "failed WAL write or fsync the writer raises WalFailedError until reopened; the "
-        "model reopens the writer instead of counting a stuck handle"
-    ),
-    "acklog-flip-cuts-registration": (
-        "a flipped byte in the ack log may cut a registration and let retention delete "
-        "the subscriber's unacknowledged segments (the .sub record should keep them)"
-    ),
+    # name: what the model tolerates until the engine is fixed (none stands now). An
+    # entry names a relaxation that ``pending(name)`` reports; deleting it makes the
+    # generative test enforce the full invariant again.
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 
@@ -1588,16 +1560,32 @@ class StoreHarness:
             if self._fired():
                 raise Crashed("reopen registry") from e
             raise
+        from quiver_spark.subscribers import records
+
+        kept = set(records.unregistered(self.root, reg.io, reg.subscribers()))
         for s in list(self.subs):
             if s not in reg.subscribers():
-                if not pending("acklog-flip-cuts-registration"):
-                    raise DamageNotContained(
-                        f"ack-log damage removed subscriber {s!r}; its .sub record should keep "
-                        "the registration (and the data it has not acknowledged)"
-                    )
-                del self.subs[s]
-                continue
+                if s not in kept:  # its record is gone too: nothing witnesses it any more
+                    STATS["registration_lost_without_record"] += 1
+                    del self.subs[s]
+                    continue
+                # the record keeps its data (retention deletes nothing it may need, which
+                # the model checks as for any subscriber); the operator registers it again
+                self._readd_subscriber(s)
+                reg.refresh()
+                STATS["registration_kept_by_record"] += 1
             self.subs[s] = {key for key in self.subs[s] if reg.is_done(s, *key)}
+
+    def _readd_subscriber(self, name: str) -> None:
+        """``quiver subscribers PATH add NAME``: what the store tells an operator to run
+        for a subscriber whose record outlived its registration."""
+        from click.testing import CliRunner
+
+        from quiver_spark.cli import cli
+
+        res = CliRunner().invoke(cli, ["subscribers", self.root, "add", name])
+        if res.exit_code != 0:
+            raise WrongError(f"quiver subscribers add {name} failed: {res.output}")
 
     def fsck_quarantine(self) -> dict[str, Any]:
         """``quiver fsck --quarantine`` through the CLI: only damaged segments move."""
