@@ -20,13 +20,11 @@ for a missing sequence, acknowledgements) runs without a JVM.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -42,6 +40,7 @@ from .errors import (
     UnknownSegmentError,
 )
 from .metrics import SOURCE_ACKED, Metrics
+from .planning import UNLIMITED, Caps, SegmentPlanner
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
@@ -55,36 +54,8 @@ Start = StartPosition
 
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
-FULL_LISTING_PERIOD_S = 300.0
-"""A consumer lists every partition's segments when the location's quarantine mark
-changed (§5.5) and otherwise only this often, as a safety net for files removed by
-hand; in between it probes the next seqs (seqs are gapless, and a hole is a seq the
-ack log records deleted or a known quarantined one), so planning does not grow with
-retained segments."""
 RECORD_PERIOD_S = 1.0
 """A consumer rewrites its subscription record's last-ack time at most this often."""
-
-
-@dataclass(frozen=True)
-class Caps:
-    """Admission limits of one planned batch (None: unlimited). A batch always
-    admits at least one segment, so a segment larger than a cap still progresses."""
-
-    max_segments: int | None = None
-    max_bytes: int | None = None
-    max_rows: int | None = None
-
-    def tightened(self, other: Caps) -> Caps:
-        """The lower of each limit."""
-
-        def lower(a: int | None, b: int | None) -> int | None:
-            return b if a is None else a if b is None else min(a, b)
-
-        return Caps(
-            lower(self.max_segments, other.max_segments),
-            lower(self.max_bytes, other.max_bytes),
-            lower(self.max_rows, other.max_rows),
-        )
 
 
 @dataclass(frozen=True)
@@ -94,19 +65,6 @@ class Batch:
     start: Position
     end: Position
     segments: list[SegmentMeta]
-
-
-@dataclass
-class _Available:
-    """A segment available to plan (meta None: unreadable metadata, or quarantined)."""
-
-    partition: str
-    seq: int
-    meta: SegmentMeta | None
-
-    @property
-    def order(self) -> int:
-        return self.meta.min_ingestion_ns if self.meta else 0
 
 
 def open_store(path: str, config: StoreConfig | None = None) -> QuiverStore:
@@ -123,17 +81,10 @@ def open_store(path: str, config: StoreConfig | None = None) -> QuiverStore:
 # -- the subscription -------------------------------------------------------------------------
 @dataclass
 class _State:
-    metas: dict[tuple[str, int], SegmentMeta | None] = field(default_factory=dict)
-    meta_errors: dict[tuple[str, int], CorruptionError] = field(default_factory=dict)
-    latest: Position | None = None
     last_seal: float = 0.0
     last_retention: float = 0.0
     retention_failed: bool = False
     last_touch: float = float("-inf")
-    last_full_listing: float = float("-inf")
-    quarantine_mark: bytes | None = None
-    known: dict[str, list[int]] = field(default_factory=dict)
-    quarantined: dict[str, set[int]] = field(default_factory=dict)
 
 
 class Subscription:
@@ -186,6 +137,7 @@ class Subscription:
             if live:
                 release_live(store.root, name, self)
             raise
+        self.planner = SegmentPlanner(store, self.registry)
 
     @classmethod
     def open(
@@ -244,24 +196,11 @@ class Subscription:
         return evidence(self.location, self.registry, partition)
 
     def meta(self, partition: str, seq: int) -> SegmentMeta | None:
-        """Cached metadata (immutable once published); None when it fails verification.
+        """Cached metadata (:meth:`SegmentPlanner.meta`); None when it fails verification.
 
         Raises SegmentMissingError when the segment is not published (any more).
         """
-        key = (partition, seq)
-        st = self._state
-        if key in st.metas:
-            return st.metas[key]
-        try:
-            meta = self.location.cached(partition, seq) or self.location.read_meta(partition, seq)
-        except CorruptionError as e:
-            log.warning(
-                "quiver.source.meta_corrupt partition=%s seq=%d error=%s", partition, seq, e
-            )
-            meta = None
-            st.meta_errors[key] = e
-        st.metas[key] = meta
-        return meta
+        return self.planner.meta(partition, seq)
 
     def seal_idle(self, *, force: bool = False) -> None:
         """Seal committed data of partitions whose writer is gone (rate limited), so
@@ -275,81 +214,9 @@ class Subscription:
         if sealed:
             log.info("quiver.source.finalize_idle sealed=%s", sealed)
 
-    def available(self, after: Position) -> dict[str, list[_Available]]:
-        """Segments above ``after`` per partition, ascending: the published ones and the
-        quarantined ones (planning a quarantined seq is what reports its loss).
-
-        Its cost does not grow with the retained segments: seqs are gapless (§5), so
-        new segments are found by probing the next seqs of each partition (passing over
-        seqs the ack log records deleted), and metadata is read once; every partition
-        is listed only when the quarantine mark changed (§5.5) or every
-        ``FULL_LISTING_PERIOD_S``.
-        """
-        known, quarantined = self._known_seqs()
-        out: dict[str, list[_Available]] = {}
-        for p, seqs in known.items():
-            floor = after.get(p)
-            i = bisect.bisect_right(seqs, floor)
-            del seqs[: max(0, i - 1)]  # never planned again from here on
-            segs = []
-            for seq in seqs:
-                if seq <= floor:
-                    continue
-                try:
-                    segs.append(_Available(p, seq, self.meta(p, seq)))
-                except SegmentMissingError:
-                    continue  # deleted since it was seen
-            segs.extend(_Available(p, q, None) for q in quarantined.get(p, ()) if q > floor)
-            if segs:
-                out[p] = sorted(segs, key=lambda a: a.seq)
-        return out
-
-    def _known_seqs(self) -> tuple[dict[str, list[int]], dict[str, set[int]]]:
-        st = self._state
-        now = time.monotonic()
-        mark = self.location.quarantine_mark()
-        if now - st.last_full_listing >= FULL_LISTING_PERIOD_S or mark != st.quarantine_mark:
-            known: dict[str, list[int]] = {}
-            quarantined: dict[str, set[int]] = {}
-            for p in self.store.partitions():
-                known[p] = self.location.published_seqs(p)
-                gone = set(self.location.quarantined(p)) - set(known[p])
-                if gone:
-                    quarantined[p] = gone
-            # kept only once the whole listing succeeded: a failed one is retried
-            st.known, st.quarantined = known, quarantined
-            st.last_full_listing, st.quarantine_mark = now, mark
-            return st.known, st.quarantined
-        self.registry.refresh()
-        starts = {}
-        for p in self.store.partitions():  # one listing of partition names
-            seqs = st.known.setdefault(p, [])
-            # every seq up to the ack log's deleted floor is gone: a partition whose
-            # segments were all deleted is probed past its history, not through it
-            floor, _ = self.registry.deleted_marks(p)
-            starts[p] = max(seqs[-1] + 1 if seqs else 1, floor + 1)
-
-        def hole(p: str, seq: int) -> bool:  # deleted before this consumer saw it, or moved aside
-            return seq in st.quarantined.get(p, ()) or self.registry.is_deleted(p, seq)
-
-        for p, new in self.location.probe_next(starts, skip=hole).items():
-            st.known[p].extend(f.seq for f in new)
-        return st.known, st.quarantined
-
     def top(self) -> Position:
         """The highest seq published or quarantined per partition (what exists now)."""
-        return Position(
-            {
-                p: top
-                for p in self.store.partitions()
-                if (
-                    top := max(
-                        [*self.location.published_seqs(p), *self.location.quarantined(p)],
-                        default=0,
-                    )
-                )
-            }
-        )
+        return self.planner.top()
 
     # -- positions ------------------------------------------------------------------------------
     def acked(self) -> Position:
@@ -439,51 +306,20 @@ class Subscription:
                 return seq
         return (seqs[-1] + 1) if seqs else 1
 
-    def plan(self, after: Position, caps: Caps = Caps(), until: Position | None = None) -> Position:
+    def plan(
+        self, after: Position, caps: Caps = UNLIMITED, until: Position | None = None
+    ) -> Position:
         """The end of the next batch after ``after``: segments admitted oldest first
         (by ingestion time, across partitions) under ``caps``, never past ``until``;
-        at least one segment when any is available."""
+        at least one segment when any is available (:meth:`SegmentPlanner.plan`)."""
         self._require_registered(new_ok=True)
         self.seal_idle()
-        avail = self.available(after)
-        self._state.latest = after.merged({p: v[-1].seq for p, v in avail.items()})
-        if until is not None:
-            avail = {p: [a for a in v if a.seq <= until.get(p)] for p, v in avail.items()}
-        heads = [(v[0].order, p, 0) for p, v in avail.items() if v]
-        heapq.heapify(heads)
-        admitted: dict[str, int] = {}
-        n = nbytes = rows = 0
-        while heads:
-            _, p, i = heads[0]
-            a = avail[p][i]
-            size = a.meta.size_bytes if a.meta else 0
-            count = a.meta.rows if a.meta else 0
-            if n and (
-                (caps.max_segments is not None and n + 1 > caps.max_segments)
-                or (caps.max_bytes is not None and nbytes + size > caps.max_bytes)
-                or (caps.max_rows is not None and rows + count > caps.max_rows)
-            ):
-                break
-            n, nbytes, rows = n + 1, nbytes + size, rows + count
-            admitted[p] = a.seq
-            heapq.heappop(heads)
-            if i + 1 < len(avail[p]):
-                heapq.heappush(heads, (avail[p][i + 1].order, p, i + 1))
-        end = after.merged(admitted)
-        if admitted:
-            log.debug(
-                "quiver.source.plan segments=%d bytes=%d rows=%d end=%s",
-                n,
-                nbytes,
-                rows,
-                end.segments,
-            )
-        return end
+        return self.planner.plan(after, caps, until)
 
     @property
     def latest(self) -> Position | None:
         """Everything available at the last :meth:`plan` (for lag reporting)."""
-        return self._state.latest
+        return self.planner.latest
 
     def segments(
         self, start: Position, end: Position, *, pending_only: bool = False
@@ -522,7 +358,7 @@ class Subscription:
                         self.loss.settle(found)
                         continue
                 if meta is None:
-                    error = self._state.meta_errors[(p, seq)]
+                    error = self.planner.meta_errors[(p, seq)]
                     self.loss.settle(MissingSegment.corrupt(p, seq, error))
                     continue
                 out.append(meta)
@@ -562,7 +398,7 @@ class Subscription:
             f"retained data: quiver subscribers {self.store.root} add {self.name}"
         )
 
-    def poll(self, caps: Caps = Caps()) -> Batch | None:
+    def poll(self, caps: Caps = UNLIMITED) -> Batch | None:
         """The next batch after what is acknowledged (registering the subscriber on
         first use), or None when nothing new is available."""
         if not self.registered():
@@ -630,8 +466,7 @@ class Subscription:
             deleted = self._retention_after_ack()
         if todo or deleted:
             self._publish_metrics()
-        st.metas = {k: v for k, v in st.metas.items() if not through.covers(*k)}
-        st.meta_errors = {k: v for k, v in st.meta_errors.items() if not through.covers(*k)}
+        self.planner.forget(through)
         if todo or deleted:
             log.info(
                 "quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
@@ -669,7 +504,7 @@ class Subscription:
         for p, hi in through.segments.items():
             if hi <= self.registry.hwm(self.name, p):
                 continue
-            top = max([self.registry.max_deleted(p), *self._state.known.get(p, [])[-1:]])
+            top = max(self.registry.max_deleted(p), self.planner.highest_seen(p))
             if hi <= top or self.location.is_published(p, hi):
                 continue  # seqs are gapless: every seq below a published one was too
             if hi in self.location.quarantined(p):
