@@ -7,6 +7,8 @@ and ``except OSError`` for I/O trouble.
 
 from __future__ import annotations
 
+import enum
+
 
 class QuiverError(Exception):
     """Raised for any failure inside quiver_spark (the root of the hierarchy)."""
@@ -165,14 +167,31 @@ class SegmentExistsError(QuiverError, FileExistsError):
         super().__init__(f"segment {path} is already published with different content")
 
 
+class MissingKind(enum.StrEnum):
+    """Why a published segment has no readable ``.meta`` (ARCHITECTURE.md §9a).
+
+    A :class:`str` enum: each member equals its on-disk and message spelling
+    (``MissingKind.DELETED == "deleted"``), so it goes into JSON lines and metric labels
+    as that string.
+    """
+
+    DELETED = "deleted"
+    """Retention recorded its deletion: expected, never data loss."""
+    QUARANTINED = "quarantined"
+    """Moved to ``<pid>/quarantine/`` (``evidence`` names the reason file)."""
+    MISSING = "missing"
+    """Not there, nothing more known."""
+    CORRUPT = "corrupt"
+    """There, but it fails verification."""
+
+
 class SegmentMissingError(QuiverError):
     """Raised when a segment a reader needs is not there (any more).
 
-    ``kind`` says why, for callers that must not parse the message:
-    ``"missing"`` (not there, nothing more known), ``"deleted"`` (retention recorded
-    its deletion), ``"quarantined"`` (moved to ``<pid>/quarantine/``; ``evidence``
-    names the reason file) or ``"corrupt"`` (there, but fails verification).
-    See :mod:`quiver_spark.missing`.
+    ``kind`` (a :class:`MissingKind`; given as a member or its name) says why, for
+    callers that must not parse the message; ``evidence`` names the quarantine reason
+    file or the damaged file.
+    See :mod:`quiver_spark.dataloss`.
     """
 
     def __init__(
@@ -181,12 +200,12 @@ class SegmentMissingError(QuiverError):
         seq: int,
         reason: str = "missing",
         *,
-        kind: str = "missing",
+        kind: MissingKind | str = MissingKind.MISSING,
         evidence: str | None = None,
     ) -> None:
         self.partition = partition
         self.seq = seq
-        self.kind = kind
+        self.kind = MissingKind(kind)
         self.evidence = evidence
         super().__init__(f"segment {seq} of partition {partition} is {reason}")
 

@@ -46,7 +46,7 @@ from .fs import PartitionLock
 from .metrics import metrics_dir
 from .segment import SegmentMeta
 from .store import QuiverStore
-from .subscription import LOST_SUFFIX, READERS_DIR
+from .subscribers import has_registry
 from .wal import list_wal_files, scan_wal_file, wal_limits
 
 log = logging.getLogger(__name__)
@@ -502,9 +502,9 @@ class StoreChecker:
 
     # -- subscribers --------------------------------------------------------------------------
     def _plan_subscribers(self) -> list[Task]:
-        sdir = os.path.join(self.store.root, fmt.SUBSCRIBERS_DIR)
-        if not os.path.isdir(sdir):
+        if not has_registry(self.store.root):
             return []
+        sdir = os.path.join(self.store.root, fmt.SUBSCRIBERS_DIR)
         from .subscribers import log as acklog
         from .subscribers import records
 
@@ -624,12 +624,12 @@ class StoreChecker:
     def _plan_advisory(self) -> list[Task]:
         io = self.store.io
         tasks: list[Task] = []
-        rdir = os.path.join(self.store.root, READERS_DIR)
+        rdir = os.path.join(self.store.root, fmt.READERS_DIR)
         for name in sorted(io.listdir(rdir)):
             path = os.path.join(rdir, name)
             if name.endswith(".lock"):
                 tasks.append((1, lambda path=path: self._check_lock_info(path, "reader_lock")))  # type: ignore[misc]
-            elif name.endswith(LOST_SUFFIX):
+            elif name.endswith(fmt.LOST_SUFFIX):
                 tasks.append((1, lambda path=path: self._check_lost_log(path)))  # type: ignore[misc]
         mdir = metrics_dir(self.store.root)
         for name in sorted(io.listdir(mdir)):

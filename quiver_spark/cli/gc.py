@@ -49,6 +49,7 @@ from ..errors import CorruptionError
 from ..fs import partition_locked
 from ..ranges import RangeSet
 from ..store import QuiverStore
+from ..subscribers import has_registry
 from ..wal import list_wal_files, scan_wal_file, wal_limits
 from .common import (
     EXIT_TROUBLE,
@@ -188,7 +189,7 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
         ],
         **_retention(store, dry_run=dry_run, now_ns=now_ns),
     }
-    if not dry_run and os.path.isdir(os.path.join(store.root, fmt.SUBSCRIBERS_DIR)):
+    if not dry_run and has_registry(store.root):
         try:  # its evictions, continued across runs (advisory)
             store.publish_process_metrics("gc")
         except OSError as e:

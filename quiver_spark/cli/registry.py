@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
-from .. import format as fmt
 from ..store import QuiverStore
 from ..subscribers import SubscriberRegistry
+from ..subscribers import open_registry as open_store_registry
 
 
 def open_registry(store: QuiverStore, *, create: bool = False) -> SubscriberRegistry | None:
-    """The store's subscriber registry, or None.
-
-    None when the store has no ``subscribers/`` directory yet and ``create`` is
-    false, so read-only commands never create one.
-    """
-    if not create and not os.path.isdir(os.path.join(store.root, fmt.SUBSCRIBERS_DIR)):
-        return None
-    return SubscriberRegistry.open(store.root)
+    """``store``'s subscriber registry, or None when it has none and ``create`` is
+    false (see :func:`quiver_spark.subscribers.open_registry`)."""
+    return open_store_registry(store.root, create=create)

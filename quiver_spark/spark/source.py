@@ -51,22 +51,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import CorruptionError, SegmentMissingError
-from ..format import SUBSCRIBERS_DIR
-from ..missing import evidence
+from ..dataloss import LossPolicy, evidence
 from ..position import Position
 from ..pruning import Prune, keep, prune_of
 from ..segment import SegmentMeta
 from ..store import QuiverStore
-from ..subscribers import SubscriberRegistry
-from ..subscription import (
-    Caps,
-    LostLog,
-    Subscription,
-    corrupt_meta,
-    open_store,
-    settle_missing,
-)
+from ..subscribers import open_registry
+from ..subscription import Caps, Subscription, open_store
 from .options import store_config
 from .source_options import SourceOptions, parse_source_options
 from .source_read import (
@@ -266,12 +257,11 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         store = open_store(self.opts.path, self.config)
-        lost = LostLog(store.root, None, store.io)
-        fail = self.opts.fail_on_data_loss
+        policy = LossPolicy(
+            store.root, None, fail_on_data_loss=self.opts.fail_on_data_loss, io=store.io
+        )
         try:
-            registry = None
-            if os.path.isdir(os.path.join(store.root, SUBSCRIBERS_DIR)):
-                registry = SubscriberRegistry.open(store.root)  # a batch read creates nothing
+            registry = open_registry(store.root)  # a batch read creates nothing
             try:
                 found = {
                     p: evidence(store.segment_location, registry, p) for p in store.partitions()
@@ -281,25 +271,10 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
                     registry.close()
             kept: list[SegmentMeta] = []
             total = 0
-            for p, ev in found.items():
-                for missing in ev.losses():  # published once, neither there nor deleted
-                    settle_missing(missing, subscriber=None, fail_on_data_loss=fail, lost=lost)
-                for seq in sorted(ev.published):
-                    try:
-                        meta = store.segment_location.read_meta(p, seq)
-                    except SegmentMissingError:
-                        continue
-                    except CorruptionError as e:
-                        settle_missing(
-                            corrupt_meta(p, seq, e),
-                            subscriber=None,
-                            fail_on_data_loss=fail,
-                            lost=lost,
-                        )
-                        continue
-                    total += 1
-                    if keep(meta, self.prunes):
-                        kept.append(meta)
+            for meta in policy.retained(store.segment_location, found):
+                total += 1
+                if keep(meta, self.prunes):
+                    kept.append(meta)
             out = self._splits(kept, store, None)
             log.info(
                 "quiver.source.batch_plan segments=%d kept=%d tasks=%d filters=%d",

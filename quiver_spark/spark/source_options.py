@@ -21,11 +21,10 @@ from ..options import (
     canonical_option,
     did_you_mean,
     parse_bool,
-    parse_choice,
     parse_int,
     parse_size,
 )
-from ..subscription import Start
+from ..subscribers import StartPosition
 from .options import spark_options, store_root
 
 PATH = "path"
@@ -145,8 +144,8 @@ def parse_timestamp(option: str, value: object) -> int:
     return int(when.timestamp() * 1_000_000) * 1000
 
 
-StartingPosition = Start
-"""Where a query without a checkpoint starts reading (the engine's :class:`Start`)."""
+StartingPosition = StartPosition
+"""The name earlier code imports from here (one type: the engine's :class:`StartPosition`)."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,7 @@ class SourceOptions:
 
     path: str
     subscriber: str | None = None
-    starting_position: StartingPosition | None = None
+    starting_position: StartPosition | None = None
     starting_timestamp_ns: int | None = None
     max_segments: int | None = None
     max_bytes: int | None = None
@@ -235,11 +234,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
         )
     start = _get(options, STARTING_POSITION)
     position = (
-        StartingPosition(
-            parse_choice(STARTING_POSITION, str(start).lower(), [p.value for p in StartingPosition])
-        )
-        if start is not None
-        else None
+        StartPosition.parse(str(start).lower(), STARTING_POSITION) if start is not None else None
     )
     ts_raw = _get(options, STARTING_TIMESTAMP)
     since = parse_timestamp(STARTING_TIMESTAMP, ts_raw) if ts_raw is not None else None

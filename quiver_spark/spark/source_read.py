@@ -27,13 +27,13 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from ..errors import ConfigError, CorruptionError, DataLossError, QuiverError, SegmentMissingError
+from ..dataloss import LossPolicy, LostLog
+from ..errors import ConfigError, CorruptionError, DataLossError
 from ..errors import ReadSchemaError as ReadSchemaError  # re-exported: defined in errors.py
 from ..errors import SchemaUnavailableError as SchemaUnavailableError
-from ..missing import CORRUPT, MissingSegment
 from ..segment import SegmentLocation, SegmentMeta
 from ..store import QuiverStore
-from ..subscription import LostLog, classify_vanished, open_planned, open_store, settle_missing
+from ..subscription import open_store
 from .options import store_config
 from .source_options import parse_source_options
 
@@ -270,25 +270,6 @@ def data_loss_report(root: str, subscriber: str | None) -> dict[str, Any]:
     return LostLog(root, subscriber).report()
 
 
-def handle_loss(
-    part: QuiverInputPartition, meta: SegmentMeta, error: QuiverError, location: SegmentLocation
-) -> None:
-    """What a task does about a segment it cannot read: the one data-loss policy."""
-    m = meta
-    if isinstance(error, SegmentMissingError):
-        found = classify_vanished(part.root, location, m.partition, m.seq)
-    else:
-        found = MissingSegment(
-            m.partition, m.seq, CORRUPT, getattr(error, "path", None), str(error)
-        )
-    settle_missing(
-        found,
-        subscriber=part.subscriber,
-        fail_on_data_loss=part.fail_on_data_loss,
-        lost=LostLog(part.root, part.subscriber),
-    )
-
-
 # -- reading -----------------------------------------------------------------------------
 def _filled(n: int, value: Any, typ: pa.DataType) -> pa.Array:
     return pc.fill_null(pa.nulls(n, typ), pa.scalar(value, typ))
@@ -331,17 +312,16 @@ def read_partition(part: InputPartition, target: pa.Schema) -> Iterator[pa.Recor
 
     Segments are read one after the other; each is opened (size and CRC-32C checked
     against its metadata) before any of its rows is yielded, and one that cannot be
-    read follows the data-loss policy (:func:`handle_loss`) on its own.
+    read follows the data-loss policy (:meth:`LossPolicy.open`) on its own.
     """
     if not isinstance(part, QuiverInputPartition):
         return  # Spark's placeholder for a batch read with nothing to read
     location = SegmentLocation(part.segments_url, storage_options=part.storage_options)
+    policy = LossPolicy(part.root, part.subscriber, fail_on_data_loss=part.fail_on_data_loss)
     numbered = META_ROW in target.names
     for meta, batch_start, batch_stop in part.pieces:
-        try:
-            reader = open_planned(location, meta)
-        except (SegmentMissingError, CorruptionError) as e:
-            handle_loss(part, meta, e, location)
+        reader = policy.open(location, meta)
+        if reader is None:  # settled by the data-loss policy
             continue
         log.debug(
             "quiver.source.segment_open partition=%s seq=%d batches=%d:%d",

@@ -1,9 +1,46 @@
 """Subscribers: registration, ack/nack/dropped outcomes, marks and gap sets.
 
 The public surface is :class:`SubscriberRegistry` with :class:`Outcome` and
-:class:`StartPosition`; the on-disk format is in :mod:`.log` (ARCHITECTURE.md §8).
+:class:`StartPosition`, and :func:`open_registry`, the one way a caller that must
+not create anything opens a store's registry. The package's modules:
+
+================  ================================================================
+``registry.py``   the shared registry: register, record outcomes, marks (§8)
+``log.py``        the ack log's bytes (§8.3)
+``state.py``      the in-memory state the log replays into (§8.4)
+``records.py``    one subscription record per subscriber: life and expiry (§8.10)
+``live.py``       one live consumer per subscriber: ``readers/<name>.lock`` (§9b)
+================  ================================================================
 """
 
+from __future__ import annotations
+
+import os
+
+from ..format import SUBSCRIBERS_DIR
 from .registry import OpenReport, Outcome, StartPosition, SubscriberRegistry, to_runs
 
-__all__ = ["OpenReport", "Outcome", "StartPosition", "SubscriberRegistry", "to_runs"]
+__all__ = [
+    "OpenReport",
+    "Outcome",
+    "StartPosition",
+    "SubscriberRegistry",
+    "has_registry",
+    "open_registry",
+    "to_runs",
+]
+
+
+def has_registry(root: str) -> bool:
+    """True once the store at ``root`` has a ``subscribers/`` directory (§8): before
+    any subscriber was registered or any segment recorded deleted, it has none."""
+    return os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR))
+
+
+def open_registry(root: str, *, create: bool = False) -> SubscriberRegistry | None:
+    """The subscriber registry of the store at ``root``, or None when it has none and
+    ``create`` is false: a read (a batch read, ``quiver status``, a read task that
+    classifies a vanished segment) never creates one."""
+    if not create and not has_registry(root):
+        return None
+    return SubscriberRegistry.open(root)

@@ -31,14 +31,14 @@ from typing import Any
 from .. import format as fmt
 from ..config import validate_name
 from ..errors import CorruptionError
-from ..fs import FileIO, partition_locked
+from ..fs import FileIO
+from .live import is_live as is_live  # where the status and expiry code look for it
 
 log = logging.getLogger(__name__)
 
 RECORDS_DIR = "records"
 RECORD_SUFFIX = ".sub"
 MAGIC_SUBSCRIPTION = b"QSUB"
-READERS_DIR = "readers"
 
 
 @dataclass(frozen=True)
@@ -230,8 +230,3 @@ def unregistered_message(root: str, name: str) -> str:
         f"`quiver subscribers {root} add {name}` registers it again (from the earliest "
         f"retained segment), `quiver subscribers {root} remove {name}` releases its data"
     )
-
-
-def is_live(root: str, name: str) -> bool:
-    """True while a consumer holds ``name``'s one-live-consumer lock."""
-    return partition_locked(os.path.join(root, READERS_DIR, f"{name}.lock"))

@@ -27,9 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..config import validate_name
-from ..errors import QuiverError, StoreClosedError, SubscriberError, UnknownSegmentError
+from ..errors import (
+    ConfigError,
+    QuiverError,
+    StoreClosedError,
+    SubscriberError,
+    UnknownSegmentError,
+)
 from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
+from ..options import parse_choice
 from . import log as acklog
 from .state import PartState, RegistryState
 
@@ -49,10 +56,28 @@ class Outcome(enum.Enum):
 
 
 class StartPosition(enum.Enum):
-    """Where a new subscriber starts in each partition it is registered with."""
+    """Where a consumer without a position of its own starts, in each partition: the
+    one type for the registry, :class:`~quiver_spark.subscription.Subscription` and the
+    ``startingPosition`` option (whose names are the values)."""
 
     EARLIEST = "earliest"
+    """At the first retained (or lost) segment."""
     LATEST = "latest"
+    """After everything published now."""
+    ACKED = "acked"
+    """At the subscriber's acknowledged mark; one not yet registered has acknowledged
+    nothing, so it is registered as ``EARLIEST``."""
+
+    @classmethod
+    def parse(cls, value: StartPosition | str, option: str = "position") -> StartPosition:
+        """``value`` as a member: one, or its name in any case (``" Latest "``); anything
+        else is refused naming ``option`` and the allowed names."""
+        if isinstance(value, StartPosition):
+            return value
+        names = [s.value for s in cls]
+        if not isinstance(value, str):
+            raise ConfigError(option, value, " | ".join(names))
+        return cls(parse_choice(option, value, names))
 
 
 _CODES = {
@@ -407,9 +432,10 @@ class SubscriberRegistry:
     ) -> None:
         """Register ``sub`` durably with a start position per partition.
 
-        ``EARLIEST``: everything in ``retained`` is still to deliver (mark = first
-        retained - 1); ``LATEST``: mark = last retained seq; a mapping gives explicit
-        marks. Partitions not named start at mark 0 (raised to the deleted floor).
+        ``EARLIEST`` (and ``ACKED``: a new subscriber acknowledged nothing): everything
+        in ``retained`` is still to deliver (mark = first retained - 1); ``LATEST``:
+        mark = last retained seq; a mapping gives explicit marks. Partitions not named
+        start at mark 0 (raised to the deleted floor).
         """
         validate_name("subscriber", sub)
         retained = retained or {}
@@ -417,10 +443,10 @@ class SubscriberRegistry:
         if isinstance(start, StartPosition):
             for p, seqs in retained.items():
                 seqs = list(seqs)
-                if start is StartPosition.EARLIEST:
-                    marks[p] = min(seqs) - 1 if seqs else 0
-                else:
+                if start is StartPosition.LATEST:
                     marks[p] = max(seqs) if seqs else 0
+                else:
+                    marks[p] = min(seqs) - 1 if seqs else 0
         else:
             marks = {p: int(h) for p, h in start.items()}
         for p, h in marks.items():

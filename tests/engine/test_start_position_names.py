@@ -67,3 +67,19 @@ def test_a_consumer_script_starting_at_latest_reads_only_what_comes_after(tmp_pa
         "quiver_spark.errors.ConfigError: invalid value for option 'position': 'newest'; "
         "allowed: earliest | latest | acked"
     )
+
+
+def test_a_new_subscriber_registered_at_acked_starts_at_the_earliest_segment(
+    tmp_path: Path,
+) -> None:
+    """``StartPosition`` is one type for the registry and the subscription: a subscriber
+    not yet registered has acknowledged nothing, so ``ACKED`` registers it as
+    ``EARLIEST`` (every retained segment still to deliver)."""
+    from quiver_spark.subscribers import StartPosition, SubscriberRegistry
+
+    int_segments(tmp_path, [(0, 1), (1, 1), (2, 1)])
+    with SubscriberRegistry.open(str(tmp_path)) as reg:
+        reg.register("a", start=StartPosition.ACKED, retained={"p-0": [2, 3]})
+        reg.register("l", start=StartPosition.LATEST, retained={"p-0": [2, 3]})
+        assert (reg.hwm("a", "p-0"), reg.hwm("l", "p-0")) == (1, 3)
+    assert Start is StartPosition

@@ -260,7 +260,7 @@ def test_a_seq_removed_by_hand_is_passed_at_the_periodic_listing(
     """A hole no tool made (files removed by hand: no ack-log record, no quarantine
     mark) holds a consumer's probing until the listing every FULL_LISTING_PERIOD_S,
     which then plans past it and reports the missing seq."""
-    import quiver_spark.subscription as subscription
+    import quiver_spark.planning as planning
 
     fill(tmp_path, "p-0", [(0, 1)])
     with Subscription.open(str(tmp_path), "r") as sub:
@@ -270,8 +270,8 @@ def test_a_seq_removed_by_hand_is_passed_at_the_periodic_listing(
         for suffix in ("meta", "arrow"):
             (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
         assert sub.plan(first) == first  # probing stops at the hole
-        later = subscription.time.monotonic() + subscription.FULL_LISTING_PERIOD_S + 1
-        monkeypatch.setattr(subscription.time, "monotonic", lambda: later)
+        later = planning.time.monotonic() + planning.FULL_LISTING_PERIOD_S + 1
+        monkeypatch.setattr(planning.time, "monotonic", lambda: later)
         end = sub.plan(first)
         assert end == Position({"p-0": 3})
         with pytest.raises(DataLossError, match="missing"):
