@@ -31,8 +31,7 @@ from typing import Any
 
 from . import format as fmt
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
-from .errors import ConfigError, CorruptionError, QuiverError
-from .errors import PolicyConflictError as PolicyConflictError  # re-exported: errors.py
+from .errors import ConfigError, CorruptionError, PolicyConflictError, QuiverError
 from .fs import FileIO, file_lock
 
 log = logging.getLogger(__name__)

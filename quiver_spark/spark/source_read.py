@@ -27,9 +27,15 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from ..errors import ConfigError, CorruptionError, DataLossError, QuiverError, SegmentMissingError
-from ..errors import ReadSchemaError as ReadSchemaError  # re-exported: defined in errors.py
-from ..errors import SchemaUnavailableError as SchemaUnavailableError
+from ..errors import (
+    ConfigError,
+    CorruptionError,
+    DataLossError,
+    QuiverError,
+    ReadSchemaError,
+    SchemaUnavailableError,
+    SegmentMissingError,
+)
 from ..missing import CORRUPT, MissingSegment
 from ..segment import SegmentLocation, SegmentMeta
 from ..store import QuiverStore
