@@ -23,17 +23,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import SegmentMissingError
+from .seams import NO_DELETIONS, DeletedSegments
 
 DELETED = "deleted"
 QUARANTINED = "quarantined"
 MISSING = "missing"
 CORRUPT = "corrupt"
-
-
-class DeletedFacts(Protocol):
-    """What the ack log knows of deleted segments (``SubscriberRegistry`` has this)."""
-
-    def deleted_seqs(self, partition: str) -> tuple[int, frozenset[int]]: ...
 
 
 class SegmentFacts(Protocol):
@@ -158,7 +153,7 @@ class PartitionEvidence:
 
 def evidence(
     location: SegmentFacts,
-    registry: DeletedFacts | None,
+    registry: DeletedSegments | None,
     partition: str,
     *,
     published: Iterable[int] | None = None,
@@ -168,8 +163,8 @@ def evidence(
     seqs = frozenset(location.published_seqs(partition) if published is None else published)
     quarantined = location.quarantined(partition)
     notes = {s: location.quarantine_note(partition, s) for s in quarantined if s not in seqs}
-    floor, deleted = registry.deleted_seqs(partition) if registry else (0, frozenset())
-    top = max([floor, *deleted])
+    marks = registry.deleted_marks(partition) if registry else NO_DELETIONS
+    floor, deleted, top = marks.floor, frozenset(marks.above), marks.highest
     return PartitionEvidence(
         partition=partition,
         published=seqs,

@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -33,10 +32,12 @@ from .errors import (
 )
 from .fs import DEFAULT_IO, FileIO, PartitionLock
 from .ranges import RangeSet, ranges_of
+from .seams import NO_DELETIONS, DeletedSegments
 from .segment import SegmentLocation, SegmentMeta
 from .wal import (
     WalCarry,
     WalDecoder,
+    WalRecovery,
     WalWriter,
     decode_txn,
     encode_txn,
@@ -126,11 +127,6 @@ class _OpenSegment:
         return bool(self.batches)
 
 
-DeletedLookup = Callable[[str], tuple[int, Callable[[int], bool]]]
-"""What the ack log knows of a partition's deleted segments (§8.4 DELETED facts):
-``partition -> (highest seq recorded deleted, 0 if none; is_deleted(seq))``."""
-
-
 def partition_dir(wal_root: str, pid: str) -> str:
     return os.path.join(wal_root, validate_name("partition", pid))
 
@@ -147,7 +143,7 @@ class PartitionWriter:
         segments: SegmentLocation,
         commits: CommitLog,
         io: FileIO = DEFAULT_IO,
-        deleted: DeletedLookup | None = None,
+        deleted: DeletedSegments | None = None,
     ) -> None:
         self.pid = validate_name("partition", pid)
         self._deleted = deleted
@@ -244,14 +240,14 @@ class PartitionWriter:
         # The ack log's DELETED facts (retention records them before unlinking) are
         # the one durable trace of segments that are gone: consulted when STATE cannot
         # tell (a new or lost ``wal.path``) or names a segment whose .meta is missing.
-        deleted_max, is_deleted = (0, lambda _seq: False)
+        deleted = NO_DELETIONS
         publishing = state.get("publishing")
         state_missing = "partition" not in state
         if self._deleted is not None and (state_missing or publishing):
-            deleted_max, is_deleted = self._deleted(self.pid)
+            deleted = self._deleted.deleted_marks(self.pid)
         if publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
-            if republish and not is_deleted(meta.seq):
+            if republish and not deleted.holds(meta.seq):
                 try:
                     self.segments.publish(meta, again=True)
                     rep.republished_seq = meta.seq
@@ -263,7 +259,7 @@ class PartitionWriter:
                 # .arrow is there: finish publishing), or the segment was published and
                 # retention deleted it since (the ack log says so, or the .arrow is gone;
                 # retention may die between the two unlinks, leaving the .arrow).
-                if is_deleted(meta.seq):
+                if deleted.holds(meta.seq):
                     log.info(
                         "quiver.recovery.published_then_deleted partition=%s seq=%d",
                         self.pid,
@@ -286,7 +282,7 @@ class PartitionWriter:
         # Seqs are allocated without gaps: an unpublished orphan's seq was never seen by
         # any reader and is reused; every seq that was published (listed, quarantined,
         # or recorded deleted in the ack log) stays below the floor for good.
-        floor = max(cleanup.max_published_seq, deleted_max) + 1
+        floor = max(cleanup.max_published_seq, deleted.highest) + 1
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
 
@@ -343,14 +339,14 @@ class PartitionWriter:
             log.info("quiver.recovery %s", rep.summary())
         return rep
 
-    def _replay(self, wal: object, rep: RecoveryReport, old: float) -> None:
+    def _replay(self, wal: WalRecovery, rep: RecoveryReport, old: float) -> None:
         """Replay the scanned WAL records not yet inside durable segments (§7.3 step 5)."""
         decoder = WalDecoder()
         # Transaction markers already covered by a segment: a data record naming one
         # (left by an older writer that covered a marker before its data) is resolved
         # by the marker's decision instead of wedging the partition.
         covered_markers: dict[int, dict] = {}
-        for scan in wal.scans:  # type: ignore[attr-defined]
+        for scan in wal.scans:
             rep.salvaged_skips += len(scan.skipped)
             for rec in scan.records:
                 rep.records_scanned += 1

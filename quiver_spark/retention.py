@@ -20,45 +20,30 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from . import metrics as m
 from .config import RetentionConfig, SizeCapPolicy
 from .errors import StoreAtCapacityError
-from .retained import DamagedInfo, RetainedIndex, SegmentInfo
+from .retained import RetainedIndex
+from .seams import (
+    NO_DELETIONS,
+    DamagedInfo,
+    DeletedMarks,
+    GaugeSource,
+    LockedLedger,
+    RetentionLedger,
+    RetentionView,
+    SegmentCatalog,
+    SegmentInfo,
+)
 
 log = logging.getLogger(__name__)
 
 NS_PER_HOUR = 3_600_000_000_000
 SEGMENT_DAMAGED = m.SEGMENT_DAMAGED  # {partition}: segments whose .meta fails verification
-
-
-class SegmentCatalog(Protocol):
-    """What retention needs of the segment store (``SegmentLocation`` has this).
-
-    A catalog may also have ``survey(partition)`` returning an object with ``metas``
-    (SegmentInfo) and ``damaged`` (:class:`DamagedInfo`): retention then goes on
-    around segments whose metadata is unreadable instead of failing the whole pass;
-    and ``probe_next(starts, skip)`` and ``is_published(partition, seq)``: a long-lived
-    :class:`RetainedIndex` then finds new segments without a listing.
-    """
-
-    def partitions(self) -> list[str]: ...
-
-    def list(self, partition: str) -> Sequence[SegmentInfo]: ...
-
-    def delete(self, partition: str, seqs: Iterable[int]) -> None: ...
-
-
-class RegistryView(Protocol):
-    """What retention needs of the subscribers (``SubscriberRegistry`` has this)."""
-
-    def done_summary(self, partition: str) -> tuple[int, set[int]]: ...
-
-    def undone_by(self, partition: str, seq: int) -> list[str]: ...
-
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]: ...
 
 
 Key = tuple[str, int]
@@ -69,7 +54,7 @@ class _Witnessed:
     the ack log lost their registration (damage), so nothing is done for them but
     what retention already recorded deleted; they pin every other segment."""
 
-    def __init__(self, registry: RegistryView, names: Sequence[str]) -> None:
+    def __init__(self, registry: RetentionView, names: Sequence[str]) -> None:
         self.registry = registry
         self.names = sorted(names)
 
@@ -78,15 +63,14 @@ class _Witnessed:
         return floor, set(above)
 
     def undone_by(self, partition: str, seq: int) -> list[str]:
-        floor, above = self.registry.deleted_marks(partition)
-        own = [] if seq <= floor or seq in above else self.names
+        own = [] if self.registry.deleted_marks(partition).holds(seq) else self.names
         return sorted({*self.registry.undone_by(partition, seq), *own})
 
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]:
+    def deleted_marks(self, partition: str) -> DeletedMarks:
         return self.registry.deleted_marks(partition)
 
 
-def witnessed(registry: RegistryView, unregistered: Sequence[str]) -> RegistryView:
+def witnessed(registry: RetentionView, unregistered: Sequence[str]) -> RetentionView:
     """The view retention plans with: ``registry``, and if some subscribers have a
     record but no registration in the ack log, those pinning everything not deleted."""
     if not unregistered:
@@ -127,7 +111,7 @@ class RetentionPlan:
 
 def plan(
     listing: Mapping[str, Sequence[SegmentInfo]] | RetainedIndex,
-    registry: RegistryView,
+    registry: RetentionView,
     config: RetentionConfig,
     now_ns: int,
     wal_bytes_by_partition: Mapping[str, int] | None = None,
@@ -198,8 +182,7 @@ def plan(
     condemned = {p: registry.deleted_marks(p) for p in parts}
 
     def kept_as_headroom(s: SegmentInfo) -> bool:  # never one a pass already condemned
-        floor, above = condemned[s.partition]
-        return not (s.seq <= floor or s.seq in above)
+        return not condemned[s.partition].holds(s.seq)
 
     spool, kept = [], 0
     for s in processed:
@@ -262,7 +245,7 @@ def _enforce(
     cap: int,
     *,
     policy: SizeCapPolicy,
-    registry: RegistryView,
+    registry: RetentionView,
 ) -> bool:
     """Evict within ``parts`` until under ``cap``; True if still over (throttle)."""
     total = remaining(parts)
@@ -338,7 +321,7 @@ def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
 
 def apply_retention(
     catalog: SegmentCatalog,
-    registry: object,
+    registry: LockedLedger,
     config: RetentionConfig,
     now_ns: int,
     *,
@@ -347,8 +330,8 @@ def apply_retention(
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
     index: RetainedIndex | None = None,
-    unregistered: Callable[[Any], Sequence[str]] | None = None,
-    on_dropped: Callable[[Any, dict[str, int], dict[str, dict[str, list[int]]]], None]
+    unregistered: Callable[[RetentionLedger], Sequence[str]] | None = None,
+    on_dropped: Callable[[RetentionLedger, dict[str, int], dict[str, dict[str, list[int]]]], None]
     | None = None,
 ) -> RetentionResult:
     """Plan and execute one retention pass (the steady-state sweeper + safety nets).
@@ -375,7 +358,7 @@ def apply_retention(
     index = RetainedIndex() if index is None else index
     lost: list[str] = []
     try:
-        with registry.exclusive() as reg:  # type: ignore[attr-defined]
+        with registry.exclusive() as reg:
             index.sync(catalog, reg)
             lost = sorted(unregistered(reg)) if unregistered is not None else []
             view = witnessed(reg, lost)
@@ -454,8 +437,8 @@ class _NoSubscribers:
     def undone_by(self, partition: str, seq: int) -> list[str]:
         return []
 
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int]]:
-        return 0, frozenset()
+    def deleted_marks(self, partition: str) -> DeletedMarks:
+        return NO_DELETIONS
 
 
 NO_SUBSCRIBERS = _NoSubscribers()
@@ -463,7 +446,7 @@ NO_SUBSCRIBERS = _NoSubscribers()
 
 def plan_retention(
     catalog: SegmentCatalog,
-    registry: RegistryView | None,
+    registry: RetentionView | None,
     config: RetentionConfig,
     now_ns: int,
     *,
@@ -522,7 +505,7 @@ def _count(
 
 def observe(
     metrics: m.Metrics,
-    registry: object,
+    registry: GaugeSource,
     listing: Mapping[str, Sequence[SegmentInfo]] | RetainedIndex,
     now_ns: int,
     *,
@@ -534,16 +517,16 @@ def observe(
     A subscriber's lag in a partition costs a bisection of the index at its mark and
     a look at its gaps, not a walk of the retained segments.
     """
-    depth = registry.acklog_stats()  # type: ignore[attr-defined]
+    depth = registry.acklog_stats()
     metrics.set(m.ACKLOG_DEPTH_RECORDS, depth["records_since_checkpoint"])
     metrics.set(m.ACKLOG_DEPTH_BYTES, depth["bytes_since_checkpoint"])
     index = listing if isinstance(listing, RetainedIndex) else RetainedIndex.from_listing(listing)
     gap_sizes: dict[m.Labels, float] = {}
     # subscriber -> [segments, bytes, oldest ingestion] not done
-    lag: dict[str, list[Any]] = {sub: [0, 0, None] for sub in registry.subscribers()}  # type: ignore[attr-defined]
+    lag: dict[str, list[Any]] = {sub: [0, 0, None] for sub in registry.subscribers()}
     seen: set[tuple[str, str]] = set()
 
-    def add(sub: str, p: str, hwm: int, gaps: set[int]) -> None:
+    def add(sub: str, p: str, hwm: int, gaps: AbstractSet[int]) -> None:
         n, b, first = index.lag_of(sub, p, hwm, gaps)
         acc = lag.setdefault(sub, [0, 0, None])
         acc[0] += n
@@ -551,7 +534,7 @@ def observe(
         if first is not None and (acc[2] is None or first < acc[2]):
             acc[2] = first
 
-    for sub, p, hwm, gaps in registry.marks_table():  # type: ignore[attr-defined]
+    for sub, p, hwm, gaps in registry.marks_table():
         gap_sizes[(("partition", p), ("subscriber", sub))] = len(gaps)
         seen.add((sub, p))
         add(sub, p, hwm, gaps)

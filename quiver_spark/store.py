@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -61,6 +61,7 @@ from .retention import (
     plan_retention,
     wait_for_capacity,
 )
+from .seams import NO_DELETIONS, DeletedMarks, RetentionLedger, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .segment.location import check_url
 from .subscribers import SubscriberRegistry, records
@@ -555,7 +556,7 @@ class QuiverStore:
             result.expired = expired
             return result
 
-    def unregistered_records(self, registry: SubscriberRegistry | None) -> list[str]:
+    def unregistered_records(self, registry: SubscriberNames | None) -> list[str]:
         """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
         last read) does not register: the ack log lost their registration, so
         retention keeps their data until an operator adds or removes them."""
@@ -656,7 +657,7 @@ class QuiverStore:
             self._unwritten_live.pop(name, None)
 
     def _note_drops(
-        self, reg: SubscriberRegistry, before: dict[str, int], dropped: dict[str, Any]
+        self, reg: RetentionLedger, before: dict[str, int], dropped: dict[str, Any]
     ) -> None:
         """After a pass dropped data for subscribers (time window, ``drop_oldest``):
         their done counts grew without any acknowledgement, so a record that was
@@ -789,18 +790,19 @@ class QuiverStore:
             segments=self.segment_location,
             commits=self.commits,
             io=self.io,
-            deleted=self._deleted_lookup,
+            deleted=self,
         )
 
-    def _deleted_lookup(self, pid: str) -> tuple[int, Callable[[int], bool]]:
-        """The ack log's record of ``pid``'s deleted segments (for a writer's recovery)."""
+    def deleted_marks(self, partition: str) -> DeletedMarks:
+        """The ack log's record of ``partition``'s deleted segments as of now (read
+        afresh: a writer's recovery consults it); none when nobody ever subscribed."""
         if self._subscribers is None and not os.path.isdir(
             os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
         ):
-            return 0, lambda _seq: False
+            return NO_DELETIONS
         reg = self.subscribers
         reg.refresh()
-        return reg.max_deleted(pid), lambda seq: bool(reg.is_deleted(pid, seq))
+        return reg.deleted_marks(partition)
 
     def heartbeats(self) -> dict[str, dict[str, Any]]:
         """Last heartbeat of each partition's writer, with ``live`` telling if it still runs."""

@@ -30,6 +30,7 @@ from ..config import validate_name
 from ..errors import QuiverError, StoreClosedError, SubscriberError, UnknownSegmentError
 from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
+from ..seams import NO_DELETIONS, DeletedMarks
 from . import log as acklog
 from .state import PartState, RegistryState
 
@@ -566,31 +567,20 @@ class SubscriberRegistry:
             n for sid, n in self.state.subs.items() if not self.state.is_done(sid, pid, seq)
         )
 
-    def is_deleted(self, partition: str, seq: int) -> bool:
-        """True when retention condemned ``seq`` (recorded before its deletion)."""
+    def deleted_marks(self, partition: str) -> DeletedMarks:
+        """What retention recorded deleted in ``partition`` (the §8.4 ``DELETED``
+        facts): ``above`` is the live set (read it, never change it)."""
         pid = self.state.part_ids.get(partition)
         dl = self.state.deleted.get(pid) if pid is not None else None
-        return dl is not None and dl.is_done(seq)
+        return NO_DELETIONS if dl is None else DeletedMarks(dl.hwm, dl.gaps)
+
+    def is_deleted(self, partition: str, seq: int) -> bool:
+        """True when retention condemned ``seq`` (recorded before its deletion)."""
+        return self.deleted_marks(partition).holds(seq)
 
     def max_deleted(self, partition: str) -> int:
         """Highest seq of ``partition`` retention recorded deleted (0 if none)."""
-        pid = self.state.part_ids.get(partition)
-        dl = self.state.deleted.get(pid) if pid is not None else None
-        return 0 if dl is None else max(dl.hwm, max(dl.gaps, default=0))
-
-    def deleted_seqs(self, partition: str) -> tuple[int, frozenset[int]]:
-        """What retention recorded deleted in ``partition``: ``(floor, above)``, where
-        every seq up to ``floor`` is deleted and ``above`` holds the deleted seqs
-        beyond it (``(0, frozenset())`` if none)."""
-        floor, above = self.deleted_marks(partition)
-        return floor, frozenset(above)
-
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]:
-        """Like :meth:`deleted_seqs` without copying: ``above`` is the live set (read it,
-        never change it)."""
-        pid = self.state.part_ids.get(partition)
-        dl = self.state.deleted.get(pid) if pid is not None else None
-        return (0, frozenset()) if dl is None else (dl.hwm, dl.gaps)
+        return self.deleted_marks(partition).highest
 
     def done_summary(self, partition: str) -> tuple[int, set[int]]:
         """What retention counts as done in ``partition``: ``(floor, above)``, where
