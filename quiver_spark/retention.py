@@ -155,8 +155,8 @@ def plan(
     chosen = _Chosen()
 
     # 1. time: older than the window goes whatever its ack state (dropped recorded)
-    if config.max_retain_after_ingestion_hours is not None:
-        window = int(config.max_retain_after_ingestion_hours * NS_PER_HOUR)
+    if config.max_age_hours is not None:
+        window = int(config.max_age_hours * NS_PER_HOUR)
         for p in parts:
             for s in index.expired(p, now_ns - window):
                 key = (p, s.seq)

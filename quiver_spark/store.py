@@ -524,11 +524,7 @@ class QuiverStore:
                     self.segment_location, registry, r, now, wal_bytes=self.wal_bytes(),
                     unregistered=self.unregistered_records(registry),
                 )  # fmt: skip
-            if (
-                not has_registry
-                and r.size_cap_bytes is None
-                and r.max_retain_after_ingestion_hours is None
-            ):
+            if not has_registry and r.size_cap_bytes is None and r.max_age_hours is None:
                 # no subscriber ever registered and no safety net configured: nothing
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})

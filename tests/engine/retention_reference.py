@@ -54,8 +54,8 @@ def reference_plan(
     }
 
     # 1. time: older than the window goes whatever its ack state (dropped recorded)
-    if config.max_retain_after_ingestion_hours is not None:
-        window = int(config.max_retain_after_ingestion_hours * NS_PER_HOUR)
+    if config.max_age_hours is not None:
+        window = int(config.max_age_hours * NS_PER_HOUR)
         for p, v in segs.items():
             for s in v:
                 if now_ns - s.max_ingestion_ns > window:

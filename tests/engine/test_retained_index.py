@@ -108,7 +108,7 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
             deleted[p] = (hwm, set(draw(st.lists(st.integers(hwm + 2, hwm + top[p] + 2), max_size=2))))
     config = RetentionConfig(
         steady_state_headroom_bytes=draw(st.sampled_from([0, 0, 150, 400])),
-        max_retain_after_ingestion_hours=draw(st.sampled_from([None, None, 2.0, 6.0])),
+        max_age_hours=draw(st.sampled_from([None, None, 2.0, 6.0])),
         size_cap_bytes=draw(st.sampled_from([None, None, 200, 600, 1500])),
         size_cap_policy=draw(st.sampled_from(list(SizeCapPolicy))),
     )

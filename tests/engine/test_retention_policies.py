@@ -139,7 +139,7 @@ def test_time_retention_drops_unacked_and_records_dropped_under_backpressure(env
         cat.add("p-0", 100, t * HOUR_NS)
     reg.register("a", retained=cat.retained())
     reg.record("a", "p-0", [2], Outcome.ACK)
-    cfg = RetentionConfig(max_retain_after_ingestion_hours=4)
+    cfg = RetentionConfig(max_age_hours=4)
     res = apply_retention(cat, reg, cfg, now_ns=10 * HOUR_NS)
     assert res.deleted == {"p-0": [1, 2, 3]}
     assert res.dropped == {"a": {"p-0": [1, 3]}}
@@ -152,7 +152,7 @@ def test_time_retention_uses_only_the_callers_clock(env):
     cat, reg = env
     cat.add("p-0", 100, 0)
     reg.register("a", retained=cat.retained())
-    cfg = RetentionConfig(max_retain_after_ingestion_hours=1)
+    cfg = RetentionConfig(max_age_hours=1)
     assert apply_retention(cat, reg, cfg, now_ns=HOUR_NS).deleted == {}
     assert apply_retention(cat, reg, cfg, now_ns=HOUR_NS + 1).deleted == {"p-0": [1]}
 
