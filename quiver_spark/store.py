@@ -27,8 +27,9 @@ from typing import Any
 import pyarrow as pa
 
 from . import format as fmt
+from .admission import Admission
 from .commits import CommitLog
-from .config import NAME_RE, SizeCapPolicy, StoreConfig
+from .config import NAME_RE, StoreConfig
 from .errors import (
     ConfigError,
     CorruptionError,
@@ -36,11 +37,11 @@ from .errors import (
     PolicyConflictError,
     QuiverError,
     SchemaMismatchError,
-    StoreAtCapacityError,
     StoreClosedError,
     StoreNotFoundError,
 )
 from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
+from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_dir
 from .partition import PartitionWriter, RecoveryReport
 from .policy import (
@@ -52,15 +53,8 @@ from .policy import (
     replace_policy,
 )
 from .retained import RetainedIndex
-from .retention import (
-    AnchoredClock,
-    RetentionPlan,
-    RetentionResult,
-    apply_retention,
-    observe,
-    plan_retention,
-    wait_for_capacity,
-)
+from .retention import AnchoredClock, RetentionResult, apply_retention, preview_retention
+from .retention_plan import RetentionPlan
 from .seams import NO_DELETIONS, DeletedMarks, RetentionLedger, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .segment.location import check_url
@@ -120,12 +114,9 @@ class QuiverStore:
         self.metrics = Metrics()
         self._restored: set[str] = set()  # metrics files whose counters were continued
         self._clock = AnchoredClock()
-        self._throttled = False
         # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
-        # this handle's last retention pass (None: no pass yet) and what it admitted since
-        self._seen_bytes: int | None = None
-        self._admitted = 0
-        self._admit_lock = threading.Lock()
+        # this handle's last retention pass and what it admitted since
+        self._admission = Admission(root, self.metrics)
         self._last_retention = 0.0
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
@@ -327,7 +318,13 @@ class QuiverStore:
                 self.ensure_schema(b.schema)
         nbytes = sum(b.nbytes for b in batches)
         w.check_fits(nbytes, len(batches))
-        self._admit(nbytes)
+        self._admission.admit(
+            nbytes,
+            self.config.retention,
+            run_pass=lambda: self.run_retention().throttle,
+            survey=self._survey_held_bytes,
+            on_failure=self._keep_maintenance_error,
+        )
         before = w.finalized_total
         seq = w.append_batches(batches, txn_id=txn_id)
         if w.finalized_total != before:
@@ -343,92 +340,21 @@ class QuiverStore:
             self.maintenance_error = e
             log.error("quiver.retention.deferred root=%s: %s", self.root, e)
 
-    def _admit(self, nbytes: int) -> None:
-        """Under ``backpressure`` with a size cap, block (bounded) until the store's bytes
-        are within the cap: those of this handle's last retention pass plus what it
-        admitted since. A handle that never ran a pass runs one first (§8.8).
-
-        A pass that fails (an ack log that cannot be read) is kept and retried, and the
-        bytes are then counted by a survey of the segments and the WAL that needs no
-        registry: the store admits within the cap and throttles over it, naming why
-        nothing could be reclaimed."""
-        r = self.config.retention
-        if r.size_cap_policy is not SizeCapPolicy.BACKPRESSURE or r.size_cap_bytes is None:
-            return
-        cap = r.size_cap_bytes
-        if not (self._throttled or self._seen_bytes is None) and self._within(cap):
-            self._count_admitted(nbytes)
-            return
-        failed: list[Exception] = []
-
-        def check() -> bool:
-            try:
-                throttled = self.run_retention().throttle
-            except Exception as e:  # kept and retried until the timeout, like any pass
-                failed.append(e)
-                self.maintenance_error = e
-                log.error("quiver.retention.admission_failed root=%s: %s", self.root, e)
-                try:  # nothing is reclaimed, but the bytes held still decide
-                    self._survey_held_bytes(cap)
-                except Exception as survey_error:
-                    log.error("quiver.retention.survey_failed root=%s: %s", self.root, survey_error)
-                    return False
-                return self._within(cap)
-            return not throttled and self._within(cap)
-
-        try:
-            wait_for_capacity(check, r.backpressure_timeout_s, self.metrics, poll_s=0.1)
-        except StoreAtCapacityError as e:
-            if failed:
-                raise StoreAtCapacityError(
-                    self._unreclaimable_message(cap, failed[-1])
-                    or f"{e}; the last retention pass failed: {failed[-1]}"
-                ) from failed[-1]
-            raise
-        self._count_admitted(nbytes)
-
-    def _survey_held_bytes(self, cap: int) -> None:
-        """Set what admission counts from the bytes the store holds (WAL + segments,
-        damaged ones included), surveyed without the subscriber registry; nothing is
-        deleted, since what subscribers acknowledged is unknown (§8.8)."""
+    def _survey_held_bytes(self) -> None:
+        """Count for admission the bytes the store holds (WAL + segments, damaged ones
+        included), surveyed without the subscriber registry; nothing is deleted, since
+        what subscribers acknowledged is unknown (§8.8)."""
+        cap = self.config.retention.size_cap_bytes
         with self._retention_lock:
-            with self._admit_lock:  # admitted before this listing are in what it counts
-                counted = self._admitted
+            counted = self._admission.counted()  # admitted before this listing are in it
             held = sum(self.wal_bytes().values())
             index = RetainedIndex()
             index.sync(self.segment_location, None, full=True)
             held += index.total_bytes() + sum(d.size_bytes for d in index.damaged())
-            with self._admit_lock:
-                self._admitted -= counted
-                self._seen_bytes = held
-            self._throttled = held > cap
+            self._admission.settle(counted, held, cap is not None and held > cap)
 
-    def _unreclaimable_message(self, cap: int, cause: Exception) -> str | None:
-        """Why an append over the cap waited in vain when the pass could not run."""
-        if self._seen_bytes is None or not self._throttled:
-            return None
-        held = f"store {self.root} holds {self._seen_bytes} bytes, over retention.size_cap={cap}"
-        acklog_dir = os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
-        if isinstance(cause, CorruptionError) and cause.path.startswith(acklog_dir + os.sep):
-            return (
-                f"{held}, and nothing can be reclaimed while the subscribers' ack log cannot "
-                f"be read: {cause}; `quiver fsck {self.root}` reports it; a handle opened "
-                "with StoreConfig(salvage=True) reads past the damaged record and its "
-                "store.subscribers.checkpoint() rewrites the log without it (a lost "
-                "acknowledgement only means redelivery)"
-            )
-        return (
-            f"{held}, and the retention pass that could reclaim space failed: {cause} "
-            "(retried by the next append)"
-        )
-
-    def _within(self, cap: int) -> bool:
-        with self._admit_lock:
-            return self._seen_bytes is not None and self._seen_bytes + self._admitted <= cap
-
-    def _count_admitted(self, nbytes: int) -> None:
-        with self._admit_lock:
-            self._admitted += nbytes + fmt.WAL_RECORD_SIZE
+    def _keep_maintenance_error(self, e: Exception) -> None:
+        self.maintenance_error = e
 
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
@@ -520,7 +446,7 @@ class QuiverStore:
                 registry = self.subscribers if has_registry else None
                 if registry is not None:
                     registry.refresh()
-                return plan_retention(
+                return preview_retention(
                     self.segment_location, registry, r, now, wal_bytes=self.wal_bytes(),
                     unregistered=self.unregistered_records(registry),
                 )  # fmt: skip
@@ -529,8 +455,7 @@ class QuiverStore:
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
             expired = self._expire_idle_subscribers(now) if has_registry else []
-            with self._admit_lock:  # admitted before this listing are in what it counts
-                counted = self._admitted
+            counted = self._admission.counted()  # admitted before this listing are in it
             wal = self.wal_bytes()
             result = apply_retention(
                 self.segment_location,
@@ -543,10 +468,7 @@ class QuiverStore:
                 unregistered=self.unregistered_records,
                 on_dropped=self._note_drops,
             )
-            self._throttled = result.throttle
-            with self._admit_lock:
-                self._admitted -= counted
-                self._seen_bytes = result.plan.bytes_after
+            self._admission.settle(counted, result.plan.bytes_after, result.throttle)
             self._last_retention = time.monotonic()
             self._publish_metrics(now, wal)
             result.expired = expired
@@ -691,7 +613,7 @@ class QuiverStore:
         )
         if self.writer is not None:  # one file per partition: writers never share a name
             pid = self.writer.pid
-            self.metrics.set(THROTTLED, 1 if self._throttled else 0, partition=pid)
+            self.metrics.set(THROTTLED, 1 if self._admission.throttled else 0, partition=pid)
             self.metrics.set(WRITER_HEARTBEAT, time.time(), partition=pid)
             self.publish_process_metrics(f"writer-{pid}", scopes=(PROCESS, WRITER), partition=pid)
 

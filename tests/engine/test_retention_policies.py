@@ -7,9 +7,11 @@ import random
 import pytest
 
 from quiver_spark import metrics as m
+from quiver_spark.admission import wait_for_capacity
 from quiver_spark.config import RetentionConfig, SizeCapPolicy
 from quiver_spark.errors import StoreAtCapacityError
-from quiver_spark.retention import AnchoredClock, apply_retention, plan, wait_for_capacity
+from quiver_spark.retention import AnchoredClock, apply_retention
+from quiver_spark.retention_plan import decide_retention
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from tests.engine.subscriber_helpers import HOUR_NS, MemCatalog
 
@@ -227,8 +229,8 @@ def test_per_partition_cap_throttles_a_hot_partition_while_shared_cap_uses_idle_
     reg.register("a", retained=cat.retained())
     listing = {p: cat.list(p) for p in cat.partitions()}
     cfg = RetentionConfig(size_cap_bytes=1000)
-    phase1 = plan(listing, reg, cfg, 0, per_partition_cap=True)
-    shared = plan(listing, reg, cfg, 0)
+    phase1 = decide_retention(listing, reg, cfg, 0, per_partition_cap=True)
+    shared = decide_retention(listing, reg, cfg, 0)
     assert phase1.throttled_partitions == ["hot"] and phase1.throttle
     assert not shared.throttle
 
@@ -240,7 +242,7 @@ def test_shared_drop_oldest_evicts_the_globally_oldest_in_seq_order(env):
         cat.add("p-1", 100, 10 * i + 5)
     reg.register("a", retained=cat.retained())
     cfg = RetentionConfig(size_cap_bytes=500, size_cap_policy=DROP)
-    pl = plan({p: cat.list(p) for p in cat.partitions()}, reg, cfg, 0)
+    pl = decide_retention({p: cat.list(p) for p in cat.partitions()}, reg, cfg, 0)
     assert pl.drop_size == [("p-0", 1), ("p-1", 1), ("p-0", 2)]
 
 
@@ -250,8 +252,8 @@ def test_wal_bytes_count_toward_the_cap(env):
     reg.register("a", retained=cat.retained())
     cfg = RetentionConfig(size_cap_bytes=1000)
     listing = {"p-0": cat.list("p-0")}
-    assert not plan(listing, reg, cfg, 0, {"p-0": 700}).throttle
-    assert plan(listing, reg, cfg, 0, {"p-0": 900}).throttle
+    assert not decide_retention(listing, reg, cfg, 0, {"p-0": 700}).throttle
+    assert decide_retention(listing, reg, cfg, 0, {"p-0": 900}).throttle
 
 
 def test_wait_for_capacity_returns_when_space_frees_and_counts_one_throttle():
