@@ -41,7 +41,7 @@ from ..wal import (
 )
 from .model import OpenSegment, RecoveryReport, Txn
 
-log = logging.getLogger("quiver_spark.partition")
+log = logging.getLogger(__name__)
 
 
 class PartitionRecovery:

@@ -39,7 +39,7 @@ from ..wal import (
 from .model import HEARTBEAT_PENDING, OpenSegment, Txn, partition_dir
 from .recovery import PartitionRecovery
 
-log = logging.getLogger("quiver_spark.partition")
+log = logging.getLogger(__name__)
 
 
 class PartitionWriter(PartitionRecovery):
