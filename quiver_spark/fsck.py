@@ -560,7 +560,7 @@ class StoreChecker:
         """CHECKPOINT and the chain of ack logs it starts (§8.5): the logs from its
         ``log_gen`` on must all be there, and without a checkpoint the first log is 1."""
         from .subscribers import log as acklog
-        from .subscribers.registry import CHECKPOINT_NAME
+        from .subscribers.journal import CHECKPOINT_NAME
         from .subscribers.state import RegistryState
 
         path = os.path.join(sdir, CHECKPOINT_NAME)
