@@ -54,6 +54,7 @@ NO_DELETIONS = DeletedMarks(0, frozenset())
 """The record of a partition nothing was deleted from."""
 
 
+@runtime_checkable
 class DeletedSegments(Protocol):
     """Where the deleted-segments fact is read (``SubscriberRegistry`` has this; so does
     ``QuiverStore``, which refreshes its registry first)."""
@@ -61,6 +62,7 @@ class DeletedSegments(Protocol):
     def deleted_marks(self, partition: str) -> DeletedMarks: ...
 
 
+@runtime_checkable
 class SegmentInfo(Protocol):
     """What retention reads of a segment (``SegmentMeta`` has these, read-only)."""
 
@@ -76,6 +78,7 @@ class SegmentInfo(Protocol):
     def max_ingestion_ns(self) -> int: ...
 
 
+@runtime_checkable
 class DamagedInfo(Protocol):
     """A published segment whose metadata is unreadable (``DamagedSegment`` has these)."""
 
@@ -91,6 +94,7 @@ class DamagedInfo(Protocol):
     def size_bytes(self) -> int: ...
 
 
+@runtime_checkable
 class SurveyInfo(Protocol):
     """One partition's published segments: readable ones and damaged ones."""
 
@@ -100,6 +104,7 @@ class SurveyInfo(Protocol):
     def damaged(self) -> Sequence[DamagedInfo]: ...
 
 
+@runtime_checkable
 class SegmentCatalog(Protocol):
     """The least retention needs of a segment store: list and delete."""
 
@@ -130,6 +135,7 @@ class LocationCatalog(SegmentCatalog, Protocol):
     def quarantine_mark(self) -> bytes | None: ...
 
 
+@runtime_checkable
 class RetentionView(DeletedSegments, Protocol):
     """What a retention plan reads of the subscribers (``SubscriberRegistry`` has this)."""
 
@@ -138,12 +144,14 @@ class RetentionView(DeletedSegments, Protocol):
     def undone_by(self, partition: str, seq: int) -> list[str]: ...
 
 
+@runtime_checkable
 class SubscriberNames(Protocol):
     """Who the ack log registers (``SubscriberRegistry`` has this)."""
 
     def subscribers(self) -> list[str]: ...
 
 
+@runtime_checkable
 class RetentionLedger(RetentionView, SubscriberNames, Protocol):
     """What a retention pass reads and records under the ack log's exclusive lock."""
 
@@ -154,12 +162,14 @@ class RetentionLedger(RetentionView, SubscriberNames, Protocol):
     ) -> dict[str, dict[str, list[int]]]: ...
 
 
+@runtime_checkable
 class LockedLedger(Protocol):
     """The ack log a retention pass locks (``SubscriberRegistry`` has this)."""
 
     def exclusive(self) -> AbstractContextManager[RetentionLedger]: ...
 
 
+@runtime_checkable
 class GaugeSource(SubscriberNames, Protocol):
     """What the gauges read of the ack log (``SubscriberRegistry`` has this)."""
 
