@@ -210,14 +210,14 @@ def quiver_read_tasks(root: str) -> tuple[int, int]:
     with the default splitSize, as planned on this machine."""
     from quiver_spark.segment import SegmentLocation
     from quiver_spark.spark.source_options import parse_source_options
-    from quiver_spark.spark.source_read import plan_reads
+    from quiver_spark.spark.source_read import pack_read_tasks
 
     loc = SegmentLocation(os.path.join(root, "segments"))
     metas = [loc.read_meta(p, seq) for p in sorted(os.listdir(os.path.join(root, "segments")))
              for seq in sorted(int(n.split(".")[0]) for n in
                                os.listdir(os.path.join(root, "segments", p)) if n.endswith(".meta"))]
     split = parse_source_options({"path": root}, streaming=False).split_size_bytes
-    return len(metas), len(plan_reads(metas, split, min_tasks=os.cpu_count() or 1))
+    return len(metas), len(pack_read_tasks(metas, split, min_tasks=os.cpu_count() or 1))
 
 
 def p3(spark, root: str, pq_dir: str, rows: int, reps: int, work: Path) -> dict:

@@ -1,16 +1,32 @@
 """Typed, validated configuration for the engine.
 
 Frozen dataclasses validated in ``__post_init__``; strings are parsed elsewhere
-(:mod:`quiver_spark.options`). Units are in the field names.
+(:mod:`quiver_spark.options`). Units are in the field names. The defaults of fields
+that are options are the option table's (:mod:`quiver_spark.option_table`); the rest
+are internal settings with no option.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
 
+from . import option_table as o
 from .errors import ConfigError, InvalidNameError
+from .option_table import SizeCapPolicy
+
+__all__ = [
+    "NAME_RE",
+    "GiB",
+    "KiB",
+    "MiB",
+    "RetentionConfig",
+    "SegmentConfig",
+    "SizeCapPolicy",
+    "StoreConfig",
+    "WalConfig",
+    "validate_name",
+]
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -24,13 +40,6 @@ def validate_name(kind: str, value: object) -> str:
     if not isinstance(value, str) or not NAME_RE.fullmatch(value) or value in (".", ".."):
         raise InvalidNameError(kind, value)
     return value
-
-
-class SizeCapPolicy(enum.Enum):
-    """What happens when the store is over ``retention.size_cap`` with nothing acked to evict."""
-
-    BACKPRESSURE = "backpressure"
-    DROP_OLDEST = "drop_oldest"
 
 
 def _positive(option: str, value: float, allowed: str = "a positive number") -> None:
@@ -53,14 +62,14 @@ class WalConfig:
     ``path`` relocates the partitions' WAL and lock directories (local POSIX path).
     """
 
-    flush_interval_s: float = 0.025
-    max_size_bytes: int = 4 * GiB
+    flush_interval_s: float = o.WAL_FLUSH_INTERVAL_DEFAULT
+    max_size_bytes: int = o.WAL_MAX_SIZE_DEFAULT
     file_size_bytes: int = 64 * MiB
     path: str | None = None
 
     def __post_init__(self) -> None:
-        _non_negative("wal.flush_interval", self.flush_interval_s)
-        _positive("wal.max_size", self.max_size_bytes, "a positive size such as 4GB")
+        _non_negative(o.WAL_FLUSH_INTERVAL, self.flush_interval_s)
+        _positive(o.WAL_MAX_SIZE, self.max_size_bytes, "a positive size such as 4GB")
         _positive("wal.file_size", self.file_size_bytes, "a positive size such as 64MB")
         if self.file_size_bytes > self.max_size_bytes:
             object.__setattr__(self, "file_size_bytes", self.max_size_bytes)
@@ -75,15 +84,15 @@ class SegmentConfig:
     or integer column whose min/max each segment's metadata keeps.
     """
 
-    target_size_bytes: int = 32 * MiB
-    max_open_duration_s: float = 5.0
+    target_size_bytes: int = o.SEGMENT_TARGET_SIZE_DEFAULT
+    max_open_duration_s: float = o.SEGMENT_MAX_OPEN_DURATION_DEFAULT
     target_batch_rows: int = 10_000
     path: str | None = None
     event_time_column: str | None = None
 
     def __post_init__(self) -> None:
-        _positive("segment.target_size", self.target_size_bytes, "a positive size such as 32MB")
-        _positive("segment.max_open_duration", self.max_open_duration_s, "a positive duration")
+        _positive(o.SEGMENT_TARGET_SIZE, self.target_size_bytes, "a positive size such as 32MB")
+        _positive(o.SEGMENT_MAX_OPEN_DURATION, self.max_open_duration_s, "a positive duration")
         _positive("segment.target_batch_rows", self.target_batch_rows, "a positive integer")
 
 
@@ -91,29 +100,29 @@ class SegmentConfig:
 class RetentionConfig:
     """Retention layers: steady state, time, size cap (see ARCHITECTURE.md, Retention)."""
 
-    size_cap_bytes: int | None = None
-    size_cap_policy: SizeCapPolicy = SizeCapPolicy.BACKPRESSURE
-    max_retain_after_ingestion_hours: float | None = None
-    steady_state_headroom_bytes: int = 0
-    backpressure_timeout_s: float = 30.0
+    size_cap_bytes: int | None = o.RETENTION_SIZE_CAP_DEFAULT
+    size_cap_policy: SizeCapPolicy = o.RETENTION_SIZE_CAP_POLICY_DEFAULT
+    max_age_hours: float | None = o.RETENTION_MAX_AGE_DEFAULT
+    steady_state_headroom_bytes: int = o.RETENTION_STEADY_STATE_HEADROOM_DEFAULT
+    backpressure_timeout_s: float = o.RETENTION_BACKPRESSURE_TIMEOUT_DEFAULT
 
     def __post_init__(self) -> None:
         if self.size_cap_bytes is not None:
-            _positive("retention.size_cap", self.size_cap_bytes, "a positive size such as 500GB")
+            _positive(o.RETENTION_SIZE_CAP, self.size_cap_bytes, "a positive size such as 500GB")
         if not isinstance(self.size_cap_policy, SizeCapPolicy):
             raise ConfigError(
-                "retention.size_cap_policy",
+                o.RETENTION_SIZE_CAP_POLICY,
                 self.size_cap_policy,
                 " | ".join(p.value for p in SizeCapPolicy),
             )
-        if self.max_retain_after_ingestion_hours is not None:
+        if self.max_age_hours is not None:
             _positive(
-                "retention.max_age",
-                self.max_retain_after_ingestion_hours,
+                o.RETENTION_MAX_AGE,
+                self.max_age_hours,
                 "a positive duration such as 72h or 7d",
             )
-        _non_negative("retention.steady_state_headroom", self.steady_state_headroom_bytes)
-        _non_negative("retention.backpressure_timeout", self.backpressure_timeout_s)
+        _non_negative(o.RETENTION_STEADY_STATE_HEADROOM, self.steady_state_headroom_bytes)
+        _non_negative(o.RETENTION_BACKPRESSURE_TIMEOUT, self.backpressure_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,7 @@ class StoreConfig:
     """Opt-in: skip (and count) corrupt mid-log WAL records instead of refusing to open."""
     ack_checkpoint_records: int = 100_000
     """Write a subscriber checkpoint after this many ack-log records."""
-    subscriber_expire_after_s: float | None = None
+    subscriber_expire_after_s: float | None = o.SUBSCRIBER_EXPIRE_AFTER_DEFAULT
     """Store policy: deregister a subscriber neither live nor acknowledging for this long."""
     explicit: frozenset[str] = frozenset()
     """Option names given explicitly (by options, YAML or CLI), as opposed to defaults:
@@ -136,5 +145,5 @@ class StoreConfig:
     def __post_init__(self) -> None:
         if self.subscriber_expire_after_s is not None:
             _positive(
-                "subscriber.expire_after", self.subscriber_expire_after_s, "a positive duration"
+                o.SUBSCRIBER_EXPIRE_AFTER, self.subscriber_expire_after_s, "a positive duration"
             )

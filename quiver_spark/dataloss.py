@@ -37,6 +37,7 @@ from .errors import CorruptionError, DataLossError, MissingKind, SegmentMissingE
 from .format import LOST_SUFFIX, READERS_DIR
 from .fs import DEFAULT_IO, FileIO
 from .metrics import SOURCE_DROPPED, SOURCE_LOST, Metrics
+from .seams import NO_DELETIONS, DeletedSegments
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .subscribers import open_registry
 
@@ -49,12 +50,6 @@ OPEN_RETRY_S = 0.5
 
 
 # -- classification -------------------------------------------------------------------------
-class DeletedFacts(Protocol):
-    """What the ack log knows of deleted segments (``SubscriberRegistry`` has this)."""
-
-    def deleted_seqs(self, partition: str) -> tuple[int, frozenset[int]]: ...
-
-
 class SegmentFacts(Protocol):
     """What the segment location knows (``SegmentLocation`` has this)."""
 
@@ -186,7 +181,7 @@ class PartitionEvidence:
 
 def evidence(
     location: SegmentFacts,
-    registry: DeletedFacts | None,
+    registry: DeletedSegments | None,
     partition: str,
     *,
     published: Iterable[int] | None = None,
@@ -196,8 +191,8 @@ def evidence(
     seqs = frozenset(location.published_seqs(partition) if published is None else published)
     quarantined = location.quarantined(partition)
     notes = {s: location.quarantine_note(partition, s) for s in quarantined if s not in seqs}
-    floor, deleted = registry.deleted_seqs(partition) if registry else (0, frozenset())
-    top = max([floor, *deleted])
+    marks = registry.deleted_marks(partition) if registry else NO_DELETIONS
+    floor, deleted, top = marks.floor, frozenset(marks.above), marks.highest
     return PartitionEvidence(
         partition=partition,
         published=seqs,

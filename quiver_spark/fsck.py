@@ -97,7 +97,7 @@ Task = tuple[int, Callable[[], None]]
 
 
 class StoreChecker:
-    """Plans and runs the verification of one store (read-only unless quarantining)."""
+    """Lists and runs the checks of one store (read-only unless quarantining)."""
 
     def __init__(self, store: QuiverStore, *, quarantine: bool = False) -> None:
         self.store = store
@@ -105,18 +105,18 @@ class StoreChecker:
         self.report = FsckReport(store.root)
         self._wal_last_seq: dict[str, tuple[int, int | None]] = {}
 
-    # -- planning ---------------------------------------------------------------------
-    def plan(self) -> list[Task]:
+    # -- the checks -------------------------------------------------------------------
+    def list_checks(self) -> list[Task]:
         """Every check as a weighted task; listing errors become findings at once."""
         tasks: list[Task] = [(1, self._check_store_file), (1, self._check_policy)]
         for pid in self._wal_partitions():
-            tasks.extend(self._plan_partition(pid))
+            tasks.extend(self._partition_checks(pid))
         for pid in self._segment_partitions():
-            tasks.extend(self._plan_segments(pid))
+            tasks.extend(self._segment_checks(pid))
         tasks.append((1, self._check_quarantine_mark))
-        tasks.extend(self._plan_commits())
-        tasks.extend(self._plan_subscribers())
-        tasks.extend(self._plan_advisory())
+        tasks.extend(self._commit_checks())
+        tasks.extend(self._subscriber_checks())
+        tasks.extend(self._advisory_checks())
         return tasks
 
     def run(self, tasks: list[Task], progress: Callable[[int], None] | None = None) -> FsckReport:
@@ -209,7 +209,7 @@ class StoreChecker:
         self.report.checked["policy"] += 1
 
     # -- partitions: STATE, HEARTBEAT, WAL -------------------------------------------------------
-    def _plan_partition(self, pid: str) -> list[Task]:
+    def _partition_checks(self, pid: str) -> list[Task]:
         pdir = os.path.join(self.store.wal_root, pid)
         tasks: list[Task] = [(1, lambda: self._check_state(pid, pdir))]
         infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), self.store.io)
@@ -336,7 +336,7 @@ class StoreChecker:
             expected = last + 1 if last is not None else first
 
     # -- segments ---------------------------------------------------------------------------
-    def _plan_segments(self, pid: str) -> list[Task]:
+    def _segment_checks(self, pid: str) -> list[Task]:
         loc = self.store.segment_location
         listing = loc.listing(pid)
         floor, publishing = self._state_floor(pid)
@@ -478,7 +478,7 @@ class StoreChecker:
         self.report.quarantined += 1
 
     # -- commits ----------------------------------------------------------------------------
-    def _plan_commits(self) -> list[Task]:
+    def _commit_checks(self) -> list[Task]:
         io = self.store.io
         cdir = os.path.join(self.store.root, fmt.COMMITS_DIR)
         tasks: list[Task] = []
@@ -501,7 +501,7 @@ class StoreChecker:
             self._corruption("commit", e)
 
     # -- subscribers --------------------------------------------------------------------------
-    def _plan_subscribers(self) -> list[Task]:
+    def _subscriber_checks(self) -> list[Task]:
         if not has_registry(self.store.root):
             return []
         sdir = os.path.join(self.store.root, fmt.SUBSCRIBERS_DIR)
@@ -560,7 +560,7 @@ class StoreChecker:
         """CHECKPOINT and the chain of ack logs it starts (§8.5): the logs from its
         ``log_gen`` on must all be there, and without a checkpoint the first log is 1."""
         from .subscribers import log as acklog
-        from .subscribers.registry import CHECKPOINT_NAME
+        from .subscribers.journal import CHECKPOINT_NAME
         from .subscribers.state import RegistryState
 
         path = os.path.join(sdir, CHECKPOINT_NAME)
@@ -621,7 +621,7 @@ class StoreChecker:
             )  # fmt: skip
 
     # -- advisory files: readers/*, metrics/* -----------------------------------------------
-    def _plan_advisory(self) -> list[Task]:
+    def _advisory_checks(self) -> list[Task]:
         io = self.store.io
         tasks: list[Task] = []
         rdir = os.path.join(self.store.root, fmt.READERS_DIR)
@@ -690,8 +690,8 @@ def check_store(
     """Verify every file of ``store`` (see the module docstring) and report what was found.
 
     ``progress(weight)`` is called after each unit of work; the weights (mostly bytes)
-    sum to that of :meth:`StoreChecker.plan`. With ``quarantine`` corrupt segments are
+    sum to that of :meth:`StoreChecker.list_checks`. With ``quarantine`` corrupt segments are
     moved aside; nothing else is ever changed.
     """
     checker = StoreChecker(store, quarantine=quarantine)
-    return checker.run(checker.plan(), progress)
+    return checker.run(checker.list_checks(), progress)

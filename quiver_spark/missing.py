@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from .dataloss import (
-    DeletedFacts,
     MissingSegment,
     PartitionEvidence,
     SegmentFacts,
@@ -22,7 +21,6 @@ __all__ = [
     "DELETED",
     "MISSING",
     "QUARANTINED",
-    "DeletedFacts",
     "MissingSegment",
     "PartitionEvidence",
     "SegmentFacts",

@@ -1,9 +1,10 @@
-"""Strings to typed config: the one place option values are parsed.
+"""Store options as given (Spark options, a YAML file, the CLI) to a typed StoreConfig.
 
-Used by the Spark layer (``spark/options.py``), the YAML config file and the CLI.
-Every error names the option, the value given and what is allowed.
-Sizes accept ``B/KB/MB/GB/TB`` (1024-based; ``KiB`` spellings too); durations
-``ms/s/m/h``.
+Options are matched under any case and any earlier spelling (:func:`canonicalize`),
+sources are layered (:func:`overlay`, :func:`merged_options`), and each value is parsed
+by its entry in the option table (:mod:`quiver_spark.option_table`, which holds every
+option's name, default, parser and meaning). Every error names the option as given,
+the value given and what is allowed.
 """
 
 from __future__ import annotations
@@ -11,139 +12,45 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from .config import (
-    RetentionConfig,
-    SegmentConfig,
-    SizeCapPolicy,
-    StoreConfig,
-    WalConfig,
-    validate_name,
-)
+from . import option_table as o
+from .config import RetentionConfig, SegmentConfig, StoreConfig, WalConfig, validate_name
 from .errors import ConfigError, UnknownOptionError
+from .option_table import ALIASES, OPTION, STORE_OPTION_TABLE, STORE_OPTIONS, Option
+from .values import (
+    DURATION_ALLOWED,
+    SIZE_ALLOWED,
+    parse_bool,
+    parse_choice,
+    parse_duration,
+    parse_int,
+    parse_size,
+)
 
-_SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 1024, "kib": 1024, "k": 1024,
-    "mb": 1024**2, "mib": 1024**2, "m": 1024**2,
-    "gb": 1024**3, "gib": 1024**3, "g": 1024**3,
-    "tb": 1024**4, "tib": 1024**4, "t": 1024**4,
-}  # fmt: skip
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_NUM = r"\s*([0-9]+(?:\.[0-9]+)?)\s*"
+__all__ = [
+    "ALIASES",
+    "DURATION_ALLOWED",
+    "SIZE_ALLOWED",
+    "STORE_OPTIONS",
+    "STORE_OPTION_TABLE",
+    "Option",
+    "canonical_option",
+    "canonicalize",
+    "did_you_mean",
+    "flatten",
+    "load_yaml_options",
+    "merged_options",
+    "overlay",
+    "parse_bool",
+    "parse_choice",
+    "parse_duration",
+    "parse_int",
+    "parse_size",
+    "store_config_from_options",
+    "validate_partition",
+]
 
-SIZE_ALLOWED = "a size such as 512KB, 32MB or 4GB (units B, KB, MB, GB, TB; 1024-based)"
-DURATION_ALLOWED = "a duration such as 25ms, 5s, 10m, 1h or 7d (units ms, s, m, h, d)"
-
-
-def parse_size(option: str, value: object) -> int:
-    """``'32MB'`` -> 33554432. Plain integers are bytes."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    m = re.fullmatch(_NUM + r"([A-Za-z]*)\s*", str(value))
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise ConfigError(option, value, SIZE_ALLOWED)
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
-
-
-def parse_duration(option: str, value: object) -> float:
-    """``'25ms'`` -> 0.025 seconds. A bare number is seconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    m = re.fullmatch(_NUM + r"(ms|s|m|h|d)?\s*", str(value))
-    if not m:
-        raise ConfigError(option, value, DURATION_ALLOWED)
-    return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
-
-
-def parse_int(option: str, value: object, *, minimum: int = 0) -> int:
-    try:
-        i = int(str(value).strip())
-    except ValueError:
-        raise ConfigError(option, value, f"an integer >= {minimum}") from None
-    if i < minimum:
-        raise ConfigError(option, value, f"an integer >= {minimum}")
-    return i
-
-
-def parse_bool(option: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    s = str(value).strip().lower()
-    if s in ("true", "1", "yes"):
-        return True
-    if s in ("false", "0", "no"):
-        return False
-    raise ConfigError(option, value, "true or false")
-
-
-def parse_choice(option: str, value: object, choices: list[str]) -> str:
-    """One of ``choices``, matched case-insensitively (``DROP_OLDEST`` is ``drop_oldest``)."""
-    s = str(value).strip()
-    for choice in choices:
-        if s.lower() == choice.lower():
-            return choice
-    raise ConfigError(option, value, " | ".join(choices))
-
-
-@dataclass(frozen=True)
-class Option:
-    """One documented option: its name, default as shown, meaning and old spellings.
-
-    Naming scheme: store options are dotted snake_case grouped by what they configure
-    (``segment.*``, ``wal.*``, ``retention.*``, ``subscriber.*``); reader options are
-    Spark-style camelCase like Kafka's and Delta's (``maxSegmentsPerTrigger``). Aliases
-    are earlier spellings, accepted for one release and documented as such.
-    """
-
-    name: str
-    default: str
-    help: str
-    aliases: tuple[str, ...] = ()
-
-
-# The one table of store options: parsing, `quiver` -o flags, errors and the README's
-# sink options table (checked by tests/engine/test_options_table.py) all come from it.
-STORE_OPTION_TABLE: tuple[Option, ...] = (
-    Option("path", "required", "the store's root directory (a local POSIX path reachable by "
-           "writers and the driver)"),
-    Option("segment.target_size", "32MB", "finalize the open segment at this many bytes"),
-    Option("segment.max_open_duration", "5s", "finalize an open segment at this age even when "
-           "the stream is idle: the bound on commit-to-visible latency"),
-    Option("segment.path", "<path>/segments", "where finalized segments live: a local path or "
-           "any fsspec URL (`s3://bucket/prefix`); recorded at creation", ("segments.path",)),
-    Option("segment.event_time_column", "none", "a timestamp, date or integer column whose "
-           "min/max each segment keeps (batch reads prune on it)", ("eventTimeColumn",)),
-    Option("wal.flush_interval", "25ms", "group-fsync period of the WAL; `0` fsyncs every "
-           "append"),
-    Option("wal.max_size", "4GB", "WAL cap per partition: reaching it finalizes; if undecided "
-           "batches still pin it, backpressure"),
-    Option("wal.path", "<path>/partitions", "executor-local root for WAL and lock files; "
-           "recorded at creation (see Layouts)"),
-    Option("retention.size_cap", "none", "store policy: cap on WAL + segments of the whole "
-           "store"),
-    Option("retention.size_cap_policy", "backpressure", "store policy: `backpressure` (never "
-           "delete unacknowledged data; throttle intake) or `drop_oldest` (evict the oldest "
-           "unacknowledged segments, recorded as `dropped`)"),
-    Option("retention.max_age", "none", "store policy: delete segments ingested longer ago "
-           "than this duration (`72h`, `7d`), acknowledged or not (recorded as `dropped`)",
-           ("retention.max_retain_after_ingestion_hours",)),
-    Option("retention.steady_state_headroom", "0B", "store policy: keep this many bytes of "
-           "fully acknowledged segments as a spool"),
-    Option("retention.backpressure_timeout", "30s", "how long an append waits for space "
-           "before failing with a retryable error (this process's setting, not store policy)"),
-    Option("subscriber.expire_after", "none", "store policy: deregister a subscriber that has "
-           "not acknowledged for this long, releasing what it pinned"),
-    Option("config", "none", "a YAML store config file (explicit options win)"),
-)  # fmt: skip
-
-STORE_OPTIONS: dict[str, tuple[str, str]] = {
-    o.name: (o.default, o.help) for o in STORE_OPTION_TABLE if o.name not in ("path", "config")
-}
-"""Store options by canonical name: ``(default as shown, meaning)``."""
-ALIASES: dict[str, str] = {a: o.name for o in STORE_OPTION_TABLE for a in o.aliases}
 _PREFIXES = ("segment.", "segments.", "wal.", "retention.", "subscriber.")
 
 
@@ -159,9 +66,6 @@ def canonical_option(key: str) -> str | None:
     return None
 
 
-_HOURS_ALIAS = "retention.max_retain_after_ingestion_hours"
-
-
 def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None) -> dict[str, Any]:
     """Store option keys under their canonical names (other keys unchanged), with an
     alias's own value rule applied: under ``retention.max_retain_after_ingestion_hours``
@@ -174,7 +78,7 @@ def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None
         if name is None:
             out[key] = value
             continue
-        if str(key).strip().lower() == _HOURS_ALIAS and re.fullmatch(
+        if str(key).strip().lower() == o.RETENTION_MAX_AGE_HOURS_ALIAS and re.fullmatch(
             r"\s*[0-9]+(\.[0-9]+)?\s*", str(value)
         ):
             value = f"{str(value).strip()}h"
@@ -233,87 +137,35 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
                 raise UnknownOptionError(str(key), value, allowed)
             continue
         opts[str(key)] = value
-    flush_s = parse_duration(nm("wal.flush_interval"), opts.get("wal.flush_interval", "25ms"))
-    max_wal = parse_size(nm("wal.max_size"), opts.get("wal.max_size", "4GB"))
-    target = parse_size(nm("segment.target_size"), opts.get("segment.target_size", "32MB"))
-    max_open_s = parse_duration(
-        nm("segment.max_open_duration"), opts.get("segment.max_open_duration", "5s")
-    )
-    # checked before the dataclasses so the error shows the value as given ("0s", not 0.0)
-    for key, val in (("segment.target_size", target),
-                     ("segment.max_open_duration", max_open_s),
-                     ("wal.max_size", max_wal)):  # fmt: skip
-        if val <= 0:
-            raise ConfigError(nm(key), opts.get(key), "a value greater than zero")
+
+    def setting(name: str) -> Any:
+        return OPTION[name].value(opts.get(name), nm(name))
+
     wal = WalConfig(
-        flush_interval_s=flush_s, max_size_bytes=max_wal, path=_opt_str(opts, "wal.path")
+        flush_interval_s=setting(o.WAL_FLUSH_INTERVAL),
+        max_size_bytes=setting(o.WAL_MAX_SIZE),
+        path=setting(o.WAL_PATH),
     )
     segment = SegmentConfig(
-        target_size_bytes=target,
-        max_open_duration_s=max_open_s,
-        path=_opt_str(opts, "segment.path"),
-        event_time_column=_opt_str(opts, "segment.event_time_column"),
+        target_size_bytes=setting(o.SEGMENT_TARGET_SIZE),
+        max_open_duration_s=setting(o.SEGMENT_MAX_OPEN_DURATION),
+        path=setting(o.SEGMENT_PATH),
+        event_time_column=setting(o.SEGMENT_EVENT_TIME_COLUMN),
     )
-    policy = parse_choice(
-        nm("retention.size_cap_policy"),
-        opts.get("retention.size_cap_policy", "backpressure"),
-        [p.value for p in SizeCapPolicy],
-    )
-    cap = opts.get("retention.size_cap")
     retention = RetentionConfig(
-        size_cap_bytes=parse_size(nm("retention.size_cap"), cap) if _given(cap) else None,
-        size_cap_policy=SizeCapPolicy(policy),
-        max_retain_after_ingestion_hours=_max_age_hours(
-            opts.get("retention.max_age"), nm("retention.max_age")
-        ),
-        steady_state_headroom_bytes=parse_size(
-            nm("retention.steady_state_headroom"), opts.get("retention.steady_state_headroom", 0)
-        ),
-        backpressure_timeout_s=parse_duration(
-            nm("retention.backpressure_timeout"), opts.get("retention.backpressure_timeout", "30s")
-        ),
+        size_cap_bytes=setting(o.RETENTION_SIZE_CAP),
+        size_cap_policy=setting(o.RETENTION_SIZE_CAP_POLICY),
+        max_age_hours=setting(o.RETENTION_MAX_AGE),
+        steady_state_headroom_bytes=setting(o.RETENTION_STEADY_STATE_HEADROOM),
+        backpressure_timeout_s=setting(o.RETENTION_BACKPRESSURE_TIMEOUT),
     )
-    if retention.size_cap_bytes is not None and retention.size_cap_bytes <= 0:
-        raise ConfigError(nm("retention.size_cap"), cap, "a size greater than zero")
-    expire = opts.get("subscriber.expire_after")
-    expire_s = None
-    if _given(expire):
-        expire_s = parse_duration(nm("subscriber.expire_after"), expire)
-        if expire_s <= 0:
-            raise ConfigError(nm("subscriber.expire_after"), expire, "a duration greater than zero")
     return StoreConfig(
         wal=wal,
         segment=segment,
         retention=retention,
-        subscriber_expire_after_s=expire_s,
+        subscriber_expire_after_s=setting(o.SUBSCRIBER_EXPIRE_AFTER),
         explicit=frozenset(opts),
     )
-
-
-def _given(value: object) -> bool:
-    return value is not None and str(value).strip().lower() not in ("", "none")
-
-
-def _max_age_hours(value: object, name: str = "retention.max_age") -> float | None:
-    """``retention.max_age`` in hours: a duration with a unit (``72h``, ``7d``); a bare
-    number is refused, being ambiguous between the old hours and seconds."""
-    if not _given(value):
-        return None
-    text = str(value).strip()
-    allowed = "a positive duration with a unit, such as 72h or 7d"
-    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", text):
-        raise ConfigError(name, value, allowed + " (a bare number is ambiguous)")
-    hours = parse_duration(name, text) / 3600
-    if not hours > 0 or hours == float("inf"):
-        raise ConfigError(name, value, allowed)
-    return hours
-
-
-def _opt_str(opts: Mapping[str, Any], key: str) -> str | None:
-    v = opts.get(key)
-    if v is None or str(v).strip() == "":
-        return None
-    return str(v).strip()
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import format as fmt
+from . import option_table as o
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
-from .errors import ConfigError, CorruptionError, QuiverError
-from .errors import PolicyConflictError as PolicyConflictError  # re-exported: errors.py
+from .errors import ConfigError, CorruptionError, PolicyConflictError, QuiverError
 from .fs import FileIO, file_lock
 
 log = logging.getLogger(__name__)
@@ -45,12 +45,12 @@ STORE_LOCK = ".store.lock"
 
 # option name -> RetentionConfig field, for the options a store's policy holds
 RETENTION_FIELDS: dict[str, str] = {
-    "retention.size_cap": "size_cap_bytes",
-    "retention.size_cap_policy": "size_cap_policy",
-    "retention.max_age": "max_retain_after_ingestion_hours",
-    "retention.steady_state_headroom": "steady_state_headroom_bytes",
+    o.RETENTION_SIZE_CAP: "size_cap_bytes",
+    o.RETENTION_SIZE_CAP_POLICY: "size_cap_policy",
+    o.RETENTION_MAX_AGE: "max_age_hours",
+    o.RETENTION_STEADY_STATE_HEADROOM: "steady_state_headroom_bytes",
 }
-EXPIRE_AFTER = "subscriber.expire_after"
+EXPIRE_AFTER = o.SUBSCRIBER_EXPIRE_AFTER
 POLICY_OPTIONS = (*RETENTION_FIELDS, EXPIRE_AFTER)
 
 
@@ -60,11 +60,11 @@ class StorePolicy:
 
     generation: int = 0
     """0 until recorded; then 1, and +1 per change."""
-    size_cap_bytes: int | None = None
-    size_cap_policy: SizeCapPolicy = SizeCapPolicy.BACKPRESSURE
-    max_retain_after_ingestion_hours: float | None = None
-    steady_state_headroom_bytes: int = 0
-    expire_after_s: float | None = None
+    size_cap_bytes: int | None = o.RETENTION_SIZE_CAP_DEFAULT
+    size_cap_policy: SizeCapPolicy = o.RETENTION_SIZE_CAP_POLICY_DEFAULT
+    max_age_hours: float | None = o.RETENTION_MAX_AGE_DEFAULT
+    steady_state_headroom_bytes: int = o.RETENTION_STEADY_STATE_HEADROOM_DEFAULT
+    expire_after_s: float | None = o.SUBSCRIBER_EXPIRE_AFTER_DEFAULT
     """Deregister a subscriber that has not acknowledged for this long (None: never)."""
     updated_ns: int = 0
     damaged: str | None = dataclasses.field(default=None, compare=False)
@@ -91,7 +91,7 @@ class StorePolicy:
             "retention": {
                 "size_cap": self.size_cap_bytes,
                 "size_cap_policy": self.size_cap_policy.value,
-                "max_age_hours": self.max_retain_after_ingestion_hours,
+                "max_age_hours": self.max_age_hours,
                 "steady_state_headroom": self.steady_state_headroom_bytes,
             },
             "subscriber": {"expire_after_s": self.expire_after_s},
@@ -109,7 +109,7 @@ class StorePolicy:
                 generation=gen,
                 size_cap_bytes=_opt_int(ret.get("size_cap")),
                 size_cap_policy=SizeCapPolicy(ret.get("size_cap_policy", "backpressure")),
-                max_retain_after_ingestion_hours=_opt_float(ret.get("max_age_hours")),
+                max_age_hours=_opt_float(ret.get("max_age_hours")),
                 steady_state_headroom_bytes=int(ret.get("steady_state_headroom", 0)),
                 expire_after_s=_opt_float(sub.get("expire_after_s")),
                 updated_ns=int(body.get("updated_ns", 0)),
@@ -131,11 +131,11 @@ def show(option: str, value: Any) -> str:
         return "none"
     if isinstance(value, SizeCapPolicy):
         return value.value
-    if option in ("retention.size_cap", "retention.steady_state_headroom"):
+    if option in (o.RETENTION_SIZE_CAP, o.RETENTION_STEADY_STATE_HEADROOM):
         return _size(int(value))
     if option == EXPIRE_AFTER:
         return _duration(float(value))
-    if option == "retention.max_age":
+    if option == o.RETENTION_MAX_AGE:
         return _duration(float(value) * 3600)
     return str(value)
 
@@ -154,7 +154,13 @@ def _duration(s: float) -> str:
     return f"{s:g}s"
 
 
-CONSERVATIVE = StorePolicy()
+CONSERVATIVE = StorePolicy(
+    size_cap_bytes=None,
+    size_cap_policy=SizeCapPolicy.BACKPRESSURE,
+    max_age_hours=None,
+    steady_state_headroom_bytes=0,
+    expire_after_s=None,
+)
 """What a store applies while its POLICY cannot be read: no time window, no size cap
 (so no drop_oldest and no throttling on a cap nobody can read), no expiry. Only
 segments every subscriber acknowledged are reclaimed."""
@@ -226,7 +232,7 @@ def policy_of(config: StoreConfig) -> StorePolicy:
     return StorePolicy(
         size_cap_bytes=r.size_cap_bytes,
         size_cap_policy=r.size_cap_policy,
-        max_retain_after_ingestion_hours=r.max_retain_after_ingestion_hours,
+        max_age_hours=r.max_age_hours,
         steady_state_headroom_bytes=r.steady_state_headroom_bytes,
         expire_after_s=config.subscriber_expire_after_s,
     )

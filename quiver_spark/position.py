@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import NAME_RE
-from .errors import OffsetFormatError as OffsetFormatError  # re-exported: defined in errors.py
+from .errors import OffsetFormatError
 
 OFFSET_VERSION = 1
 

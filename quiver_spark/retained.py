@@ -27,7 +27,17 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Set as AbstractSet
+from typing import TypeGuard
+
+from .seams import (
+    DamagedInfo,
+    DeletedMarks,
+    DeletedSegments,
+    LocationCatalog,
+    SegmentCatalog,
+    SegmentInfo,
+)
 
 RESURVEY_PERIOD_S = 300.0
 """A long-lived index lists every partition this often (and in the cases above)."""
@@ -35,50 +45,16 @@ RESURVEY_PERIOD_S = 300.0
 _COMPACT_AT = 1024  # front-trimmed entries kept before the lists are compacted
 
 
-class SegmentInfo(Protocol):
-    """What retention reads of a segment (``SegmentMeta`` has these, read-only)."""
-
-    @property
-    def partition(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def size_bytes(self) -> int: ...
-    @property
-    def min_ingestion_ns(self) -> int: ...
-    @property
-    def max_ingestion_ns(self) -> int: ...
-
-
-class DamagedInfo(Protocol):
-    """A published segment whose metadata is unreadable (``DamagedSegment`` has these)."""
-
-    @property
-    def partition(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def error(self) -> str: ...
-    @property
-    def size_bytes(self) -> int: ...
-
-
-class DeletedView(Protocol):
-    """What the index needs of the ack log (``SubscriberRegistry`` has this)."""
-
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]: ...
-
-
 Key = tuple[str, int]
 
 
-def _deleted_mark(deleted: DeletedView, partition: str) -> tuple[int, int]:
-    """What identifies the ack log's DELETED facts of a partition: they only grow, so
-    the same floor and number of seqs above it are the same facts."""
-    floor, above = deleted.deleted_marks(partition)
-    return floor, len(above)
+def _is_damaged(found: SegmentInfo | DamagedInfo) -> TypeGuard[DamagedInfo]:
+    """A probe's answer for a seq whose metadata is unreadable (it names its error)."""
+    return hasattr(found, "error")
+
+
+def _is_readable(found: SegmentInfo | DamagedInfo) -> TypeGuard[SegmentInfo]:
+    return not _is_damaged(found)
 
 
 class _Part:
@@ -90,6 +66,9 @@ class _Part:
     )  # fmt: skip
 
     def __init__(self, top: int = 0) -> None:
+        self._reset(top)
+
+    def _reset(self, top: int) -> None:
         self.infos: list[SegmentInfo] = []
         self.seqs: list[int] = []
         self.cum: list[int] = []  # cum[i]: bytes of infos[0..i]
@@ -153,7 +132,7 @@ class _Part:
         elif self.lo >= _COMPACT_AT and self.lo * 2 >= len(self.seqs):
             self._rebuild(self.live())
 
-    def recorded_deleted(self, floor: int, above: frozenset[int] | set[int]) -> list[int]:
+    def recorded_deleted(self, floor: int, above: AbstractSet[int]) -> list[int]:
         """Live seqs the ack log records deleted: at or below ``floor`` or in ``above``.
 
         Costs the deleted front plus the smaller of ``above`` and the partition.
@@ -168,7 +147,7 @@ class _Part:
 
     def _rebuild(self, infos: list[SegmentInfo]) -> None:
         top, mark, version = self.top, self.deleted_mark, self.version
-        self.__init__(top)  # type: ignore[misc]
+        self._reset(top)
         self.extend(infos)
         self.top, self.deleted_mark, self.version = top, mark, version + 1
 
@@ -210,57 +189,57 @@ class RetainedIndex:
         """Make the next :meth:`sync` a full survey (after a failed pass)."""
         self._surveyed_at = None
 
-    def sync(self, catalog: Any, deleted: DeletedView | None, *, full: bool = False) -> None:
+    def sync(
+        self, catalog: SegmentCatalog, deleted: DeletedSegments | None, *, full: bool = False
+    ) -> None:
         """Bring the index up to date with ``catalog`` (a ``SegmentLocation``).
 
         ``deleted`` is the ack log as of now (refreshed by the caller); without it,
-        or when ``catalog`` cannot ``probe_next``, every sync is a full survey.
+        or when ``catalog`` is not a :class:`LocationCatalog` (it cannot
+        ``probe_next``), every sync is a full survey.
         """
         now = self._clock()
-        mark = catalog.quarantine_mark() if hasattr(catalog, "quarantine_mark") else None
+        located = catalog if isinstance(catalog, LocationCatalog) else None
+        mark = located.quarantine_mark() if located is not None else None
         moved_aside = mark != self._mark
         self._mark = mark
         if (
             full
             or moved_aside
             or deleted is None
+            or located is None
             or self._surveyed_at is None
             or now - self._surveyed_at >= RESURVEY_PERIOD_S
-            or not hasattr(catalog, "probe_next")
-            or not hasattr(catalog, "is_published")
-            or not hasattr(catalog, "finish_deletes")
         ):
             self._survey(catalog, deleted)
             self._surveyed_at = now
             self.surveyed = True
             return
         self.surveyed = False
-        marks: dict[str, tuple[int, frozenset[int] | set[int]]] = {}
+        marks: dict[str, DeletedMarks] = {}
         finished: dict[str, list[int]] = {}  # deleted by others since the last sync
-        for p in catalog.partitions():
+        for p in located.partitions():
             part = self._parts.get(p)
             if part is None:
                 part = self._parts[p] = _Part()
-            floor, above = marks[p] = deleted.deleted_marks(p)
-            mark = (floor, len(above))
-            if part.deleted_mark != mark:
+            facts = marks[p] = deleted.deleted_marks(p)
+            if part.deleted_mark != facts.version:
                 # another process's pass deleted these; one that died between its
                 # records and its unlinks left files this pass deletes (as a survey would)
-                recorded = part.recorded_deleted(floor, above)
-                deleted_here = [q for q in recorded if not catalog.is_published(p, q)]
+                recorded = part.recorded_deleted(facts.floor, facts.above)
+                deleted_here = [q for q in recorded if not located.is_published(p, q)]
                 part.remove(deleted_here)
                 finished.setdefault(p, []).extend(deleted_here)
-                part.deleted_mark = mark
+                part.deleted_mark = facts.version
 
         def gone(p: str, seq: int) -> bool:
             """Published and deleted before this index saw it."""
-            floor, above = marks[p]
-            if (seq <= floor or seq in above) and not catalog.is_published(p, seq):
+            if marks[p].holds(seq) and not located.is_published(p, seq):
                 finished.setdefault(p, []).append(seq)
                 return True
             return False
 
-        found = catalog.probe_next({p: self._parts[p].top + 1 for p in marks}, skip=gone)
+        found = located.probe_next({p: self._parts[p].top + 1 for p in marks}, skip=gone)
         for p, new in found.items():
             part = self._parts[p]
             for f in new:
@@ -268,22 +247,24 @@ class RetainedIndex:
             part.top = max([part.top, *finished.get(p, ())])
         # a deletion that died between its unlinks left .arrow files: finish it
         for p, seqs in finished.items():
-            catalog.finish_deletes(p, seqs)
+            located.finish_deletes(p, seqs)
 
-    def _survey(self, catalog: Any, deleted: DeletedView | None) -> None:
-        survey = getattr(catalog, "survey", None)
+    def _survey(self, catalog: SegmentCatalog, deleted: DeletedSegments | None) -> None:
+        located = catalog if isinstance(catalog, LocationCatalog) else None
         parts: dict[str, _Part] = {}
         damaged: dict[Key, DamagedInfo] = {}
         for p in catalog.partitions():
             old = self._parts.get(p)
             part = parts[p] = _Part(old.top if old is not None else 0)
             if deleted is not None:
-                part.deleted_mark = _deleted_mark(deleted, p)
+                part.deleted_mark = deleted.deleted_marks(p).version
                 part.top = max(part.top, part.deleted_mark[0])
-            if survey is None:
+            metas: list[SegmentInfo]
+            bad: list[DamagedInfo]
+            if located is None:
                 metas, bad = list(catalog.list(p)), []
             else:
-                found = survey(p)
+                found = located.survey(p)
                 metas, bad = list(found.metas), list(found.damaged)
             part.extend(metas)
             for d in bad:
@@ -292,15 +273,15 @@ class RetainedIndex:
         self._parts, self._damaged = parts, damaged
         self._lag.clear()
 
-    def _add(self, p: str, part: _Part, found: Any) -> None:
-        if hasattr(found, "error"):  # a DamagedSegment: kept, named, counted
+    def _add(self, p: str, part: _Part, found: SegmentInfo | DamagedInfo) -> None:
+        if _is_damaged(found):  # a DamagedSegment: kept, named, counted
             self._damaged[(p, found.seq)] = found
             part.top = max(part.top, found.seq)
-        else:
+        elif _is_readable(found):
             part.append(found)
 
     def remove(
-        self, deletions: Mapping[str, Iterable[int]], deleted: DeletedView | None = None
+        self, deletions: Mapping[str, Iterable[int]], deleted: DeletedSegments | None = None
     ) -> None:
         """Forget segments this process deleted; with ``deleted`` (the ack log after
         this process recorded them), its DELETED facts count as already followed."""
@@ -309,7 +290,7 @@ class RetainedIndex:
             if part is not None:
                 part.remove(seqs)
                 if deleted is not None:
-                    part.deleted_mark = _deleted_mark(deleted, p)
+                    part.deleted_mark = deleted.deleted_marks(p).version
 
     # -- reading ------------------------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -370,7 +351,7 @@ class RetainedIndex:
         return (part.infos[i] for i in range(part.lo, len(part.infos)))
 
     def lag_of(
-        self, sub: str, partition: str, hwm: int, done_above: set[int] | frozenset[int]
+        self, sub: str, partition: str, hwm: int, done_above: AbstractSet[int]
     ) -> tuple[int, int, int | None]:
         """:meth:`lag` remembered per (subscriber, partition) until the subscriber's
         marks or the partition change (a subscriber's done-set only grows: the same

@@ -1,10 +1,10 @@
-"""Retention: which segments to delete, when to throttle intake, and the executor.
+"""A retention pass: carry out the plan under the ack log's exclusive lock.
 
-:func:`plan` is pure: given a listing, the subscribers' progress, the config, the
-caller's ``now_ns`` and WAL sizes, it returns a :class:`RetentionPlan`. It never reads
-a clock. :func:`apply_retention` runs a plan under the registry's exclusive lock:
-``dropped`` + ``deleted`` records are made durable first, then segments are deleted.
-Precedence of the three layers: ARCHITECTURE.md §8.7.
+:func:`apply_retention` brings the retained-segment index up to date, asks
+:func:`~quiver_spark.retention_plan.decide_retention` what to delete, makes the
+``dropped`` + ``deleted`` records durable first, then deletes the segments (ARCHITECTURE.md
+§8.7); :func:`preview_retention` is the same decision with nothing changed
+(``quiver gc --dry-run``). :class:`AnchoredClock` is the clock a store's passes read.
 
 A segment whose ``.meta`` fails verification (damaged) is never deleted nor recorded
 deleted or dropped by a pass: it stays where it is, named in the result, the log and
@@ -15,296 +15,20 @@ reclaimed as usual.
 
 from __future__ import annotations
 
-import functools
-import heapq
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from . import metrics as m
-from .config import RetentionConfig, SizeCapPolicy
-from .errors import StoreAtCapacityError
-from .retained import DamagedInfo, RetainedIndex, SegmentInfo
+from .config import RetentionConfig
+from .retained import RetainedIndex
+from .retention_plan import NO_SUBSCRIBERS, Key, RetentionPlan, decide_retention, witnessed
+from .seams import DamagedInfo, LockedLedger, RetentionLedger, RetentionView, SegmentCatalog
 
 log = logging.getLogger(__name__)
 
-NS_PER_HOUR = 3_600_000_000_000
 SEGMENT_DAMAGED = m.SEGMENT_DAMAGED  # {partition}: segments whose .meta fails verification
-
-
-class SegmentCatalog(Protocol):
-    """What retention needs of the segment store (``SegmentLocation`` has this).
-
-    A catalog may also have ``survey(partition)`` returning an object with ``metas``
-    (SegmentInfo) and ``damaged`` (:class:`DamagedInfo`): retention then goes on
-    around segments whose metadata is unreadable instead of failing the whole pass;
-    and ``probe_next(starts, skip)`` and ``is_published(partition, seq)``: a long-lived
-    :class:`RetainedIndex` then finds new segments without a listing.
-    """
-
-    def partitions(self) -> list[str]: ...
-
-    def list(self, partition: str) -> Sequence[SegmentInfo]: ...
-
-    def delete(self, partition: str, seqs: Iterable[int]) -> None: ...
-
-
-class RegistryView(Protocol):
-    """What retention needs of the subscribers (``SubscriberRegistry`` has this)."""
-
-    def done_summary(self, partition: str) -> tuple[int, set[int]]: ...
-
-    def undone_by(self, partition: str, seq: int) -> list[str]: ...
-
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]: ...
-
-
-Key = tuple[str, int]
-
-
-class _Witnessed:
-    """``registry`` plus subscribers known only by their subscription record (§8.10):
-    the ack log lost their registration (damage), so nothing is done for them but
-    what retention already recorded deleted; they pin every other segment."""
-
-    def __init__(self, registry: RegistryView, names: Sequence[str]) -> None:
-        self.registry = registry
-        self.names = sorted(names)
-
-    def done_summary(self, partition: str) -> tuple[int, set[int]]:
-        floor, above = self.registry.deleted_marks(partition)
-        return floor, set(above)
-
-    def undone_by(self, partition: str, seq: int) -> list[str]:
-        floor, above = self.registry.deleted_marks(partition)
-        own = [] if seq <= floor or seq in above else self.names
-        return sorted({*self.registry.undone_by(partition, seq), *own})
-
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int] | set[int]]:
-        return self.registry.deleted_marks(partition)
-
-
-def witnessed(registry: RegistryView, unregistered: Sequence[str]) -> RegistryView:
-    """The view retention plans with: ``registry``, and if some subscribers have a
-    record but no registration in the ack log, those pinning everything not deleted."""
-    if not unregistered:
-        return registry
-    log.warning(
-        "quiver.subscriber.unregistered_record subscribers=%s: a subscription record "
-        "exists but the ack log does not register it (a damaged ack log?); every "
-        "segment it may not have read is kept until `quiver subscribers PATH add NAME` "
-        "registers it again or `quiver subscribers PATH remove NAME` releases it",
-        ",".join(sorted(unregistered)),
-    )
-    return _Witnessed(registry, unregistered)
-
-
-@dataclass
-class RetentionPlan:
-    """The decision of one retention pass. Lists hold ``(partition, seq)`` in order."""
-
-    delete_steady: list[Key] = field(default_factory=list)
-    delete_time: list[Key] = field(default_factory=list)
-    delete_size: list[Key] = field(default_factory=list)  # fully processed, size pressure
-    drop_size: list[Key] = field(default_factory=list)  # unprocessed, drop_oldest only
-    drop_records: dict[Key, list[str]] = field(default_factory=dict)  # seg -> subscribers
-    throttle: bool = False
-    throttled_partitions: list[str] = field(default_factory=list)
-    bytes_before: int = 0
-    bytes_after: int = 0
-    cap_bytes: int | None = None
-    reasons: list[str] = field(default_factory=list)
-    damaged: list[Key] = field(default_factory=list)  # kept: metadata unreadable
-
-    def deletions(self) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for p, s in self.delete_steady + self.delete_time + self.delete_size + self.drop_size:
-            out.setdefault(p, []).append(s)
-        return {p: sorted(v) for p, v in out.items()}
-
-
-def plan(
-    listing: Mapping[str, Sequence[SegmentInfo]] | RetainedIndex,
-    registry: RegistryView,
-    config: RetentionConfig,
-    now_ns: int,
-    wal_bytes_by_partition: Mapping[str, int] | None = None,
-    *,
-    per_partition_cap: bool = False,
-    n_partitions: int | None = None,
-    damaged: Sequence[DamagedInfo] = (),
-) -> RetentionPlan:
-    """Decide deletions and throttling. Pure: no I/O, no clock.
-
-    ``listing`` is partition -> segments, or a :class:`RetainedIndex` (whose damaged
-    segments then count; ``damaged`` is for a plain listing). ``per_partition_cap``
-    selects a cap per partition (each partition enforces ``size_cap / n_partitions``
-    alone); the default is one shared cap with global oldest-first eviction across
-    partitions. ``damaged`` segments are never chosen; their bytes count like WAL
-    bytes (present, not removable by retention).
-
-    The cost does not grow with the retained segments: what is done is read from each
-    partition's done floor (:meth:`SubscriberRegistry.done_summary`), the bytes from the
-    index's running sums; segments are visited only when chosen, when processed and
-    kept as headroom, or when ingestion times are out of seq order.
-    """
-    if isinstance(listing, RetainedIndex):
-        index = listing
-    else:
-        index = RetainedIndex.from_listing(listing, damaged)
-    wal = dict(wal_bytes_by_partition or {})
-    for d in index.damaged():
-        wal[d.partition] = wal.get(d.partition, 0) + d.size_bytes
-    pl = RetentionPlan(cap_bytes=config.size_cap_bytes)
-    pl.damaged = [(d.partition, d.seq) for d in index.damaged()]
-    if pl.damaged:
-        pl.reasons.append(f"damaged: {len(pl.damaged)} segments kept (quiver fsck --quarantine)")
-    parts = index.partitions()
-    summary = {p: registry.done_summary(p) for p in parts}
-
-    def done(p: str, seq: int) -> bool:
-        floor, above = summary[p]
-        return seq <= floor or seq in above
-
-    chosen = _Chosen()
-
-    # 1. time: older than the window goes whatever its ack state (dropped recorded)
-    if config.max_retain_after_ingestion_hours is not None:
-        window = int(config.max_retain_after_ingestion_hours * NS_PER_HOUR)
-        for p in parts:
-            for s in index.expired(p, now_ns - window):
-                key = (p, s.seq)
-                chosen.add(s)
-                if done(p, s.seq):
-                    pl.delete_steady.append(key)
-                else:
-                    pl.delete_time.append(key)
-                    pl.drop_records[key] = registry.undone_by(p, s.seq)
-        if pl.delete_time:
-            pl.reasons.append(f"time: {len(pl.delete_time)} segments past the window")
-
-    # 2. steady state: done by every subscriber, minus the newest `headroom` bytes
-    processed: list[SegmentInfo] = []
-    for p in parts:
-        floor, above = summary[p]
-        processed.extend(s for s in index.through(p, floor) if (p, s.seq) not in chosen)
-        for seq in sorted(above):
-            hit = index.get(p, seq)
-            if hit is not None and (p, seq) not in chosen:
-                processed.append(hit)
-    processed.sort(key=lambda s: (s.max_ingestion_ns, s.partition, s.seq), reverse=True)
-    condemned = {p: registry.deleted_marks(p) for p in parts}
-
-    def kept_as_headroom(s: SegmentInfo) -> bool:  # never one a pass already condemned
-        floor, above = condemned[s.partition]
-        return not (s.seq <= floor or s.seq in above)
-
-    spool, kept = [], 0
-    for s in processed:
-        if kept + s.size_bytes <= config.steady_state_headroom_bytes and kept_as_headroom(s):
-            kept += s.size_bytes
-            spool.append(s)
-        else:
-            pl.delete_steady.append((s.partition, s.seq))
-            chosen.add(s)
-    spool.reverse()  # oldest first
-
-    # 3. size cap over WAL + segments
-    def remaining(ps: Iterable[str]) -> int:
-        return sum(wal.get(p, 0) + index.part_bytes(p) - chosen.bytes.get(p, 0) for p in ps)
-
-    all_parts = sorted(set(parts) | set(wal))
-    pl.bytes_before = sum(wal.values()) + index.total_bytes()
-    if config.size_cap_bytes is not None:
-        enforce = functools.partial(
-            _enforce, pl, index, spool, done, chosen, remaining,
-            policy=config.size_cap_policy, registry=registry,
-        )  # fmt: skip
-        if per_partition_cap:
-            n = max(n_partitions or len(all_parts), 1)
-            for p in all_parts:
-                if enforce([p], config.size_cap_bytes // n):
-                    pl.throttled_partitions.append(p)
-        elif enforce(all_parts, config.size_cap_bytes):
-            pl.throttled_partitions = all_parts
-        pl.throttle = bool(pl.throttled_partitions)
-        if pl.throttle:
-            pl.reasons.append(f"size: over cap, throttling {pl.throttled_partitions}")
-    pl.bytes_after = remaining(all_parts)
-    return pl
-
-
-class _Chosen:
-    """The segments a plan has chosen so far, with their bytes per partition."""
-
-    def __init__(self) -> None:
-        self.keys: set[Key] = set()
-        self.bytes: dict[str, int] = {}
-
-    def add(self, s: SegmentInfo) -> None:
-        self.keys.add((s.partition, s.seq))
-        self.bytes[s.partition] = self.bytes.get(s.partition, 0) + s.size_bytes
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.keys
-
-
-def _enforce(
-    pl: RetentionPlan,
-    index: RetainedIndex,
-    spool: list[SegmentInfo],
-    done: Callable[[str, int], bool],
-    chosen: _Chosen,
-    remaining: Callable[[Iterable[str]], int],
-    parts: list[str],
-    cap: int,
-    *,
-    policy: SizeCapPolicy,
-    registry: RegistryView,
-) -> bool:
-    """Evict within ``parts`` until under ``cap``; True if still over (throttle)."""
-    total = remaining(parts)
-    if total <= cap:
-        return False
-    members = set(parts)
-    for s in spool:  # (a) fully processed first, oldest first
-        if total <= cap:
-            break
-        if s.partition in members and (s.partition, s.seq) not in chosen:
-            pl.delete_size.append((s.partition, s.seq))
-            chosen.add(s)
-            total -= s.size_bytes
-    if total <= cap:
-        return False
-    if policy is SizeCapPolicy.BACKPRESSURE:
-        return True
-
-    # (b) drop_oldest: per-partition seq order, partitions merged by ingestion time
-    def unchosen(p: str) -> Iterator[SegmentInfo]:
-        return (s for s in index.from_front(p) if (p, s.seq) not in chosen)
-
-    queues = {p: unchosen(p) for p in parts}
-    heads: list[tuple[int, str, int, SegmentInfo]] = []
-    for p, q in queues.items():
-        first = next(q, None)
-        if first is not None:
-            heapq.heappush(heads, (first.min_ingestion_ns, p, first.seq, first))
-    while heads and total > cap:
-        _, p, seq, s = heapq.heappop(heads)
-        key = (p, seq)
-        chosen.add(s)
-        total -= s.size_bytes
-        if done(p, seq):
-            pl.delete_size.append(key)
-        else:
-            pl.drop_size.append(key)
-            pl.drop_records[key] = registry.undone_by(p, seq)
-        nxt = next(queues[p], None)
-        if nxt is not None:
-            heapq.heappush(heads, (nxt.min_ingestion_ns, p, nxt.seq, nxt))
-    return total > cap  # only WAL left: nothing more retention can remove
 
 
 @dataclass
@@ -338,7 +62,7 @@ def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
 
 def apply_retention(
     catalog: SegmentCatalog,
-    registry: object,
+    registry: LockedLedger,
     config: RetentionConfig,
     now_ns: int,
     *,
@@ -347,8 +71,8 @@ def apply_retention(
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
     index: RetainedIndex | None = None,
-    unregistered: Callable[[Any], Sequence[str]] | None = None,
-    on_dropped: Callable[[Any, dict[str, int], dict[str, dict[str, list[int]]]], None]
+    unregistered: Callable[[RetentionLedger], Sequence[str]] | None = None,
+    on_dropped: Callable[[RetentionLedger, dict[str, int], dict[str, dict[str, list[int]]]], None]
     | None = None,
 ) -> RetentionResult:
     """Plan and execute one retention pass (the steady-state sweeper + safety nets).
@@ -375,13 +99,13 @@ def apply_retention(
     index = RetainedIndex() if index is None else index
     lost: list[str] = []
     try:
-        with registry.exclusive() as reg:  # type: ignore[attr-defined]
+        with registry.exclusive() as reg:
             index.sync(catalog, reg)
             lost = sorted(unregistered(reg)) if unregistered is not None else []
             view = witnessed(reg, lost)
 
             def decide() -> RetentionPlan:
-                return plan(
+                return decide_retention(
                     index,
                     view,
                     config,
@@ -445,25 +169,9 @@ def apply_retention(
     return RetentionResult(pl, deletions, dropped, damaged, sizes, unregistered=lost)
 
 
-class _NoSubscribers:
-    """The registry view of a store nobody subscribed to yet (dry runs create nothing)."""
-
-    def done_summary(self, partition: str) -> tuple[int, set[int]]:
-        return 0, set()
-
-    def undone_by(self, partition: str, seq: int) -> list[str]:
-        return []
-
-    def deleted_marks(self, partition: str) -> tuple[int, frozenset[int]]:
-        return 0, frozenset()
-
-
-NO_SUBSCRIBERS = _NoSubscribers()
-
-
-def plan_retention(
+def preview_retention(
     catalog: SegmentCatalog,
-    registry: RegistryView | None,
+    registry: RetentionView | None,
     config: RetentionConfig,
     now_ns: int,
     *,
@@ -474,7 +182,7 @@ def plan_retention(
     index = RetainedIndex()
     index.sync(catalog, None, full=True)
     view = witnessed(registry or NO_SUBSCRIBERS, unregistered)
-    pl = plan(index, view, config, now_ns, wal_bytes)
+    pl = decide_retention(index, view, config, now_ns, wal_bytes)
     dropped: dict[str, dict[str, list[int]]] = {}
     for (pid, seq), subs in sorted(pl.drop_records.items()):
         for sub in subs:
@@ -520,103 +228,12 @@ def _count(
     metrics.set(m.STORE_BYTES, pl.bytes_after)
 
 
-def observe(
-    metrics: m.Metrics,
-    registry: object,
-    listing: Mapping[str, Sequence[SegmentInfo]] | RetainedIndex,
-    now_ns: int,
-    *,
-    wal_bytes: Mapping[str, int] | None = None,
-    open_bytes: Mapping[str, int] | None = None,
-) -> None:
-    """Publish gauges: ack-log depth, gap sets, per-subscriber lag, WAL/open bytes.
-
-    A subscriber's lag in a partition costs a bisection of the index at its mark and
-    a look at its gaps, not a walk of the retained segments.
-    """
-    depth = registry.acklog_stats()  # type: ignore[attr-defined]
-    metrics.set(m.ACKLOG_DEPTH_RECORDS, depth["records_since_checkpoint"])
-    metrics.set(m.ACKLOG_DEPTH_BYTES, depth["bytes_since_checkpoint"])
-    index = listing if isinstance(listing, RetainedIndex) else RetainedIndex.from_listing(listing)
-    gap_sizes: dict[m.Labels, float] = {}
-    # subscriber -> [segments, bytes, oldest ingestion] not done
-    lag: dict[str, list[Any]] = {sub: [0, 0, None] for sub in registry.subscribers()}  # type: ignore[attr-defined]
-    seen: set[tuple[str, str]] = set()
-
-    def add(sub: str, p: str, hwm: int, gaps: set[int]) -> None:
-        n, b, first = index.lag_of(sub, p, hwm, gaps)
-        acc = lag.setdefault(sub, [0, 0, None])
-        acc[0] += n
-        acc[1] += b
-        if first is not None and (acc[2] is None or first < acc[2]):
-            acc[2] = first
-
-    for sub, p, hwm, gaps in registry.marks_table():  # type: ignore[attr-defined]
-        gap_sizes[(("partition", p), ("subscriber", sub))] = len(gaps)
-        seen.add((sub, p))
-        add(sub, p, hwm, gaps)
-    no_gaps: set[int] = set()
-    for p in index.partitions():  # partitions the ack log does not name yet
-        for sub in lag:
-            if (sub, p) not in seen:
-                add(sub, p, 0, no_gaps)
-    metrics.replace_gauge(m.GAP_SET_SIZE, gap_sizes)
-    for name, i in ((m.LAG_SEGMENTS, 0), (m.LAG_BYTES, 1)):
-        metrics.replace_gauge(name, {m.labels_key({"subscriber": s}): v[i] for s, v in lag.items()})
-    metrics.replace_gauge(
-        m.LAG_SECONDS,
-        {
-            m.labels_key({"subscriber": s}): max(0, now_ns - v[2]) / 1e9 if v[2] else 0
-            for s, v in lag.items()
-        },
-    )
-    for p, b in (wal_bytes or {}).items():
-        metrics.set(m.WAL_BYTES, b, partition=p)
-    for p, b in (open_bytes or {}).items():
-        metrics.set(m.OPEN_SEGMENT_BYTES, b, partition=p)
-
-
-def wait_for_capacity(
-    check: Callable[[], bool],
-    timeout_s: float,
-    metrics: m.Metrics | None = None,
-    *,
-    poll_s: float = 0.05,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> float:
-    """Block until ``check()`` is true; return the seconds waited.
-
-    Counts one ``quiver.ingest.throttle_total`` per throttled call. Raises
-    :class:`~quiver_spark.errors.StoreAtCapacityError` (retryable) after
-    ``timeout_s``; nothing was written in that case.
-    """
-    if check():
-        return 0.0
-    if metrics is not None:
-        metrics.inc(m.INGEST_THROTTLE)
-    start = clock()
-    deadline = start + timeout_s
-    log.warning("quiver.ingest.throttle timeout_s=%.1f", timeout_s)
-    while True:
-        now = clock()
-        if now >= deadline:
-            raise StoreAtCapacityError(
-                f"store is over retention.size_cap and stayed there for {timeout_s:g}s "
-                "(size_cap_policy=backpressure): no unacknowledged segment is deleted; "
-                "retry after subscribers acknowledge data, or raise the cap"
-            )
-        sleep(min(poll_s, deadline - now))
-        if check():
-            return clock() - start
-
-
 class AnchoredClock:
     """Wall-clock ns at construction advanced by the monotonic clock (ARCHITECTURE.md §8.7).
 
     Ingestion timestamps are wall-clock; comparing them with this clock keeps a wall
     clock jump after start from expiring data early. ``now_ns`` is what a store passes
-    to :func:`plan`/:func:`apply_retention`.
+    to :func:`apply_retention`.
     """
 
     def __init__(

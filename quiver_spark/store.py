@@ -19,71 +19,51 @@ import logging
 import os
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
 
 from . import format as fmt
+from .admission import Admission
 from .commits import CommitLog
-from .config import NAME_RE, SizeCapPolicy, StoreConfig
+from .config import NAME_RE, StoreConfig
+from .descriptor import (
+    effective_config,
+    load_or_create_descriptor,
+    location_key,
+    read_descriptor,
+    record_schema,
+    schemas_compatible,
+)
 from .errors import (
-    ConfigError,
     CorruptionError,
     LockedError,
     PolicyConflictError,
     QuiverError,
     SchemaMismatchError,
-    StoreAtCapacityError,
     StoreClosedError,
-    StoreNotFoundError,
 )
-from .fs import DEFAULT_IO, FileIO, file_lock, partition_locked
+from .expiry import SubscriberExpiry
+from .fs import DEFAULT_IO, FileIO, partition_locked
+from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_dir
 from .partition import PartitionWriter, RecoveryReport
 from .policy import (
     StorePolicy,
-    ensure_policy,
     policy_of,
     read_policy,
-    reconcile,
     replace_policy,
 )
 from .retained import RetainedIndex
-from .retention import (
-    AnchoredClock,
-    RetentionPlan,
-    RetentionResult,
-    apply_retention,
-    observe,
-    plan_retention,
-    wait_for_capacity,
-)
+from .retention import AnchoredClock, RetentionResult, apply_retention, preview_retention
+from .retention_plan import RetentionPlan
+from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
-from .segment.urls import check_url
 from .subscribers import SubscriberRegistry, records
 
 log = logging.getLogger(__name__)
-
-STORE_FORMAT = 1
-LIVE_NOTE_PERIOD_NS = 60 * 10**9
-"""How often a retention pass rewrites a live subscriber's ``last_live_ns`` (§8.10)."""
-
-
-def _location_key(url: str) -> str:
-    """A segments location in a form two spellings of the same place share."""
-    if url.startswith("file://"):
-        url = url[len("file://") :]
-    if "://" in url:
-        return url.rstrip("/")
-    return os.path.normpath(os.path.abspath(url))
-
-
-def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
-    """Same column names and types in the same order; nullability and metadata ignored."""
-    return a.names == b.names and all(x.type.equals(y.type) for x, y in zip(a, b, strict=True))
 
 
 class QuiverStore:
@@ -102,7 +82,7 @@ class QuiverStore:
         self.io = io
         self._descriptor = descriptor
         recorded = descriptor.get("segments_url") or os.path.join(root, fmt.SEGMENTS_DIR)
-        if config.segment.path and _location_key(config.segment.path) != _location_key(recorded):
+        if config.segment.path and location_key(config.segment.path) != location_key(recorded):
             raise PolicyConflictError(
                 "segment.path",
                 config.segment.path,
@@ -119,19 +99,14 @@ class QuiverStore:
         self.metrics = Metrics()
         self._restored: set[str] = set()  # metrics files whose counters were continued
         self._clock = AnchoredClock()
-        self._throttled = False
         # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
-        # this handle's last retention pass (None: no pass yet) and what it admitted since
-        self._seen_bytes: int | None = None
-        self._admitted = 0
-        self._admit_lock = threading.Lock()
+        # this handle's last retention pass and what it admitted since
+        self._admission = Admission(root, self.metrics)
         self._last_retention = 0.0
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
-        # live notes a pass could not write (subscriber -> when seen live): expiry counts
-        # from them and the next pass writes them (ARCHITECTURE.md §8.10)
-        self._unwritten_live: dict[str, int] = {}
+        self._expiry = SubscriberExpiry(root, io)
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -163,44 +138,14 @@ class QuiverStore:
         """
         config = config or StoreConfig()
         root = os.path.abspath(path)
-        descriptor = cls._load_or_create_descriptor(root, config, io, create)
-        config = cls._effective_config(root, config, io, descriptor, create)
+        descriptor = load_or_create_descriptor(root, config, io, create)
+        config = effective_config(root, config, io, descriptor, create)
         store = cls(root, config, io, descriptor, storage_options)
         if partition is not None:
             store.writer = store._partition_writer(partition)
             if background:
                 store._start_maintenance()
         return store
-
-    @staticmethod
-    def _effective_config(
-        root: str, config: StoreConfig, io: FileIO, descriptor: dict[str, Any], create: bool
-    ) -> StoreConfig:
-        """``config`` with the store's recorded policy and WAL root; an explicit option
-        that contradicts either is refused (ARCHITECTURE.md §6.6)."""
-        policy = ensure_policy(root, io, config) if create else read_policy(root, io)
-        if policy is not None:
-            reconcile(root, policy, config)
-        else:  # a store from before policies were recorded, opened read-only
-            policy = policy_of(config)
-        wal_path = config.wal.path
-        if "wal_path" in descriptor:  # recorded at creation (None: under the root)
-            recorded = descriptor["wal_path"]
-            shown = recorded or os.path.join(root, fmt.PARTITIONS_DIR)
-            if wal_path and _location_key(wal_path) != _location_key(shown):
-                raise ConfigError(
-                    "wal.path",
-                    wal_path,
-                    f"the WAL root store {root} recorded in its {fmt.STORE_FILE} at creation, "
-                    f"{shown!r} (omit wal.path to use it)",
-                )
-            wal_path = recorded
-        return dataclasses.replace(
-            config,
-            wal=dataclasses.replace(config.wal, path=wal_path),
-            retention=policy.retention(config.retention),
-            subscriber_expire_after_s=policy.expire_after_s,
-        )
 
     @property
     def policy(self) -> StorePolicy:
@@ -228,39 +173,6 @@ class QuiverStore:
             if self.writer is not None:
                 self.writer.config = self.config
 
-    @staticmethod
-    def _load_or_create_descriptor(
-        root: str, config: StoreConfig, io: FileIO, create: bool
-    ) -> dict[str, Any]:
-        path = os.path.join(root, fmt.STORE_FILE)
-        try:
-            return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
-        except FileNotFoundError:
-            if not create:
-                raise StoreNotFoundError(
-                    f"{root} is not a Quiver store (no {fmt.STORE_FILE} file); "
-                    "create one by writing to it"
-                ) from None
-        if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
-            check_url("segment.path", config.segment.path)
-        io.mkdir(root)
-        with file_lock(os.path.join(root, ".store.lock")):
-            try:  # another process may have created it meanwhile
-                return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
-            except FileNotFoundError:
-                pass
-            body = {
-                "format": STORE_FORMAT,
-                "uuid": uuid.uuid4().hex,
-                "created_ns": time.time_ns(),
-                "schema": None,
-                "segments_url": config.segment.path,
-                "wal_path": (os.path.abspath(config.wal.path) if config.wal.path else None),
-            }
-            io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
-            log.info("quiver.store.create root=%s", root)
-            return body
-
     @property
     def recovery(self) -> RecoveryReport | None:
         """The recovery report of the partition opened for writing."""
@@ -276,21 +188,13 @@ class QuiverStore:
         return pa.ipc.read_schema(pa.py_buffer(raw)) if raw is not None else None
 
     def _reload_descriptor(self) -> None:
-        path = os.path.join(self.root, fmt.STORE_FILE)
-        self._descriptor = fmt.decode_frame(path, fmt.MAGIC_STORE, self.io.read_file(path))
+        self._descriptor = read_descriptor(self.root, self.io)
 
     def ensure_schema(self, schema: pa.Schema) -> pa.Schema:
         """Record ``schema`` as the store's if it has none; raise if incompatible."""
         current = self.schema()
         if current is None:
-            path = os.path.join(self.root, fmt.STORE_FILE)
-            with file_lock(os.path.join(self.root, ".store.lock")):
-                self._reload_descriptor()
-                if self._descriptor.get("schema") is None:
-                    body = dict(self._descriptor)
-                    body["schema"] = schema.remove_metadata().serialize().to_pybytes()
-                    self.io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
-                    self._descriptor = body
+            self._descriptor = record_schema(self.root, self.io, schema)
             current = self.schema()
             assert current is not None
         if not schemas_compatible(current, schema):
@@ -326,7 +230,13 @@ class QuiverStore:
                 self.ensure_schema(b.schema)
         nbytes = sum(b.nbytes for b in batches)
         w.check_fits(nbytes, len(batches))
-        self._admit(nbytes)
+        self._admission.admit(
+            nbytes,
+            self.config.retention,
+            run_pass=lambda: self.run_retention().throttle,
+            survey=self._survey_held_bytes,
+            on_failure=self._keep_maintenance_error,
+        )
         before = w.finalized_total
         seq = w.append_batches(batches, txn_id=txn_id)
         if w.finalized_total != before:
@@ -342,92 +252,21 @@ class QuiverStore:
             self.maintenance_error = e
             log.error("quiver.retention.deferred root=%s: %s", self.root, e)
 
-    def _admit(self, nbytes: int) -> None:
-        """Under ``backpressure`` with a size cap, block (bounded) until the store's bytes
-        are within the cap: those of this handle's last retention pass plus what it
-        admitted since. A handle that never ran a pass runs one first (§8.8).
-
-        A pass that fails (an ack log that cannot be read) is kept and retried, and the
-        bytes are then counted by a survey of the segments and the WAL that needs no
-        registry: the store admits within the cap and throttles over it, naming why
-        nothing could be reclaimed."""
-        r = self.config.retention
-        if r.size_cap_policy is not SizeCapPolicy.BACKPRESSURE or r.size_cap_bytes is None:
-            return
-        cap = r.size_cap_bytes
-        if not (self._throttled or self._seen_bytes is None) and self._within(cap):
-            self._count_admitted(nbytes)
-            return
-        failed: list[Exception] = []
-
-        def check() -> bool:
-            try:
-                throttled = self.run_retention().throttle
-            except Exception as e:  # kept and retried until the timeout, like any pass
-                failed.append(e)
-                self.maintenance_error = e
-                log.error("quiver.retention.admission_failed root=%s: %s", self.root, e)
-                try:  # nothing is reclaimed, but the bytes held still decide
-                    self._survey_held_bytes(cap)
-                except Exception as survey_error:
-                    log.error("quiver.retention.survey_failed root=%s: %s", self.root, survey_error)
-                    return False
-                return self._within(cap)
-            return not throttled and self._within(cap)
-
-        try:
-            wait_for_capacity(check, r.backpressure_timeout_s, self.metrics, poll_s=0.1)
-        except StoreAtCapacityError as e:
-            if failed:
-                raise StoreAtCapacityError(
-                    self._unreclaimable_message(cap, failed[-1])
-                    or f"{e}; the last retention pass failed: {failed[-1]}"
-                ) from failed[-1]
-            raise
-        self._count_admitted(nbytes)
-
-    def _survey_held_bytes(self, cap: int) -> None:
-        """Set what admission counts from the bytes the store holds (WAL + segments,
-        damaged ones included), surveyed without the subscriber registry; nothing is
-        deleted, since what subscribers acknowledged is unknown (§8.8)."""
+    def _survey_held_bytes(self) -> None:
+        """Count for admission the bytes the store holds (WAL + segments, damaged ones
+        included), surveyed without the subscriber registry; nothing is deleted, since
+        what subscribers acknowledged is unknown (§8.8)."""
+        cap = self.config.retention.size_cap_bytes
         with self._retention_lock:
-            with self._admit_lock:  # admitted before this listing are in what it counts
-                counted = self._admitted
+            counted = self._admission.counted()  # admitted before this listing are in it
             held = sum(self.wal_bytes().values())
             index = RetainedIndex()
             index.sync(self.segment_location, None, full=True)
             held += index.total_bytes() + sum(d.size_bytes for d in index.damaged())
-            with self._admit_lock:
-                self._admitted -= counted
-                self._seen_bytes = held
-            self._throttled = held > cap
+            self._admission.settle(counted, held, cap is not None and held > cap)
 
-    def _unreclaimable_message(self, cap: int, cause: Exception) -> str | None:
-        """Why an append over the cap waited in vain when the pass could not run."""
-        if self._seen_bytes is None or not self._throttled:
-            return None
-        held = f"store {self.root} holds {self._seen_bytes} bytes, over retention.size_cap={cap}"
-        acklog_dir = os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
-        if isinstance(cause, CorruptionError) and cause.path.startswith(acklog_dir + os.sep):
-            return (
-                f"{held}, and nothing can be reclaimed while the subscribers' ack log cannot "
-                f"be read: {cause}; `quiver fsck {self.root}` reports it; a handle opened "
-                "with StoreConfig(salvage=True) reads past the damaged record and its "
-                "store.subscribers.checkpoint() rewrites the log without it (a lost "
-                "acknowledgement only means redelivery)"
-            )
-        return (
-            f"{held}, and the retention pass that could reclaim space failed: {cause} "
-            "(retried by the next append)"
-        )
-
-    def _within(self, cap: int) -> bool:
-        with self._admit_lock:
-            return self._seen_bytes is not None and self._seen_bytes + self._admitted <= cap
-
-    def _count_admitted(self, nbytes: int) -> None:
-        with self._admit_lock:
-            self._admitted += nbytes + fmt.WAL_RECORD_SIZE
+    def _keep_maintenance_error(self, e: Exception) -> None:
+        self.maintenance_error = e
 
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
@@ -519,21 +358,22 @@ class QuiverStore:
                 registry = self.subscribers if has_registry else None
                 if registry is not None:
                     registry.refresh()
-                return plan_retention(
+                return preview_retention(
                     self.segment_location, registry, r, now, wal_bytes=self.wal_bytes(),
                     unregistered=self.unregistered_records(registry),
                 )  # fmt: skip
-            if (
-                not has_registry
-                and r.size_cap_bytes is None
-                and r.max_retain_after_ingestion_hours is None
-            ):
+            if not has_registry and r.size_cap_bytes is None and r.max_age_hours is None:
                 # no subscriber ever registered and no safety net configured: nothing
                 # may be deleted, and a read of the registry would create its directory
                 return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
-            expired = self._expire_idle_subscribers(now) if has_registry else []
-            with self._admit_lock:  # admitted before this listing are in what it counts
-                counted = self._admitted
+            expired = (
+                self._expiry.expire_idle(
+                    self.subscribers, self.config.subscriber_expire_after_s, now
+                )
+                if has_registry
+                else []
+            )
+            counted = self._admission.counted()  # admitted before this listing are in it
             wal = self.wal_bytes()
             result = apply_retention(
                 self.segment_location,
@@ -544,18 +384,15 @@ class QuiverStore:
                 metrics=self.metrics,
                 index=self._retained,
                 unregistered=self.unregistered_records,
-                on_dropped=self._note_drops,
+                on_dropped=self._expiry.note_drops,
             )
-            self._throttled = result.throttle
-            with self._admit_lock:
-                self._admitted -= counted
-                self._seen_bytes = result.plan.bytes_after
+            self._admission.settle(counted, result.plan.bytes_after, result.throttle)
             self._last_retention = time.monotonic()
             self._publish_metrics(now, wal)
             result.expired = expired
             return result
 
-    def unregistered_records(self, registry: SubscriberRegistry | None) -> list[str]:
+    def unregistered_records(self, registry: SubscriberNames | None) -> list[str]:
         """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
         last read) does not register: the ack log lost their registration, so
         retention keeps their data until an operator adds or removes them."""
@@ -564,118 +401,6 @@ class QuiverStore:
         return records.unregistered(
             self.root, self.io, registry.subscribers() if registry is not None else []
         )
-
-    def _expire_idle_subscribers(self, now_ns: int) -> list[str]:
-        """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
-        leaving a record that says so (§8.10); a live consumer is never expired, and
-        idleness counts from the later of the last acknowledgement and the last time a
-        consumer held the subscriber live (noted here, and by the consumer as it stops).
-
-        Never on a record that may be stale: one whose ``progress`` differs from the
-        ack log's done count missed acknowledgements (its writes failed), so the pass
-        rewrites it as active now instead; a live note this handle could not write
-        counts as written."""
-        after = self.config.subscriber_expire_after_s
-        if after is None:
-            return []
-        reg = self.subscribers
-        expired = []
-        # Under the ack log's exclusive lock for the whole decision: a consumer's start
-        # takes the same lock to check for a tombstone and register, so it either sees
-        # the subscriber registered (and is then live: never expired) or expired.
-        with reg.exclusive():
-            recs = records.list_records(self.root, self.io)
-            names = reg.subscribers()
-            for gone in set(self._unwritten_live) - set(names):
-                del self._unwritten_live[gone]
-            for name in names:
-                rec = recs.get(name)
-                done = reg.done_count(name)
-                if rec is None:  # registered before records existed: its clock starts now
-                    records.create_record(self.root, self.io, name, now_ns, progress=done)
-                    continue
-                if records.is_live(self.root, name):
-                    # idleness counts from when it was last live too (§8.10)
-                    if now_ns - (rec.last_live_ns or 0) >= LIVE_NOTE_PERIOD_NS:
-                        self._note_live(name, now_ns, done)
-                    continue
-                unwritten = self._unwritten_live.get(name)
-                if unwritten is not None:  # seen live by a pass that could not say so
-                    self._note_live(name, unwritten, None)
-                last_active = max(rec.last_active_ns, unwritten or 0)
-                if now_ns - last_active < after * 1e9:
-                    continue
-                if rec.missed_progress(done):
-                    # acknowledged since the record was written (or a record from before
-                    # `progress`): active now, never expired on times it did not get
-                    log.warning(
-                        "quiver.subscriber.record_behind subscriber=%s progress=%s done=%d: "
-                        "the ack log shows progress its record missed; counted active now",
-                        name,
-                        rec.progress,
-                        done,
-                    )
-                    try:
-                        records.write_record(
-                            self.root,
-                            self.io,
-                            dataclasses.replace(rec, progress=done, progress_ns=now_ns),
-                        )
-                    except OSError as e:  # kept: this pass's evidence counts until written
-                        log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
-                        self._unwritten_live[name] = now_ns
-                    continue
-                # the tombstone first: a crash between the two leaves a registered
-                # subscriber whose record says expired, which the next pass completes
-                records.write_record(
-                    self.root,
-                    self.io,
-                    dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
-                )
-                reg.deregister(name)
-                self._unwritten_live.pop(name, None)
-                log.warning(
-                    "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
-                    name,
-                    (now_ns - last_active) / 1e9,
-                    after,
-                )
-                expired.append(name)
-        return expired
-
-    def _note_live(self, name: str, when_ns: int, done: int | None) -> None:
-        """Write that ``name`` was live at ``when_ns``; a failure is kept in memory
-        (expiry counts from it) and written by a later pass."""
-        try:
-            records.note_live(self.root, self.io, name, when_ns, progress=done)
-        except (OSError, CorruptionError) as e:  # advisory; the next pass notes it again
-            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
-            self._unwritten_live[name] = max(when_ns, self._unwritten_live.get(name, 0))
-            return
-        if self._unwritten_live.get(name, when_ns) <= when_ns:
-            self._unwritten_live.pop(name, None)
-
-    def _note_drops(
-        self, reg: SubscriberRegistry, before: dict[str, int], dropped: dict[str, Any]
-    ) -> None:
-        """After a pass dropped data for subscribers (time window, ``drop_oldest``):
-        their done counts grew without any acknowledgement, so a record that was
-        current before the drop is brought to the new count (§8.10). One that cannot
-        be written makes the next idle check restart its clock: never an early expiry."""
-        if not os.path.isdir(records.records_dir(self.root)):
-            return
-        for name in sorted(dropped):
-            rec = records.read_record_or_none(self.root, self.io, name)
-            if rec is None or rec.expired_ns is not None or name not in before:
-                continue
-            if rec.progress != before[name]:  # already behind: the next idle check sees it
-                continue
-            try:
-                records.write_record(
-                    self.root, self.io, dataclasses.replace(rec, progress=reg.done_count(name))
-                )
-            except OSError as e:
-                log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
 
     def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
         """Refresh in-process gauges from the index the retention pass kept current, and
@@ -694,7 +419,7 @@ class QuiverStore:
         )
         if self.writer is not None:  # one file per partition: writers never share a name
             pid = self.writer.pid
-            self.metrics.set(THROTTLED, 1 if self._throttled else 0, partition=pid)
+            self.metrics.set(THROTTLED, 1 if self._admission.throttled else 0, partition=pid)
             self.metrics.set(WRITER_HEARTBEAT, time.time(), partition=pid)
             self.publish_process_metrics(f"writer-{pid}", scopes=(PROCESS, WRITER), partition=pid)
 
@@ -789,18 +514,19 @@ class QuiverStore:
             segments=self.segment_location,
             commits=self.commits,
             io=self.io,
-            deleted=self._deleted_lookup,
+            deleted=self,
         )
 
-    def _deleted_lookup(self, pid: str) -> tuple[int, Callable[[int], bool]]:
-        """The ack log's record of ``pid``'s deleted segments (for a writer's recovery)."""
+    def deleted_marks(self, partition: str) -> DeletedMarks:
+        """The ack log's record of ``partition``'s deleted segments as of now (read
+        afresh: a writer's recovery consults it); none when nobody ever subscribed."""
         if self._subscribers is None and not os.path.isdir(
             os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
         ):
-            return 0, lambda _seq: False
+            return NO_DELETIONS
         reg = self.subscribers
         reg.refresh()
-        return reg.max_deleted(pid), lambda seq: bool(reg.is_deleted(pid, seq))
+        return reg.deleted_marks(partition)
 
     def heartbeats(self) -> dict[str, dict[str, Any]]:
         """Last heartbeat of each partition's writer, with ``live`` telling if it still runs."""

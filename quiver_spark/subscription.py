@@ -306,7 +306,7 @@ class Subscription:
                 return seq
         return (seqs[-1] + 1) if seqs else 1
 
-    def plan(
+    def next_batch_end(
         self, after: Position, caps: Caps = UNLIMITED, until: Position | None = None
     ) -> Position:
         """The end of the next batch after ``after``: segments admitted oldest first
@@ -316,9 +316,12 @@ class Subscription:
         self.seal_idle()
         return self.planner.plan(after, caps, until)
 
+    plan = next_batch_end
+    """The earlier name of :meth:`next_batch_end`, kept for callers that use it."""
+
     @property
     def latest(self) -> Position | None:
-        """Everything available at the last :meth:`plan` (for lag reporting)."""
+        """Everything available at the last :meth:`next_batch_end` (for lag reporting)."""
         return self.planner.latest
 
     def segments(
@@ -404,7 +407,7 @@ class Subscription:
         if not self.registered():
             self.start()
         begin = self.acked()
-        end = self.plan(begin, caps)
+        end = self.next_batch_end(begin, caps)
         if not end.is_after(begin):
             return None
         return Batch(begin, end, self.segments(begin, end, pending_only=True))
@@ -514,7 +517,7 @@ class Subscription:
                 raise UnknownSegmentError(
                     f"cannot acknowledge partition {p!r} through segment {hi} for "
                     f"subscriber {self.name!r}: the partition has published only up to "
-                    f"{top}; a position must come from this store's plan()"
+                    f"{top}; a position must come from this store's next_batch_end()"
                 )
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:

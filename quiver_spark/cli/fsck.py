@@ -124,7 +124,7 @@ def fsck(args: StoreArgs, quarantine: bool, strict: bool, progress: bool | None)
     store = open_for_fsck(args)
     try:
         checker = StoreChecker(store, quarantine=quarantine)
-        tasks = checker.plan()
+        tasks = checker.list_checks()
         show = progress if progress is not None else (not args.as_json and stderr_is_tty())
         with progress_bar(sum(w for w, _ in tasks), show) as update:
             report = checker.run(tasks, update)

@@ -8,7 +8,7 @@
    maintenance and a subscriber's acknowledgement run, under the store's recorded
    policy, `quiver config PATH`): delete segments every subscriber acknowledged
    (steady state), segments past
-   ``retention.max_retain_after_ingestion_hours``, and under the size cap the oldest
+   ``retention.max_age``, and under the size cap the oldest
    acknowledged ones, or under ``drop_oldest`` the oldest unacknowledged ones (each
    recorded as ``dropped``).
 

@@ -31,8 +31,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .. import metrics as m
 from ..fs import partition_locked
+from ..gauges import observe
 from ..retained import RetainedIndex
-from ..retention import observe
 from ..store import QuiverStore
 from .common import StoreArgs, emit_json, store_arguments, with_store
 from .registry import open_registry

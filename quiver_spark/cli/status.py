@@ -67,12 +67,11 @@ partition rows; a pattern that matches nothing is a usage error naming what exis
 
 from __future__ import annotations
 
-import bisect
+import dataclasses
 import fnmatch
-import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -80,6 +79,7 @@ import click
 from .. import format as fmt
 from ..errors import CorruptionError
 from ..policy import POLICY_OPTIONS
+from ..retained import RetainedIndex
 from ..segment import SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import SubscriberRegistry, records
@@ -165,7 +165,7 @@ def collect_status(
     if registry is not None:
         try:
             names = select("subscriber", subscribers, sorted(registry.subscribers()))
-            lags = {pid: _PartitionLag(ms, sizes.get(pid, {})) for pid, ms in metas.items()}
+            lags = lag_index(metas, sizes)
             for name in names:
                 subs.append(_subscriber_row(registry, name, lags, now_ns, store))
         finally:
@@ -292,50 +292,47 @@ IDLE_WARNING_S = 3600.0
 """A subscriber that pins bytes and has not acknowledged for this long is warned about."""
 
 
-class _PartitionLag:
-    """A partition's segments in seq order with running on-disk bytes and the oldest
-    ingestion time from each position on: a subscriber's lag costs a bisection at its
-    mark (plus a look at each of its gaps), not a walk of every segment."""
+@dataclasses.dataclass(frozen=True)
+class _OnDisk:
+    """A segment as status counts it: its bytes are its ``.arrow`` plus its ``.meta``
+    on disk (its metadata's ``size_bytes`` when the listing did not see it)."""
 
-    def __init__(self, metas: list[SegmentMeta], sizes: dict[int, int]) -> None:
-        self.metas = sorted(metas, key=lambda m: m.seq)
-        self.seqs = [m.seq for m in self.metas]
-        self.disk = [sizes.get(m.seq, m.size_bytes) for m in self.metas]
-        self.after = [*list(itertools.accumulate(reversed(self.disk)))[::-1], 0]
-        oldest: list[int | None] = [None] * (len(self.metas) + 1)
-        for i in range(len(self.metas) - 1, -1, -1):
-            t, nxt = self.metas[i].min_ingestion_ns, oldest[i + 1]
-            oldest[i] = t if nxt is None else min(t, nxt)
-        self.oldest = oldest
+    partition: str
+    seq: int
+    size_bytes: int
+    min_ingestion_ns: int
+    max_ingestion_ns: int
 
-    def lag(self, hwm: int, gaps: set[int]) -> tuple[int, int, int | None]:
-        """``(segments, bytes on disk, oldest min_ingestion_ns)`` not done."""
-        k = bisect.bisect_right(self.seqs, hwm)
-        done = sorted(i for g in gaps if g > hwm and (i := self._index(g, k)) is not None)
-        if not done:
-            return len(self.seqs) - k, self.after[k], self.oldest[k]
-        skip = set(done)
-        rest = [i for i in range(k, len(self.seqs)) if i not in skip]
-        oldest = min((self.metas[i].min_ingestion_ns for i in rest), default=None)
-        return len(rest), sum(self.disk[i] for i in rest), oldest
 
-    def _index(self, seq: int, lo: int) -> int | None:
-        i = bisect.bisect_left(self.seqs, seq, lo)
-        return i if i < len(self.seqs) and self.seqs[i] == seq else None
+def lag_index(
+    metas: Mapping[str, Sequence[SegmentMeta]], sizes: Mapping[str, Mapping[int, int]]
+) -> RetainedIndex:
+    """The index a subscriber's lag is read from (:meth:`RetainedIndex.lag`, the one
+    computation of lag), over the segments listed with their bytes on disk."""
+    return RetainedIndex.from_listing(
+        {
+            pid: [
+                _OnDisk(pid, m.seq, sizes.get(pid, {}).get(m.seq, m.size_bytes),
+                        m.min_ingestion_ns, m.max_ingestion_ns)
+                for m in ms
+            ]
+            for pid, ms in metas.items()
+        }
+    )  # fmt: skip
 
 
 def _subscriber_row(
     registry: SubscriberRegistry,
     name: str,
-    lags: dict[str, _PartitionLag],
+    lags: RetainedIndex,
     now_ns: int,
     store: QuiverStore | None = None,
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    for pid in sorted(lags):
+    for pid in lags.partitions():
         hwm = int(registry.hwm(name, pid))
         gaps = set(registry.gaps(name, pid))
-        n, nbytes, oldest = lags[pid].lag(hwm, gaps)
+        n, nbytes, oldest = lags.lag(pid, hwm, gaps)
         rows.append(
             {
                 "partition": pid,

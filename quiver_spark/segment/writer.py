@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from ..errors import ConfigError, SchemaMismatchError
-from ..errors import SegmentExistsError as SegmentExistsError  # re-exported: errors.py
 from ..format import checksum
 
 log = logging.getLogger(__name__)

@@ -5,9 +5,8 @@ The JSON format is specified in :mod:`quiver_spark.position` and ARCHITECTURE.md
 
 from __future__ import annotations
 
-from ..errors import OffsetFormatError
 from ..position import OFFSET_VERSION, Position
 
 QuiverOffset = Position
 
-__all__ = ["OFFSET_VERSION", "OffsetFormatError", "QuiverOffset"]
+__all__ = ["OFFSET_VERSION", "QuiverOffset"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..options import STORE_OPTION_TABLE, Option
+from ..option_table import STORE_OPTION_TABLE, Option
 from .source_options import SOURCE_OPTION_TABLE
 
 

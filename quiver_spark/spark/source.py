@@ -64,7 +64,7 @@ from .source_read import (
     QuiverInputPartition,
     arrow_target,
     check_read_schema,
-    plan_reads,
+    pack_read_tasks,
     read_partition,
 )
 
@@ -92,7 +92,7 @@ class _QuiverReading:
         self, metas: Sequence[SegmentMeta], store: QuiverStore, subscriber: str | None
     ) -> list[InputPartition]:
         """The input partitions reading ``metas``: large segments split, small ones
-        packed (:func:`plan_reads`), keeping at least one task per local CPU."""
+        packed (:func:`pack_read_tasks`), keeping at least one task per local CPU."""
         return [
             QuiverInputPartition(
                 pieces,
@@ -102,7 +102,7 @@ class _QuiverReading:
                 subscriber=subscriber,
                 fail_on_data_loss=self.opts.fail_on_data_loss,
             )
-            for pieces in plan_reads(
+            for pieces in pack_read_tasks(
                 metas, self.opts.split_size_bytes, min_tasks=os.cpu_count() or 1
             )
         ]
@@ -175,7 +175,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         if start:
             self.commit(start)
         begin = Position.from_json(start)
-        return self._sub().plan(begin, self._caps(limit), until=self._target).to_json()
+        return self._sub().next_batch_end(begin, self._caps(limit), until=self._target).to_json()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """Everything available at the last plan (query progress: lag = latest - end)."""

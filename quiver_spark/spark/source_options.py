@@ -15,16 +15,10 @@ from typing import Any
 
 from ..config import validate_name
 from ..errors import ConfigError, UnknownOptionError
-from ..options import (
-    STORE_OPTIONS,
-    Option,
-    canonical_option,
-    did_you_mean,
-    parse_bool,
-    parse_int,
-    parse_size,
-)
+from ..option_table import STORE_OPTIONS, Option
+from ..options import canonical_option, did_you_mean
 from ..subscribers import StartPosition
+from ..values import parse_bool, parse_int, parse_size
 from .options import spark_options, store_root
 
 PATH = "path"

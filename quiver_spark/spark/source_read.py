@@ -3,7 +3,7 @@
 Everything a read task needs travels in its :class:`QuiverInputPartition` (the reader
 object is pickled once at query start, before any planning happens): record-batch
 ranges of one or more segments (small segments are packed into one task, large ones
-split, see :func:`plan_reads`). A task opens each segment through :class:`~quiver_spark.segment.SegmentLocation` (zero-copy memory map
+split, see :func:`pack_read_tasks`). A task opens each segment through :class:`~quiver_spark.segment.SegmentLocation` (zero-copy memory map
 for local segments, one fetch through fsspec otherwise), which verifies size and
 CRC-32C before a single batch exists, so a corrupt segment is never served.
 
@@ -28,9 +28,13 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from ..dataloss import LossPolicy, LostLog
-from ..errors import ConfigError, CorruptionError, DataLossError
-from ..errors import ReadSchemaError as ReadSchemaError  # re-exported: defined in errors.py
-from ..errors import SchemaUnavailableError as SchemaUnavailableError
+from ..errors import (
+    ConfigError,
+    CorruptionError,
+    DataLossError,
+    ReadSchemaError,
+    SchemaUnavailableError,
+)
 from ..segment import SegmentLocation, SegmentMeta
 from ..store import QuiverStore
 from ..subscription import open_store
@@ -219,7 +223,7 @@ def split_segment(meta: SegmentMeta, split_size_bytes: int) -> list[tuple[int, i
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
 
 
-def plan_reads(
+def pack_read_tasks(
     metas: Sequence[SegmentMeta], split_size_bytes: int, *, min_tasks: int = 1
 ) -> list[list[Piece]]:
     """The read tasks of ``metas``: large segments split, small ones packed.

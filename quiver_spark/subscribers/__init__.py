@@ -6,6 +6,7 @@ not create anything opens a store's registry. The package's modules:
 
 ================  ================================================================
 ``registry.py``   the shared registry: register, record outcomes, marks (§8)
+``journal.py``    the ack log's files: locks, appends, checkpoints (§8.5)
 ``log.py``        the ack log's bytes (§8.3)
 ``state.py``      the in-memory state the log replays into (§8.4)
 ``records.py``    one subscription record per subscriber: life and expiry (§8.10)
@@ -18,7 +19,8 @@ from __future__ import annotations
 import os
 
 from ..format import SUBSCRIBERS_DIR
-from .registry import OpenReport, Outcome, StartPosition, SubscriberRegistry, to_runs
+from .journal import OpenReport
+from .registry import Outcome, StartPosition, SubscriberRegistry, to_runs
 
 __all__ = [
     "OpenReport",

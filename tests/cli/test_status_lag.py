@@ -1,6 +1,7 @@
-"""A subscriber's lag in ``quiver status`` (a bisection at its mark) equals a walk of
-every segment: segments above the mark and not in its gaps, their bytes on disk, and
-the oldest ingestion time among them."""
+"""A subscriber's lag in ``quiver status`` (the retained-segment index's bisection at
+its mark, over the segments' bytes on disk) equals a walk of every segment: segments
+above the mark and not in its gaps, their bytes on disk, and the oldest ingestion time
+among them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quiver_spark.cli.status import _PartitionLag
+from quiver_spark.cli.status import lag_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +18,11 @@ class Meta:
     seq: int
     size_bytes: int
     min_ingestion_ns: int
+    partition: str = "p-0"
+
+    @property
+    def max_ingestion_ns(self) -> int:
+        return self.min_ingestion_ns
 
 
 @settings(max_examples=400, deadline=None)
@@ -41,4 +47,5 @@ def test_lag_by_bisection_is_the_walk_of_every_segment(
         sum(sizes.get(m.seq, m.size_bytes) for m in behind),
         min((m.min_ingestion_ns for m in behind), default=None),
     )
-    assert _PartitionLag(metas, sizes).lag(hwm, gaps) == want  # type: ignore[arg-type]
+    index = lag_index({"p-0": metas}, {"p-0": sizes})  # type: ignore[dict-item]
+    assert index.lag("p-0", hwm, gaps) == want

@@ -29,7 +29,7 @@ retention:
     "explicit, check",
     [
         ({"segment.event_time_column": "ts2"}, lambda c: c.segment.event_time_column == "ts2"),
-        ({"retention.max_age": "72h"}, lambda c: c.retention.max_retain_after_ingestion_hours == 72),
+        ({"retention.max_age": "72h"}, lambda c: c.retention.max_age_hours == 72),
     ],
 )
 def test_explicit_canonical_option_wins_over_yaml_alias(

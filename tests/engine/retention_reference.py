@@ -1,7 +1,7 @@
 """The retention planner as it was before the incremental index (test oracle).
 
 It walks every retained segment and asks the registry about each one: obviously
-right and slow. :func:`quiver_spark.retention.plan` must decide exactly what this
+right and slow. :func:`quiver_spark.retention_plan.decide_retention` must decide exactly what this
 decides (``test_retained_index.py``). Precedence: ARCHITECTURE.md §8.7.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from quiver_spark.config import RetentionConfig, SizeCapPolicy
-from quiver_spark.retention import NS_PER_HOUR, RetentionPlan
+from quiver_spark.retention_plan import NS_PER_HOUR, RetentionPlan
 
 SegmentInfo = Any
 DamagedInfo = Any
@@ -54,8 +54,8 @@ def reference_plan(
     }
 
     # 1. time: older than the window goes whatever its ack state (dropped recorded)
-    if config.max_retain_after_ingestion_hours is not None:
-        window = int(config.max_retain_after_ingestion_hours * NS_PER_HOUR)
+    if config.max_age_hours is not None:
+        window = int(config.max_age_hours * NS_PER_HOUR)
         for p, v in segs.items():
             for s in v:
                 if now_ns - s.max_ingestion_ns > window:
@@ -185,5 +185,3 @@ def _enforce(
             nxt = queues[p][i + 1]
             heapq.heappush(heads, (nxt.min_ingestion_ns, p, nxt.seq, i + 1))
     return total > cap  # only WAL left: nothing more retention can remove
-
-

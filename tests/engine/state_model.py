@@ -322,7 +322,7 @@ class StoreHarness:
             retention=RetentionConfig(
                 size_cap_bytes=SIZE_CAP if self.opts.policy else None,
                 size_cap_policy=policy,
-                max_retain_after_ingestion_hours=hours,
+                max_age_hours=hours,
                 backpressure_timeout_s=0.05,
             ),
             ack_checkpoint_records=9,

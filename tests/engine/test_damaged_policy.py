@@ -82,7 +82,7 @@ def test_a_damaged_policy_reads_as_the_most_conservative_policy_naming_the_file(
     assert str(path) in policy.damaged and "crc mismatch" in policy.damaged
     with opened(tmp_path) as s:
         r = s.config.retention
-        assert r.max_retain_after_ingestion_hours is None and r.size_cap_bytes is None
+        assert r.max_age_hours is None and r.size_cap_bytes is None
         assert r.size_cap_policy is SizeCapPolicy.BACKPRESSURE
         assert s.config.subscriber_expire_after_s is None
         assert s.policy.damaged == policy.damaged
@@ -115,7 +115,7 @@ def test_an_explicit_option_is_not_refused_while_the_policy_is_damaged(tmp_path:
     make_strict(tmp_path)
     damage(tmp_path)
     with opened(tmp_path, **{"retention.max_age": "7d"}) as s:
-        assert s.config.retention.max_retain_after_ingestion_hours is None
+        assert s.config.retention.max_age_hours is None
 
 
 def test_a_writer_in_a_new_process_appends_and_finalizes_under_a_damaged_policy(
@@ -164,7 +164,7 @@ def test_a_missing_policy_whose_copy_exists_is_damage_and_not_recorded_again(
     cfg = store_config_from_options({"retention.max_age": "2h"})
     with QuiverStore.open(str(tmp_path), cfg, partition="p-0", background=False) as s:
         assert s.policy.damaged is not None and "missing" in s.policy.damaged
-        assert s.config.retention.max_retain_after_ingestion_hours is None
+        assert s.config.retention.max_age_hours is None
     assert not (tmp_path / POLICY_FILE).exists()  # not recorded from an opener's options
 
 
@@ -200,7 +200,7 @@ def test_repair_from_the_last_good_copy_restores_the_policy_as_a_new_generation(
     new, repaired = repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
     assert repaired == str(tmp_path / POLICY_FILE)
     assert new.generation == 4 and new.damaged is None
-    assert new.max_retain_after_ingestion_hours == 3.0 and new.expire_after_s == 60.0
+    assert new.max_age_hours == 3.0 and new.expire_after_s == 60.0
     again = read_policy(str(tmp_path), DEFAULT_IO)
     assert again == new
     assert (tmp_path / POLICY_COPY_FILE).read_bytes() == (tmp_path / POLICY_FILE).read_bytes()
@@ -214,7 +214,7 @@ def test_repair_from_explicit_values_starts_from_the_defaults(tmp_path: Path) ->
     with pytest.raises(CorruptionError, match=r"POLICY\.copy"):
         repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
     new, _ = repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
-    assert new.max_retain_after_ingestion_hours == 5.0
+    assert new.max_age_hours == 5.0
     assert new.size_cap_bytes is None and new.expire_after_s is None
     assert read_policy(str(tmp_path), DEFAULT_IO) == new
 
@@ -260,4 +260,4 @@ def test_an_error_reading_the_policy_never_fails_an_acknowledgement(
         assert "Input/output error" in sub.store.policy.damaged
         monkeypatch.undo()  # readable again: the next read applies it
         assert sub.store.policy.damaged is None
-        assert sub.store.policy.max_retain_after_ingestion_hours == 1.0
+        assert sub.store.policy.max_age_hours == 1.0

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from quiver_spark import metrics as m
-from quiver_spark.retention import observe
+from quiver_spark.gauges import observe
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from tests.engine.subscriber_helpers import MemCatalog
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from quiver_spark.config import StoreConfig
 from quiver_spark.errors import ConfigError
+from quiver_spark.option_table import OPTION, STORE_OPTIONS
+from quiver_spark.options import store_config_from_options
 from quiver_spark.spark.options_doc import BLOCKS
 from quiver_spark.spark.source_options import (
     DEFAULT_MAX_SEGMENTS,
@@ -80,3 +83,36 @@ def test_starting_timestamp_takes_iso_or_epoch_millis_and_excludes_a_position(
              "startingTimestamp": "1700000000000"},
             streaming=True,
         )  # fmt: skip
+
+
+# each setting of StoreConfig() that is an option, by option name
+CONFIG_FIELDS = {
+    "segment.target_size": lambda c: c.segment.target_size_bytes,
+    "segment.max_open_duration": lambda c: c.segment.max_open_duration_s,
+    "segment.path": lambda c: c.segment.path,
+    "segment.event_time_column": lambda c: c.segment.event_time_column,
+    "wal.flush_interval": lambda c: c.wal.flush_interval_s,
+    "wal.max_size": lambda c: c.wal.max_size_bytes,
+    "wal.path": lambda c: c.wal.path,
+    "retention.size_cap": lambda c: c.retention.size_cap_bytes,
+    "retention.size_cap_policy": lambda c: c.retention.size_cap_policy,
+    "retention.max_age": lambda c: c.retention.max_age_hours,
+    "retention.steady_state_headroom": lambda c: c.retention.steady_state_headroom_bytes,
+    "retention.backpressure_timeout": lambda c: c.retention.backpressure_timeout_s,
+    "subscriber.expire_after": lambda c: c.subscriber_expire_after_s,
+}
+
+
+def test_every_store_setting_is_mapped_to_its_config_field() -> None:
+    assert set(CONFIG_FIELDS) == set(STORE_OPTIONS)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_FIELDS))
+def test_a_config_built_in_code_has_the_default_the_readme_shows(name: str) -> None:
+    shown = OPTION[name].default
+    documented = (
+        None if shown == "none" or shown.startswith("<") else OPTION[name].parse(name, shown)
+    )
+    field = CONFIG_FIELDS[name]
+    assert field(StoreConfig()) == documented
+    assert field(store_config_from_options({})) == documented

@@ -9,9 +9,9 @@ import pytest
 
 from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.config import SizeCapPolicy
-from quiver_spark.errors import ConfigError
+from quiver_spark.errors import ConfigError, PolicyConflictError
 from quiver_spark.options import store_config_from_options
-from quiver_spark.policy import POLICY_FILE, PolicyConflictError
+from quiver_spark.policy import POLICY_FILE
 from tests.child import run_python
 
 CAPPED = {"retention.size_cap": "1GB", "retention.size_cap_policy": "DROP_OLDEST"}

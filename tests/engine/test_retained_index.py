@@ -1,6 +1,6 @@
 """The incremental retention planner and its index (ARCHITECTURE.md §8.8).
 
-- :func:`plan` decides exactly what the walk-everything reference planner decides,
+- :func:`decide_retention` decides exactly what the walk-everything reference planner decides,
   for generated listings, subscriber states and policies;
 - ``done_summary`` says done for exactly the seqs ``done_by_all or is_deleted`` does;
 - a long-lived index follows a store changed by other processes (publishes, their
@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from quiver_spark import QuiverStore, RetentionConfig, SizeCapPolicy
 from quiver_spark import metrics as qm
 from quiver_spark.fs import DEFAULT_IO, FileIO
+from quiver_spark.gauges import observe
 from quiver_spark.policy import replace_policy
 from quiver_spark.retained import RetainedIndex
-from quiver_spark.retention import observe, plan
+from quiver_spark.retention_plan import decide_retention
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscribers.registry import SubscriberRegistry
 from quiver_spark.subscribers.state import PartState
@@ -105,10 +106,13 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
     for p in parts:
         if draw(st.integers(0, 3)) == 0:
             hwm = draw(st.integers(0, 3))
-            deleted[p] = (hwm, set(draw(st.lists(st.integers(hwm + 2, hwm + top[p] + 2), max_size=2))))
+            deleted[p] = (
+                hwm,
+                set(draw(st.lists(st.integers(hwm + 2, hwm + top[p] + 2), max_size=2))),
+            )
     config = RetentionConfig(
         steady_state_headroom_bytes=draw(st.sampled_from([0, 0, 150, 400])),
-        max_retain_after_ingestion_hours=draw(st.sampled_from([None, None, 2.0, 6.0])),
+        max_age_hours=draw(st.sampled_from([None, None, 2.0, 6.0])),
         size_cap_bytes=draw(st.sampled_from([None, None, 200, 600, 1500])),
         size_cap_policy=draw(st.sampled_from(list(SizeCapPolicy))),
     )
@@ -128,10 +132,10 @@ def test_the_planner_decides_what_the_reference_planner_decides(w: dict[str, Any
     args = (w["config"], w["now"], w["wal"])
     kw = {"per_partition_cap": w["per_partition"], "damaged": w["damaged"]}
     want = reference_plan(w["listing"], reg, *args, **kw)
-    got = plan(w["listing"], reg, *args, **kw)
+    got = decide_retention(w["listing"], reg, *args, **kw)
     assert got == want
     index = RetainedIndex.from_listing(w["listing"], w["damaged"])
-    assert plan(index, reg, *args, per_partition_cap=w["per_partition"]) == want
+    assert decide_retention(index, reg, *args, per_partition_cap=w["per_partition"]) == want
 
 
 @settings(max_examples=300, deadline=None)
@@ -147,7 +151,6 @@ def test_done_summary_is_done_by_all_or_deleted(w: dict[str, Any], upto: int) ->
 
 # -- a long-lived index on a real store ------------------------------------------------------
 CFG = HAND_SEALED
-
 
 
 def _fresh_listing(root: str) -> dict[str, list[int]]:
@@ -312,7 +315,9 @@ def test_a_pass_requests_do_not_grow_with_retained_segments(tmp_path: Path) -> N
 def _brute_lag(reg: SubscriberRegistry, listing: dict[str, list[Seg]], now: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for sub in reg.subscribers():
-        undone = [s for v in listing.values() for s in v if not reg.is_done(sub, s.partition, s.seq)]
+        undone = [
+            s for v in listing.values() for s in v if not reg.is_done(sub, s.partition, s.seq)
+        ]
         oldest = min((s.min_ingestion_ns for s in undone), default=None)
         out[sub] = (len(undone), sum(s.size_bytes for s in undone),
                     max(0, now - oldest) / 1e9 if oldest else 0)  # fmt: skip

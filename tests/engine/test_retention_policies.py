@@ -7,9 +7,11 @@ import random
 import pytest
 
 from quiver_spark import metrics as m
+from quiver_spark.admission import wait_for_capacity
 from quiver_spark.config import RetentionConfig, SizeCapPolicy
 from quiver_spark.errors import StoreAtCapacityError
-from quiver_spark.retention import AnchoredClock, apply_retention, plan, wait_for_capacity
+from quiver_spark.retention import AnchoredClock, apply_retention
+from quiver_spark.retention_plan import decide_retention
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from tests.engine.subscriber_helpers import HOUR_NS, MemCatalog
 
@@ -139,7 +141,7 @@ def test_time_retention_drops_unacked_and_records_dropped_under_backpressure(env
         cat.add("p-0", 100, t * HOUR_NS)
     reg.register("a", retained=cat.retained())
     reg.record("a", "p-0", [2], Outcome.ACK)
-    cfg = RetentionConfig(max_retain_after_ingestion_hours=4)
+    cfg = RetentionConfig(max_age_hours=4)
     res = apply_retention(cat, reg, cfg, now_ns=10 * HOUR_NS)
     assert res.deleted == {"p-0": [1, 2, 3]}
     assert res.dropped == {"a": {"p-0": [1, 3]}}
@@ -152,7 +154,7 @@ def test_time_retention_uses_only_the_callers_clock(env):
     cat, reg = env
     cat.add("p-0", 100, 0)
     reg.register("a", retained=cat.retained())
-    cfg = RetentionConfig(max_retain_after_ingestion_hours=1)
+    cfg = RetentionConfig(max_age_hours=1)
     assert apply_retention(cat, reg, cfg, now_ns=HOUR_NS).deleted == {}
     assert apply_retention(cat, reg, cfg, now_ns=HOUR_NS + 1).deleted == {"p-0": [1]}
 
@@ -227,8 +229,8 @@ def test_per_partition_cap_throttles_a_hot_partition_while_shared_cap_uses_idle_
     reg.register("a", retained=cat.retained())
     listing = {p: cat.list(p) for p in cat.partitions()}
     cfg = RetentionConfig(size_cap_bytes=1000)
-    phase1 = plan(listing, reg, cfg, 0, per_partition_cap=True)
-    shared = plan(listing, reg, cfg, 0)
+    phase1 = decide_retention(listing, reg, cfg, 0, per_partition_cap=True)
+    shared = decide_retention(listing, reg, cfg, 0)
     assert phase1.throttled_partitions == ["hot"] and phase1.throttle
     assert not shared.throttle
 
@@ -240,7 +242,7 @@ def test_shared_drop_oldest_evicts_the_globally_oldest_in_seq_order(env):
         cat.add("p-1", 100, 10 * i + 5)
     reg.register("a", retained=cat.retained())
     cfg = RetentionConfig(size_cap_bytes=500, size_cap_policy=DROP)
-    pl = plan({p: cat.list(p) for p in cat.partitions()}, reg, cfg, 0)
+    pl = decide_retention({p: cat.list(p) for p in cat.partitions()}, reg, cfg, 0)
     assert pl.drop_size == [("p-0", 1), ("p-1", 1), ("p-0", 2)]
 
 
@@ -250,8 +252,8 @@ def test_wal_bytes_count_toward_the_cap(env):
     reg.register("a", retained=cat.retained())
     cfg = RetentionConfig(size_cap_bytes=1000)
     listing = {"p-0": cat.list("p-0")}
-    assert not plan(listing, reg, cfg, 0, {"p-0": 700}).throttle
-    assert plan(listing, reg, cfg, 0, {"p-0": 900}).throttle
+    assert not decide_retention(listing, reg, cfg, 0, {"p-0": 700}).throttle
+    assert decide_retention(listing, reg, cfg, 0, {"p-0": 900}).throttle
 
 
 def test_wait_for_capacity_returns_when_space_frees_and_counts_one_throttle():

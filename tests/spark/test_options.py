@@ -102,7 +102,7 @@ def test_example_yaml_config_is_read_in_the_pipeline_layout():
     assert cfg.segment.target_size_bytes == 32 * 1024**2
     assert cfg.wal.max_size_bytes == 4 * 1024**3
     assert cfg.retention.size_cap_bytes == 500 * 1024**3
-    assert cfg.retention.max_retain_after_ingestion_hours == 72
+    assert cfg.retention.max_age_hours == 72
     assert store_root({"config": str(CONF)}) == "/data/quiver"
 
 

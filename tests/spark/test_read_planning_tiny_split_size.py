@@ -16,14 +16,14 @@ CHILD = textwrap.dedent(
     from dataclasses import replace
     sys.path.insert(0, sys.argv[1])
     from tests.spark.source_helpers import write_segments
-    from quiver_spark.spark.source_read import plan_reads
+    from quiver_spark.spark.source_read import pack_read_tasks
 
     meta = write_segments(sys.argv[2], 1)[0]
     metas = [replace(meta, seq=s) for s in range(1, 9)]  # 8 small segments, ~1-2 KB each
     with open("/proc/self/status") as f:
         vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (vm + 768 * 1024 * 1024, resource.RLIM_INFINITY))
-    tasks = plan_reads(metas, 1, min_tasks=2)  # option("splitSize", "1")
+    tasks = pack_read_tasks(metas, 1, min_tasks=2)  # option("splitSize", "1")
     assert sorted(m.seq for t in tasks for m, _, _ in t) == list(range(1, 9)), tasks
     print("OK", len(tasks))
     """

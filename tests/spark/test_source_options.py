@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quiver_spark.errors import ConfigError
-from quiver_spark.spark.offsets import OffsetFormatError, QuiverOffset
+from quiver_spark.errors import ConfigError, OffsetFormatError
+from quiver_spark.spark.offsets import QuiverOffset
 from quiver_spark.spark.source_options import StartingPosition, parse_source_options
 from quiver_spark.spark.source_read import split_segment
 

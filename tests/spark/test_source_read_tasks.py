@@ -24,7 +24,7 @@ from quiver_spark.spark.source_read import (
     QuiverInputPartition,
     arrow_target,
     data_loss_report,
-    plan_reads,
+    pack_read_tasks,
     read_partition,
     spark_schema_of,
     split_segment,
@@ -51,21 +51,21 @@ def meta(tmp_path) -> SegmentMeta:
 
 def test_small_segments_are_packed_in_order_into_tasks_of_about_the_split_size(meta):
     metas = [_sized(meta, seq, 30 * MB) for seq in range(1, 11)]  # 300 MB
-    tasks = plan_reads(metas, 64 * MB, min_tasks=2)
+    tasks = pack_read_tasks(metas, 64 * MB, min_tasks=2)
     assert len(tasks) == 5  # ceil(300 / 64)
     assert _shape(tasks) == [[(s, 0, 10), (s + 1, 0, 10)] for s in range(1, 11, 2)]
 
 
 def test_packing_keeps_at_least_min_tasks_when_there_are_enough_segments(meta):
     two = [_sized(meta, seq, 1 * MB) for seq in (1, 2)]
-    assert _shape(plan_reads(two, 64 * MB, min_tasks=2)) == [[(1, 0, 10)], [(2, 0, 10)]]
-    assert _shape(plan_reads(two, 64 * MB, min_tasks=8)) == [[(1, 0, 10)], [(2, 0, 10)]]
-    assert len(plan_reads(two, 64 * MB, min_tasks=1)) == 1
+    assert _shape(pack_read_tasks(two, 64 * MB, min_tasks=2)) == [[(1, 0, 10)], [(2, 0, 10)]]
+    assert _shape(pack_read_tasks(two, 64 * MB, min_tasks=8)) == [[(1, 0, 10)], [(2, 0, 10)]]
+    assert len(pack_read_tasks(two, 64 * MB, min_tasks=1)) == 1
 
 
 def test_tiny_segments_count_an_open_cost_so_many_make_several_tasks(meta):
     tiny = [_sized(meta, seq, 100) for seq in range(1, 101)]
-    tasks = plan_reads(tiny, 64 * MB, min_tasks=1)
+    tasks = pack_read_tasks(tiny, 64 * MB, min_tasks=1)
     assert len(tasks) == -(-100 * OPEN_COST_BYTES // (64 * MB))  # 7, not 1
     assert [m.seq for t in tasks for m, _, _ in t] == list(range(1, 101))
     assert max(len(t) for t in tasks) - min(len(t) for t in tasks) <= 1
@@ -73,9 +73,9 @@ def test_tiny_segments_count_an_open_cost_so_many_make_several_tasks(meta):
 
 def test_large_segments_are_still_read_by_several_tasks_never_packed(meta):
     metas = [_sized(meta, 1, 10 * MB), _sized(meta, 2, 100 * MB), _sized(meta, 3, 10 * MB)]
-    tasks = plan_reads(metas, 64 * MB, min_tasks=1)
+    tasks = pack_read_tasks(metas, 64 * MB, min_tasks=1)
     assert _shape(tasks) == [[(2, 0, 5)], [(2, 5, 10)], [(1, 0, 10), (3, 0, 10)]]
-    assert plan_reads([], 64 * MB, min_tasks=2) == []
+    assert pack_read_tasks([], 64 * MB, min_tasks=2) == []
 
 
 def _task(root: str, metas: list[SegmentMeta], fail: bool) -> QuiverInputPartition:
@@ -105,7 +105,7 @@ def test_every_plan_reads_each_batch_once_in_order_with_enough_tasks(
     meta: SegmentMeta, sizes: list[int], split: int, min_tasks: int
 ) -> None:
     metas = [_sized(meta, seq, size) for seq, size in enumerate(sizes, 1)]
-    tasks = plan_reads(metas, split, min_tasks=min_tasks)
+    tasks = pack_read_tasks(metas, split, min_tasks=min_tasks)
     assert all(tasks), "no empty task"
     pieces = [(m.seq, b0, b1) for t in tasks for m, b0, b1 in t]
     assert sorted(pieces) == sorted(

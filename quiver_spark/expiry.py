@@ -1,0 +1,147 @@
+"""Subscriber expiry under ``subscriber.expire_after`` and the records it reads (§8.10).
+
+A retention pass deregisters a subscriber neither live nor acknowledging for longer
+than the store's ``subscriber.expire_after``, leaving its record as a tombstone
+first; idleness counts from the later of its last acknowledgement and the last time a
+consumer held it live. :class:`SubscriberExpiry` keeps, for one store handle, the
+live notes a pass could not write, so a failed write never makes a subscriber look
+idle for longer than it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any
+
+from .errors import CorruptionError
+from .fs import FileIO
+from .seams import RetentionLedger
+from .subscribers import SubscriberRegistry, records
+
+log = logging.getLogger(__name__)
+
+LIVE_NOTE_PERIOD_NS = 60 * 10**9
+"""A live subscriber's record notes it live at most this often."""
+
+
+class SubscriberExpiry:
+    """Expiry decisions of one store handle, with the live notes it could not write."""
+
+    def __init__(self, root: str, io: FileIO) -> None:
+        self.root = root
+        self.io = io
+        # live notes a pass could not write (subscriber -> when seen live): expiry counts
+        # from them and the next pass writes them (ARCHITECTURE.md §8.10)
+        self._unwritten_live: dict[str, int] = {}
+
+    def expire_idle(self, reg: SubscriberRegistry, after: float | None, now_ns: int) -> list[str]:
+        """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
+        leaving a record that says so (§8.10); a live consumer is never expired, and
+        idleness counts from the later of the last acknowledgement and the last time a
+        consumer held the subscriber live (noted here, and by the consumer as it stops).
+
+        Never on a record that may be stale: one whose ``progress`` differs from the
+        ack log's done count missed acknowledgements (its writes failed), so the pass
+        rewrites it as active now instead; a live note this handle could not write
+        counts as written."""
+        if after is None:
+            return []
+        expired = []
+        # Under the ack log's exclusive lock for the whole decision: a consumer's start
+        # takes the same lock to check for a tombstone and register, so it either sees
+        # the subscriber registered (and is then live: never expired) or expired.
+        with reg.exclusive():
+            recs = records.list_records(self.root, self.io)
+            names = reg.subscribers()
+            for gone in set(self._unwritten_live) - set(names):
+                del self._unwritten_live[gone]
+            for name in names:
+                rec = recs.get(name)
+                done = reg.done_count(name)
+                if rec is None:  # registered before records existed: its clock starts now
+                    records.create_record(self.root, self.io, name, now_ns, progress=done)
+                    continue
+                if records.is_live(self.root, name):
+                    # idleness counts from when it was last live too (§8.10)
+                    if now_ns - (rec.last_live_ns or 0) >= LIVE_NOTE_PERIOD_NS:
+                        self._note_live(name, now_ns, done)
+                    continue
+                unwritten = self._unwritten_live.get(name)
+                if unwritten is not None:  # seen live by a pass that could not say so
+                    self._note_live(name, unwritten, None)
+                last_active = max(rec.last_active_ns, unwritten or 0)
+                if now_ns - last_active < after * 1e9:
+                    continue
+                if rec.missed_progress(done):
+                    # acknowledged since the record was written (or a record from before
+                    # `progress`): active now, never expired on times it did not get
+                    log.warning(
+                        "quiver.subscriber.record_behind subscriber=%s progress=%s done=%d: "
+                        "the ack log shows progress its record missed; counted active now",
+                        name,
+                        rec.progress,
+                        done,
+                    )
+                    try:
+                        records.write_record(
+                            self.root,
+                            self.io,
+                            dataclasses.replace(rec, progress=done, progress_ns=now_ns),
+                        )
+                    except OSError as e:  # kept: this pass's evidence counts until written
+                        log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+                        self._unwritten_live[name] = now_ns
+                    continue
+                # the tombstone first: a crash between the two leaves a registered
+                # subscriber whose record says expired, which the next pass completes
+                records.write_record(
+                    self.root,
+                    self.io,
+                    dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
+                )
+                reg.deregister(name)
+                self._unwritten_live.pop(name, None)
+                log.warning(
+                    "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
+                    name,
+                    (now_ns - last_active) / 1e9,
+                    after,
+                )
+                expired.append(name)
+        return expired
+
+    def _note_live(self, name: str, when_ns: int, done: int | None) -> None:
+        """Write that ``name`` was live at ``when_ns``; a failure is kept in memory
+        (expiry counts from it) and written by a later pass."""
+        try:
+            records.note_live(self.root, self.io, name, when_ns, progress=done)
+        except (OSError, CorruptionError) as e:  # advisory; the next pass notes it again
+            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+            self._unwritten_live[name] = max(when_ns, self._unwritten_live.get(name, 0))
+            return
+        if self._unwritten_live.get(name, when_ns) <= when_ns:
+            self._unwritten_live.pop(name, None)
+
+    def note_drops(
+        self, reg: RetentionLedger, before: dict[str, int], dropped: dict[str, Any]
+    ) -> None:
+        """After a pass dropped data for subscribers (time window, ``drop_oldest``):
+        their done counts grew without any acknowledgement, so a record that was
+        current before the drop is brought to the new count (§8.10). One that cannot
+        be written makes the next idle check restart its clock: never an early expiry."""
+        if not os.path.isdir(records.records_dir(self.root)):
+            return
+        for name in sorted(dropped):
+            rec = records.read_record_or_none(self.root, self.io, name)
+            if rec is None or rec.expired_ns is not None or name not in before:
+                continue
+            if rec.progress != before[name]:  # already behind: the next idle check sees it
+                continue
+            try:
+                records.write_record(
+                    self.root, self.io, dataclasses.replace(rec, progress=reg.done_count(name))
+                )
+            except OSError as e:
+                log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
