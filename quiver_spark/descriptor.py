@@ -23,7 +23,7 @@ from .config import StoreConfig
 from .errors import ConfigError, StoreNotFoundError
 from .fs import FileIO, file_lock
 from .policy import STORE_LOCK, ensure_policy, policy_of, read_policy, reconcile
-from .segment.location import check_url
+from .segment.urls import check_url
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from quiver_spark.seams import (
     SegmentInfo,
     SubscriberNames,
 )
-from quiver_spark.segment.location import DamagedSegment
+from quiver_spark.segment import DamagedSegment
 from tests.stores import int_segments
 
 
