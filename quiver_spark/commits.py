@@ -43,7 +43,11 @@ class CommitLog:
     def __init__(self, root: str, io: FileIO = DEFAULT_IO) -> None:
         self.dir = os.path.join(root, fmt.COMMITS_DIR)
         self.io = io
+        # decisions this instance has made durable (their names fsynced): only these
+        # are ever returned without reading and syncing the name again
         self._cache: dict[tuple[str, int], CommitRecord] = {}
+        # apps whose directory's own entry (and ``commits/``'s) this instance has synced
+        self._durable_dirs: set[str] = set()
 
     def path(self, app: str, version: int) -> str:
         validate_name("transaction app id", app)
@@ -61,18 +65,25 @@ class CommitLog:
         is created exclusively (:meth:`FileIO.create_exclusive`), so of two committers
         racing on one ``(app, version)`` exactly one writes its decision and gets True;
         the other gets False and :meth:`get` returns the winner's decision.
+
+        Either answer is given only once the decision is durable (ARCHITECTURE.md §6.4):
+        a call that raised left the decision unknown, and its retry that finds the name
+        (left by the failed call, in the page cache) makes it durable before answering
+        "already decided".
         """
         if self.get(app, version) is not None:
             log.info("quiver.txn.commit_replayed app=%s version=%d", app, version)
             return False
         path = self.path(app, version)
         self.io.mkdir(os.path.dirname(path))
-        winners_list = sorted([p, int(t)] for p, t in winners)
+        pairs = sorted((str(p), int(t)) for p, t in winners)
+        winners_list = [[p, t] for p, t in pairs]
+        committed_ns = time.time_ns()
         body = {
             "app": app,
             "version": version,
             "winners": winners_list,
-            "committed_ns": time.time_ns(),
+            "committed_ns": committed_ns,
             "rows": int(rows),
         }
         if not self.io.create_exclusive(path, fmt.encode_frame(fmt.MAGIC_COMMIT, body)):
@@ -84,11 +95,24 @@ class CommitLog:
                 len(decided.winners) if decided else -1,
             )
             return False
+        # create_exclusive synced the record's directory; its ancestors' entries (made
+        # by a mkdir whose parent fsync may have failed earlier) too before reporting
+        self._sync_ancestors(app)
+        self._cache[(app, version)] = CommitRecord(
+            app, version, frozenset(pairs), committed_ns, int(rows)
+        )
         log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(winners_list))
         return True
 
     def get(self, app: str, version: int) -> CommitRecord | None:
-        """The decision for ``(app, version)``, or None while undecided."""
+        """The durable decision for ``(app, version)``, or None while undecided.
+
+        A name found on disk may exist only in the page cache (its creator failed
+        before or in the directory fsync, in this process or in one that is gone): it
+        is made durable (directory fsyncs) before it is returned, so nobody acts on a
+        decision that a power loss could take back. A failure to do so raises
+        ``OSError``; the next call tries again.
+        """
         key = (app, version)
         hit = self._cache.get(key)
         if hit is not None:
@@ -109,8 +133,36 @@ class CommitLog:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptionError(path, fmt.FRAME_SIZE, f"bad commit record: {e}") from e
+        self._make_durable(app, version)
         self._cache[key] = rec
         return rec
+
+    def _make_durable(self, app: str, version: int) -> None:
+        """Make the name of an existing record durable: fsync its directory (a new fd).
+
+        The record's content needs nothing: a name is only ever linked to a temporary
+        file whose fsync succeeded (§6.4), so its bytes are durable whenever its name
+        is; only the directory entries may still be volatile.
+        """
+        try:
+            self.io.fsync_dir(os.path.join(self.dir, app))
+            self._sync_ancestors(app)
+        except OSError as e:
+            msg = (
+                f"commit decision {app}/{version} exists but could not be made durable "
+                f"({e.strerror or e}); it is reported only once a retry syncs it"
+            )
+            raise (OSError(e.errno, msg, e.filename) if e.errno else OSError(msg)) from e
+        log.debug("quiver.txn.commit_durable app=%s version=%d", app, version)
+
+    def _sync_ancestors(self, app: str) -> None:
+        """Fsync ``commits/`` and the store root once per app and instance (their entries
+        for ``<app>/`` and ``commits/`` never change once made durable)."""
+        if app in self._durable_dirs:
+            return
+        self.io.fsync_dir(self.dir)
+        self.io.fsync_dir(os.path.dirname(self.dir))
+        self._durable_dirs.add(app)
 
     def latest_version(self, app: str) -> int | None:
         """Highest committed version of ``app`` (for sinks that resume), or None."""

@@ -44,6 +44,7 @@ from .config import NAME_RE
 from .errors import CorruptionError, LockedError, QuiverError, SegmentMissingError
 from .fs import PartitionLock
 from .metrics import metrics_dir
+from .ranges import RangeSet
 from .segment import SegmentMeta
 from .store import QuiverStore
 from .subscribers import has_registry
@@ -321,6 +322,16 @@ class StoreChecker:
         return work
 
     def _check_wal_continuity(self, pid: str, paths: list[str]) -> None:
+        # A file deleted as unneeded may lie between two kept ones: its seqs went into
+        # STATE's `covered` before the unlink, so a gap `covered` holds whole is no damage
+        # (ARCHITECTURE.md §4, Rotation; recovery accepts exactly these). Without a
+        # readable STATE (which _check_state reports) no gap is explained.
+        state = os.path.join(self.store.wal_root, pid, fmt.STATE_FILE)
+        try:
+            body = fmt.decode_frame(state, fmt.MAGIC_STATE, self.store.io.read_file(state))
+            covered = RangeSet(tuple(r) for r in body.get("covered") or [])
+        except (OSError, CorruptionError, TypeError, ValueError):
+            covered = RangeSet()
         expected: int | None = None
         for path in paths:
             seen = self._wal_last_seq.get(path)
@@ -329,9 +340,17 @@ class StoreChecker:
                 continue
             first, last = seen
             if expected is not None and first != expected:
+                if first > expected and covered.covers(expected, first - 1):
+                    expected = last + 1 if last is not None else first
+                    continue
+                why = (
+                    f"STATE's covered does not hold seqs {expected}..{first - 1}"
+                    if first > expected
+                    else "the files overlap"
+                )
                 self._problem(
                     "wal", path, f"wal files not contiguous: expected first seq {expected}, "
-                    f"found {first}", offset=0, partition=pid,
+                    f"found {first} ({why})", offset=0, partition=pid,
                 )  # fmt: skip
             expected = last + 1 if last is not None else first
 
