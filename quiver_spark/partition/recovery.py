@@ -69,6 +69,7 @@ class PartitionRecovery:
     _wal_limit: dict[int, int]
     _drop_from: int | None
     _cut: tuple[int, list[WalCarry]] | None
+    _cut_settled: bool
 
     # -- what replay admits into: the live writer's ---------------------------------------
     def _admit(
@@ -119,6 +120,16 @@ class PartitionRecovery:
             body["wal_limit"] = sorted([k, v] for k, v in self._wal_limit.items())
         self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
 
+    def _state_durable(self, state: dict) -> None:
+        """Write the STATE just read again, atomically, before acting on it.
+
+        The STATE read may be one whose rename is not durable yet (the directory fsync
+        after it failed in this process, or the process that wrote it died before the
+        fsync): a segment published on its word, with the old STATE back after a power
+        loss, would be read beside the WAL records the old STATE replays.
+        """
+        self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state))
+
     def _recover(self, *, republish: bool = False) -> RecoveryReport:
         """Rebuild the in-memory state from disk (§7.3); ``republish``: write the
         ``.meta`` of STATE's ``publishing`` segment again even if it exists (its name
@@ -143,6 +154,7 @@ class PartitionRecovery:
         if publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
             if republish and not deleted.holds(meta.seq):
+                self._state_durable(state)
                 try:
                     self.segments.publish(meta, again=True)
                     rep.republished_seq = meta.seq
@@ -161,6 +173,7 @@ class PartitionRecovery:
                         meta.seq,
                     )
                 else:
+                    self._state_durable(state)
                     try:
                         self.segments.publish(meta)
                         rep.republished_seq = meta.seq
@@ -321,24 +334,26 @@ class PartitionRecovery:
         """Make the writer usable for the next operation (caller holds the lock).
 
         Raises a WAL failure nobody was told of to a foreground caller (once); then
-        rebuilds a discarded state through recovery. Returns False (nothing done) for
-        a background caller while a WAL failure waits to be reported.
+        rebuilds a discarded state through recovery. A background caller (a tick)
+        rebuilds too, so what calls that returned wrote is sealed without waiting for a
+        caller, but leaves the report of the failure for the next foreground call.
         """
         self._check_open()
         if self._broken is None and self.wal.failed:
             self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
-        if self._unreported_wal is not None:
-            if not foreground:
-                return False
+        if self._unreported_wal is not None and foreground:
             e, self._unreported_wal = self._unreported_wal, None
             raise e
         if self._broken is not None:
+            unreported = self._unreported_wal
             try:
                 self._rebuild()
             except WalFailedError:
                 if foreground:
                     self._unreported_wal = None
                 raise
+            if not foreground:  # a tick recovers; the report still waits for a caller
+                self._unreported_wal = self._unreported_wal or unreported
         return True
 
     def _rebuild(self) -> None:
@@ -372,6 +387,7 @@ class PartitionRecovery:
         self._broken = None
         self._unreported_wal = None
         self._seal_on_recovery = False
+        self._cut, self._cut_settled = None, False
         log.warning(
             "quiver.writer.recovered partition=%s after=%s %s",
             self.pid,
@@ -391,8 +407,13 @@ class PartitionRecovery:
         returned wrote (not fsynced: the failed file may not hold them durably) are
         written again from memory, with the same seqs, into a new file that starts
         right after the cut, and fsynced there; recovery reads them back. A failure
-        midway keeps the cut and the records for the next attempt.
+        midway keeps the cut and the records for the next attempt; so does a recovery
+        that fails after the cut is settled (``self.wal`` may still be the failed
+        writer then, whose ``durable_seq`` alone knows nothing of the call that raised),
+        until :meth:`_rebuild` succeeds.
         """
+        if self._cut_settled:
+            return
         if self._cut is None:
             wal = self.wal
             if not wal.failed:
@@ -433,4 +454,4 @@ class PartitionRecovery:
                 carry[0].seq,
                 carry[-1].seq,
             )
-        self._cut = None
+        self._cut_settled = True

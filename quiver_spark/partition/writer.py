@@ -94,6 +94,8 @@ class PartitionWriter(PartitionRecovery):
         # a WAL failure's cut and the records to write again past it, until both are
         # durable (kept across failed attempts of the recovery)
         self._cut: tuple[int, list[WalCarry]] | None = None
+        # the cut is durable and its records written again (kept until a recovery succeeds)
+        self._cut_settled = False
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -499,13 +501,18 @@ class PartitionWriter(PartitionRecovery):
         """Finalize committed data (unless told not to), sync and release the lock.
 
         A writer whose state was discarded after a failure does not finalize: its data
-        is in the WAL, which the next open recovers. A WAL failure no caller was told
-        of is raised once everything is released.
+        is in the WAL, which the next open recovers. A close is not a crash: after a
+        failed WAL write or fsync it settles the failed file first (§7.4 steps 1-3: the
+        cut in STATE, the records of calls that returned written again), so the next
+        open never reads the records of the call that raised; if that cannot be done
+        (the disk still full) it says so. A WAL failure no caller was told of is raised
+        once everything is released.
         """
         with self._lock:
             if self._closed:
                 return
             unreported: BaseException | None = None
+            unsettled: BaseException | None = None
             try:
                 if self._broken is None and self.wal.failed:
                     self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
@@ -519,7 +526,37 @@ class PartitionWriter(PartitionRecovery):
                 try:
                     self.wal.close()
                 finally:
-                    self._flock.release()
+                    try:
+                        unsettled = self._settle_on_close()
+                    finally:
+                        self._flock.release()
+            if unsettled is not None:
+                self._unreported_wal = None
+                raise unsettled
             if unreported is not None:
                 self._unreported_wal = None
                 raise unreported
+
+    def _settle_on_close(self) -> WalFailedError | None:
+        """Settle a failed WAL before the lock is released; the error to raise if not.
+
+        Runs after the WAL writer is closed (a failed one closes without another
+        fsync). Without the cut the next open reads the failed file whole, records
+        of the call that raised included, which only a crash may leave.
+        """
+        if self._cut is None and not self.wal.failed:
+            return None
+        try:
+            self._settle_failed_wal()
+        except Exception as e:
+            cut = self._cut[0] if self._cut is not None else self.wal.durable_seq
+            err = WalFailedError(
+                getattr(e, "errno", None) or 0,
+                f"partition {self.pid}: close could not cut its failed wal at seq {cut} ({e}); "
+                f"as after a crash, the next open may read back or lose records after seq {cut} "
+                "(none was acknowledged); free space or fix wal.path before reopening",
+            )
+            err.__cause__ = e
+            log.error("quiver.writer.close_unsettled partition=%s: %s", self.pid, err)
+            return err
+        return None

@@ -53,7 +53,7 @@ def test_a_power_loss_after_a_failed_state_directory_fsync_never_duplicates_a_ro
     for state in sim.states(io.trace, points=range(failed_at + 1, len(io.trace) + 1)):
         if state.kind not in ("process", "power"):  # a power state equal to the process
             continue  # state is listed once, as the process state
-        target = state.materialize(tmp_path / f"c{state.point}")
+        target = state.materialize(tmp_path / f"c{state.point}-{state.kind}")
         with QuiverStore.open(target, FLUSHED_BY_CALLER, background=False) as again:
             again.finalize()
             ids = Counter(i for b in again.scan() for i in b.column("id").to_pylist())
