@@ -4,7 +4,10 @@ The background flusher's fsync fails while the writer is idle: no caller is ther
 be told. The rows a flush acknowledged before the failure are durable in the WAL and
 wait in the open segment; a retryable condition heals by itself and "the first tick
 after space returns seals what is open" (ARCHITECTURE.md §7.4), so consumers see them
-within ``segment.max_open_duration`` although the writer makes no further call.
+within ``segment.max_open_duration`` although the writer makes no further call. A
+tick that recovers still leaves the failure for the next caller of append, flush,
+finalize or begin (or close), once, so no later flush acknowledges what it left
+undurable.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark.errors import WalFailedError
 from tests.faults import FaultyIO
 
 GROUP_FSYNC_ALWAYS_DUE = StoreConfig(
@@ -56,3 +61,63 @@ def test_rows_flushed_before_a_failed_background_fsync_become_visible_to_readers
             store.close()
         except OSError:
             pass
+
+
+def test_the_failure_still_reaches_the_next_caller_once_after_a_tick_recovered(
+    tmp_path: Path,
+) -> None:
+    root = str(tmp_path / "s")
+    io = FaultyIO()
+    store = QuiverStore.open(root, GROUP_FSYNC_ALWAYS_DUE, io=io, background=False)
+    store.append(_batch(0))
+    store.flush()
+    fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
+    store.append(_batch(10))  # returned; the flusher's fsync of it fails
+    deadline = time.monotonic() + 30
+    while not fault.fired and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fault.fired
+    store.writer.maintain()  # recovers and seals; the failure is not reported to a tick
+    with pytest.raises(WalFailedError):
+        store.append(_batch(20))  # not written: the caller retries it
+    store.append(_batch(20))
+    store.flush()
+    store.finalize()
+    assert sorted(i for b in store.scan() for i in b.column("id").to_pylist()) == [
+        0, 1, 2, 10, 11, 12, 20, 21, 22,
+    ]  # fmt: skip
+    store.close()  # reported once already: nothing left to raise
+
+
+def _visible(root: str) -> list[int]:
+    with QuiverStore.open(root, partition=None, create=False, background=False) as reader:
+        return sorted(i for b in reader.scan() for i in b.column("id").to_pylist())
+
+
+def _wait_for(root: str, ids: list[int]) -> list[int]:
+    deadline = time.monotonic() + 30
+    while (seen := _visible(root)) != ids and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return seen
+
+
+def test_the_maintenance_thread_seals_the_rows_of_calls_that_returned_before_a_background_fsync_failed(
+    tmp_path: Path,
+) -> None:
+    root = str(tmp_path / "s")
+    # the ticks seal an open segment 2 s old; the flusher fsyncs every 5 ms
+    cfg = StoreConfig(
+        wal=WalConfig(flush_interval_s=0.005), segment=SegmentConfig(max_open_duration_s=2)
+    )
+    io = FaultyIO()
+    store = QuiverStore.open(root, cfg, io=io)  # its maintenance thread ticks
+    store.append(_batch(0))
+    store.flush()
+    assert _wait_for(root, [0, 1, 2]) == [0, 1, 2]  # sealed: no tick fsyncs the WAL now
+    # the next append opens a new WAL file (its header fsync succeeds); the flusher's
+    # fsync after it fails
+    io.fail("fsync", 2, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
+    store.append(_batch(10))  # returned; the flusher's fsync of it fails, the writer idles
+    assert _wait_for(root, [0, 1, 2, 10, 11, 12]) == [0, 1, 2, 10, 11, 12]
+    with pytest.raises(WalFailedError):
+        store.close()  # no caller of append or flush was told of the failure yet
