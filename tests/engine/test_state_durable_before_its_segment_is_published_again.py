@@ -7,7 +7,8 @@ names. If the ``.meta`` becomes durable while the STATE that covers the segment'
 records does not, a power loss leaves a published segment beside WAL records that the
 old STATE says are not in any segment: the next open replays them and every row of the
 segment is read twice. At every crash point after the failure, each acknowledged row is
-readable exactly once.
+readable exactly once. The same holds when the process dies right after the failure and
+a new process, finding the new STATE in the page cache, finishes the publication.
 """
 
 from __future__ import annotations
@@ -60,4 +61,38 @@ def test_a_power_loss_after_a_failed_state_directory_fsync_never_duplicates_a_ro
         twice = sorted(i for i, n in ids.items() if n > 1)
         if twice or not {0, 1, 2} <= set(ids):
             seen.append((state.point, io.trace[state.point - 1].op, twice))
+    assert seen == []
+
+
+def test_a_new_process_publishing_what_an_undurable_state_names_never_duplicates_a_row(
+    tmp_path: Path,
+) -> None:
+    root = str(tmp_path / "s")
+    QuiverStore.open(root, FLUSHED_BY_CALLER, background=False).close()
+    sim = CrashSimulator.snapshot(root)
+    io = FaultyIO(record_data=True)
+    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
+    store.append(_batch(0))
+    store.flush()  # acknowledged
+    io.fail("fsync_dir", 1, errno.EIO, path_contains=f"{os.sep}partitions{os.sep}p-0")
+    with pytest.raises(OSError):
+        store.finalize()  # STATE renamed, its directory fsync failed
+    failed_at = next(t.index for t in io.trace if t.failed) + 1
+    # the process dies there: the new STATE is in the page cache, its name not durable
+    died = {s.kind: s for s in sim.states(io.trace, points=[failed_at])}
+    store.close()
+    reopened = died["process"].materialize(tmp_path / "reopened")
+    sim2 = CrashSimulator(reopened, died["power"].files)  # durable: the old STATE
+    io2 = FaultyIO(record_data=True)
+    QuiverStore.open(reopened, FLUSHED_BY_CALLER, io=io2, background=False).close()
+    seen = []
+    for state in sim2.states(io2.trace):
+        if state.kind != "power":
+            continue
+        target = state.materialize(tmp_path / f"p{state.point}")
+        with QuiverStore.open(target, FLUSHED_BY_CALLER, background=False) as again:
+            again.finalize()
+            ids = Counter(i for b in again.scan() for i in b.column("id").to_pylist())
+        if sorted(ids.elements()) != [0, 1, 2]:
+            seen.append((state.point, io2.trace[state.point - 1].op, sorted(ids.elements())))
     assert seen == []
