@@ -330,7 +330,7 @@ class PartitionRecovery:
         if isinstance(e, WalFailedError):
             self._unreported_wal = None
 
-    def _ready(self, *, foreground: bool = True) -> bool:
+    def _ready(self, *, foreground: bool = True) -> None:
         """Make the writer usable for the next operation (caller holds the lock).
 
         Raises a WAL failure nobody was told of to a foreground caller (once); then
@@ -354,7 +354,6 @@ class PartitionRecovery:
                 raise
             if not foreground:  # a tick recovers; the report still waits for a caller
                 self._unreported_wal = self._unreported_wal or unreported
-        return True
 
     def _rebuild(self) -> None:
         """Recover the partition from disk in place, keeping the partition lock.

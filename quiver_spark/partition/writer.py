@@ -428,16 +428,15 @@ class PartitionWriter(PartitionRecovery):
 
         A failure is kept in :attr:`maintenance_error` and raised; the next tick
         retries (recovering the partition first when the failure discarded its
-        state). While a WAL failure waits to be reported to a caller of append or
-        flush, a tick does nothing.
+        state). A WAL failure that waits to be reported to a caller of append, flush,
+        finalize or begin does not stop a tick: it recovers and seals what calls that
+        returned wrote, and the report stays pending for that caller (§7.4).
         """
         with self._lock:
             if self._closed:
                 return None
             try:
-                if not self._ready(foreground=False):
-                    self.maintenance_error = self._unreported_wal
-                    return None
+                self._ready(foreground=False)
                 self._publish_pending()
                 self._resolve()
                 due = self._open and (
