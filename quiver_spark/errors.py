@@ -138,9 +138,11 @@ class BatchTooLargeError(QuiverError, ValueError):
 
 
 class WalFailedError(QuiverError, OSError):
-    """Raised after a WAL write or fsync failed: the writer instance is unusable.
+    """Raised once, to the next caller, after a WAL write or fsync failed.
 
-    Nothing after the failure is acknowledged; close and reopen the store to recover.
+    The failed WAL file is never written or synced again. The call that raised is not
+    acknowledged and may be retried whole; the partition's next call recovers it from
+    disk into a new WAL file by itself (ARCHITECTURE.md §7.4), no reopen needed.
     """
 
 
