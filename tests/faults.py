@@ -59,7 +59,8 @@ class TraceOp:
 
 
 FILE_KINDS = (
-    "wal", "state", "heartbeat", "lock", "store", "policy", "arrow", "meta", "quarantine",
+    "wal", "state", "heartbeat", "lock", "store", "policy", "policy-copy", "arrow", "meta",
+    "quarantine",
     "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir", "other",
     "remote-arrow", "remote-meta", "remote-quarantine", "remote-dir",
 )  # fmt: skip
@@ -105,6 +106,7 @@ def file_kind(path: str) -> str:
         "HEARTBEAT": "heartbeat",
         "STORE": "store",
         "POLICY": "policy",
+        "POLICY.copy": "policy-copy",
     }
     if name in simple:
         return simple[name]

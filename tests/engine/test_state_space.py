@@ -32,6 +32,7 @@ printed at the end of the module. Shrunk failures live on as ``test_state_space_
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -86,20 +87,39 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
     unlink:remote-arrow unlink:remote-meta write:remote-arrow write:remote-meta
     fsync:sub link:sub open:sub read:sub unlink:sub write:sub stat:checkpoint
     stat:quarantine truncate:acklog rename:remote-arrow rename:remote-quarantine
-    stat:remote-quarantine unlink:remote-quarantine write:remote-quarantine
+    stat:remote-quarantine unlink:remote-quarantine write:remote-quarantine rename:sub
+    open:policy-copy write:policy-copy fsync:policy-copy rename:policy-copy
     """.split()
 ]
 """Every (operation, file kind) the file layer performs in this workload (the report
 lists pairs seen but missing here, and pairs here that never fired)."""
+
+REACH_ROUNDS = 3
+"""Rounds of work a targeted fault gets to fire in."""
+
+
+def QUARANTINE_WORK(op: str, kind: str) -> bool:  # noqa: N802
+    """Pairs only ``quiver fsck --quarantine`` meets: moving a damaged segment aside."""
+    return kind in ("quarantine", "remote-quarantine") or (op, kind) == (
+        "rename",
+        "remote-arrow",
+    )
+
 
 CREATION_PAIRS: list[tuple[str, str]] = [
     ("mkdir", "dir"), ("mkdir", "wal"), ("open", "store"), ("write", "store"),
     ("fsync", "store"), ("rename", "store"), ("open", "policy"), ("write", "policy"),
     ("fsync", "policy"), ("rename", "policy"), ("fsync_dir", "dir"), ("open", "state"),
     ("write", "state"), ("rename", "state"), ("open", "wal"), ("write", "wal"),
-    ("fsync", "wal"), ("open", "lock"),
+    ("fsync", "wal"), ("open", "lock"), ("open", "policy-copy"), ("write", "policy-copy"),
+    ("fsync", "policy-copy"), ("rename", "policy-copy"),
 ]  # fmt: skip
 """Pairs met when a store and its first partition are created."""
+
+CREATION_ONLY = {
+    pair for pair in CREATION_PAIRS if pair[1] in ("store", "policy", "policy-copy")
+} - {("read", "store"), ("read", "policy")}
+"""Of those, the pairs no later work meets (STORE and POLICY are written once)."""
 
 
 class StoreStateSpace(RuleBasedStateMachine):
@@ -311,6 +331,11 @@ class StoreStateSpace(RuleBasedStateMachine):
         sm.STATS["steps"] += 1
         op, kind = pair
         continuing = cont > 0  # the error surfaces and the process goes on, mostly
+        if pair in CREATION_ONLY:  # met only while a store is created
+            self._run_creation(pair, err, continuing)
+            return
+        if not self._prelude(op, kind):
+            return
         sticky_for = sticky * 2 if err == errno.ENOSPC and sticky and continuing else None
         self.h.arm(
             op,
@@ -324,7 +349,71 @@ class StoreStateSpace(RuleBasedStateMachine):
             retries=retries,
         )
         sm.STATS[f"targeted:{op}:{kind}"] += 1
-        self._burst()
+        self._reach(op, kind)
+
+    def _run_creation(self, pair: tuple[str, str], err: int, cont: bool) -> None:
+        assert self.h is not None
+        sm.STATS[f"targeted:{pair[0]}:{pair[1]}"] += 1
+        self.h.rule = "create_a_store_with_a_fault"
+        self.h.create_with_fault(*pair, err, cont)
+
+    # -- the work that reaches each (operation, file kind) -------------------------------------
+    def _prelude(self, op: str, kind: str) -> bool:
+        """What a pair needs before its fault is armed: a torn tail for recovery to cut, a
+        subscriber to register anew, a damaged segment for ``quiver fsck --quarantine``
+        to move aside. False: this store cannot meet the pair now."""
+        h = self.h
+        assert h is not None
+        if (op, kind) == ("truncate", "wal"):
+            live = [p for p in h.live_writers() if p not in h.damaged_parts]
+            return bool(live) and h.tear_tail("wal", live[0])
+        if (op, kind) == ("truncate", "acklog") and h.reader is not None:
+            if h.registry_broken:
+                return False
+            h.tear_tail("acklog")
+            h.recover_and_check()  # writers back; the registry opens at the first ack
+            return True
+        if kind == "sub" and op in ("open", "write", "fsync", "link", "unlink"):
+            # a record is created at registration: a subscriber leaves and comes back
+            if h.reader is None or h.registry_broken:
+                return False
+            if len(h.subs) == len(SUBS):
+                self._run(h.deregister, sorted(h.subs)[-1])
+            return True
+        if QUARANTINE_WORK(op, kind):
+            if h.reader is None or h.registry_broken or len(h.damage) >= 2:
+                return False
+            self._run(h.append_compatible_everywhere)
+            h.kill_all()
+            h.recover_and_check()
+            return bool(h.flip("arrow", 10**6, 0.5, quarantine=False))
+        return True
+
+    def _reach(self, op: str, kind: str) -> None:
+        """Rounds of the work that performs ``(op, kind)`` until its fault fired."""
+        h = self.h
+        assert h is not None
+        fired0 = sum(sm.FIRED.values())
+
+        def hit() -> bool:
+            return sum(sm.FIRED.values()) > fired0 or any(f.fired for f in h.io.faults)
+
+        for _ in range(REACH_ROUNDS):
+            if QUARANTINE_WORK(op, kind):
+                self._run(h.fsck_quarantine)
+            else:
+                self._burst()
+                for sub in SUBS:
+                    if hit():
+                        break
+                    if h.reader is not None and not h.registry_broken:
+                        self._run(h.consume_live, sub, 2)
+            if hit():
+                return
+            if not h.active_faults():
+                return
+        if not h.cont:
+            sm.STATS["targeted_not_reached"] += 1
 
     def _burst(self) -> None:
         """One round of every kind of work, until an armed fault fired (or not)."""
@@ -365,8 +454,6 @@ class StoreStateSpace(RuleBasedStateMachine):
             self._run(h.restart_writer, h.live_writers()[0], False)
         if h._fired() == start and h.live_writers():
             self._run(h.restart_writer, h.live_writers()[-1], True)
-        if h._fired() == start and not h.cont:
-            sm.STATS["targeted_not_reached"] += 1
 
     @rule(
         kind=st.sampled_from(["power", "power-meta", "power-prefix", "torn", "process"]),
@@ -508,6 +595,79 @@ def state_space_report(request: pytest.FixtureRequest):
                 f,
                 indent=1,
             )
+
+
+LOCAL_SEGMENT_KINDS = ("arrow", "meta", "quarantine")
+
+
+def _walk_options(i: int, pair: tuple[str, str]) -> Options:
+    """Store options for the ``i``-th step of the walk: the remote location where the
+    pair needs it (and for a third of the others), every policy and layout in turn."""
+    kind = pair[1]
+    remote = kind.startswith("remote-") or (kind not in LOCAL_SEGMENT_KINDS and i % 3 == 2)
+    return Options(
+        flush=("group", "sync")[i % 2],
+        layout=("default", "external")[(i // 2) % 2],
+        policy=(None, "backpressure", "drop_oldest")[i % 3],
+        time_retention=i % 4 == 3,
+        segments="remote" if remote else "local",
+    )
+
+
+def _warm_up(m: StoreStateSpace) -> None:
+    """A store with history: segments in both partitions, a decided batch, both
+    subscribers registered and acknowledging (the ack log checkpointed), retention."""
+    h = m.h
+    assert h is not None
+    for _ in range(2):
+        for p in sm.PARTS:
+            h.append(p, "base", 90)
+            h.flush(p)
+            h.finalize(p)
+    t = h.begin("p-0", APPS[0])
+    h.txn_append(t, "base", 7)
+    h.flush("p-0")
+    h.commit(APPS[0], [t])
+    for sub in SUBS:
+        h.register(sub)
+        h.ack(sub, 2, "ack")
+    h.retention(False, False)
+
+
+def walk_every_pair() -> dict[str, list[str]]:
+    """The deterministic walk: for every known pair, in both halves (the error surfaces
+    and the process goes on; the process dies), a store with history, a fault armed on
+    the pair's next operation and the work that reaches it, then every check. Returns
+    the pairs whose fault never fired, per half."""
+    missed: dict[str, list[str]] = {"continued": [], "crashed": []}
+    for i, pair in enumerate(KNOWN_PAIRS):
+        for cont in (1, 0):
+            mode = "continued" if cont else "crashed"
+            before = sm.FIRED[(*pair, mode)]
+            m = StoreStateSpace()
+            try:
+                m.start(*dataclasses.astuple(_walk_options(i + cont, pair)), first_pair=0)
+                _warm_up(m)
+                m.fault_next(pair, 1, (errno.EIO, errno.ENOSPC)[i % 2], i % 4 == 1, cont, 0, 1)
+                m.a_swallowed_fault_still_ends_the_process()
+                m.handles_work_again_once_a_fault_cleared()
+                assert m.h is not None
+                m.h.rule = "walk"
+                m.h.kill_all()
+                m.h.recover_and_check()
+            finally:
+                m.teardown()
+            sm.STATS["walk_steps"] += 1
+            if sm.FIRED[(*pair, mode)] == before:
+                missed[mode].append(":".join(pair))
+    return missed
+
+
+def test_every_known_pair_fires_in_the_walk():
+    """Each (operation, file kind) the workload performs has its fault fire, once with
+    the process going on and once with it dying, and every invariant holds after it."""
+    missed = walk_every_pair()
+    assert missed == {"continued": [], "crashed": []}, missed
 
 
 def test_state_space_ci_profile():
