@@ -1770,6 +1770,14 @@ class StoreHarness:
         STATS["fsck_runs"] += 1
         return {"exit": res.exit_code, "output": res.output}
 
+    def fsck_with_writers_stopped(self) -> None:
+        """The operator stops the store's processes, runs ``quiver fsck --quarantine``
+        and starts them again; then everything is checked."""
+        self.observe_quiet()
+        self.kill_all()
+        self.fsck_quarantine()
+        self.recover_and_check()
+
     def observe_quiet(self) -> None:
         if self.reader is not None:
             self.observe()

@@ -89,6 +89,7 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
     stat:quarantine truncate:acklog rename:remote-arrow rename:remote-quarantine
     stat:remote-quarantine unlink:remote-quarantine write:remote-quarantine rename:sub
     open:policy-copy write:policy-copy fsync:policy-copy rename:policy-copy
+    open:readers write:readers
     """.split()
 ]
 """Every (operation, file kind) the file layer performs in this workload (the report
@@ -99,8 +100,8 @@ REACH_ROUNDS = 3
 
 
 def QUARANTINE_WORK(op: str, kind: str) -> bool:  # noqa: N802
-    """Pairs only ``quiver fsck --quarantine`` meets: moving a damaged segment aside."""
-    return kind in ("quarantine", "remote-quarantine") or (op, kind) == (
+    """Pairs only ``quiver fsck --quarantine`` meets: moving a remote segment aside."""
+    return (kind == "remote-quarantine" and op != "read") or (op, kind) == (
         "rename",
         "remote-arrow",
     )
@@ -118,8 +119,9 @@ CREATION_PAIRS: list[tuple[str, str]] = [
 
 CREATION_ONLY = {
     pair for pair in CREATION_PAIRS if pair[1] in ("store", "policy", "policy-copy")
-} - {("read", "store"), ("read", "policy")}
-"""Of those, the pairs no later work meets (STORE and POLICY are written once)."""
+} - {("read", "store"), ("read", "policy")} | {("mkdir", "wal"), ("mkdir", "dir")}
+"""Of those, the pairs no later work meets (STORE and POLICY are written once, the
+directories of a store and a partition made once)."""
 
 
 class StoreStateSpace(RuleBasedStateMachine):
@@ -370,8 +372,9 @@ class StoreStateSpace(RuleBasedStateMachine):
         if (op, kind) == ("truncate", "acklog") and h.reader is not None:
             if h.registry_broken:
                 return False
-            h.tear_tail("acklog")
-            h.recover_and_check()  # writers back; the registry opens at the first ack
+            if not h.tear_tail("acklog"):
+                return False
+            h._open_reader()  # the registry opens (and cuts) at its first exclusive use
             return True
         if kind == "sub" and op in ("open", "write", "fsync", "link", "unlink"):
             # a record is created at registration: a subscriber leaves and comes back
@@ -380,14 +383,33 @@ class StoreStateSpace(RuleBasedStateMachine):
             if len(h.subs) == len(SUBS):
                 self._run(h.deregister, sorted(h.subs)[-1])
             return True
-        if QUARANTINE_WORK(op, kind):
+        damaged_segment_kinds = ("quarantine", "remote-quarantine", "readers")
+        if kind in damaged_segment_kinds or (op, kind) == ("rename", "remote-arrow"):
             if h.reader is None or h.registry_broken or len(h.damage) >= 2:
                 return False
             self._run(h.append_compatible_everywhere)
             h.kill_all()
             h.recover_and_check()
-            return bool(h.flip("arrow", 10**6, 0.5, quarantine=False))
+            # local segments are moved aside by `quiver fsck` (its own files, not this
+            # process's): the pairs left are the readers' look at what was moved; a
+            # live consumer skips a damaged segment and logs it (readers/*.lost.jsonl)
+            return bool(h.flip("arrow", 10**6, 0.5, quarantine=kind == "quarantine"))
         return True
+
+    def _replay_round(self) -> None:
+        """Each writer flushes rows and dies before sealing them; a new one replays its
+        WAL (what reads a WAL, a STATE and the decisions of pending transactions)."""
+        h = self.h
+        assert h is not None
+        start = sum(sm.FIRED.values())
+        for p in h.live_writers():
+            if h.writers.get(p) is None or sum(sm.FIRED.values()) > start:
+                continue
+            self._run(h.append_compatible, p, 7)
+            if h.writers.get(p) is not None:
+                self._run(h.flush, p)
+            if h.writers.get(p) is not None and not any(f.fired for f in h.io.faults):
+                self._run(h.restart_writer, p, False)
 
     def _reach(self, op: str, kind: str) -> None:
         """Rounds of the work that performs ``(op, kind)`` until its fault fired."""
@@ -400,8 +422,11 @@ class StoreStateSpace(RuleBasedStateMachine):
 
         for _ in range(REACH_ROUNDS):
             if QUARANTINE_WORK(op, kind):
-                self._run(h.fsck_quarantine)
+                self._run(h.fsck_with_writers_stopped)
             else:
+                self._replay_round()
+                if hit():
+                    return
                 self._burst()
                 for sub in SUBS:
                     if hit():
