@@ -98,7 +98,8 @@ def file_kind(path: str) -> str:
         return "arrow"
     if name.endswith(".meta"):
         return "meta"
-    if name == "QUARANTINE" or name.endswith(".reason"):
+    if name == "QUARANTINE" or name.startswith("QUARANTINE.") or name.endswith(".reason"):
+        # QUARANTINE.<token>.tmp: the mark's temporary twin of one quarantine
         return "quarantine"
     simple = {
         "CHECKPOINT": "checkpoint",

@@ -164,8 +164,7 @@ class StoreStateSpace(RuleBasedStateMachine):
         for _ in range(len(KNOWN_PAIRS)):
             pair = KNOWN_PAIRS[self.next_pair % len(KNOWN_PAIRS)]
             self.next_pair += 1
-            local_segment = pair[1] in ("arrow", "meta", "quarantine")
-            if remote and local_segment:
+            if remote and local_segments_only(pair):
                 continue  # no .arrow/.meta in the store directory
             if pair[1].startswith("remote-") and not remote:
                 continue
@@ -622,14 +621,17 @@ def state_space_report(request: pytest.FixtureRequest):
             )
 
 
-LOCAL_SEGMENT_KINDS = ("arrow", "meta", "quarantine")
+def local_segments_only(pair: tuple[str, str]) -> bool:
+    """Pairs of segments in the store directory (a remote location has none): their
+    files, and the existence checks of the local catalog's partition listing."""
+    return pair[1] in ("arrow", "meta", "quarantine") or pair == ("stat", "dir")
 
 
 def _walk_options(i: int, pair: tuple[str, str]) -> Options:
     """Store options for the ``i``-th step of the walk: the remote location where the
     pair needs it (and for a third of the others), every policy and layout in turn."""
     kind = pair[1]
-    remote = kind.startswith("remote-") or (kind not in LOCAL_SEGMENT_KINDS and i % 3 == 2)
+    remote = kind.startswith("remote-") or (not local_segments_only(pair) and i % 3 == 2)
     return Options(
         flush=("group", "sync")[i % 2],
         layout=("default", "external")[(i // 2) % 2],
@@ -659,13 +661,15 @@ def _warm_up(m: StoreStateSpace) -> None:
     h.retention(False, False)
 
 
-def walk_every_pair() -> dict[str, list[str]]:
+def walk_every_pair(only: set[str] | None = None) -> dict[str, list[str]]:
     """The deterministic walk: for every known pair, in both halves (the error surfaces
     and the process goes on; the process dies), a store with history, a fault armed on
     the pair's next operation and the work that reaches it, then every check. Returns
-    the pairs whose fault never fired, per half."""
+    the pairs whose fault never fired, per half (``only``: these ``op:kind`` alone)."""
     missed: dict[str, list[str]] = {"continued": [], "crashed": []}
     for i, pair in enumerate(KNOWN_PAIRS):
+        if only is not None and ":".join(pair) not in only:
+            continue
         for cont in (1, 0):
             mode = "continued" if cont else "crashed"
             before = sm.FIRED[(*pair, mode)]
@@ -686,6 +690,66 @@ def walk_every_pair() -> dict[str, list[str]]:
             if sm.FIRED[(*pair, mode)] == before:
                 missed[mode].append(":".join(pair))
     return missed
+
+
+def _make_kind(m: StoreStateSpace, kind: str) -> None:
+    """Bring about a file of ``kind`` that a store with history may lack."""
+    h = m.h
+    assert h is not None
+    if kind == "quarantine":  # a damaged segment moved aside: its reason and the mark
+        h.flip("arrow", 0, 0.5, quarantine=True)
+    elif kind == "readers":  # a live consumer skips a damaged segment and logs it
+        h.flip("arrow", 0, 0.5, quarantine=False)
+        h.consume_live(SUBS[0], 4)
+    elif kind == "heartbeat":  # written by a writer's maintenance tick
+        for p in h.live_writers():
+            h.maintain(p)
+    elif kind == "checkpoint":
+        for _ in range(6):
+            if h.damage_files()["checkpoint"]:
+                break
+            h.append_compatible_everywhere()
+            for sub in SUBS:
+                h.consume_live(sub, 2)
+
+
+def walk_every_flip() -> list[str]:
+    """A byte flipped in one file of every kind of ARCHITECTURE.md §11 (segments and
+    the quarantine mark also on the remote location, the readers' lost log by name),
+    then every check. Returns the kinds no file could be found for."""
+    missed = []
+    for i, kind in enumerate(sm.FLIP_KINDS):
+        remotes = (False, True) if kind in ("arrow", "meta", "quarantine") else (False,)
+        for remote in remotes:
+            m = StoreStateSpace()
+            try:
+                opts = _walk_options(i, ("flip", kind))
+                opts.segments = "remote" if remote else "local"
+                m.start(*dataclasses.astuple(opts), first_pair=0)
+                _warm_up(m)
+                _make_kind(m, kind)
+                h = m.h
+                assert h is not None
+                h.rule = "flip"
+                files = h.damage_files()[kind]
+                lost = [j for j, f in enumerate(files) if f.endswith(".lost.jsonl")]
+                index = lost[0] if lost else i
+                if not h.flip(kind, index, 0.5, quarantine=i % 2 == 0):
+                    missed.append(kind + (" (remote)" if remote else ""))
+                elif lost:
+                    sm.STATS["flips:readers-lost-log"] += 1
+                h.rule = "walk"
+                h.kill_all()
+                h.recover_and_check()
+            finally:
+                m.teardown()
+    return missed
+
+
+def test_every_file_kind_is_flipped_in_the_walk():
+    """Damage to one file of every kind is contained: the store opens (or refuses the
+    damaged partition naming the file) and everything undamaged reads and writes."""
+    assert walk_every_flip() == []
 
 
 def test_every_known_pair_fires_in_the_walk():
