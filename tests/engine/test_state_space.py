@@ -99,7 +99,7 @@ REACH_ROUNDS = 3
 """Rounds of work a targeted fault gets to fire in."""
 
 
-def QUARANTINE_WORK(op: str, kind: str) -> bool:  # noqa: N802
+def fsck_work(op: str, kind: str) -> bool:
     """Pairs only ``quiver fsck --quarantine`` meets: moving a remote segment aside."""
     return (kind == "remote-quarantine" and op != "read") or (op, kind) == (
         "rename",
@@ -420,7 +420,7 @@ class StoreStateSpace(RuleBasedStateMachine):
             return sum(sm.FIRED.values()) > fired0 or any(f.fired for f in h.io.faults)
 
         for _ in range(REACH_ROUNDS):
-            if QUARANTINE_WORK(op, kind):
+            if fsck_work(op, kind):
                 self._run(h.fsck_with_writers_stopped)
             else:
                 self._replay_round()
