@@ -1163,7 +1163,8 @@ class StoreHarness:
         from quiver_spark.cli import cli
 
         self.observe()
-        res = CliRunner().invoke(cli, ["subscribers", self.root, "remove", sub])
+        with self.io.no_faults():  # the operator's command, not the workload under test
+            res = CliRunner().invoke(cli, ["subscribers", self.root, "remove", sub])
         if res.exit_code != 0:
             raise WrongError(f"quiver subscribers remove {sub} failed: {res.output}")
         del self.subs[sub]
