@@ -59,7 +59,8 @@ class TraceOp:
 
 
 FILE_KINDS = (
-    "wal", "state", "heartbeat", "lock", "store", "policy", "arrow", "meta", "quarantine",
+    "wal", "state", "heartbeat", "lock", "store", "policy", "policy-copy", "arrow", "meta",
+    "quarantine",
     "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir", "other",
     "remote-arrow", "remote-meta", "remote-quarantine", "remote-dir",
 )  # fmt: skip
@@ -97,7 +98,8 @@ def file_kind(path: str) -> str:
         return "arrow"
     if name.endswith(".meta"):
         return "meta"
-    if name == "QUARANTINE" or name.endswith(".reason"):
+    if name == "QUARANTINE" or name.startswith("QUARANTINE.") or name.endswith(".reason"):
+        # QUARANTINE.<token>.tmp: the mark's temporary twin of one quarantine
         return "quarantine"
     simple = {
         "CHECKPOINT": "checkpoint",
@@ -105,6 +107,7 @@ def file_kind(path: str) -> str:
         "HEARTBEAT": "heartbeat",
         "STORE": "store",
         "POLICY": "policy",
+        "POLICY.copy": "policy-copy",
     }
     if name in simple:
         return simple[name]

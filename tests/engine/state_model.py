@@ -278,7 +278,7 @@ def _partition_of(path: str) -> str | None:
 
 FLIP_KINDS = (
     "wal", "state", "meta", "arrow", "acklog", "checkpoint", "commit", "store", "policy",
-    "heartbeat", "lock", "quarantine", "sub", "readers", "metrics",
+    "policy-copy", "heartbeat", "lock", "quarantine", "sub", "readers", "metrics",
 )  # fmt: skip
 """Kinds of file the generative test flips a byte in."""
 
@@ -901,6 +901,16 @@ class StoreHarness:
         else:
             self.unflushed[p].extend(keys)
 
+    def append_compatible_everywhere(self) -> None:
+        """A segment's worth of rows in every live partition, sealed."""
+        for p in self.live_writers():
+            if self.writers[p] is not None:
+                self.append_compatible(p, 90)
+            if self.writers[p] is not None:
+                self.flush(p)
+            if self.writers[p] is not None:
+                self.finalize(p)
+
     def append(self, p: str, variant: str, n: int) -> None:
         self._append(p, variant, n, None)
 
@@ -1100,6 +1110,105 @@ class StoreHarness:
         if out is Outcome.ACK:
             self.subs[sub].update(todo)
         STATS[f"subscriber_{outcome}s"] += 1
+
+    def consume_live(self, sub: str, batches: int = 2) -> None:
+        """``sub``'s live consumer (a :class:`Subscription`, as a streaming query holds it)
+        polls, reads and acknowledges up to ``batches`` batches, then stops: its record,
+        its lock, remote segment reads, and the lost log of the segments it skips
+        (``failOnDataLoss=false``: a damaged segment is skipped and logged)."""
+        if sub not in self.subs or self.registry_broken or self.reader is None:
+            return
+        self.observe()
+        reader = self.reader
+        seen: list[int] = []
+
+        def run() -> None:
+            consumer = Subscription(reader, sub, live=True, fail_on_data_loss=False)
+            try:
+                for _ in range(batches):
+                    batch = consumer.poll()
+                    if batch is None:
+                        return
+                    for meta in batch.segments:
+                        for b in consumer.read(meta):
+                            seen.extend(b.column("k").to_pylist())
+                    consumer.ack(batch.end)
+            finally:
+                consumer.close()
+
+        try:
+            self._engine(f"live consumer {sub}", run)
+        except Crashed:
+            self.uncertain_acks.append((sub, sorted(self.segs)))
+            raise
+        finally:
+            bad = sorted(k for k in seen if self.status.get(k) in (RAISED, TXN, DISCARDED, REFUSED))
+            if bad:
+                raise UndecidedVisible(
+                    f"a live consumer of {sub} read rows that must never be visible: "
+                    f"{_span(bad)} ({self._describe(bad)})"
+                )
+        if sub in self.subs:
+            reg = self._fresh_registry()
+            self.subs[sub].update(key for key in self.segs if reg.is_done(sub, *key))
+        STATS["live_consumer_runs"] += 1
+
+    def deregister(self, sub: str) -> None:
+        """``quiver subscribers PATH remove NAME``: the subscriber and its record go (what
+        it had not acknowledged is no longer kept for it)."""
+        if sub not in self.subs or self.registry_broken or self.reader is None:
+            return
+        from click.testing import CliRunner
+
+        from quiver_spark.cli import cli
+
+        self.observe()
+        with self.io.no_faults():  # the operator's command, not the workload under test
+            res = CliRunner().invoke(cli, ["subscribers", self.root, "remove", sub])
+        if res.exit_code != 0:
+            raise WrongError(f"quiver subscribers remove {sub} failed: {res.output}")
+        del self.subs[sub]
+        self.uncertain_acks = [(s, keys) for s, keys in self.uncertain_acks if s != sub]
+        self.uncertain_subs.discard(sub)
+        STATS["deregisters"] += 1
+
+    def tear_tail(self, kind: str, p: str = "p-0") -> bool:
+        """The process appending to the last WAL file of ``p`` (``wal``) or to the last
+        ack log (``acklog``) dies in the middle of a write: half a record ends the file.
+        Its handles are gone; the next opener cuts the torn tail (§4, §8.6). The test's
+        view of the disk starts again from here (the torn bytes are not in the trace)."""
+        if kind == "wal":
+            if self.writers[p] is None or p in self.damaged_parts:
+                return False
+            self.kill(p)
+            files = [
+                os.path.join(d, n)
+                for d, _, names in os.walk(self.base)
+                for n in names
+                if n.endswith(".wal") and _partition_of(os.path.join(d, n)) == p
+            ]
+        else:
+            if self.reader is None or self.registry_broken:
+                return False
+            self.kill_all()
+            files = [
+                os.path.join(d, n)
+                for d, _, names in os.walk(self.root)
+                for n in names
+                if file_kind(os.path.join(d, n)) == "acklog"
+            ]
+        files = [f for f in files if os.path.getsize(f) > 0]
+        if not files:
+            return False
+        last = max(files, key=lambda f: os.path.basename(f))
+        with open(last, "rb") as f:
+            data = f.read()
+        with open(last, "ab") as f:  # a record's first bytes: its frame is incomplete
+            f.write(data[-24:-12] if len(data) >= 24 else b"\0" * 7)
+        self._trace_done()
+        self.sim = CrashSimulator.snapshot(self.base)
+        STATS[f"torn_tails:{kind}"] += 1
+        return True
 
     def retention(self, expire: bool, via_gc: bool) -> None:
         """One retention pass of the maintenance handle (or ``quiver gc``'s engine function)."""
@@ -1475,6 +1584,8 @@ class StoreHarness:
         self.recover_and_check()
 
     def damage_files(self) -> dict[str, list[str]]:
+        """Files a byte flip may hit, by kind; segments on the remote location count as
+        ``arrow``/``meta`` and the quarantine mark there as ``quarantine``."""
         out: dict[str, list[str]] = {k: [] for k in FILE_KINDS}
         for dirpath, _, names in os.walk(self.base):
             for n in sorted(names):
@@ -1484,7 +1595,47 @@ class StoreHarness:
                 if n.endswith((".meta", ".arrow")) and "quarantine" in dirpath:
                     continue
                 out[file_kind(path)].append(path)
+        for path in self._remote_objects():
+            if "/quarantine/" in path and path.endswith((".meta", ".arrow")):
+                continue
+            kind = file_kind(path).removeprefix("remote-")
+            if kind in out and not path.endswith(".tmp"):
+                out[kind].append(path)
         return {k: sorted(v) for k, v in out.items()}
+
+    def _remote_objects(self) -> list[str]:
+        url = self.cfg.segment.path
+        if not url or not url.startswith("faultmem://"):
+            return []
+        prefix = url.rstrip("/") + "/"
+        store = FaultyMemoryFS.store
+        keys = [k if k.startswith("faultmem://") else "faultmem://" + k.lstrip("/") for k in store]
+        return sorted(k for k in keys if k.startswith(prefix))
+
+    @staticmethod
+    def _flip(path: str, offset: int) -> None:
+        if not path.startswith("faultmem://"):
+            flip_byte(path, offset)
+            return
+        fs = FaultyMemoryFS()
+        io, FaultyMemoryFS.io = FaultyMemoryFS.io, None  # the test's own hand, not the store's
+        try:
+            data = bytearray(fs.cat_file(path))
+            data[offset] ^= 0xFF
+            fs.pipe_file(path, bytes(data))
+        finally:
+            FaultyMemoryFS.io = io
+
+    @staticmethod
+    def _size(path: str) -> int:
+        if not path.startswith("faultmem://"):
+            return os.path.getsize(path)
+        fs = FaultyMemoryFS()
+        io, FaultyMemoryFS.io = FaultyMemoryFS.io, None
+        try:
+            return int(fs.size(path))
+        finally:
+            FaultyMemoryFS.io = io
 
     def flip(self, kind: str, index: int, frac: float, quarantine: bool) -> bool:
         """Kill everything, flip one byte of one file of ``kind``, (fsck), reopen, check."""
@@ -1494,9 +1645,9 @@ class StoreHarness:
             return False
         path = files[index % len(files)]
         self.kill_all()
-        size = os.path.getsize(path)
+        size = self._size(path)
         offset = min(size - 1, int(frac * size))
-        flip_byte(path, offset)
+        self._flip(path, offset)
         d = Damage(kind, path)
         name = os.path.basename(path)
         if kind in ("wal", "state"):
@@ -1521,6 +1672,8 @@ class StoreHarness:
                             self.status[k] = MAYBE
         self.damage.append(d)
         STATS[f"flips:{kind}"] += 1
+        if path.startswith("faultmem://"):
+            STATS[f"flips:remote-{kind}"] += 1
         if kind in ("acklog", "checkpoint"):
             self._reopen_registry()
         if quarantine:
@@ -1533,7 +1686,7 @@ class StoreHarness:
             needed = kind == "store" or (kind == "policy" and pending("policy-flip-stops-store"))
             if not (needed and os.path.basename(path) in str(e)):
                 raise
-            flip_byte(path, offset)  # repaired
+            self._flip(path, offset)  # repaired
             self.damage.remove(d)
             STATS[f"flips_refused_by_name:{kind}"] += 1
             self.kill_all()
@@ -1597,11 +1750,34 @@ class StoreHarness:
         args = ["fsck", self.root, "--quarantine", "--json"]
         if self.wal_path:
             args += ["--wal-path", self.wal_path]
+        before = self._fired()
         res = CliRunner().invoke(cli, args)
+        if self._fired() > before:
+            # a remote request of `quiver fsck` failed (its own process): it reports and
+            # ends; the operator runs it again once the location answers, which must
+            # complete what the failed run left (a segment half moved aside)
+            self._note_fired(continued=self.cont)
+            if res.exception is not None and not isinstance(res.exception, SystemExit):
+                raise WrongError(
+                    f"quiver fsck --quarantine met a failed request and crashed instead of "
+                    f"reporting it: {res.exception!r}\n{res.output}"
+                )
+            self.io.faults.clear()
+            self.live_due = self.cont = False
+            STATS["fsck_runs_with_fault"] += 1
+            res = CliRunner().invoke(cli, args)
         if res.exception is not None and not isinstance(res.exception, SystemExit):
             raise WrongError(f"quiver fsck --quarantine crashed: {res.exception!r}\n{res.output}")
         STATS["fsck_runs"] += 1
         return {"exit": res.exit_code, "output": res.output}
+
+    def fsck_with_writers_stopped(self) -> None:
+        """The operator stops the store's processes, runs ``quiver fsck --quarantine``
+        and starts them again; then everything is checked."""
+        self.observe_quiet()
+        self.kill_all()
+        self.fsck_quarantine()
+        self.recover_and_check()
 
     def observe_quiet(self) -> None:
         if self.reader is not None:
