@@ -1639,7 +1639,7 @@ class StoreHarness:
 
     def flip(self, kind: str, index: int, frac: float, quarantine: bool) -> bool:
         """Kill everything, flip one byte of one file of ``kind``, (fsck), reopen, check."""
-        self.observe()
+        self.observe_quiet()  # no reader after a kill without reopening: nothing to observe
         files = self.damage_files()[kind]
         if not files:
             return False
