@@ -1,8 +1,9 @@
-"""Python code run in a fresh interpreter: a writer, committer or consumer process of its
+"""Python code run in a fresh interpreter: a writer, committer, consumer or reader process of its
 own, which a test lets finish, dies with ``os._exit`` or races against."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -24,3 +25,20 @@ def run_python(
         text=True,
         timeout=timeout,
     )
+
+
+_READ_IDS = """
+import json
+from quiver_spark import QuiverStore
+with QuiverStore.open(root, background=False) as store:
+    store.finalize()
+    ids = sorted(i for b in store.scan() for i in b.column("id").to_pylist())
+print(json.dumps(ids))
+"""
+
+
+def ids_read_by_a_new_process(root: str) -> list[int]:
+    """Every ``id`` the store at ``root`` holds, sorted, as a new interpreter reads it:
+    it opens the store (its writer recovers), seals what is open and scans."""
+    out = run_python(_READ_IDS, capture=True, root=root)
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -388,6 +388,15 @@ class CrashSimulator:
                 out.extend(self._at(i, live, durable, last_write))
         return out
 
+    def power_loss_at_end(self, trace: list[TraceOp]) -> CrashState:
+        """The state a power loss right after the last operation of ``trace`` leaves.
+
+        A state equal to an earlier one is listed once, under the first kind: when every
+        byte is durable the power-loss state is the process state, returned then.
+        """
+        states = self.states(trace, points=[len(trace)])
+        return next((s for s in states if s.kind == "power"), states[0])
+
     def _apply(
         self, op: TraceOp, live: dict[str, _Inode], durable: dict[str, _Inode]
     ) -> tuple[str, int, bytes] | None:

@@ -1,17 +1,32 @@
-"""Stores filled through the engine for tests: finalized segments of consecutive integers."""
+"""Stores filled through the engine for tests, and the rows read back from them:
+finalized segments of consecutive integers, batches of an ``id`` column, the ids a
+store holds (in an open handle, or reopened from its directory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark.retained import RetainedIndex
 from quiver_spark.segment import SegmentMeta
+from tests.faults import CrashSimulator, FaultyIO
 
 HAND_SEALED = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
 """Segments are finalized by the test, never by age."""
+
+SYNC_EACH = StoreConfig(
+    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
+)
+"""Every append is fsynced before it returns; segments are finalized by the test."""
+
+FLUSHED_BY_CALLER = StoreConfig(
+    wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
+)
+"""The WAL is fsynced by the caller's ``flush`` only; segments are finalized by the test."""
 
 
 def int_segments(
@@ -40,3 +55,55 @@ def publish(store: QuiverStore, n: int = 1) -> None:
     for _ in range(n):
         store.append(pa.record_batch({"id": pa.array([1, 2, 3], pa.int64())}))
         store.finalize()
+
+
+@contextmanager
+def writer_and_two_retention_handles(
+    root: str | Path, config: StoreConfig = HAND_SEALED
+) -> Iterator[tuple[QuiverStore, QuiverStore]]:
+    """Two store-wide handles ``a`` and ``b`` beside an open writer of ``p-0`` that
+    published segments 1, 2 and 3. Subscriber ``s`` is registered; ``a``'s retained
+    index never resurveys by itself and its first retention pass surveyed 1, 2, 3."""
+    root = str(root)
+    with (
+        QuiverStore.open(root, config, partition="p-0", background=False) as w,
+        QuiverStore.open(root, config, partition=None, background=False) as a,
+        QuiverStore.open(root, config, partition=None, background=False) as b,
+    ):
+        a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
+        a.subscribers.register("s")
+        publish(w, 3)
+        assert a.run_retention().deleted == {}  # a's first pass surveys: sees 1, 2, 3
+        yield a, b
+
+
+def id_batch(lo: int, n: int = 3) -> pa.RecordBatch:
+    """An int64 ``id`` column holding ``lo .. lo + n - 1``."""
+    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
+
+
+def scanned_ids(store: QuiverStore) -> list[int]:
+    """Every ``id`` a scan of ``store`` returns, sorted (a row read twice is listed twice)."""
+    return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
+
+
+def reopened_ids(root: str | Path, config: StoreConfig, *, maintain: bool = False) -> list[int]:
+    """Every ``id`` the store at ``root`` holds when opened again: its writer recovers,
+    ticks once first when ``maintain``, then seals what it left open."""
+    with QuiverStore.open(str(root), config, background=False) as store:
+        if maintain:
+            store.writer.maintain()
+        store.finalize()
+        return scanned_ids(store)
+
+
+def traced_new_store(
+    root: str | Path, config: StoreConfig
+) -> tuple[QuiverStore, FaultyIO, CrashSimulator]:
+    """A new store at ``root`` (created and closed), opened again through a
+    ``FaultyIO(record_data=True)``, with a simulator of its durable state before that open."""
+    root = str(root)
+    QuiverStore.open(root, config, background=False).close()
+    sim = CrashSimulator.snapshot(root)
+    io = FaultyIO(record_data=True)
+    return QuiverStore.open(root, config, io=io, background=False), io, sim

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from tests.faults import FaultyIO
+from tests.stores import reopened_ids, scanned_ids
 
 ROWS_PER_BATCH = 100
 CFG = StoreConfig(
@@ -27,10 +28,6 @@ CFG = StoreConfig(
 
 def _batch(lo: int) -> pa.RecordBatch:
     return pa.record_batch({"id": pa.array(range(lo, lo + ROWS_PER_BATCH), type=pa.int64())})
-
-
-def _ids(store: QuiverStore) -> list[int]:
-    return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
 
 
 def _commit_600_rows(store: QuiverStore) -> None:
@@ -56,11 +53,9 @@ def test_committed_rows_survive_one_enospc_in_the_tick_that_admits_them(
         assert e.errno == errno.ENOSPC
     store.maintain()  # space is back: the next tick finishes the admission
     store.finalize()
-    assert _ids(store) == list(range(600))
+    assert scanned_ids(store) == list(range(600))
     store.close()
-    with QuiverStore.open(root, CFG, background=False) as again:
-        again.finalize()
-        assert _ids(again) == list(range(600))
+    assert reopened_ids(root, CFG) == list(range(600))
 
 
 def test_rows_of_a_failed_admission_are_not_lost_when_the_process_reopens_first(
@@ -77,6 +72,4 @@ def test_rows_of_a_failed_admission_are_not_lost_when_the_process_reopens_first(
         pass
     store.maintain()
     store.close()
-    with QuiverStore.open(root, CFG, background=False) as again:
-        again.finalize()
-        assert _ids(again) == list(range(600))
+    assert reopened_ids(root, CFG) == list(range(600))

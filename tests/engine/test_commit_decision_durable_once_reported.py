@@ -16,20 +16,12 @@ import os
 import pickle
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from tests.child import run_python
-from tests.faults import CrashSimulator, FaultyIO
-
-FLUSHED_BY_CALLER = StoreConfig(
-    wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
-)
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
+from tests.faults import CrashSimulator
+from tests.stores import FLUSHED_BY_CALLER, id_batch, reopened_ids, scanned_ids, traced_new_store
 
 
 @pytest.mark.parametrize("failed_op", ["fsync_dir", "unlink"])
@@ -38,50 +30,33 @@ def test_a_commit_retried_after_a_failed_directory_fsync_survives_power_loss(
 ) -> None:
     """``unlink``: removing the temporary name failed, before the directory fsync."""
     root = str(tmp_path / "s")
-    QuiverStore.open(root, FLUSHED_BY_CALLER, background=False).close()
-    sim = CrashSimulator.snapshot(root)
-    io = FaultyIO(record_data=True)
-    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
+    store, io, sim = traced_new_store(root, FLUSHED_BY_CALLER)
     txn = store.begin_txn("app", 7)
-    store.append(_batch(100), txn_id=txn)
+    store.append(id_batch(100), txn_id=txn)
     store.flush()
     io.fail(failed_op, 1, errno.EIO, path_contains=f"{os.sep}commits{os.sep}app")
     with pytest.raises(OSError):
         store.commit_txn("app", 7, [("p-0", txn)])
     store.commit_txn("app", 7, [("p-0", txn)])  # "already decided": the batch is done
-    states = sim.states(io.trace, points=[len(io.trace)])
-    # a state equal to an earlier one is listed once, under the first kind: when every
-    # byte is durable the power-loss state is the process state
-    power = next((s for s in states if s.kind == "power"), states[0])
+    power = sim.power_loss_at_end(io.trace)
     store.close()
     target = power.materialize(tmp_path / "after-power-loss")
-    with QuiverStore.open(target, FLUSHED_BY_CALLER, background=False) as again:
-        again.writer.maintain()
-        again.finalize()
-        ids = sorted(i for b in again.scan() for i in b.column("id").to_pylist())
-    assert ids == [100, 101, 102]
+    assert reopened_ids(target, FLUSHED_BY_CALLER, maintain=True) == [100, 101, 102]
 
 
 def _power_loss_rows(sim: CrashSimulator, trace: list, target: Path) -> list[int]:
     """The rows a store holds after a power loss at the end of ``trace``."""
-    states = sim.states(trace, points=[len(trace)])
-    power = next((s for s in states if s.kind == "power"), states[0])
-    with QuiverStore.open(power.materialize(target), FLUSHED_BY_CALLER, background=False) as s:
-        s.writer.maintain()
-        s.finalize()
-        return sorted(i for b in s.scan() for i in b.column("id").to_pylist())
+    target = sim.power_loss_at_end(trace).materialize(target)
+    return reopened_ids(target, FLUSHED_BY_CALLER, maintain=True)
 
 
 def test_a_retry_whose_directory_fsync_fails_again_reports_nothing_until_one_succeeds(
     tmp_path: Path,
 ) -> None:
     root = str(tmp_path / "s")
-    QuiverStore.open(root, FLUSHED_BY_CALLER, background=False).close()
-    sim = CrashSimulator.snapshot(root)
-    io = FaultyIO(record_data=True)
-    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
+    store, io, sim = traced_new_store(root, FLUSHED_BY_CALLER)
     txn = store.begin_txn("app", 7)
-    store.append(_batch(100), txn_id=txn)
+    store.append(id_batch(100), txn_id=txn)
     store.flush()
     app_dir = f"{os.sep}commits{os.sep}app"
     io.fail("fsync_dir", 1, errno.EIO, sticky=True, sticky_for=2, path_contains=app_dir)
@@ -101,12 +76,9 @@ def test_a_writer_seals_a_decided_transaction_only_once_its_decision_is_durable(
     """A segment holding a transaction's rows outlives a power loss only with its decision:
     rows visible without one would be written again by the batch's rerun."""
     root = str(tmp_path / "s")
-    QuiverStore.open(root, FLUSHED_BY_CALLER, background=False).close()
-    sim = CrashSimulator.snapshot(root)
-    io = FaultyIO(record_data=True)
-    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
+    store, io, sim = traced_new_store(root, FLUSHED_BY_CALLER)
     txn = store.begin_txn("app", 7)
-    store.append(_batch(100), txn_id=txn)
+    store.append(id_batch(100), txn_id=txn)
     store.flush()
     io.fail("fsync_dir", 1, errno.EIO, path_contains=f"{os.sep}commits{os.sep}app")
     with pytest.raises(OSError):
@@ -115,12 +87,10 @@ def test_a_writer_seals_a_decided_transaction_only_once_its_decision_is_durable(
     store.finalize()
     trace = list(io.trace)
     store.close()
-    states = sim.states(trace, points=[len(trace)])
-    power = next((s for s in states if s.kind == "power"), states[0])
-    target = power.materialize(tmp_path / "after")
+    target = sim.power_loss_at_end(trace).materialize(tmp_path / "after")
     with QuiverStore.open(target, FLUSHED_BY_CALLER, background=False) as again:
         decided = again.commits.get("app", 7)
-        ids = sorted(i for b in again.scan() for i in b.column("id").to_pylist())
+        ids = scanned_ids(again)
     assert decided is not None and decided.winners == frozenset({("p-0", txn)})
     assert ids == [100, 101, 102]
 

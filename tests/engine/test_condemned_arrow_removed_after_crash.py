@@ -12,12 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark import QuiverStore
-from quiver_spark.retained import RetainedIndex
 from quiver_spark.subscribers import Outcome
-from tests.stores import HAND_SEALED, publish
-
-CFG = HAND_SEALED
+from tests.stores import writer_and_two_retention_handles
 
 
 class Crash(BaseException):
@@ -27,16 +23,7 @@ class Crash(BaseException):
 def test_next_pass_removes_the_arrow_a_crashed_pass_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = str(tmp_path)
-    with (
-        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
-        QuiverStore.open(root, CFG, partition=None, background=False) as a,
-        QuiverStore.open(root, CFG, partition=None, background=False) as b,
-    ):
-        a._retained = RetainedIndex(clock=lambda: 0.0)
-        a.subscribers.register("s")
-        publish(w, 3)
-        assert a.run_retention().deleted == {}
+    with writer_and_two_retention_handles(tmp_path) as (a, b):
         a.subscribers.record("s", "p-0", [1], Outcome.ACK)
 
         backend = b.segment_location.backend

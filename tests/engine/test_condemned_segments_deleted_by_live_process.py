@@ -11,32 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark import QuiverStore
-from quiver_spark.retained import RetainedIndex
 from quiver_spark.subscribers import Outcome
-from tests.stores import HAND_SEALED, publish
-
-CFG = HAND_SEALED
+from tests.stores import writer_and_two_retention_handles
 
 
 class Crash(BaseException):
     pass
 
 
-
 def test_the_next_pass_of_a_live_process_deletes_a_condemned_segment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = str(tmp_path)
-    with (
-        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
-        QuiverStore.open(root, CFG, partition=None, background=False) as a,
-        QuiverStore.open(root, CFG, partition=None, background=False) as b,
-    ):
-        a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
-        a.subscribers.register("s")
-        publish(w, 3)
-        assert a.run_retention().deleted == {}  # a's first pass surveys: sees 1, 2, 3
+    with writer_and_two_retention_handles(tmp_path) as (a, b):
         a.subscribers.record("s", "p-0", [1], Outcome.ACK)
 
         def crash(*_args: object, **_kw: object) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quiver_spark import QuiverStore, RetentionConfig, SegmentConfig, StoreConfig
-from quiver_spark.retained import RetainedIndex
-from tests.stores import publish
+from quiver_spark import RetentionConfig, SegmentConfig, StoreConfig
+from tests.stores import writer_and_two_retention_handles
 
 CFG = StoreConfig(
     segment=SegmentConfig(max_open_duration_s=3600),
@@ -19,20 +18,8 @@ CFG = StoreConfig(
 )
 
 
-def test_a_condemned_segment_is_deleted_by_the_next_pass_despite_headroom(
-    tmp_path: Path
-) -> None:
-    root = str(tmp_path)
-    with (
-        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
-        QuiverStore.open(root, CFG, partition=None, background=False) as a,
-        QuiverStore.open(root, CFG, partition=None, background=False) as b,
-    ):
-        a._retained = RetainedIndex(clock=lambda: 0.0)
-        a.subscribers.register("s")
-        publish(w, 3)
-        assert a.run_retention().deleted == {}
-
+def test_a_condemned_segment_is_deleted_by_the_next_pass_despite_headroom(tmp_path: Path) -> None:
+    with writer_and_two_retention_handles(tmp_path, CFG) as (a, b):
         # b's pass condemned seq 1 (chosen by time / drop_oldest: s gets `dropped`) and
         # died before unlinking anything: the records without the deletion
         with b.subscribers.exclusive() as reg:

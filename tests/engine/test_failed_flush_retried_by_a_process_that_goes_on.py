@@ -9,12 +9,11 @@ process recovers the WAL and finds each acknowledged row once, none twice.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.child import run_python
+from tests.child import ids_read_by_a_new_process, run_python
 
 WRITER = """
 import errno, os
@@ -49,14 +48,6 @@ store.flush()
 os._exit(0)  # dies holding the partition: no close, no finalize
 """
 
-READER = """
-import json
-from quiver_spark import QuiverStore
-with QuiverStore.open(root, background=False) as store:
-    store.finalize()
-    print(json.dumps(sorted(i for b in store.scan() for i in b.column("id").to_pylist())))
-"""
-
 
 @pytest.mark.parametrize("interval", [0, 3600], ids=["fsync-per-append", "flush-by-caller"])
 def test_a_new_process_reads_each_acknowledged_row_once_after_a_failed_fsync_was_retried(
@@ -64,5 +55,4 @@ def test_a_new_process_reads_each_acknowledged_row_once_after_a_failed_fsync_was
 ) -> None:
     root = str(tmp_path / "s")
     run_python(WRITER, root=root, interval=interval)
-    out = run_python(READER, capture=True, root=root)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+    assert ids_read_by_a_new_process(root) == [0, 1, 2, 10, 11, 12, 20, 21, 22]

@@ -14,50 +14,37 @@ import errno
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.cli.gc import unfinalized_records
 from quiver_spark.errors import WalFailedError
 from quiver_spark.fsck import check_store
 from tests.faults import CrashSimulator, FaultyIO
+from tests.stores import SYNC_EACH, id_batch, reopened_ids
 
-SYNC_EACH = StoreConfig(
-    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
-)
 WAL = f"{os.sep}wal{os.sep}"
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
-
-
-def _ids(root: str) -> list[int]:
-    with QuiverStore.open(root, SYNC_EACH, background=False) as store:
-        store.finalize()
-        return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
 
 
 def test_a_retried_append_is_never_read_twice_at_any_crash_point(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     with QuiverStore.open(root, SYNC_EACH, background=False) as store:
-        store.append(_batch(0))
+        store.append(id_batch(0))
     sim = CrashSimulator.snapshot(root)
     io = FaultyIO(record_data=True)
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(10))
+    store.append(id_batch(10))
     io.fail("fsync", 1, errno.EIO, path_contains=WAL)
     with pytest.raises(WalFailedError):
-        store.append(_batch(100))
-    store.append(_batch(100))
+        store.append(id_batch(100))
+    store.append(id_batch(100))
     acked = len(io.trace)  # the retry returned: it is durable
-    store.append(_batch(200))
+    store.append(id_batch(200))
     store.close()
     states = sim.states(io.trace)
     assert len(states) > 20
     for n, state in enumerate(states):
-        ids = _ids(state.materialize(tmp_path / f"c{n}"))
+        ids = reopened_ids(state.materialize(tmp_path / f"c{n}"), SYNC_EACH)
         assert len(ids) == len(set(ids)), (state.point, state.kind, state.detail, ids)
         assert {0, 1, 2}.issubset(ids)
         if state.point >= acked:
@@ -70,11 +57,11 @@ def _store_with_a_cut_file(root: str) -> QuiverStore:
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
     txn = store.begin_txn("app", 1)
-    store.append(_batch(0), txn_id=txn)
+    store.append(id_batch(0), txn_id=txn)
     io.fail("fsync", 1, errno.EIO, path_contains=WAL)
     with pytest.raises(WalFailedError):
-        store.append(_batch(100))
-    store.append(_batch(100))
+        store.append(id_batch(100))
+    store.append(id_batch(100))
     return store
 
 
@@ -107,4 +94,4 @@ def test_a_new_process_reads_a_cut_file_only_up_to_its_cut(tmp_path: Path) -> No
     store.commit_txn("app", 1, [("p-0", 1)])
     store.writer.close(finalize=False)
     store.close()
-    assert _ids(root) == [0, 1, 2, 100, 101, 102]
+    assert reopened_ids(root, SYNC_EACH) == [0, 1, 2, 100, 101, 102]

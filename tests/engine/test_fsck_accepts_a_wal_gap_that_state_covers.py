@@ -12,19 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.fsck import check_store
+from tests.stores import id_batch
 
 SMALL_FILES = StoreConfig(
     wal=WalConfig(flush_interval_s=0, file_size_bytes=600),
     segment=SegmentConfig(max_open_duration_s=3600),
 )
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
 
 
 def test_a_store_whose_middle_wal_file_was_deleted_as_unneeded_is_healthy(
@@ -33,11 +28,11 @@ def test_a_store_whose_middle_wal_file_was_deleted_as_unneeded_is_healthy(
     root = str(tmp_path / "s")
     with QuiverStore.open(root, SMALL_FILES, background=False) as store:
         txn = store.begin_txn("app", 1)  # undecided: keeps the first WAL file
-        store.append(_batch(100), txn_id=txn)
+        store.append(id_batch(100), txn_id=txn)
         for i in range(3):
-            store.append(_batch(i * 10))
+            store.append(id_batch(i * 10))
             store.finalize()  # its WAL file is unneeded and deleted
-        store.append(_batch(500))
+        store.append(id_batch(500))
         store.flush()
         wal = sorted((tmp_path / "s" / "partitions" / "p-0" / "wal").glob("*.wal"))
         assert len(wal) == 2 and wal[0].name == f"{1:020d}.wal"  # a gap between them
@@ -54,7 +49,7 @@ def _store_with_every_wal_file_kept(root: str) -> list[Path]:
     """Nothing finalized: every WAL file is kept and STATE covers nothing."""
     with QuiverStore.open(root, SMALL_FILES, background=False) as store:
         for i in range(4):
-            store.append(_batch(i * 10))
+            store.append(id_batch(i * 10))
         store.flush()
         store.writer.close(finalize=False)
     wal = sorted((Path(root) / "partitions" / "p-0" / "wal").glob("*.wal"))
@@ -85,14 +80,14 @@ def test_a_gap_covered_only_in_part_is_named(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     with QuiverStore.open(root, SMALL_FILES, background=False) as store:
         txn = store.begin_txn("app", 1)
-        store.append(_batch(100), txn_id=txn)
+        store.append(id_batch(100), txn_id=txn)
         for i in range(3):
-            store.append(_batch(i * 10))
+            store.append(id_batch(i * 10))
             store.finalize()
-        store.append(_batch(500))
+        store.append(id_batch(500))
         store.flush()
-        store.append(_batch(600))  # a third file after the one at seq 10
-        store.append(_batch(700))
+        store.append(id_batch(600))  # a third file after the one at seq 10
+        store.append(id_batch(700))
         store.flush()
         store.writer.close(finalize=False)
     wal = sorted((tmp_path / "s" / "partitions" / "p-0" / "wal").glob("*.wal"))

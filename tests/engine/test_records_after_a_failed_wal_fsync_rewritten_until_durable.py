@@ -12,30 +12,23 @@ import errno
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.errors import WalFailedError
 from tests.faults import FaultyIO
+from tests.stores import FLUSHED_BY_CALLER, id_batch, reopened_ids
 
-FLUSHED_BY_CALLER = StoreConfig(
-    wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
-)
 WAL = f"{os.sep}wal{os.sep}"
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
 
 
 def test_a_rewrite_that_meets_a_full_disk_heals_once_space_returns(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     txn = store.begin_txn("app", 1)
-    store.append(_batch(10), txn_id=txn)
+    store.append(id_batch(10), txn_id=txn)
     io.fail("fsync", 1, errno.EIO, path_contains=WAL)
     with pytest.raises(WalFailedError):
         store.flush()
@@ -58,7 +51,4 @@ def test_a_rewrite_that_meets_a_full_disk_heals_once_space_returns(tmp_path: Pat
         if t.path == failed_at.path and t.op not in ("stat", "listdir", "read")
     ]
     assert after[0] == "unlink", after
-    with QuiverStore.open(root, FLUSHED_BY_CALLER, background=False) as again:
-        again.finalize()
-        ids = sorted(i for b in again.scan() for i in b.column("id").to_pylist())
-    assert ids == [0, 1, 2, 10, 11, 12]
+    assert reopened_ids(root, FLUSHED_BY_CALLER) == [0, 1, 2, 10, 11, 12]

@@ -14,24 +14,12 @@ import errno
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.errors import WalFailedError
 from tests.faults import FaultyIO
-
-SYNC_EACH = StoreConfig(
-    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
-)
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
-
-
-def _ids(store: QuiverStore) -> list[int]:
-    return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
+from tests.stores import SYNC_EACH, id_batch, reopened_ids, scanned_ids
 
 
 def test_a_retry_after_a_recovery_that_failed_reading_state_is_read_once(
@@ -40,19 +28,17 @@ def test_a_retry_after_a_recovery_that_failed_reading_state_is_read_once(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
     with pytest.raises(WalFailedError):
-        store.append(_batch(100))
+        store.append(id_batch(100))
     # the retry's recovery cuts the WAL (reading STATE once), then fails re-reading it
     io.fail("read", 2, errno.EIO, path_contains="STATE")
     with pytest.raises(OSError):
-        store.append(_batch(100))
-    store.append(_batch(100))  # the caller retries again; the disk answers now
+        store.append(id_batch(100))
+    store.append(id_batch(100))  # the caller retries again; the disk answers now
     store.flush()
     store.finalize()
-    assert _ids(store) == [0, 1, 2, 100, 101, 102]
+    assert scanned_ids(store) == [0, 1, 2, 100, 101, 102]
     store.close()
-    with QuiverStore.open(root, SYNC_EACH, background=False) as again:
-        again.finalize()
-        assert _ids(again) == [0, 1, 2, 100, 101, 102]
+    assert reopened_ids(root, SYNC_EACH) == [0, 1, 2, 100, 101, 102]

@@ -9,26 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quiver_spark import QuiverStore
-from quiver_spark.retained import RetainedIndex
 from quiver_spark.subscribers import Outcome
-from tests.stores import HAND_SEALED, publish
-
-CFG = HAND_SEALED
-
+from tests.stores import writer_and_two_retention_handles
 
 
 def test_a_deletion_behind_the_front_by_another_process_is_followed(tmp_path: Path) -> None:
-    root = str(tmp_path)
-    with (
-        QuiverStore.open(root, CFG, partition="p-0", background=False) as w,
-        QuiverStore.open(root, CFG, partition=None, background=False) as a,
-        QuiverStore.open(root, CFG, partition=None, background=False) as b,
-    ):
-        a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
-        a.subscribers.register("s")
-        publish(w, 3)
-        assert a.run_retention().deleted == {}  # a surveys: 1, 2, 3
+    with writer_and_two_retention_handles(tmp_path) as (a, b):
         a.subscribers.record("s", "p-0", [2], Outcome.ACK)  # a gap: 1 is still pending
         assert b.run_retention().deleted == {"p-0": [2]}
 

@@ -13,28 +13,15 @@ import errno
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.errors import WalFailedError
 from tests.child import run_python
 from tests.faults import FaultyIO
+from tests.stores import SYNC_EACH, id_batch, reopened_ids
 
-SYNC_EACH = StoreConfig(
-    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
-)
 WAL = f"{os.sep}wal{os.sep}"
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
-
-
-def _ids(root: str) -> list[int]:
-    with QuiverStore.open(root, SYNC_EACH, background=False) as store:
-        store.finalize()
-        return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
 
 
 def test_an_append_that_raised_then_closed_and_retried_after_reopening_is_read_once(
@@ -43,14 +30,14 @@ def test_an_append_that_raised_then_closed_and_retried_after_reopening_is_read_o
     root = str(tmp_path / "s")
     io = FaultyIO()
     with QuiverStore.open(root, SYNC_EACH, io=io, background=False) as store:
-        store.append(_batch(0))
+        store.append(id_batch(0))
         io.fail("fsync", 1, errno.EIO, path_contains=WAL)
         with pytest.raises(WalFailedError):
-            store.append(_batch(100))
+            store.append(id_batch(100))
     with QuiverStore.open(root, SYNC_EACH, background=False) as store:
-        store.append(_batch(100))  # the retry of the call that raised
+        store.append(id_batch(100))  # the retry of the call that raised
         store.flush()
-    assert _ids(root) == [0, 1, 2, 100, 101, 102]
+    assert reopened_ids(root, SYNC_EACH) == [0, 1, 2, 100, 101, 102]
 
 
 def test_a_process_whose_append_raised_exits_and_the_next_process_retries_once(
@@ -91,4 +78,4 @@ with QuiverStore.open(root, background=False) as store:
 """,
         root=root,
     )
-    assert _ids(root) == [0, 1, 2, 100, 101, 102]
+    assert reopened_ids(root, SYNC_EACH) == [0, 1, 2, 100, 101, 102]

@@ -16,24 +16,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.errors import WalFailedError
 from tests.faults import FaultyIO
+from tests.stores import SYNC_EACH, id_batch, reopened_ids
 
-SYNC_EACH = StoreConfig(
-    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
-)
 WAL = f"{os.sep}wal{os.sep}"
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
-
-
-def _reopened(root: str) -> list[int]:
-    with QuiverStore.open(root, SYNC_EACH, background=False) as store:
-        store.finalize()
-        return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
 
 
 def test_an_append_whose_fsync_failed_and_that_is_retried_is_readable_once(
@@ -42,14 +30,14 @@ def test_an_append_whose_fsync_failed_and_that_is_retried_is_readable_once(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     io.fail("fsync", 1, errno.EIO, path_contains=WAL)
     with pytest.raises(WalFailedError):
-        store.append(_batch(100))
-    store.append(_batch(100))  # the caller retries what it was told is not durable
+        store.append(id_batch(100))
+    store.append(id_batch(100))  # the caller retries what it was told is not durable
     store.flush()
     store.close()
-    assert _reopened(root) == [0, 1, 2, 100, 101, 102]
+    assert reopened_ids(root, SYNC_EACH) == [0, 1, 2, 100, 101, 102]
 
 
 def test_a_table_append_that_failed_midway_and_is_retried_is_readable_once(
@@ -58,12 +46,12 @@ def test_a_table_append_that_failed_midway_and_is_retried_is_readable_once(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
-    table = pa.Table.from_batches([_batch(10), _batch(20)])
+    store.append(id_batch(0))
+    table = pa.Table.from_batches([id_batch(10), id_batch(20)])
     io.fail("write", 2, errno.ENOSPC, path_contains=WAL)  # the table's second batch
     with pytest.raises(WalFailedError):
         store.append(table)
     store.append(table)  # the call failed: the caller appends the whole table again
     store.flush()
     store.close()
-    assert _reopened(root) == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+    assert reopened_ids(root, SYNC_EACH) == [0, 1, 2, 10, 11, 12, 20, 21, 22]

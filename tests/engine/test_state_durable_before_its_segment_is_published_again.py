@@ -18,36 +18,25 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from tests.faults import CrashSimulator, FaultyIO
-
-FLUSHED_BY_CALLER = StoreConfig(
-    wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
-)
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
+from tests.stores import FLUSHED_BY_CALLER, id_batch, reopened_ids, traced_new_store
 
 
 def test_a_power_loss_after_a_failed_state_directory_fsync_never_duplicates_a_row(
     tmp_path: Path,
 ) -> None:
     root = str(tmp_path / "s")
-    QuiverStore.open(root, FLUSHED_BY_CALLER, background=False).close()
-    sim = CrashSimulator.snapshot(root)
-    io = FaultyIO(record_data=True)
-    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
-    store.append(_batch(0))
+    store, io, sim = traced_new_store(root, FLUSHED_BY_CALLER)
+    store.append(id_batch(0))
     store.flush()  # acknowledged
     io.fail("fsync_dir", 1, errno.EIO, path_contains=f"{os.sep}partitions{os.sep}p-0")
     with pytest.raises(OSError):
         store.finalize()  # STATE renamed, its directory fsync failed
     failed_at = next(t.index for t in io.trace if t.failed)
-    store.append(_batch(10))  # the process goes on
+    store.append(id_batch(10))  # the process goes on
     store.flush()
     store.close()
     seen = []
@@ -55,9 +44,7 @@ def test_a_power_loss_after_a_failed_state_directory_fsync_never_duplicates_a_ro
         if state.kind not in ("process", "power"):  # a power state equal to the process
             continue  # state is listed once, as the process state
         target = state.materialize(tmp_path / f"c{state.point}-{state.kind}")
-        with QuiverStore.open(target, FLUSHED_BY_CALLER, background=False) as again:
-            again.finalize()
-            ids = Counter(i for b in again.scan() for i in b.column("id").to_pylist())
+        ids = Counter(reopened_ids(target, FLUSHED_BY_CALLER))
         twice = sorted(i for i, n in ids.items() if n > 1)
         if twice or not {0, 1, 2} <= set(ids):
             seen.append((state.point, io.trace[state.point - 1].op, twice))
@@ -68,11 +55,8 @@ def test_a_new_process_publishing_what_an_undurable_state_names_never_duplicates
     tmp_path: Path,
 ) -> None:
     root = str(tmp_path / "s")
-    QuiverStore.open(root, FLUSHED_BY_CALLER, background=False).close()
-    sim = CrashSimulator.snapshot(root)
-    io = FaultyIO(record_data=True)
-    store = QuiverStore.open(root, FLUSHED_BY_CALLER, io=io, background=False)
-    store.append(_batch(0))
+    store, io, sim = traced_new_store(root, FLUSHED_BY_CALLER)
+    store.append(id_batch(0))
     store.flush()  # acknowledged
     io.fail("fsync_dir", 1, errno.EIO, path_contains=f"{os.sep}partitions{os.sep}p-0")
     with pytest.raises(OSError):
@@ -90,9 +74,7 @@ def test_a_new_process_publishing_what_an_undurable_state_names_never_duplicates
         if state.kind != "power":
             continue
         target = state.materialize(tmp_path / f"p{state.point}")
-        with QuiverStore.open(target, FLUSHED_BY_CALLER, background=False) as again:
-            again.finalize()
-            ids = Counter(i for b in again.scan() for i in b.column("id").to_pylist())
+        ids = Counter(reopened_ids(target, FLUSHED_BY_CALLER))
         if sorted(ids.elements()) != [0, 1, 2]:
             seen.append((state.point, io2.trace[state.point - 1].op, sorted(ids.elements())))
     assert seen == []

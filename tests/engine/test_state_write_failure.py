@@ -20,25 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.format import STATE_FILE
 from tests.faults import FaultyIO
-
-CFG = StoreConfig(
-    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
-)
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
-
-
-def _ids(root: str) -> list[int]:
-    with QuiverStore.open(root, CFG, background=False) as store:
-        store.finalize()
-        return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
+from tests.stores import SYNC_EACH, id_batch, reopened_ids, scanned_ids
 
 
 def _crash_copy(root: str, to: Path) -> str:
@@ -47,8 +32,21 @@ def _crash_copy(root: str, to: Path) -> str:
     return str(to)
 
 
-def _fail_state_dir_fsync(io: FaultyIO) -> None:
+def _writer_past_a_failed_state_directory_fsync(root: str) -> tuple[QuiverStore, FaultyIO]:
+    """A writer that flushed rows 1..3, failed the finalize's STATE directory fsync, and
+    appended and flushed rows 4..6 after it."""
+    io = FaultyIO()
+    store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
+    store.append(id_batch(1))
+    store.flush()
     io.fail("fsync_dir", 1, errno.EIO, path_contains="partitions/p-0")
+    try:
+        store.finalize()
+    except OSError:
+        pass
+    store.append(id_batch(4))
+    store.flush()
+    return store, io
 
 
 def _quiver(*args: str) -> subprocess.CompletedProcess[str]:
@@ -61,47 +59,26 @@ def test_a_crash_after_the_retry_of_a_state_write_loses_no_flushed_row(
     tmp_path: Path,
 ) -> None:
     root = str(tmp_path / "s")
-    io = FaultyIO()
-    store = QuiverStore.open(root, CFG, io=io, background=False)
-    store.append(_batch(1))
-    store.flush()
-    _fail_state_dir_fsync(io)
-    try:
-        store.finalize()
-    except OSError:
-        pass
-    store.append(_batch(4))
-    store.flush()
+    store, io = _writer_past_a_failed_state_directory_fsync(root)
     io.fail("open", 1, errno.ENOSPC, path_contains=STATE_FILE)  # the retry's commit fails
     try:
         store.finalize()
     except OSError:
         pass
     crashed = _crash_copy(root, tmp_path / "crash")
-    assert _ids(crashed) == [1, 2, 3, 4, 5, 6]
+    assert reopened_ids(crashed, SYNC_EACH) == [1, 2, 3, 4, 5, 6]
     store.close()
-    assert _ids(root) == [1, 2, 3, 4, 5, 6]
+    assert reopened_ids(root, SYNC_EACH) == [1, 2, 3, 4, 5, 6]
 
 
 def test_the_writer_goes_on_after_a_failed_state_directory_fsync(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
-    io = FaultyIO()
-    store = QuiverStore.open(root, CFG, io=io, background=False)
-    store.append(_batch(1))
-    store.flush()
-    _fail_state_dir_fsync(io)
-    try:
-        store.finalize()
-    except OSError:
-        pass
-    store.append(_batch(4))
-    store.flush()
+    store, _ = _writer_past_a_failed_state_directory_fsync(root)
     store.finalize()
-    seen = sorted(i for b in store.scan() for i in b.column("id").to_pylist())
-    assert seen == [1, 2, 3, 4, 5, 6]
+    assert scanned_ids(store) == [1, 2, 3, 4, 5, 6]
     assert [m.seq for m in store.segments()] == [1, 2]
     store.close()
-    assert _ids(root) == [1, 2, 3, 4, 5, 6]
+    assert reopened_ids(root, SYNC_EACH) == [1, 2, 3, 4, 5, 6]
 
 
 def test_fsck_and_gc_treat_a_segment_committed_in_state_as_pending_publication(
@@ -109,8 +86,8 @@ def test_fsck_and_gc_treat_a_segment_committed_in_state_as_pending_publication(
 ) -> None:
     root = str(tmp_path / "s")
     io = FaultyIO()
-    store = QuiverStore.open(root, CFG, io=io, background=False)
-    store.append(_batch(1))
+    store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
+    store.append(id_batch(1))
     store.flush()
     io.fail("open", 1, errno.EIO, path_contains=".meta")  # committed, not published
     try:
@@ -127,4 +104,4 @@ def test_fsck_and_gc_treat_a_segment_committed_in_state_as_pending_publication(
     gc = _quiver("gc", crashed)
     assert gc.returncode == 0, gc.stdout + gc.stderr
     assert "run `quiver fsck" not in gc.stdout + gc.stderr
-    assert _ids(crashed) == [1, 2, 3]
+    assert reopened_ids(crashed, SYNC_EACH) == [1, 2, 3]

@@ -17,20 +17,16 @@ import os
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.errors import WalFailedError
 from tests.faults import FaultyIO
+from tests.stores import id_batch, scanned_ids
 
 GROUP_FSYNC_ALWAYS_DUE = StoreConfig(
     wal=WalConfig(flush_interval_s=0.005), segment=SegmentConfig(max_open_duration_s=1e-9)
 )
-
-
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
 
 
 def test_rows_flushed_before_a_failed_background_fsync_become_visible_to_readers(
@@ -40,10 +36,10 @@ def test_rows_flushed_before_a_failed_background_fsync_become_visible_to_readers
     io = FaultyIO()
     store = QuiverStore.open(root, GROUP_FSYNC_ALWAYS_DUE, io=io, background=False)
     try:
-        store.append(_batch(0))
+        store.append(id_batch(0))
         store.flush()  # acknowledged
         fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-        store.append(_batch(10))  # returned; the flusher's fsync of it fails
+        store.append(id_batch(10))  # returned; the flusher's fsync of it fails
         deadline = time.monotonic() + 30
         while not fault.fired and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -54,7 +50,7 @@ def test_rows_flushed_before_a_failed_background_fsync_become_visible_to_readers
             except OSError:
                 pass
         with QuiverStore.open(root, partition=None, create=False, background=False) as reader:
-            visible = sorted(i for b in reader.scan() for i in b.column("id").to_pylist())
+            visible = scanned_ids(reader)
         assert {0, 1, 2} <= set(visible)
     finally:
         try:
@@ -69,29 +65,27 @@ def test_the_failure_still_reaches_the_next_caller_once_after_a_tick_recovered(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, GROUP_FSYNC_ALWAYS_DUE, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     store.flush()
     fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-    store.append(_batch(10))  # returned; the flusher's fsync of it fails
+    store.append(id_batch(10))  # returned; the flusher's fsync of it fails
     deadline = time.monotonic() + 30
     while not fault.fired and time.monotonic() < deadline:
         time.sleep(0.01)
     assert fault.fired
     store.writer.maintain()  # recovers and seals; the failure is not reported to a tick
     with pytest.raises(WalFailedError):
-        store.append(_batch(20))  # not written: the caller retries it
-    store.append(_batch(20))
+        store.append(id_batch(20))  # not written: the caller retries it
+    store.append(id_batch(20))
     store.flush()
     store.finalize()
-    assert sorted(i for b in store.scan() for i in b.column("id").to_pylist()) == [
-        0, 1, 2, 10, 11, 12, 20, 21, 22,
-    ]  # fmt: skip
+    assert scanned_ids(store) == [0, 1, 2, 10, 11, 12, 20, 21, 22]
     store.close()  # reported once already: nothing left to raise
 
 
 def _visible(root: str) -> list[int]:
     with QuiverStore.open(root, partition=None, create=False, background=False) as reader:
-        return sorted(i for b in reader.scan() for i in b.column("id").to_pylist())
+        return scanned_ids(reader)
 
 
 def _wait_for(root: str, ids: list[int]) -> list[int]:
@@ -111,13 +105,13 @@ def test_the_maintenance_thread_seals_the_rows_of_calls_that_returned_before_a_b
     )
     io = FaultyIO()
     store = QuiverStore.open(root, cfg, io=io)  # its maintenance thread ticks
-    store.append(_batch(0))
+    store.append(id_batch(0))
     store.flush()
     assert _wait_for(root, [0, 1, 2]) == [0, 1, 2]  # sealed: no tick fsyncs the WAL now
     # the next append opens a new WAL file (its header fsync succeeds); the flusher's
     # fsync after it fails
     io.fail("fsync", 2, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-    store.append(_batch(10))  # returned; the flusher's fsync of it fails, the writer idles
+    store.append(id_batch(10))  # returned; the flusher's fsync of it fails, the writer idles
     assert _wait_for(root, [0, 1, 2, 10, 11, 12]) == [0, 1, 2, 10, 11, 12]
     with pytest.raises(WalFailedError):
         store.close()  # no caller of append or flush was told of the failure yet

@@ -15,33 +15,22 @@ import errno
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.errors import WalFailedError
 from tests.faults import FaultyIO
+from tests.stores import SYNC_EACH, id_batch, scanned_ids
 
-SYNC_EACH = StoreConfig(
-    wal=WalConfig(flush_interval_s=0), segment=SegmentConfig(max_open_duration_s=3600)
-)
 GROUP_SYNC = StoreConfig(
     wal=WalConfig(flush_interval_s=0.005), segment=SegmentConfig(max_open_duration_s=3600)
 )
 
 
-def _batch(lo: int, n: int = 3) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
-
-
-def _seen(store: QuiverStore) -> list[int]:
-    return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
-
-
 def _reopened(root: str) -> list[int]:
     with QuiverStore.open(root, SYNC_EACH, background=False) as store:
         store.finalize()
-        ids = _seen(store)
+        ids = scanned_ids(store)
         seqs = [m.seq for m in store.segments()]
     assert seqs == list(range(1, len(seqs) + 1)), f"segment seqs not gapless: {seqs}"
     return ids
@@ -51,14 +40,14 @@ def test_a_failed_wal_write_is_raised_once_and_the_next_append_goes_on(tmp_path:
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     io.fail("write", 1, errno.ENOSPC, path_contains=f"{os.sep}wal{os.sep}", partial=True)
     with pytest.raises(WalFailedError) as failed:
-        store.append(_batch(100))
+        store.append(id_batch(100))
     assert failed.value.errno == errno.ENOSPC
-    store.append(_batch(3))  # space is back: no reopen needed
+    store.append(id_batch(3))  # space is back: no reopen needed
     store.flush()
-    assert _seen(store) == [0, 1, 2]  # sealed by the recovery, through a new file
+    assert scanned_ids(store) == [0, 1, 2]  # sealed by the recovery, through a new file
     store.close()
     assert _reopened(root) == [0, 1, 2, 3, 4, 5]
 
@@ -69,16 +58,16 @@ def test_a_failed_background_fsync_reaches_the_next_flush_and_is_never_retried(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, GROUP_SYNC, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     store.flush()
     fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-    store.append(_batch(3))
+    store.append(id_batch(3))
     while not fault.fired:  # the group fsync of the background flusher meets it
         os.sched_yield()
     failed_at = next(t for t in io.trace if t.failed)
     with pytest.raises(WalFailedError):
         store.flush()
-    store.append(_batch(6))
+    store.append(id_batch(6))
     store.flush()
     later = io.trace[failed_at.index + 1 :]
     assert not [t for t in later if t.op == "fsync" and t.path == failed_at.path]
@@ -94,10 +83,10 @@ def test_a_background_tick_does_not_swallow_a_wal_failure_before_a_flush_sees_it
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, GROUP_SYNC, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     store.flush()
     fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-    store.append(_batch(3))
+    store.append(id_batch(3))
     while not fault.fired:
         os.sched_yield()
     store.maintain()  # the tick leaves the failure for the caller
@@ -113,17 +102,17 @@ def test_a_meta_whose_directory_fsync_failed_is_written_again_by_the_next_call(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     # the first fsync of the segment directory is the .arrow's, the second the .meta's
     io.fail("fsync_dir", 2, errno.EIO, path_contains=os.path.join("segments", "p-0"))
     with pytest.raises(OSError):
         store.finalize()
     mark = len(io.trace)
-    store.append(_batch(3))
+    store.append(id_batch(3))
     renamed = [t.path for t in io.trace[mark:] if t.op == "rename"]
     assert any(p.endswith("00000000000000000001.meta") for p in renamed), renamed
     store.finalize()
-    assert _seen(store) == list(range(6))
+    assert scanned_ids(store) == list(range(6))
     store.close()
     assert _reopened(root) == list(range(6))
 
@@ -132,16 +121,16 @@ def test_a_failed_wal_file_deletion_is_finished_by_the_next_call(tmp_path: Path)
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     wal_dir = os.path.join(root, "partitions", "p-0", "wal")
     first = sorted(os.listdir(wal_dir))
     io.fail("fsync_dir", 1, errno.EIO, path_contains=f"{os.sep}wal")
     with pytest.raises(OSError):
         store.finalize()
-    store.append(_batch(3))
+    store.append(id_batch(3))
     store.finalize()
     assert not set(first) & set(os.listdir(wal_dir))
-    assert _seen(store) == list(range(6))
+    assert scanned_ids(store) == list(range(6))
     store.close()
     assert _reopened(root) == list(range(6))
 
@@ -150,9 +139,9 @@ def test_a_full_disk_heals_by_itself_once_space_returns(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(10))
+    store.append(id_batch(10))
     txn = store.begin_txn("app", 1)
-    store.append(_batch(0), txn_id=txn)
+    store.append(id_batch(0), txn_id=txn)
     store.flush()
     store.commit_txn("app", 1, [("p-0", txn)])
     full = io.fail("open", 1, errno.ENOSPC, sticky=True, path_contains=".tmp")
@@ -164,7 +153,7 @@ def test_a_full_disk_heals_by_itself_once_space_returns(tmp_path: Path) -> None:
     io.faults.remove(full)
     store.maintain()
     store.finalize()
-    assert _seen(store) == [0, 1, 2, 10, 11, 12]
+    assert scanned_ids(store) == [0, 1, 2, 10, 11, 12]
     store.close()
     assert _reopened(root) == [0, 1, 2, 10, 11, 12]
 
@@ -177,7 +166,7 @@ class _NoHeartbeat(FaultyIO):
 def test_a_heartbeat_that_cannot_be_written_fails_no_tick(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     store = QuiverStore.open(root, SYNC_EACH, io=_NoHeartbeat(), background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     store.maintain()
     store.close()
     assert _reopened(root) == [0, 1, 2]
@@ -189,14 +178,14 @@ def test_rows_left_in_a_failed_wal_are_sealed_even_when_the_first_recovery_fails
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, SYNC_EACH, io=io, background=False)
-    store.append(_batch(0))
+    store.append(id_batch(0))
     io.fail("write", 1, errno.ENOSPC, path_contains=f"{os.sep}wal{os.sep}")
     with pytest.raises(WalFailedError):
-        store.append(_batch(100))
+        store.append(id_batch(100))
     io.fail("open", 1, errno.ENOSPC, path_contains=".arrow")
     with pytest.raises(OSError):
-        store.append(_batch(100))  # the recovery's sealing meets a full disk
-    store.append(_batch(3))
-    assert _seen(store) == [0, 1, 2]
+        store.append(id_batch(100))  # the recovery's sealing meets a full disk
+    store.append(id_batch(3))
+    assert scanned_ids(store) == [0, 1, 2]
     store.close()
     assert _reopened(root) == list(range(6))

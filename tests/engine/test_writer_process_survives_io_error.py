@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.child import run_python
+from tests.child import ids_read_by_a_new_process, run_python
 
 PRELUDE = """
 import errno, os, time
@@ -26,20 +26,6 @@ from tests.faults import FaultyIO
 def batch(lo, n):
     return pa.record_batch({"id": pa.array(range(lo, lo + n), type=pa.int64())})
 """
-
-READ = """
-import json
-from quiver_spark import QuiverStore
-with QuiverStore.open(root, background=False) as store:
-    store.finalize()
-    ids = sorted(i for b in store.scan() for i in b.column("id").to_pylist())
-print(json.dumps(ids))
-"""
-
-
-def _read_in_new_process(root: str) -> list[int]:
-    out = run_python(READ, capture=True, root=root)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _quiver(*args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +65,7 @@ store.close()
 """,
         root=root,
     )
-    assert _read_in_new_process(root) == list(range(750))
+    assert ids_read_by_a_new_process(root) == list(range(750))
 
 
 def test_a_process_that_dies_after_retrying_a_failed_state_write_loses_no_row(
@@ -117,7 +103,7 @@ os._exit(0)
     assert all(w["seq"] != 1 for w in orphans), orphans
     gc = _quiver("gc", root)
     assert gc.returncode == 0, gc.stdout + gc.stderr
-    assert _read_in_new_process(root) == [1, 2, 3, 4, 5, 6]
+    assert ids_read_by_a_new_process(root) == [1, 2, 3, 4, 5, 6]
 
 
 def test_fsck_calls_a_segment_committed_by_a_dead_process_pending_not_orphan(
@@ -145,4 +131,4 @@ os._exit(0)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
     kinds = {(w["kind"], w["seq"]) for w in json.loads(fsck.stdout)["warnings"]}
     assert ("segment_pending", 1) in kinds and ("segment_orphan", 1) not in kinds, kinds
-    assert _read_in_new_process(root) == [1, 2, 3]
+    assert ids_read_by_a_new_process(root) == [1, 2, 3]
