@@ -411,7 +411,7 @@ class StandaloneCluster:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if "CoarseGrainedExecutorBackend" in cmd and _exists(pid):
+            if "CoarseGrainedExecutorBackend" in cmd and _exists(pid) and _worker_child(pid):
                 out.append(pid)
         return sorted(out)
 
@@ -677,3 +677,15 @@ def python_executables(root: Path) -> set[str]:
         if "pyspark.daemon" in text or "pyspark.worker" in text:
             found.add(argv[0].decode(errors="replace"))
     return found
+
+
+def _worker_child(pid: int) -> bool:
+    """True when ``pid``'s parent is a standalone Worker JVM: an executor a worker runs
+    (and relaunches when it dies), not another process whose cwd happens to be here."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parent = Path(f"/proc/{ppid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError, IndexError):
+        return False
+    return "org.apache.spark.deploy.worker.Worker" in parent
