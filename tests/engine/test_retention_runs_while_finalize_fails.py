@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.subscribers import Outcome
@@ -37,10 +38,9 @@ def test_a_tick_whose_finalize_hits_a_full_disk_still_reclaims_acknowledged_segm
     store.subscribers.record("c", "p-0", [1, 2], Outcome.ACK)
     full = io.fail("open", 1, errno.ENOSPC, sticky=True, path_contains=".arrow")
     store.append(pa.record_batch({"k": pa.array(range(100, 120), type=pa.int64())}))
-    try:
+    with pytest.raises(OSError) as failed:  # raised after the pass, which still ran
         store.maintain()
-    except OSError:
-        pass  # the finalize's failure may be raised by the tick; retention must run anyway
+    assert failed.value.errno == errno.ENOSPC
     assert full.fired
     seg_dir = os.path.join(root, "segments", "p-0")
     left = sorted(n for n in os.listdir(seg_dir) if n.endswith(".meta"))
