@@ -1,0 +1,31 @@
+"""Objects: the primitives a store's root offers the control plane (ARCHITECTURE.md §12).
+
+:func:`open_objects` maps a root to its implementation; the modules are imported only
+for the roots that need them.
+"""
+
+from __future__ import annotations
+
+from .base import (
+    CountingObjects,
+    ObjectConflict,
+    ObjectExists,
+    ObjectInfo,
+    ObjectStore,
+    PreconditionFailed,
+    Stored,
+    VersionMismatch,
+    create_or_same,
+)
+
+__all__ = [
+    "CountingObjects",
+    "ObjectConflict",
+    "ObjectExists",
+    "ObjectInfo",
+    "ObjectStore",
+    "PreconditionFailed",
+    "Stored",
+    "VersionMismatch",
+    "create_or_same",
+]

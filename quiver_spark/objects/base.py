@@ -1,0 +1,174 @@
+"""The object interface under the control plane: what a store's root must offer.
+
+A root is a flat namespace of *objects* (keys are relative, ``/``-separated, built
+from names that pass the §1 rules) with exactly the primitives S3, GCS and Azure
+Blob all have (ARCHITECTURE.md §12):
+
+=================  ============================================================
+``get``            the whole object and its *version* (ETag / generation), or None
+``head``           the version alone, or None
+``create``         write only if absent (S3 ``If-None-Match: *``); else ObjectExists
+``replace``        write only if the version is still ``version`` (``If-Match``);
+                   else VersionMismatch
+``put``            unconditional write (advisory objects only: metrics, notes)
+``delete``         remove; a missing object is not an error
+``list``           keys under a prefix in key order, optionally starting after a key
+=================  ============================================================
+
+A *version* is an opaque string that changes on every successful write of the key
+(never reused for the same key while it exists). Every call is one request to the
+storage, so request counts (:class:`CountingObjects`) are what a bill shows.
+
+Failures: ObjectExists / VersionMismatch when the precondition did not hold (the
+write did not happen); ObjectConflict when the storage refused a conditional write
+because another one on the same key was in flight (S3's 409: nothing happened,
+retry); any other failure is an ``OSError`` whose outcome is *unknown* (the write
+may have happened and its response been lost). Callers resolve an unknown outcome by
+reading back (:func:`create_or_same`, :func:`replace_or_same`), never by assuming.
+
+One module per implementation: ``memory.py`` (in-process, shared by name, with
+injectable faults, for tests), ``local.py`` (a POSIX directory through
+:class:`~quiver_spark.fs.FileIO`), ``cloud.py`` (obstore: ``s3://``, ``gs://``,
+``az://``/``abfs://``).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass
+
+
+class PreconditionFailed(Exception):
+    """The write's condition did not hold, so nothing was written."""
+
+    def __init__(self, key: str, what: str) -> None:
+        super().__init__(f"{key}: {what}")
+        self.key = key
+
+
+class ObjectExists(PreconditionFailed):
+    """``create`` found the key already present."""
+
+
+class VersionMismatch(PreconditionFailed):
+    """``replace`` found another version (or no object) under the key."""
+
+
+class ObjectConflict(OSError):
+    """The storage refused a conditional write because another one on the same key
+    was in progress (S3 409 ConditionalRequestConflict): nothing was written; retry."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An object's bytes and the version they were read at."""
+
+    data: bytes
+    version: str
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    version: str
+
+
+class ObjectStore(ABC):
+    """A root's objects (see module docstring). Implementations are thread-safe."""
+
+    url: str
+    """Where the root is, as messages show it (never with credentials)."""
+
+    @abstractmethod
+    def get(self, key: str) -> Stored | None: ...
+
+    @abstractmethod
+    def head(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def create(self, key: str, data: bytes) -> str:
+        """Write ``data`` under ``key`` only if absent; the new version."""
+
+    @abstractmethod
+    def replace(self, key: str, data: bytes, *, version: str) -> str:
+        """Write ``data`` under ``key`` only if its version is ``version``; the new version."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> str:
+        """Write ``data`` under ``key`` whatever is there; the new version."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None: ...
+
+    @abstractmethod
+    def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in key order, only keys greater
+        than ``after`` when given (one request a page)."""
+
+    def display(self, key: str) -> str:
+        return f"{self.url.rstrip('/')}/{key}"
+
+
+def create_or_same(store: ObjectStore, key: str, data: bytes, *, attempts: int = 3) -> bool:
+    """Create ``key`` with ``data``; True when it now holds exactly ``data`` (created
+    by this call, or by an earlier attempt whose response was lost), False when it
+    holds other bytes. An ``OSError`` is retried ``attempts`` times, then raised."""
+    for i in range(attempts):
+        try:
+            store.create(key, data)
+            return True
+        except ObjectExists:
+            got = store.get(key)
+            return got is not None and got.data == data
+        except OSError:
+            if i == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+class CountingObjects(ObjectStore):
+    """Wraps a store and counts its requests by kind (``get``, ``create``...)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def _n(self, op: str) -> None:
+        with self._lock:
+            self.counts[op] += 1
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def get(self, key: str) -> Stored | None:
+        self._n("get")
+        return self.inner.get(key)
+
+    def head(self, key: str) -> str | None:
+        self._n("head")
+        return self.inner.head(key)
+
+    def create(self, key: str, data: bytes) -> str:
+        self._n("create")
+        return self.inner.create(key, data)
+
+    def replace(self, key: str, data: bytes, *, version: str) -> str:
+        self._n("replace")
+        return self.inner.replace(key, data, version=version)
+
+    def put(self, key: str, data: bytes) -> str:
+        self._n("put")
+        return self.inner.put(key, data)
+
+    def delete(self, key: str) -> None:
+        self._n("delete")
+        self.inner.delete(key)
+
+    def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
+        self._n("list")
+        return self.inner.list(prefix, after=after)

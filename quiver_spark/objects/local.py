@@ -1,0 +1,118 @@
+"""Objects in a local POSIX directory, through :class:`~quiver_spark.fs.FileIO`
+(ARCHITECTURE.md §12.1): the POSIX root's implementation of :class:`ObjectStore`.
+
+- ``create``: the bytes go to a temporary file, fsynced, hard-linked to the key's path
+  (``link`` fails if it exists), directory fsynced: whole or absent, never replaced.
+- ``replace``: under ``flock`` of the directory's ``.objects.lock``, the key's current
+  version is compared, then the file is replaced durably (temp, fsync, rename, fsync
+  directory). Every writer of a key takes the same lock, so compare and write are atomic.
+- version: ``<inode>-<mtime_ns>-<size>`` in hex; a replace always makes a new inode.
+- ``put``/``delete``: durable replace / unlink + directory fsync.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..fs import DEFAULT_IO, FileIO, file_lock
+from .base import ObjectExists, ObjectInfo, ObjectStore, Stored, VersionMismatch
+
+LOCK_NAME = ".objects.lock"
+
+
+def _version(st: os.stat_result) -> str:
+    return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
+
+
+class LocalObjects(ObjectStore):
+    def __init__(self, root: str, io: FileIO = DEFAULT_IO) -> None:
+        self.root = os.path.abspath(root)
+        self.url = self.root
+        self.io = io
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def display(self, key: str) -> str:
+        return self.path(key)
+
+    def _stat(self, path: str) -> os.stat_result | None:
+        self.io.before("stat", path)
+        try:
+            return os.stat(path)
+        except FileNotFoundError:
+            return None
+
+    def _dir(self, key: str) -> str:
+        d = os.path.dirname(self.path(key))
+        self.io.mkdir(d)
+        return d
+
+    def get(self, key: str) -> Stored | None:
+        path = self.path(key)
+        try:
+            data = self.io.read_file(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        st = self._stat(path)
+        if st is None:
+            return None
+        if st.st_size != len(data):  # replaced between the read and the stat: read again
+            return self.get(key)
+        return Stored(data, _version(st))
+
+    def head(self, key: str) -> str | None:
+        st = self._stat(self.path(key))
+        return None if st is None else _version(st)
+
+    def create(self, key: str, data: bytes) -> str:
+        self._dir(key)
+        path = self.path(key)
+        if not self.io.create_exclusive(path, data):
+            raise ObjectExists(path, "already exists")
+        st = self._stat(path)
+        assert st is not None
+        return _version(st)
+
+    def replace(self, key: str, data: bytes, *, version: str) -> str:
+        d = self._dir(key)
+        path = self.path(key)
+        with file_lock(os.path.join(d, LOCK_NAME)):
+            st = self._stat(path)
+            if st is None or _version(st) != version:
+                raise VersionMismatch(path, f"is not at version {version}")
+            self.io.atomic_write(path, data)
+            new = self._stat(path)
+        assert new is not None
+        return _version(new)
+
+    def put(self, key: str, data: bytes) -> str:
+        d = self._dir(key)
+        path = self.path(key)
+        with file_lock(os.path.join(d, LOCK_NAME)):
+            self.io.atomic_write(path, data)
+            st = self._stat(path)
+        assert st is not None
+        return _version(st)
+
+    def delete(self, key: str) -> None:
+        self.io.durable_unlink([self.path(key)])
+
+    def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = self.path(base) if base else self.root
+        out: list[ObjectInfo] = []
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, self.root)
+            for name in filenames:
+                if name == LOCK_NAME or name.endswith(".tmp"):
+                    continue
+                key = name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}"
+                if not key.startswith(prefix) or (after is not None and key <= after):
+                    continue
+                st = self._stat(os.path.join(dirpath, name))
+                if st is not None:
+                    out.append(ObjectInfo(key, st.st_size, _version(st)))
+        out.sort(key=lambda i: i.key)
+        return out

@@ -1,0 +1,130 @@
+"""An in-process object store shared by name (``memory://<name>/<prefix>``), with
+injectable faults: the reference the other implementations are tested against and
+the storage of the engine's race tests (ARCHITECTURE.md §12).
+
+Every operation runs under one global lock, so a precondition and the write it guards
+are atomic (moto's are not). :attr:`MemoryObjects.faults` is consulted before and after
+each operation; see :class:`Faults`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .base import ObjectExists, ObjectInfo, ObjectStore, Stored, VersionMismatch
+
+_LOCK = threading.RLock()
+_BUCKETS: dict[str, dict[str, tuple[bytes, str]]] = {}
+_VERSIONS = itertools.count(1)
+
+
+@dataclass
+class Faults:
+    """Hooks a test sets on a store. ``before(op, key)`` runs before an operation
+    (raise to fail it: nothing happens); ``after(op, key)`` runs after it succeeded
+    (raise to model a success whose response was lost). ``stale_list`` makes ``list``
+    answer from the snapshot taken when it was set (a stale listing)."""
+
+    before: Callable[[str, str], None] | None = None
+    after: Callable[[str, str], None] | None = None
+    stale_list: dict[str, tuple[bytes, str]] | None = field(default=None)
+
+
+def reset_memory() -> None:
+    """Forget every ``memory://`` bucket (tests)."""
+    with _LOCK:
+        _BUCKETS.clear()
+
+
+class MemoryObjects(ObjectStore):
+    def __init__(self, bucket: str, prefix: str = "") -> None:
+        with _LOCK:
+            self._data = _BUCKETS.setdefault(bucket, {})
+        self.prefix = prefix.strip("/")
+        self.url = f"memory://{bucket}/{self.prefix}".rstrip("/")
+        self.faults = Faults()
+
+    def _k(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _before(self, op: str, key: str) -> None:
+        if self.faults.before is not None:
+            self.faults.before(op, key)
+
+    def _after(self, op: str, key: str) -> None:
+        if self.faults.after is not None:
+            self.faults.after(op, key)
+
+    def _write(self, key: str, data: bytes) -> str:
+        version = f"v{next(_VERSIONS)}"
+        self._data[self._k(key)] = (bytes(data), version)
+        return version
+
+    def get(self, key: str) -> Stored | None:
+        self._before("get", key)
+        with _LOCK:
+            got = self._data.get(self._k(key))
+        self._after("get", key)
+        return None if got is None else Stored(got[0], got[1])
+
+    def head(self, key: str) -> str | None:
+        self._before("head", key)
+        with _LOCK:
+            got = self._data.get(self._k(key))
+        self._after("head", key)
+        return None if got is None else got[1]
+
+    def create(self, key: str, data: bytes) -> str:
+        self._before("create", key)
+        with _LOCK:
+            if self._k(key) in self._data:
+                raise ObjectExists(self.display(key), "already exists")
+            version = self._write(key, data)
+        self._after("create", key)
+        return version
+
+    def replace(self, key: str, data: bytes, *, version: str) -> str:
+        self._before("replace", key)
+        with _LOCK:
+            got = self._data.get(self._k(key))
+            if got is None or got[1] != version:
+                raise VersionMismatch(self.display(key), f"is not at version {version}")
+            new = self._write(key, data)
+        self._after("replace", key)
+        return new
+
+    def put(self, key: str, data: bytes) -> str:
+        self._before("put", key)
+        with _LOCK:
+            version = self._write(key, data)
+        self._after("put", key)
+        return version
+
+    def delete(self, key: str) -> None:
+        self._before("delete", key)
+        with _LOCK:
+            self._data.pop(self._k(key), None)
+        self._after("delete", key)
+
+    def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
+        self._before("list", prefix)
+        with _LOCK:
+            source = self.faults.stale_list if self.faults.stale_list is not None else self._data
+            full = self._k(prefix)
+            start = self._k(after) if after is not None else None
+            cut = len(self.prefix) + 1 if self.prefix else 0
+            out = [
+                ObjectInfo(k[cut:], len(v[0]), v[1])
+                for k, v in sorted(source.items())
+                if k.startswith(full) and (start is None or k > start)
+            ]
+        self._after("list", prefix)
+        return out
+
+    def snapshot(self) -> dict[str, tuple[bytes, str]]:
+        """A copy of every object of the bucket (for ``faults.stale_list``)."""
+        with _LOCK:
+            return dict(self._data)
