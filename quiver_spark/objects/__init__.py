@@ -17,6 +17,7 @@ from .base import (
     VersionMismatch,
     create_or_same,
 )
+from .urls import StorageOptions, is_object_url, open_objects, redact
 
 __all__ = [
     "CountingObjects",
@@ -25,7 +26,11 @@ __all__ = [
     "ObjectInfo",
     "ObjectStore",
     "PreconditionFailed",
+    "StorageOptions",
     "Stored",
     "VersionMismatch",
     "create_or_same",
+    "is_object_url",
+    "open_objects",
+    "redact",
 ]

@@ -1,0 +1,216 @@
+"""Objects in S3, GCS or Azure Blob through obstore (ARCHITECTURE.md §12.1).
+
+``s3://bucket/prefix`` (also ``s3a://``), ``gs://bucket/prefix`` (``gcs://``),
+``az://account/container/prefix`` (``abfs://``, ``abfss://``), opened by obstore's
+``from_url`` with the storage options (:mod:`.urls` splits them into store config and
+HTTP client options).
+
+- ``create``: ``PUT`` with ``If-None-Match: *``; ``replace``: ``PUT`` with ``If-Match``
+  (GCS: the generation). Both go through a client with obstore's retries turned off:
+  obstore retries a conditional ``PUT`` after a 5xx or a dropped connection, and a
+  retry whose first attempt had landed answers 412, which would report a write that
+  happened as a precondition failure. Without the retry such a failure is an
+  ``OSError`` (unknown outcome) that callers resolve by reading back.
+- Every other request uses obstore's retries (5xx, connection errors, timeouts of
+  reads).
+- Errors: ``AlreadyExistsError`` -> :class:`ObjectExists`; ``PreconditionError``
+  (412, or 404 for ``If-Match`` on a missing key) -> :class:`VersionMismatch`; a 409
+  (S3 ``ConditionalRequestConflict``, which obstore reports as ``AlreadyExistsError``)
+  -> :class:`ObjectConflict`; not found -> None / ignored; anything else ->
+  ``OSError`` (``PermissionError`` for 401/403) with obstore's first line, every
+  storage-option secret and URL credential removed.
+- version: the ETag (S3, Azure), ``<etag>#<generation>`` on GCS. An S3 ETag is the MD5
+  of the bytes: a write of identical bytes keeps the version.
+- ``list``: obstore lists by path segment (``a/b`` is not a prefix of ``a/bc``), so the
+  listing asks for the prefix's directory and keeps the keys that start with the
+  prefix; ``after`` is obstore's ``offset`` (S3 ``start-after``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar
+
+import obstore
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+)
+
+from ..errors import ConfigError
+from .base import ObjectConflict, ObjectExists, ObjectInfo, ObjectStore, Stored, VersionMismatch
+from .urls import FAMILIES, StorageOptions, object_scheme
+
+R = TypeVar("R")
+_from_url: Callable[..., Any] = obstore.store.from_url  # typed per family; ours are checked
+
+_CONFLICT_RE = re.compile(r"status code: 409\b")
+NO_RETRY: dict[str, Any] = {"max_retries": 0}
+DEFAULT_RETRY: dict[str, Any] = {
+    "max_retries": 5,
+    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5)},
+    "retry_timeout": timedelta(seconds=60),
+}
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).split("\n\nDebug source", 1)[0]
+    return " ".join(text.split())[:600]
+
+
+class CloudObjects(ObjectStore):
+    """A root in a cloud bucket. ``store`` (an obstore store, e.g. ``MemoryStore()``)
+    replaces the one ``url`` would open; ``url`` is then only how messages show it."""
+
+    def __init__(
+        self,
+        url: str,
+        storage_options: Mapping[str, object] | None = None,
+        *,
+        store: Any = None,
+        retry: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.options = StorageOptions(storage_options)
+        self.url = self.options.scrub(url.rstrip("/"))
+        self.family = FAMILIES.get(object_scheme(url) or "", "")
+        if store is not None:
+            self._store = self._cond = store
+            return
+        config, client = self.options.split(self.family)
+        try:
+            self._store = _from_url(
+                url, config=config, client_options=client, retry_config=retry or DEFAULT_RETRY
+            )
+            self._cond = _from_url(url, config=config, client_options=client, retry_config=NO_RETRY)
+        except (BaseError, ValueError) as e:
+            raise ConfigError(
+                "path",
+                self.url,
+                f"a root obstore can open with the storage options given "
+                f"{self.options!s}: {self.options.scrub(_first_line(e))}",
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"CloudObjects({self.url!r}, {self.options!r})"
+
+    # -- versions -----------------------------------------------------------------
+    def _version(self, e_tag: str | None, version: str | None) -> str:
+        if self.family == "gcs" and version:
+            return f"{e_tag or ''}#{version}"
+        return e_tag or version or ""
+
+    def _mode(self, version: str) -> dict[str, str]:
+        if self.family == "gcs" and "#" in version:
+            e_tag, _, generation = version.rpartition("#")
+            return {"e_tag": e_tag, "version": generation}
+        return {"e_tag": version}
+
+    # -- errors -------------------------------------------------------------------
+    def _fail(self, op: str, key: str, e: BaseException) -> NoReturn:
+        shown = self.display(key)
+        raw = _first_line(e)
+        msg = self.options.scrub(raw)
+        cause = e if msg == raw else None  # a chained message must not show a secret
+        if isinstance(e, AlreadyExistsError | PreconditionError) and _CONFLICT_RE.search(raw):
+            raise ObjectConflict(
+                f"{op} {shown}: another conditional write of the key was in progress "
+                f"(409, nothing written; retry): {msg}"
+            ) from cause
+        if isinstance(e, AlreadyExistsError):
+            raise ObjectExists(shown, "already exists") from cause
+        if isinstance(e, PreconditionError):
+            raise VersionMismatch(shown, "is not at the version given") from cause
+        kind = (
+            PermissionError
+            if isinstance(e, PermissionDeniedError | UnauthenticatedError)
+            else OSError
+        )
+        raise kind(f"{op} {shown} failed: {msg}") from cause
+
+    def _call(self, op: str, key: str, fn: Callable[[], R]) -> R:
+        try:
+            return fn()
+        except FileNotFoundError:
+            raise
+        except (BaseError, OSError, ValueError) as e:
+            self._fail(op, key, e)
+
+    # -- the primitives -----------------------------------------------------------
+    def get(self, key: str) -> Stored | None:
+        def run() -> Stored:
+            got = obstore.get(self._store, key)
+            data = bytes(got.bytes())
+            meta = got.meta
+            return Stored(data, self._version(meta.get("e_tag"), meta.get("version")))
+
+        try:
+            return self._call("get", key, run)
+        except FileNotFoundError:
+            return None
+
+    def head(self, key: str) -> str | None:
+        info = self.info(key)
+        return None if info is None else info.version
+
+    def info(self, key: str) -> ObjectInfo | None:
+        """Size and version of ``key`` (one ``HEAD``), None when absent."""
+        try:
+            meta = self._call("head", key, lambda: obstore.head(self._store, key))
+        except FileNotFoundError:
+            return None
+        return ObjectInfo(
+            key, int(meta["size"]), self._version(meta.get("e_tag"), meta.get("version"))
+        )
+
+    def _put(self, op: str, key: str, data: bytes, mode: Any, store: Any) -> str:
+        try:
+            got = self._call(op, key, lambda: obstore.put(store, key, bytes(data), mode=mode))
+        except FileNotFoundError as e:  # a store that reports If-Match on a missing key so
+            if op == "replace":
+                raise VersionMismatch(self.display(key), "does not exist") from None
+            self._fail(op, key, e)
+        return self._version(got.get("e_tag"), got.get("version"))
+
+    def create(self, key: str, data: bytes) -> str:
+        return self._put("create", key, data, "create", self._cond)
+
+    def replace(self, key: str, data: bytes, *, version: str) -> str:
+        return self._put("replace", key, data, self._mode(version), self._cond)
+
+    def put(self, key: str, data: bytes) -> str:
+        return self._put("put", key, data, "overwrite", self._store)
+
+    def delete(self, key: str) -> None:
+        try:
+            self._call("delete", key, lambda: obstore.delete(self._store, key))
+        except FileNotFoundError:
+            return
+
+    def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+
+        def run() -> list[ObjectInfo]:
+            stream = obstore.list(self._store, prefix=directory or None, offset=after)
+            out = []
+            for page in stream:
+                for m in page:
+                    k = str(m["path"])
+                    if k.startswith(prefix) and (after is None or k > after):
+                        out.append(
+                            ObjectInfo(
+                                k, int(m["size"]), self._version(m.get("e_tag"), m.get("version"))
+                            )
+                        )
+            return out
+
+        try:
+            found = self._call("list", prefix, run)
+        except FileNotFoundError:
+            return []
+        found.sort(key=lambda i: i.key)
+        return found
