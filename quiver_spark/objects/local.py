@@ -7,7 +7,11 @@
   version is compared, then the file is replaced durably (temp, fsync, rename, fsync
   directory). Every writer of a key takes the same lock, so compare and write are atomic.
 - version: ``<inode>-<mtime_ns>-<size>`` in hex; a replace always makes a new inode.
-- ``put``/``delete``: durable replace / unlink + directory fsync.
+- ``create``: also under that lock, so the version it returns is of its own bytes.
+- ``put``/``delete``: durable replace / unlink + directory fsync, under the same lock
+  (a delete never lands between a replace's compare and its rename).
+- ``get``: version from ``fstat`` of the file it reads (keys are replaced by a new
+  inode, never rewritten in place).
 """
 
 from __future__ import annotations
@@ -49,16 +53,20 @@ class LocalObjects(ObjectStore):
         return d
 
     def get(self, key: str) -> Stored | None:
+        """The bytes and the version of the one file opened: a key is only ever
+        replaced by a new inode, never rewritten in place, so the two always agree."""
         path = self.path(key)
+        self.io.before("read", path)
         try:
-            data = self.io.read_file(path)
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except (FileNotFoundError, NotADirectoryError):
             return None
-        st = self._stat(path)
-        if st is None:
-            return None
-        if st.st_size != len(data):  # replaced between the read and the stat: read again
-            return self.get(key)
+        try:
+            st = os.fstat(fd)
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read()
+        finally:
+            os.close(fd)
         return Stored(data, _version(st))
 
     def head(self, key: str) -> str | None:
@@ -66,11 +74,12 @@ class LocalObjects(ObjectStore):
         return None if st is None else _version(st)
 
     def create(self, key: str, data: bytes) -> str:
-        self._dir(key)
+        d = self._dir(key)
         path = self.path(key)
-        if not self.io.create_exclusive(path, data):
-            raise ObjectExists(path, "already exists")
-        st = self._stat(path)
+        with file_lock(os.path.join(d, LOCK_NAME)):  # the version read is of our bytes
+            if not self.io.create_exclusive(path, data):
+                raise ObjectExists(path, "already exists")
+            st = self._stat(path)
         assert st is not None
         return _version(st)
 
@@ -96,7 +105,12 @@ class LocalObjects(ObjectStore):
         return _version(st)
 
     def delete(self, key: str) -> None:
-        self.io.durable_unlink([self.path(key)])
+        path = self.path(key)
+        d = os.path.dirname(path)
+        if not os.path.isdir(d):
+            return
+        with file_lock(os.path.join(d, LOCK_NAME)):  # never between a replace's check and write
+            self.io.durable_unlink([path])
 
     def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
