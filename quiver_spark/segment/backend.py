@@ -10,6 +10,8 @@ implementation:
                    :class:`~quiver_spark.fs.FileIO` (tmp, fsync, rename, fsync dir)
 ``remote.py``      :class:`RemoteBackend`: any fsspec URL (object stores, HDFS,
                    ``memory://``); single-request uploads
+``objects.py``     :class:`ObjectBackend`: keys in an object root's
+                   :class:`~quiver_spark.objects.ObjectStore` (create-if-absent)
 =================  ==========================================================
 
 Paths are plain strings in the backend's own syntax, built from :attr:`root` with
@@ -26,6 +28,7 @@ from typing import TypeVar
 import pyarrow as pa
 
 from ..fs import FileIO
+from ..objects import ObjectStore
 from .urls import is_local_url, local_path
 
 T = TypeVar("T")
@@ -120,13 +123,23 @@ class SegmentBackend(ABC):
 
 
 def open_backend(
-    url: str, *, io: FileIO, storage_options: Mapping[str, object] | None = None
+    url: str,
+    *,
+    io: FileIO,
+    storage_options: Mapping[str, object] | None = None,
+    objects: ObjectStore | None = None,
 ) -> SegmentBackend:
     """The backend of the segments location ``url`` (accepted by
     :func:`~quiver_spark.segment.urls.check_url`): local for a path or ``file://``
-    URL, through ``io``; fsspec for any other URL, with ``storage_options``."""
+    URL, through ``io``; fsspec for any other URL, with ``storage_options``. With
+    ``objects`` (an object root's store), ``url`` is the key prefix of the segments in
+    it (``segments``) and the backend is :class:`~quiver_spark.segment.objects.ObjectBackend`."""
     # Imported here, as pyiceberg's load_file_io does: each implementation imports this
     # module, and a client library is loaded only for the locations that need it.
+    if objects is not None:
+        from .objects import ObjectBackend
+
+        return ObjectBackend(objects, url)
     if is_local_url(url):
         from .local import LocalBackend
 

@@ -1,0 +1,121 @@
+"""Segments in a root's :class:`~quiver_spark.objects.ObjectStore` (ARCHITECTURE.md
+§5.4, §12): the segments location of an object root.
+
+Paths are object keys (``segments/p-0/00000000000000000001.arrow``) under :attr:`root`.
+A file is one create-if-absent upload (:func:`~quiver_spark.objects.create_or_same`):
+visible whole or not at all, never replacing another file, and a retry after a lost
+response that finds its own bytes is a success. Directories do not exist as objects:
+``makedirs`` does nothing, ``entries``/``subdirs`` are derived from one listing.
+``move`` is a copy (get + create) and a delete.
+"""
+
+from __future__ import annotations
+
+import io as _io
+
+import pyarrow as pa
+
+from ..objects import ObjectStore, create_or_same
+from .backend import Fill, SegmentBackend, T
+
+
+class ObjectBackend(SegmentBackend):
+    def __init__(self, objects: ObjectStore, root: str = "") -> None:
+        self.objects = objects
+        self.root = root.strip("/")
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p for p in (self.root, *parts) if p)
+
+    def display(self, path: str) -> str:
+        return self.objects.display(path)
+
+    def _children(self, directory: str) -> tuple[dict[str, int], set[str]]:
+        prefix = f"{directory}/" if directory else ""
+        files: dict[str, int] = {}
+        dirs: set[str] = set()
+        for info in self.objects.list(prefix):
+            rest = info.key[len(prefix) :]
+            head, slash, _ = rest.partition("/")
+            if slash:
+                dirs.add(head)
+            else:
+                files[head] = info.size
+        return files, dirs
+
+    def entries(self, directory: str, sizes: bool = False) -> dict[str, int]:
+        del sizes  # listings carry sizes for free
+        return self._children(directory)[0]
+
+    def subdirs(self, directory: str) -> list[str]:
+        return sorted(self._children(directory)[1])
+
+    def _info_size(self, path: str) -> int | None:
+        info = getattr(self.objects, "info", None)  # one HEAD where the store has it
+        if info is not None:
+            got = info(path)
+            return None if got is None else int(got.size)
+        found = [i for i in self.objects.list(path) if i.key == path]
+        return found[0].size if found else None
+
+    def exists(self, path: str) -> bool:
+        return self.objects.head(path) is not None
+
+    def has_file(self, path: str) -> bool:
+        size = self._info_size(path)
+        return bool(size)
+
+    def size(self, path: str) -> int | None:
+        return self._info_size(path)
+
+    def read(self, path: str) -> bytes:
+        got = self.objects.get(path)
+        if got is None:
+            raise FileNotFoundError(self.display(path))
+        return got.data
+
+    def read_small(self, path: str) -> bytes:
+        return self.read(path)
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        out: dict[str, bytes | None] = {}
+        for p in paths:
+            got = self.objects.get(p)
+            out[p] = None if got is None else got.data
+        return out
+
+    def buffer(self, path: str) -> pa.Buffer:
+        return pa.py_buffer(self.read(path))
+
+    def makedirs(self, directory: str) -> None:
+        del directory  # a key's directories exist as long as it does
+
+    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
+        """One create-if-absent upload under ``path`` (``atomic``/``tmp`` need no
+        temporary name here: an upload is visible whole or not at all)."""
+        del atomic, tmp
+        sink = _io.BytesIO()
+
+        def write(view: memoryview) -> None:
+            sink.write(view)
+
+        result = fill(write)
+        if not create_or_same(self.objects, path, sink.getvalue()):
+            raise FileExistsError(f"{self.display(path)}: already exists with other bytes")
+        return result
+
+    def remove(self, paths: list[str]) -> list[str]:
+        gone = []
+        for p in paths:
+            if self.objects.head(p) is not None:
+                gone.append(p)
+            self.objects.delete(p)
+        return gone
+
+    def move(self, src: str, dst: str) -> None:
+        got = self.objects.get(src)
+        if got is None:
+            raise FileNotFoundError(self.display(src))
+        if not create_or_same(self.objects, dst, got.data):
+            raise FileExistsError(f"{self.display(dst)}: already exists with other bytes")
+        self.objects.delete(src)
