@@ -85,6 +85,26 @@ def _node() -> str | None:
     return f"{boot}/{ns}" if boot else None
 
 
+@dataclass(frozen=True)
+class _Identity:
+    host: str
+    pid: int
+    pid_start: int | None
+    node: str | None
+
+
+_identity: _Identity | None = None
+
+
+def _me() -> _Identity:
+    """This process, as lease bodies name it (computed again after a fork)."""
+    global _identity
+    if _identity is None or _identity.pid != os.getpid():
+        pid = os.getpid()
+        _identity = _Identity(socket.gethostname(), pid, _start_time(pid), _node())
+    return _identity
+
+
 def _since() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time()))
 
@@ -108,16 +128,18 @@ class HolderInfo:
     def dead_here(self) -> bool:
         """True when the holder is a process of this host's node that is gone (or
         whose pid now belongs to another process)."""
-        if self.node is None or self.node != _node() or self.pid_start is None:
+        me = _me()
+        if self.node is None or self.node != me.node or self.pid_start is None:
             return False
-        return _start_time(self.pid) != self.pid_start
+        return self.pid != me.pid and _start_time(self.pid) != self.pid_start
 
     def is_this_process(self) -> bool:
+        me = _me()
         return (
-            self.pid == os.getpid()
+            self.pid == me.pid
             and self.node is not None
-            and self.node == _node()
-            and self.pid_start == _start_time(os.getpid())
+            and self.node == me.node
+            and self.pid_start == me.pid_start
         )
 
 
@@ -331,7 +353,9 @@ class Lease:
             if body.holder.is_this_process():
                 mine = _holder_here(ident)
                 if mine is not None and mine.holder.token == body.holder.token:
-                    return _Busy(f"this process (pid {os.getpid()}, {mine.holder.purpose})", False)
+                    return _Busy(
+                        f"this process (pid {mine.holder.pid}, {mine.holder.purpose})", False
+                    )
                 # held under a lease this process dropped or lost: nobody uses it
                 return cls._write(
                     objects, key, purpose, ttl_s, max(min_epoch, body.epoch), got.version, clock
@@ -371,15 +395,16 @@ class Lease:
     ) -> Lease | object:
         """Create (``version`` None) or take over (If-Match ``version``) the lease with
         epoch ``prior_epoch + 1``; ``_RETRY`` when another write came first."""
+        me = _me()
         holder = HolderInfo(
-            host=socket.gethostname(),
-            pid=os.getpid(),
+            host=me.host,
+            pid=me.pid,
             token=secrets.token_hex(16),
             purpose=purpose,
             since=_since(),
             ttl_s=float(ttl_s),
-            pid_start=_start_time(os.getpid()),
-            node=_node(),
+            pid_start=me.pid_start,
+            node=me.node,
         )
         epoch = prior_epoch + 1
         data = _encode(epoch, holder, seq=0)
@@ -395,7 +420,7 @@ class Lease:
             # the outcome is unknown: ours if the object now carries our token
             got = objects.get(key)
             if got is None:
-                return _RETRY
+                raise  # nothing was written
             try:
                 body = _decode(objects.display(key), got.data)
             except CorruptionError:
