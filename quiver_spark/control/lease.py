@@ -133,6 +133,13 @@ class HolderInfo:
             return False
         return self.pid != me.pid and _start_time(self.pid) != self.pid_start
 
+    def alive_here(self) -> bool:
+        """True when the holder is a running process of this host's node."""
+        me = _me()
+        if self.node is None or self.node != me.node or self.pid_start is None:
+            return False
+        return _start_time(self.pid) == self.pid_start
+
     def is_this_process(self) -> bool:
         me = _me()
         return (
@@ -296,8 +303,8 @@ class Lease:
         raise :class:`LeaseHeldError` naming the holder. ``min_epoch``: the new epoch
         is above it (a caller that knows an epoch written under the lease passes it,
         so a lease object that was deleted or damaged never restarts the epochs).
-        ``stop_when_renewed``: give up as soon as the holder is seen renewing (it is
-        alive) instead of waiting out ``wait_s``."""
+        ``stop_when_renewed``: give up as soon as the holder is seen renewing, or is a
+        running process of this host (it is alive), instead of waiting out ``wait_s``."""
         if ttl_s <= 0:
             raise ValueError(f"lease ttl_s must be > 0, got {ttl_s!r}")
         ident = _ident(objects, key)
@@ -372,6 +379,7 @@ class Lease:
                 objects, key, purpose, ttl_s, max(min_epoch, prior), got.version, clock
             )
         renewed = before is not None and before.version != got.version
+        renewed = renewed or (body is not None and body.holder.alive_here())
         after = f"its lease expires {expiry:g} seconds after its last renewal"
         if body is None:
             who = (

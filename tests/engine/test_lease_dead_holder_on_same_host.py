@@ -52,6 +52,15 @@ def test_a_killed_holder_on_this_host_is_taken_over_at_once(tmp_path: Path) -> N
             Lease.acquire(objects, KEY, purpose="writer")
         assert f"pid {child.pid} on " in str(err.value)
         assert "expires 3600 seconds after its last renewal" in str(err.value)
+        # a running holder of this host is alive: an acquirer that would wait for a
+        # holder that stopped renewing gives up at once
+        waited: list[float] = []
+        with pytest.raises(LeaseHeldError):
+            Lease.acquire(
+                objects, KEY, purpose="writer", wait_s=3600, stop_when_renewed=True,
+                sleep=waited.append,
+            )  # fmt: skip
+        assert waited == []
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
