@@ -25,12 +25,11 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..control.lease import DEFAULT_TTL_S, Lease, current_holder
+from ..control.lease import DEFAULT_TTL_S, Lease, current_holder, needs_lease
 from ..errors import LeaseLostError, LockedError, SubscriberError
 from ..format import READERS_DIR
 from ..fs import PartitionLock, partition_locked
 from ..objects.base import ObjectStore
-from ..objects.local import LocalObjects
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ class _LiveHolder:
 
 def uses_lease(objects: ObjectStore | None) -> bool:
     """True when the root's live-consumer lock is a lease: an object root not on POSIX."""
-    return objects is not None and not isinstance(objects, LocalObjects)
+    return needs_lease(objects)
 
 
 def live_lease_key(subscriber: str) -> str:
