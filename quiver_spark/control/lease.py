@@ -615,7 +615,9 @@ def adopt(objects: ObjectStore, key: str) -> Lease | None:
     that is still held."""
     with _mutex:
         lease = _parked.pop(_ident(objects, key), None)
-    return lease if lease is not None and not lease.lost() else None
+    if lease is None or lease.lost() or lease.holder.pid != os.getpid():
+        return None  # lost, or parked by the parent of this forked process: not ours
+    return lease
 
 
 class LeaseKeeper:
