@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from ..errors import CorruptionError, LeaseHeldError, LeaseLostError
+from ..errors import ConfigError, CorruptionError, LeaseHeldError, LeaseLostError
 from ..format import decode_frame, encode_frame
 from ..objects.base import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
 from ..objects.local import LocalObjects
@@ -207,6 +207,7 @@ def _decode(where: str, raw: bytes) -> _Body:
 _mutex = threading.Lock()
 _held: dict[tuple[str, str], weakref.ReferenceType[Lease]] = {}  # (url, key) -> holder here
 _parked: dict[tuple[str, str], Lease] = {}  # claimed for an adopter in this process
+_acquiring: dict[tuple[str, str], threading.Lock] = {}  # one attempt at a time per key
 
 
 @dataclass
@@ -306,25 +307,28 @@ class Lease:
         so a lease object that was deleted or damaged never restarts the epochs).
         ``stop_when_renewed``: give up as soon as the holder is seen renewing, or is a
         running process of this host (it is alive), instead of waiting out ``wait_s``."""
-        if ttl_s <= 0:
-            raise ValueError(f"lease ttl_s must be > 0, got {ttl_s!r}")
+        if not ttl_s > 0:
+            raise ConfigError("lease ttl_s", ttl_s, "a positive number of seconds")
         ident = _ident(objects, key)
+        with _mutex:
+            serial = _acquiring.setdefault(ident, threading.Lock())
         deadline = clock() + wait_s
         poll = max(0.01, min(_MAX_POLL_S, ttl_s / 10))
         quick = 0
         while True:
             try:
-                got = cls._attempt(objects, key, purpose, ttl_s, min_epoch, clock)
+                with serial:  # a winner is registered before this process looks again
+                    got = cls._attempt(objects, key, purpose, ttl_s, min_epoch, clock)
+                    if isinstance(got, Lease):
+                        with _mutex:
+                            _held[ident] = weakref.ref(got)
+                            _seen.pop(ident, None)
+                        return got
             except OSError:
                 if clock() >= deadline:
                     raise
                 sleep(min(poll, max(0.0, deadline - clock())))
                 continue
-            if isinstance(got, Lease):
-                with _mutex:
-                    _held[ident] = weakref.ref(got)
-                    _seen.pop(ident, None)
-                return got
             if got is _RETRY and quick < _QUICK_RETRIES:
                 quick += 1
                 continue
