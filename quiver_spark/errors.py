@@ -79,6 +79,41 @@ class LockedError(QuiverError):
         super().__init__(f"partition {path} is locked by {holder}; one writer per partition")
 
 
+class LeaseHeldError(LockedError):
+    """Raised when another holder has a lease (ARCHITECTURE.md §12.3) that was not
+    released, has not expired by this process's observation, and whose holder is not
+    known dead: one holder at a time.
+
+    A :class:`LockedError`, so every handler of a held partition lock handles it too;
+    ``holder`` names the holder (pid, host, role, since) and when its lease expires.
+    """
+
+    def __init__(self, path: str, holder: str) -> None:
+        super().__init__(path, holder)
+        self.args = (f"lease {path} is held by {holder}; one holder at a time",)
+
+
+class LeaseLostError(QuiverError):
+    """Raised when a holder's lease was taken over (a higher epoch or another holder's
+    token is in the lease object), deleted, or can no longer be read.
+
+    Work under the lost epoch must stop: its successor fences it (ARCHITECTURE.md
+    §12.3). Retryable in the sense that a new claim (a new lease, a higher epoch) may
+    succeed once the successor lets go.
+    """
+
+    retryable = True
+
+    def __init__(self, path: str, epoch: int, new_epoch: int | None, now: str) -> None:
+        self.path = path
+        self.epoch = epoch
+        self.new_epoch = new_epoch
+        super().__init__(
+            f"lease {path} was lost: this holder had epoch {epoch}, {now}; "
+            f"work under epoch {epoch} must stop (its successor fences it)"
+        )
+
+
 class CorruptionError(QuiverError):
     """Raised when a persisted unit fails verification.
 

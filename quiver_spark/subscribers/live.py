@@ -1,34 +1,62 @@
-"""One live consumer per subscriber: the lock ``<root>/readers/<subscriber>.lock`` (§9b).
+"""One live consumer per subscriber: the lock ``<root>/readers/<subscriber>.lock`` (§9b),
+on an object root the lease ``readers/<subscriber>.lease`` (§12.3).
 
 A consumer (a :class:`~quiver_spark.subscription.Subscription` opened ``live``) holds
 the lock while it is open. A second live consumer of the subscriber is refused,
-whether it is in another process (the ``flock``) or in this one (a holder that is
-still reachable); a holder of this process dropped without closing (a replaced
+whether it is in another process (the ``flock``, or the lease) or in this one (a holder
+that is still reachable); a holder of this process dropped without closing (a replaced
 reader: an object nobody references any more) has ended, so its lock is taken over.
+
+On an object root (the caller passes the root's :class:`ObjectStore`; None or a POSIX
+one keeps the ``flock``) the lease is renewed in the background every ``ttl / 3``. A
+claim waits up to :data:`LIVE_LEASE_WAIT_S` for a holder that stopped renewing (a
+consumer that died on another host) and is refused as soon as the holder is seen
+renewing, or at once when the holder is a live process of this host.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LockedError, SubscriberError
+from ..control.lease import DEFAULT_TTL_S, Lease, current_holder, needs_lease
+from ..errors import LeaseLostError, LockedError, SubscriberError
 from ..format import READERS_DIR
 from ..fs import PartitionLock, partition_locked
+from ..objects.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 LIVE_PURPOSE = "live consumer"
 """How a live-consumer lock names its holder's role (``readers/<subscriber>.lock``)."""
+
+LIVE_LEASE_TTL_S = DEFAULT_TTL_S
+"""An object root's live-consumer lease expires this long after its last renewal."""
+
+LIVE_LEASE_WAIT_S = LIVE_LEASE_TTL_S + 2.0
+"""How long a claim waits for a holder that stopped renewing (then takes it over)."""
 
 
 @dataclass
 class _LiveHolder:
     owner: weakref.ReferenceType[Any]  # the consumer; dead once it is garbage
-    lock: PartitionLock
+    lock: PartitionLock | Lease
+
+
+def uses_lease(objects: ObjectStore | None) -> bool:
+    """True when the root's live-consumer lock is a lease: an object root not on POSIX."""
+    return needs_lease(objects)
+
+
+def live_lease_key(subscriber: str) -> str:
+    """``readers/<subscriber>.lease``: the live-consumer lease on an object root."""
+    return f"{READERS_DIR}/{subscriber}.lease"
 
 
 _live_mutex = threading.Lock()
@@ -40,8 +68,12 @@ def live_lock_path(root: str, subscriber: str) -> str:
     return os.path.join(root, READERS_DIR, f"{subscriber}.lock")
 
 
-def is_live(root: str, subscriber: str) -> bool:
-    """True while a consumer (of any process) holds ``subscriber``'s live-consumer lock."""
+def is_live(root: str, subscriber: str, objects: ObjectStore | None = None) -> bool:
+    """True while a consumer (of any process) holds ``subscriber``'s live-consumer lock
+    (on an object root: its lease, as far as this process can tell, §12.3)."""
+    if uses_lease(objects):
+        assert objects is not None
+        return current_holder(objects, live_lease_key(subscriber)) is not None
     return partition_locked(live_lock_path(root, subscriber))
 
 
@@ -58,18 +90,25 @@ def _holder_of(path: str) -> str:
         return "a consumer whose lock file cannot be read"
 
 
-def _refusal(subscriber: str, path: str, holder: str) -> SubscriberError:
+def _refusal(subscriber: str, path: str, holder: str, what: str = "lock") -> SubscriberError:
     return SubscriberError(
-        f"subscriber {subscriber!r} already has a live consumer: its live-consumer lock "
+        f"subscriber {subscriber!r} already has a live consumer: its live-consumer {what} "
         f"{path} is held by {holder}; a subscriber has one live consumer at a time: stop "
         "that query or process (or close() that Subscription), or give this consumer its "
         "own subscriber id (option('subscriber', ...))"
     )
 
 
-def claim_live(root: str, subscriber: str, owner: object) -> None:
-    """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``owner`` (see the module
-    docstring for who is refused and whose lock is taken over)."""
+def claim_live(
+    root: str, subscriber: str, owner: object, objects: ObjectStore | None = None
+) -> None:
+    """Hold ``<root>/readers/<subscriber>.lock`` (on an object root the lease
+    ``readers/<subscriber>.lease``) for consumer ``owner`` (see the module docstring
+    for who is refused and whose lock is taken over)."""
+    if uses_lease(objects):
+        assert objects is not None
+        _claim_lease(objects, subscriber, owner)
+        return
     path = live_lock_path(root, subscriber)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     key = os.path.realpath(path)
@@ -89,9 +128,71 @@ def claim_live(root: str, subscriber: str, owner: object) -> None:
         _live[key] = _LiveHolder(weakref.ref(owner), lock)
 
 
-def release_live(root: str, subscriber: str, owner: object) -> None:
-    """Release the subscriber's live-consumer lock if ``owner`` holds it."""
-    key = os.path.realpath(live_lock_path(root, subscriber))
+def _claim_lease(objects: ObjectStore, subscriber: str, owner: object) -> None:
+    key = live_lease_key(subscriber)
+    url = objects.display(key)
+    with _live_mutex:
+        held = _live.get(url)
+        if held is not None and held.owner() is not None:
+            gc.collect()
+        if held is not None:
+            if held.owner() is not None and not _lease_lost(held.lock):
+                assert isinstance(held.lock, Lease)
+                who = f"{held.lock.holder.describe()}, in this process"
+                raise _refusal(subscriber, url, who, "lease")
+            if not _lease_lost(held.lock):  # a dropped consumer's lease: the next one's
+                _live[url] = _LiveHolder(weakref.ref(owner), held.lock)
+                return
+            del _live[url]
+    try:  # the wait happens outside the mutex: other subscribers are not held up
+        lease = Lease.acquire(
+            objects,
+            key,
+            purpose=LIVE_PURPOSE,
+            ttl_s=LIVE_LEASE_TTL_S,
+            wait_s=LIVE_LEASE_WAIT_S,
+            stop_when_renewed=True,
+        )
+    except LockedError as e:
+        raise _refusal(subscriber, url, e.holder, "lease") from None
+    lease.keep(
+        on_lost=lambda e: log.error("quiver.subscriber.live_lease_lost %s: %s", subscriber, e)
+    )
+    with _live_mutex:
+        _live[url] = _LiveHolder(weakref.ref(owner), lease)
+
+
+def _lease_lost(lock: PartitionLock | Lease) -> bool:
+    return isinstance(lock, Lease) and lock.lost()
+
+
+def check_live(subscriber: str, owner: object, objects: ObjectStore | None = None) -> None:
+    """Raise :class:`LeaseLostError` when ``owner``'s live-consumer lease was taken over
+    (another consumer is live now: this one must stop acknowledging). A flock is never
+    taken over, so on POSIX roots this never raises."""
+    if not uses_lease(objects):
+        return
+    assert objects is not None
+    with _live_mutex:
+        held = _live.get(objects.display(live_lease_key(subscriber)))
+    if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
+        return
+    keeper = held.lock.keeper
+    if keeper is not None and keeper.error is not None:
+        raise keeper.error
+    if held.lock.lost():
+        raise LeaseLostError(held.lock.url, held.lock.epoch, None, "it was taken over")
+
+
+def release_live(
+    root: str, subscriber: str, owner: object, objects: ObjectStore | None = None
+) -> None:
+    """Release the subscriber's live-consumer lock (or lease) if ``owner`` holds it."""
+    if uses_lease(objects):
+        assert objects is not None
+        key = objects.display(live_lease_key(subscriber))
+    else:
+        key = os.path.realpath(live_lock_path(root, subscriber))
     with _live_mutex:
         held = _live.get(key)
         if held is not None and held.owner() is owner:

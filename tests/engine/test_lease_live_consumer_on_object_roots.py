@@ -1,0 +1,124 @@
+"""On an object root a subscriber's one live consumer holds the lease
+``readers/<subscriber>.lease``.
+
+A second consumer, in this process or another, is refused with the same one line as on
+POSIX, naming the lease, its holder and when the lease expires; a consumer that closed
+or was dropped hands the subscriber over at once; one that was taken over learns it
+(``check_live`` raises LeaseLostError). A POSIX root keeps its ``flock``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from quiver_spark.control import lease as lease_mod
+from quiver_spark.control.lease import Lease
+from quiver_spark.errors import LeaseLostError, SubscriberError
+from quiver_spark.objects.local import LocalObjects
+from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.subscribers import live
+
+
+class Consumer:
+    """Stands for a Subscription: what the live-consumer lock is held for."""
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    reset_memory()
+    monkeypatch.setattr(live, "LIVE_LEASE_WAIT_S", 0.0)
+    yield
+    reset_memory()
+
+
+def test_a_second_consumer_in_this_process_is_refused_in_one_line_naming_the_lease() -> None:
+    objects = MemoryObjects("bucket", "store")
+    first = Consumer()
+    live.claim_live("unused", "fwd", first, objects)
+    try:
+        with pytest.raises(SubscriberError) as err:
+            live.claim_live("unused", "fwd", Consumer(), objects)
+        msg = str(err.value)
+        assert "\n" not in msg
+        assert msg.startswith(
+            "subscriber 'fwd' already has a live consumer: its live-consumer lease "
+            "memory://bucket/store/readers/fwd.lease is held by "
+            f"pid {os.getpid()} on {socket.gethostname()} (live consumer since "
+        )
+        assert "in this process" in msg and "one live consumer at a time" in msg
+        assert live.is_live("unused", "fwd", objects)
+    finally:
+        live.release_live("unused", "fwd", first, objects)
+    assert not live.is_live("unused", "fwd", objects)
+
+
+def test_a_consumer_of_another_process_is_refused_naming_it_and_when_its_lease_expires() -> None:
+    objects = MemoryObjects("bucket", "store")
+    other = lease_mod._Identity("host-b", 777, 1, "node-b")
+    with mock.patch.object(lease_mod, "_me", lambda: other):
+        theirs = Lease.acquire(objects, live.live_lease_key("fwd"), purpose=live.LIVE_PURPOSE)
+    with pytest.raises(SubscriberError) as err:
+        live.claim_live("unused", "fwd", Consumer(), objects)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "its live-consumer lease memory://bucket/store/readers/fwd.lease is held by " in msg
+    assert "pid 777 on host-b (live consumer since " in msg
+    assert "its lease expires 30 seconds after its last renewal" in msg
+    theirs.release()
+    mine = Consumer()
+    live.claim_live("unused", "fwd", mine, objects)  # released: taken at once
+    live.release_live("unused", "fwd", mine, objects)
+
+
+def test_a_consumer_closed_or_dropped_hands_the_subscriber_over_at_once() -> None:
+    objects = MemoryObjects("bucket", "store")
+    first = Consumer()
+    live.claim_live("unused", "r", first, objects)
+    live.release_live("unused", "r", first, objects)
+    dropped = Consumer()
+    live.claim_live("unused", "r", dropped, objects)
+    del dropped
+    gc.collect()
+    again = Consumer()
+    live.claim_live("unused", "r", again, objects)
+    live.check_live("r", again, objects)
+    live.release_live("unused", "r", again, objects)
+
+
+def test_a_consumer_whose_lease_was_taken_over_is_told_so() -> None:
+    objects = MemoryObjects("bucket", "store")
+    mine = Consumer()
+    live.claim_live("unused", "r", mine, objects)
+    key = live.live_lease_key("r")
+    got = objects.get(key)
+    assert got is not None
+    body = lease_mod._decode(key, got.data)
+    successor = lease_mod.HolderInfo("host-c", 9, "c" * 32, "live consumer", "?", 30.0)
+    objects.replace(key, lease_mod._encode(body.epoch + 1, successor, seq=0), version=got.version)
+    held = live._live[objects.display(key)].lock
+    assert isinstance(held, Lease) and held.keeper is not None
+    held.keeper.tick()  # the background renewal finds the successor
+    with pytest.raises(LeaseLostError, match="pid 9 on host-c"):
+        live.check_live("r", mine, objects)
+    live.release_live("unused", "r", mine, objects)  # a lost lease is not written
+    assert lease_mod._decode(key, objects.get(key).data).holder.host == "host-c"  # type: ignore[union-attr]
+
+
+def test_a_posix_root_keeps_its_flock(tmp_path: Path) -> None:
+    objects = LocalObjects(str(tmp_path))
+    owner = Consumer()
+    live.claim_live(str(tmp_path), "fwd", owner, objects)
+    try:
+        assert (tmp_path / "readers" / "fwd.lock").exists()
+        assert not (tmp_path / "readers" / "fwd.lease").exists()
+        with pytest.raises(SubscriberError, match="its live-consumer lock "):
+            live.claim_live(str(tmp_path), "fwd", Consumer(), objects)
+    finally:
+        live.release_live(str(tmp_path), "fwd", owner, objects)
