@@ -48,9 +48,10 @@ class CommitLog:
         self._cache: dict[tuple[str, int], CommitRecord] = {}
         # apps whose directory's own entry (and ``commits/``'s) this instance has synced
         self._durable_dirs: set[str] = set()
-        # a decision whose create raised (outcome unknown), by transaction: the exact
-        # bytes, so that a retry of the same decision writes and recognises them
-        self._attempted: dict[tuple[str, int], tuple[CommitRecord, bytes]] = {}
+        # decisions this instance wrote, or tried to (a create that raised: outcome
+        # unknown), with their exact bytes: a retry of the same decision writes the
+        # same bytes and recognises them as its own
+        self._own: dict[tuple[str, int], tuple[CommitRecord, bytes]] = {}
 
     def key(self, app: str, version: int) -> str:
         validate_name("transaction app id", app)
@@ -67,8 +68,8 @@ class CommitLog:
     ) -> bool:
         """Record the decision; True when the recorded decision is this one (written
         by this call, or by an earlier call of this instance with the same winners and
-        rows whose outcome was unknown), False when ``(app, version)`` was already
-        decided otherwise.
+        rows, whose outcome may have been unknown), False when ``(app, version)`` was
+        already decided otherwise.
 
         Idempotent: a second call for the same transaction changes nothing (the first
         decision stands, as a rerun batch must not publish a second copy). The record
@@ -83,7 +84,7 @@ class CommitLog:
         """
         key = self.key(app, version)
         pairs = tuple(sorted((str(p), int(t)) for p, t in winners))
-        earlier = self._attempted.get((app, version))
+        earlier = self._own.get((app, version))
         if earlier is not None and (earlier[0].winners, earlier[0].rows) == (
             frozenset(pairs),
             int(rows),
@@ -110,12 +111,12 @@ class CommitLog:
                 raise OSError(f"{self.path(app, version)} appeared and vanished; retry") from None
             return self._decided(decided, mine, replayed=False)
         except OSError:  # outcome unknown: the retry of this decision recognises its bytes
-            self._attempted[(app, version)] = (mine, data)
+            self._own[(app, version)] = (mine, data)
             raise
         # the create synced the record's directory (POSIX); its ancestors' entries (made
         # by a mkdir whose parent fsync may have failed earlier) too before reporting
+        self._own[(app, version)] = (mine, data)
         self._sync_ancestors(app)
-        self._attempted.pop((app, version), None)
         self._cache[(app, version)] = mine
         log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(pairs))
         return True
@@ -124,7 +125,7 @@ class CommitLog:
         """The answer to a committer that found ``decided`` recorded: True when it is
         this instance's own earlier attempt of the same decision (the same bytes)."""
         app, version = decided.app, decided.version
-        own = self._attempted.pop((app, version), None)
+        own = self._own.get((app, version))
         if own is not None and own[0] == decided == mine:
             log.info("quiver.txn.commit_recognised app=%s version=%d", app, version)
             return True

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from . import format as fmt
 from .config import StoreConfig
-from .errors import ConfigError, QuiverError, StoreNotFoundError
+from .errors import ConfigError, QuiverError, SchemaMismatchError, StoreNotFoundError
 from .objects import ObjectExists, ObjectStore, VersionMismatch
 from .objects.writes import retry_conflicts
 from .policy import ensure_policy, policy_of, read_policy, reconcile
@@ -125,6 +125,24 @@ def record_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
         f"{objects.display(STORE_KEY)}: the schema could not be recorded in "
         f"{RECORD_ATTEMPTS} attempts, STORE kept changing under the write; retry"
     )
+
+
+def recorded_schema(body: dict[str, Any]) -> pa.Schema | None:
+    """The schema a STORE body records (None before the first write)."""
+    raw = body.get("schema")
+    return pa.ipc.read_schema(pa.py_buffer(raw)) if raw is not None else None
+
+
+def ensure_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
+    """Record ``schema`` unless one is recorded (:func:`record_schema`); the descriptor.
+    SchemaMismatchError when the recorded one (another writer's, maybe recorded in a
+    race with this one) has other column names or types."""
+    body = record_schema(objects, schema)
+    current = recorded_schema(body)
+    assert current is not None
+    if not schemas_compatible(current, schema):
+        raise SchemaMismatchError(current, schema, "column names or types differ")
+    return body
 
 
 def effective_config(

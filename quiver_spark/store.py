@@ -31,10 +31,10 @@ from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .descriptor import (
     effective_config,
+    ensure_schema,
     load_or_create_descriptor,
     location_key,
     read_descriptor,
-    record_schema,
     schemas_compatible,
 )
 from .errors import (
@@ -198,7 +198,7 @@ class QuiverStore:
         """Record ``schema`` as the store's if it has none; raise if incompatible."""
         current = self.schema()
         if current is None:
-            self._descriptor = record_schema(LocalObjects(self.root, self.io), schema)
+            self._descriptor = ensure_schema(LocalObjects(self.root, self.io), schema)
             current = self.schema()
             assert current is not None
         if not schemas_compatible(current, schema):
