@@ -5,9 +5,9 @@ the Spark sink uses the streaming query id and the batch id). Writers append dat
 records tagged with a per-partition transaction id; the committer writes one commit
 record naming the winning ``(partition, txn_id)`` pairs. A partition's finalizer
 makes only winners' records visible and discards every other transaction of the
-same ``(app, version)``. Writing the commit record is the only commit step, so a
-crash leaves either no decision (the batch is retried) or the whole decision.
-See ARCHITECTURE.md §9.
+same ``(app, version)``. Writing the commit record (created if absent, on any root:
+ARCHITECTURE.md §6.4, §12.2) is the only commit step, so a crash leaves either no
+decision (the batch is retried) or the whole decision. See ARCHITECTURE.md §9.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from . import format as fmt
 from .config import validate_name
 from .errors import CorruptionError
-from .fs import DEFAULT_IO, FileIO
+from .objects import ObjectExists, ObjectStore
+from .objects.writes import local_of, retry_conflicts
 
 log = logging.getLogger(__name__)
 
@@ -38,93 +39,133 @@ class CommitRecord:
 
 
 class CommitLog:
-    """The ``commits/`` directory of a store root."""
+    """The ``commits/`` objects of a store root."""
 
-    def __init__(self, root: str, io: FileIO = DEFAULT_IO) -> None:
-        self.dir = os.path.join(root, fmt.COMMITS_DIR)
-        self.io = io
-        # decisions this instance has made durable (their names fsynced): only these
-        # are ever returned without reading and syncing the name again
+    def __init__(self, objects: ObjectStore) -> None:
+        self.objects = objects
+        # decisions this instance has made durable (on POSIX: their names fsynced):
+        # only these are ever returned without reading (and syncing) them again
         self._cache: dict[tuple[str, int], CommitRecord] = {}
         # apps whose directory's own entry (and ``commits/``'s) this instance has synced
         self._durable_dirs: set[str] = set()
+        # decisions this instance wrote, or tried to (a create that raised: outcome
+        # unknown), with their exact bytes: a retry of the same decision writes the
+        # same bytes and recognises them as its own
+        self._own: dict[tuple[str, int], tuple[CommitRecord, bytes]] = {}
 
-    def path(self, app: str, version: int) -> str:
+    def key(self, app: str, version: int) -> str:
         validate_name("transaction app id", app)
         if not isinstance(version, int) or version < 0:
             raise ValueError(f"transaction version must be a non-negative integer, got {version!r}")
-        return os.path.join(self.dir, app, f"{version:020d}.commit")
+        return f"{fmt.COMMITS_DIR}/{app}/{version:020d}.commit"
+
+    def path(self, app: str, version: int) -> str:
+        """Where the record of ``(app, version)`` is, as messages show it."""
+        return self.objects.display(self.key(app, version))
 
     def commit(
         self, app: str, version: int, winners: Iterable[tuple[str, int]], rows: int = 0
     ) -> bool:
-        """Record the decision; return False when ``(app, version)`` was already committed.
+        """Record the decision; True when the recorded decision is this one (written
+        by this call, or by an earlier call of this instance with the same winners and
+        rows, whose outcome may have been unknown), False when ``(app, version)`` was
+        already decided otherwise.
 
         Idempotent: a second call for the same transaction changes nothing (the first
         decision stands, as a rerun batch must not publish a second copy). The record
-        is created exclusively (:meth:`FileIO.create_exclusive`), so of two committers
-        racing on one ``(app, version)`` exactly one writes its decision and gets True;
-        the other gets False and :meth:`get` returns the winner's decision.
+        is created if absent, so of two committers racing on one ``(app, version)``
+        exactly one writes its decision and gets True; the other gets False and
+        :meth:`get` returns the winner's decision.
 
         Either answer is given only once the decision is durable (ARCHITECTURE.md §6.4):
-        a call that raised left the decision unknown, and its retry that finds the name
-        (left by the failed call, in the page cache) makes it durable before answering
-        "already decided".
+        a call that raised left the decision unknown, and its retry that finds the
+        record (on POSIX: a name left by the failed call in the page cache) makes it
+        durable before answering.
         """
-        if self.get(app, version) is not None:
-            log.info("quiver.txn.commit_replayed app=%s version=%d", app, version)
-            return False
-        path = self.path(app, version)
-        self.io.mkdir(os.path.dirname(path))
-        pairs = sorted((str(p), int(t)) for p, t in winners)
-        winners_list = [[p, t] for p, t in pairs]
-        committed_ns = time.time_ns()
-        body = {
-            "app": app,
-            "version": version,
-            "winners": winners_list,
-            "committed_ns": committed_ns,
-            "rows": int(rows),
-        }
-        if not self.io.create_exclusive(path, fmt.encode_frame(fmt.MAGIC_COMMIT, body)):
+        key = self.key(app, version)
+        pairs = tuple(sorted((str(p), int(t)) for p, t in winners))
+        earlier = self._own.get((app, version))
+        if earlier is not None and (earlier[0].winners, earlier[0].rows) == (
+            frozenset(pairs),
+            int(rows),
+        ):
+            data = earlier[1]  # the same decision again: the same bytes
+        else:
+            body = {
+                "app": app,
+                "version": version,
+                "winners": [[p, t] for p, t in pairs],
+                "committed_ns": time.time_ns(),
+                "rows": int(rows),
+            }
+            data = fmt.encode_frame(fmt.MAGIC_COMMIT, body)
+        mine = self._parse(app, version, data)
+        decided = self.get(app, version)
+        if decided is not None:
+            return self._decided(decided, mine, replayed=True)
+        try:
+            retry_conflicts(lambda: self.objects.create(key, data))
+        except ObjectExists:
             decided = self.get(app, version)
+            if decided is None:  # removed meanwhile: only by hand; nothing is reported
+                raise OSError(f"{self.path(app, version)} appeared and vanished; retry") from None
+            return self._decided(decided, mine, replayed=False)
+        except OSError:  # outcome unknown: the retry of this decision recognises its bytes
+            self._own[(app, version)] = (mine, data)
+            raise
+        # the create synced the record's directory (POSIX); its ancestors' entries (made
+        # by a mkdir whose parent fsync may have failed earlier) too before reporting
+        self._own[(app, version)] = (mine, data)
+        self._sync_ancestors(app)
+        self._cache[(app, version)] = mine
+        log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(pairs))
+        return True
+
+    def _decided(self, decided: CommitRecord, mine: CommitRecord, replayed: bool) -> bool:
+        """The answer to a committer that found ``decided`` recorded: True when it is
+        this instance's own earlier attempt of the same decision (the same bytes)."""
+        app, version = decided.app, decided.version
+        own = self._own.get((app, version))
+        if own is not None and own[0] == decided == mine:
+            log.info("quiver.txn.commit_recognised app=%s version=%d", app, version)
+            return True
+        if replayed:
+            log.info("quiver.txn.commit_replayed app=%s version=%d", app, version)
+        else:
             log.info(
                 "quiver.txn.commit_lost_race app=%s version=%d winners=%d",
                 app,
                 version,
-                len(decided.winners) if decided else -1,
+                len(decided.winners),
             )
-            return False
-        # create_exclusive synced the record's directory; its ancestors' entries (made
-        # by a mkdir whose parent fsync may have failed earlier) too before reporting
-        self._sync_ancestors(app)
-        self._cache[(app, version)] = CommitRecord(
-            app, version, frozenset(pairs), committed_ns, int(rows)
-        )
-        log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(winners_list))
-        return True
+        return False
 
     def get(self, app: str, version: int) -> CommitRecord | None:
         """The durable decision for ``(app, version)``, or None while undecided.
 
-        A name found on disk may exist only in the page cache (its creator failed
+        On POSIX a name found may exist only in the page cache (its creator failed
         before or in the directory fsync, in this process or in one that is gone): it
         is made durable (directory fsyncs) before it is returned, so nobody acts on a
         decision that a power loss could take back. A failure to do so raises
-        ``OSError``; the next call tries again.
+        ``OSError``; the next call tries again. (An object store's objects are durable
+        once they can be read.)
         """
-        key = (app, version)
-        hit = self._cache.get(key)
+        hit = self._cache.get((app, version))
         if hit is not None:
             return hit
-        path = self.path(app, version)
-        try:
-            raw = self.io.read_file(path)
-        except FileNotFoundError:
+        got = self.objects.get(self.key(app, version))
+        if got is None:
             return None
+        rec = self._parse(app, version, got.data)
+        self._make_durable(app, version)
+        self._cache[(app, version)] = rec
+        return rec
+
+    def _parse(self, app: str, version: int, raw: bytes) -> CommitRecord:
+        path = self.path(app, version)
         body = fmt.decode_frame(path, fmt.MAGIC_COMMIT, raw)
         try:
-            rec = CommitRecord(
+            return CommitRecord(
                 app=str(body["app"]),
                 version=int(body["version"]),
                 winners=frozenset((str(p), int(t)) for p, t in body["winners"]),
@@ -133,19 +174,18 @@ class CommitLog:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptionError(path, fmt.FRAME_SIZE, f"bad commit record: {e}") from e
-        self._make_durable(app, version)
-        self._cache[key] = rec
-        return rec
 
     def _make_durable(self, app: str, version: int) -> None:
-        """Make the name of an existing record durable: fsync its directory (a new fd).
-
-        The record's content needs nothing: a name is only ever linked to a temporary
-        file whose fsync succeeded (§6.4), so its bytes are durable whenever its name
-        is; only the directory entries may still be volatile.
+        """On POSIX, make the name of an existing record durable: fsync its directory
+        (a new fd). The record's content needs nothing: a name is only ever linked to
+        a temporary file whose fsync succeeded (§6.4), so its bytes are durable
+        whenever its name is; only the directory entries may still be volatile.
         """
+        local = local_of(self.objects)
+        if local is None:
+            return
         try:
-            self.io.fsync_dir(os.path.join(self.dir, app))
+            local.io.fsync_dir(os.path.dirname(local.path(self.key(app, version))))
             self._sync_ancestors(app)
         except OSError as e:
             msg = (
@@ -156,18 +196,22 @@ class CommitLog:
         log.debug("quiver.txn.commit_durable app=%s version=%d", app, version)
 
     def _sync_ancestors(self, app: str) -> None:
-        """Fsync ``commits/`` and the store root once per app and instance (their entries
-        for ``<app>/`` and ``commits/`` never change once made durable)."""
-        if app in self._durable_dirs:
+        """On POSIX, fsync ``commits/`` and the store root once per app and instance
+        (their entries for ``<app>/`` and ``commits/`` never change once durable)."""
+        local = local_of(self.objects)
+        if local is None or app in self._durable_dirs:
             return
-        self.io.fsync_dir(self.dir)
-        self.io.fsync_dir(os.path.dirname(self.dir))
+        commits_dir = local.path(fmt.COMMITS_DIR)
+        local.io.fsync_dir(commits_dir)
+        local.io.fsync_dir(os.path.dirname(commits_dir))
         self._durable_dirs.add(app)
 
     def latest_version(self, app: str) -> int | None:
         """Highest committed version of ``app`` (for sinks that resume), or None."""
+        validate_name("transaction app id", app)
+        prefix = f"{fmt.COMMITS_DIR}/{app}/"
         versions = [
-            fmt.parse_seq(n, ".commit") for n in self.io.listdir(os.path.join(self.dir, app))
+            fmt.parse_seq(i.key[len(prefix) :], ".commit") for i in self.objects.list(prefix)
         ]
         found = [v for v in versions if v is not None]
         return max(found) if found else None

@@ -14,21 +14,26 @@ import logging
 import os
 import time
 import uuid
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from . import format as fmt
 from .config import StoreConfig
-from .errors import ConfigError, StoreNotFoundError
-from .fs import FileIO, file_lock
-from .policy import STORE_LOCK, ensure_policy, policy_of, read_policy, reconcile
+from .errors import ConfigError, QuiverError, SchemaMismatchError, StoreNotFoundError
+from .objects import ObjectExists, ObjectStore, VersionMismatch
+from .objects.writes import retry_conflicts
+from .policy import ensure_policy, policy_of, read_policy, reconcile
 from .segment.urls import check_url
 
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
 """The ``format`` a new STORE descriptor records."""
+STORE_KEY = fmt.STORE_FILE
+RECORD_ATTEMPTS = 16
+"""How many re-reads recording the schema makes while STORE changes under it."""
 
 
 def location_key(url: str) -> str:
@@ -45,67 +50,113 @@ def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
     return a.names == b.names and all(x.type.equals(y.type) for x, y in zip(a, b, strict=True))
 
 
+def _decode(objects: ObjectStore, raw: bytes) -> dict[str, Any]:
+    return fmt.decode_frame(objects.display(STORE_KEY), fmt.MAGIC_STORE, raw)
+
+
 def load_or_create_descriptor(
-    root: str, config: StoreConfig, io: FileIO, create: bool
+    objects: ObjectStore, config: StoreConfig, create: bool
 ) -> dict[str, Any]:
-    path = os.path.join(root, fmt.STORE_FILE)
-    try:
-        return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
-    except FileNotFoundError:
-        if not create:
-            raise StoreNotFoundError(
-                f"{root} is not a Quiver store (no {fmt.STORE_FILE} file); "
-                "create one by writing to it"
-            ) from None
+    """The STORE descriptor, created (``create``) if the root has none.
+
+    Created if absent: of two first openers racing, exactly one writes it and the
+    other reads that one, so both run on one store (one ``uuid``, one set of
+    locations).
+    """
+    got = objects.get(STORE_KEY)
+    if got is not None:
+        return _decode(objects, got.data)
+    if not create:
+        raise StoreNotFoundError(
+            f"{objects.url} is not a Quiver store (no {fmt.STORE_FILE} file); "
+            "create one by writing to it"
+        )
     if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
         check_url("segment.path", config.segment.path)
-    io.mkdir(root)
-    with file_lock(os.path.join(root, STORE_LOCK)):
-        try:  # another process may have created it meanwhile
-            return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
-        except FileNotFoundError:
-            pass
-        body = {
-            "format": STORE_FORMAT,
-            "uuid": uuid.uuid4().hex,
-            "created_ns": time.time_ns(),
-            "schema": None,
-            "segments_url": config.segment.path,
-            "wal_path": (os.path.abspath(config.wal.path) if config.wal.path else None),
-        }
-        io.atomic_write(path, fmt.encode_frame(fmt.MAGIC_STORE, body))
-        log.info("quiver.store.create root=%s", root)
-        return body
+    body = {
+        "format": STORE_FORMAT,
+        "uuid": uuid.uuid4().hex,
+        "created_ns": time.time_ns(),
+        "schema": None,
+        "segments_url": config.segment.path,
+        "wal_path": (os.path.abspath(config.wal.path) if config.wal.path else None),
+    }
+    data = fmt.encode_frame(fmt.MAGIC_STORE, body)
+    try:
+        retry_conflicts(lambda: objects.create(STORE_KEY, data))
+    except ObjectExists:  # another opener created it meanwhile: its descriptor is the store's
+        return read_descriptor(objects)
+    log.info("quiver.store.create root=%s", objects.url)
+    return body
 
 
-def read_descriptor(root: str, io: FileIO) -> dict[str, Any]:
-    """The STORE descriptor as it is on disk now."""
-    path = os.path.join(root, fmt.STORE_FILE)
-    return fmt.decode_frame(path, fmt.MAGIC_STORE, io.read_file(path))
+def read_descriptor(objects: ObjectStore) -> dict[str, Any]:
+    """The STORE descriptor as it is stored now."""
+    got = objects.get(STORE_KEY)
+    if got is None:
+        raise StoreNotFoundError(f"{objects.display(STORE_KEY)} is missing: not a Quiver store")
+    return _decode(objects, got.data)
 
 
-def record_schema(root: str, io: FileIO, schema: pa.Schema) -> dict[str, Any]:
+def record_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
     """Record ``schema`` in STORE unless a schema is recorded already; the descriptor
-    as it is then."""
-    with file_lock(os.path.join(root, STORE_LOCK)):
-        body = read_descriptor(root, io)
-        if body.get("schema") is None:
-            body = dict(body)
-            body["schema"] = schema.remove_metadata().serialize().to_pybytes()
-            io.atomic_write(
-                os.path.join(root, fmt.STORE_FILE), fmt.encode_frame(fmt.MAGIC_STORE, body)
-            )
+    as it is then.
+
+    A replace conditional on the version read: of two first writers racing, one
+    records its schema and the other reads it back (the caller then compares it with
+    its own). An error whose outcome is unknown is raised; the next call reads again.
+    """
+    for _ in range(RECORD_ATTEMPTS):
+        got = objects.get(STORE_KEY)
+        if got is None:
+            raise StoreNotFoundError(f"{objects.display(STORE_KEY)} is missing: not a Quiver store")
+        body = _decode(objects, got.data)
+        if body.get("schema") is not None:
+            return body
+        body = dict(body)
+        body["schema"] = schema.remove_metadata().serialize().to_pybytes()
+        data = fmt.encode_frame(fmt.MAGIC_STORE, body)
+        try:
+            retry_conflicts(partial(objects.replace, STORE_KEY, data, version=got.version))
+        except VersionMismatch:  # another writer changed STORE first: read it again
+            continue
         return body
+    raise QuiverError(
+        f"{objects.display(STORE_KEY)}: the schema could not be recorded in "
+        f"{RECORD_ATTEMPTS} attempts, STORE kept changing under the write; retry"
+    )
+
+
+def recorded_schema(body: dict[str, Any]) -> pa.Schema | None:
+    """The schema a STORE body records (None before the first write)."""
+    raw = body.get("schema")
+    return pa.ipc.read_schema(pa.py_buffer(raw)) if raw is not None else None
+
+
+def ensure_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
+    """Record ``schema`` unless one is recorded (:func:`record_schema`); the descriptor.
+    SchemaMismatchError when the recorded one (another writer's, maybe recorded in a
+    race with this one) has other column names or types."""
+    body = record_schema(objects, schema)
+    current = recorded_schema(body)
+    assert current is not None
+    if not schemas_compatible(current, schema):
+        raise SchemaMismatchError(current, schema, "column names or types differ")
+    return body
 
 
 def effective_config(
-    root: str, config: StoreConfig, io: FileIO, descriptor: dict[str, Any], create: bool
+    root: str,
+    objects: ObjectStore,
+    config: StoreConfig,
+    descriptor: dict[str, Any],
+    create: bool,
 ) -> StoreConfig:
     """``config`` with the store's recorded policy and WAL root; an explicit option
     that contradicts either is refused (ARCHITECTURE.md §6.6)."""
-    policy = ensure_policy(root, io, config) if create else read_policy(root, io)
+    policy = ensure_policy(objects, config) if create else read_policy(objects)
     if policy is not None:
-        reconcile(root, policy, config)
+        reconcile(objects.url, policy, config)
     else:  # a store from before policies were recorded, opened read-only
         policy = policy_of(config)
     wal_path = config.wal.path

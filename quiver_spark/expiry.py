@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
+from functools import partial
 from typing import Any
 
 from .errors import CorruptionError
-from .fs import FileIO
+from .objects import ObjectStore
 from .seams import RetentionLedger
 from .subscribers import SubscriberRegistry, records
 
@@ -29,9 +29,9 @@ LIVE_NOTE_PERIOD_NS = 60 * 10**9
 class SubscriberExpiry:
     """Expiry decisions of one store handle, with the live notes it could not write."""
 
-    def __init__(self, root: str, io: FileIO) -> None:
+    def __init__(self, root: str, objects: ObjectStore) -> None:
         self.root = root
-        self.io = io
+        self.objects = objects
         # live notes a pass could not write (subscriber -> when seen live): expiry counts
         # from them and the next pass writes them (ARCHITECTURE.md §8.10)
         self._unwritten_live: dict[str, int] = {}
@@ -53,7 +53,7 @@ class SubscriberExpiry:
         # takes the same lock to check for a tombstone and register, so it either sees
         # the subscriber registered (and is then live: never expired) or expired.
         with reg.exclusive():
-            recs = records.list_records(self.root, self.io)
+            recs = records.list_records(self.objects)
             names = reg.subscribers()
             for gone in set(self._unwritten_live) - set(names):
                 del self._unwritten_live[gone]
@@ -61,7 +61,7 @@ class SubscriberExpiry:
                 rec = recs.get(name)
                 done = reg.done_count(name)
                 if rec is None:  # registered before records existed: its clock starts now
-                    records.create_record(self.root, self.io, name, now_ns, progress=done)
+                    records.create_record(self.objects, name, now_ns, progress=done)
                     continue
                 if records.is_live(self.root, name):
                     # idleness counts from when it was last live too (§8.10)
@@ -86,8 +86,7 @@ class SubscriberExpiry:
                     )
                     try:
                         records.write_record(
-                            self.root,
-                            self.io,
+                            self.objects,
                             dataclasses.replace(rec, progress=done, progress_ns=now_ns),
                         )
                     except OSError as e:  # kept: this pass's evidence counts until written
@@ -97,8 +96,7 @@ class SubscriberExpiry:
                 # the tombstone first: a crash between the two leaves a registered
                 # subscriber whose record says expired, which the next pass completes
                 records.write_record(
-                    self.root,
-                    self.io,
+                    self.objects,
                     dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
                 )
                 reg.deregister(name)
@@ -116,7 +114,7 @@ class SubscriberExpiry:
         """Write that ``name`` was live at ``when_ns``; a failure is kept in memory
         (expiry counts from it) and written by a later pass."""
         try:
-            records.note_live(self.root, self.io, name, when_ns, progress=done)
+            records.note_live(self.objects, name, when_ns, progress=done)
         except (OSError, CorruptionError) as e:  # advisory; the next pass notes it again
             log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
             self._unwritten_live[name] = max(when_ns, self._unwritten_live.get(name, 0))
@@ -131,17 +129,23 @@ class SubscriberExpiry:
         their done counts grew without any acknowledgement, so a record that was
         current before the drop is brought to the new count (§8.10). One that cannot
         be written makes the next idle check restart its clock: never an early expiry."""
-        if not os.path.isdir(records.records_dir(self.root)):
-            return
         for name in sorted(dropped):
-            rec = records.read_record_or_none(self.root, self.io, name)
-            if rec is None or rec.expired_ns is not None or name not in before:
+            if name not in before:
                 continue
-            if rec.progress != before[name]:  # already behind: the next idle check sees it
-                continue
-            try:
-                records.write_record(
-                    self.root, self.io, dataclasses.replace(rec, progress=reg.done_count(name))
+            try:  # conditional: an acknowledgement written meanwhile is kept
+                records.update_record(
+                    self.objects, name, partial(_after_drop, before[name], reg.done_count(name))
                 )
             except OSError as e:
                 log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+
+
+def _after_drop(
+    was: int, done: int, rec: records.SubscriptionRecord | None
+) -> records.SubscriptionRecord | None:
+    """A record current at ``was`` brought to ``done`` after a drop; None: left alone."""
+    if rec is None or rec.expired_ns is not None:
+        return None
+    if rec.progress != was:  # already behind: the next idle check sees it
+        return None
+    return dataclasses.replace(rec, progress=done)

@@ -33,6 +33,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.parser import text_string_to_metric_families
 
 from .fs import DEFAULT_IO, FileIO
+from .objects import ObjectStore
+from .objects.writes import put_advisory
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +269,21 @@ class Metrics:
         consumer's acknowledgement or a writer's finalize never waits on it."""
         io.write_advisory(path, self.to_prometheus(scopes, instance, partition).encode())
 
+    def write_prometheus_object(
+        self,
+        objects: ObjectStore,
+        key: str,
+        *,
+        scopes: Iterable[str] = (PROCESS, WRITER, STORE),
+        instance: str | None = None,
+        partition: str | None = None,
+    ) -> None:
+        """Write the exposition whole to the advisory object ``key`` of a store's root
+        (:func:`~quiver_spark.objects.writes.put_advisory`: on a POSIX root temp +
+        rename without fsync, elsewhere an unconditional put)."""
+        data = self.to_prometheus(scopes, instance, partition).encode()
+        put_advisory(objects, key, data)
+
     def restore_counters(self, path: str) -> int:
         """Continue this process's counters from a previous exposition at ``path`` (a
         restarted writer or consumer), so they stay monotonic; returns series restored.
@@ -283,6 +300,26 @@ class Metrics:
                 "quiver.metrics.unreadable path=%s error=%s; counters restart at 0", path, e
             )
             return 0
+        return self._restore(families)
+
+    def restore_counters_from(self, objects: ObjectStore, key: str) -> int:
+        """:meth:`restore_counters` from the object ``key`` of a store's root."""
+        shown = objects.display(key)
+        try:
+            got = objects.get(key)
+            if got is None:
+                return 0
+            families = parse_exposition(got.data)
+        except IsADirectoryError:
+            return 0
+        except (OSError, ValueError) as e:
+            log.warning(
+                "quiver.metrics.unreadable path=%s error=%s; counters restart at 0", shown, e
+            )
+            return 0
+        return self._restore(families)
+
+    def _restore(self, families: list[Metric]) -> int:
         by_prom = {prom_name(n).removesuffix("_total"): n for n in COUNTERS}
         restored = 0
         for fam in families:
@@ -303,6 +340,12 @@ def read_exposition(path: str) -> list[Metric]:
     not UTF-8 text in that format (a damaged advisory file)."""
     with open(path, "rb") as f:
         raw = f.read()
+    return parse_exposition(raw)
+
+
+def parse_exposition(raw: bytes) -> list[Metric]:
+    """The metric families of Prometheus text; ValueError, one line, when it is not
+    UTF-8 text in that format."""
     try:
         return list(text_string_to_metric_families(raw.decode("utf-8")))
     except UnicodeDecodeError as e:
@@ -311,5 +354,13 @@ def read_exposition(path: str) -> list[Metric]:
         raise ValueError(f"not the Prometheus text format: {type(e).__name__}: {e}") from e
 
 
+METRICS_DIR = "metrics"
+
+
 def metrics_dir(root: str) -> str:
-    return os.path.join(root, "metrics")
+    return os.path.join(root, METRICS_DIR)
+
+
+def metrics_key(instance: str) -> str:
+    """The object a process's exposition is written to (``metrics/<instance>.prom``)."""
+    return f"{METRICS_DIR}/{instance}.prom"

@@ -6,9 +6,11 @@ config or the CLI) and changes only explicitly (:func:`replace_policy`, ``quiver
 config PATH set``): a process whose explicit option contradicts it fails at start,
 naming the option, both values and how to change it (:func:`reconcile`).
 
-The file is a §6 frame replaced as a whole, guarded by ``generation``: a change names
-the generation it read and is refused if another change came first. That is the shape
-of a conditional replace on an object store, so the record can move there unchanged.
+The object ``POLICY`` (a §6 frame, on any root: ARCHITECTURE.md §12.2) is created if
+absent when recorded and then only replaced whole, conditional on the version read
+(``If-Match``), so of two changes made from one reading exactly one is written; a
+change may also name the ``generation`` it read and is then refused if another change
+came first.
 
 Damage never stops the store: while POLICY cannot be read (a failed checksum, or
 missing while its copy ``POLICY.copy`` exists) :func:`read_policy` returns
@@ -27,13 +29,15 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from . import format as fmt
 from . import option_table as o
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
 from .errors import ConfigError, CorruptionError, PolicyConflictError, QuiverError
-from .fs import FileIO, file_lock
+from .objects import ObjectExists, ObjectStore, PreconditionFailed, Stored
+from .objects.writes import retry_conflicts
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,8 @@ POLICY_FILE = fmt.POLICY_FILE
 POLICY_COPY_FILE = POLICY_FILE + ".copy"
 """The last policy written, written right after POLICY itself: what repair restores."""
 MAGIC_POLICY = fmt.MAGIC_POLICY
-STORE_LOCK = ".store.lock"
+WRITE_ATTEMPTS = 16
+"""How many times a change re-reads POLICY when another change keeps winning."""
 
 # option name -> RetentionConfig field, for the options a store's policy holds
 RETENTION_FIELDS: dict[str, str] = {
@@ -185,22 +190,29 @@ def _decode(path: str, raw: bytes) -> StorePolicy:
     return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
 
 
-def read_recorded(root: str, io: FileIO) -> StorePolicy | None:
+def _read(objects: ObjectStore) -> tuple[StorePolicy | None, Stored | None]:
+    """The recorded policy and the object it was read from (its version is what a
+    change is conditional on); (None, None) when none is recorded. CorruptionError
+    when POLICY fails verification, or is missing while its copy exists."""
+    got = objects.get(POLICY_FILE)
+    if got is None:
+        if objects.head(POLICY_COPY_FILE) is not None:
+            raise CorruptionError(
+                objects.display(POLICY_FILE),
+                0,
+                f"missing, though its copy {POLICY_COPY_FILE} exists",
+            )
+        return None, None
+    return _decode(objects.display(POLICY_FILE), got.data), got
+
+
+def read_recorded(objects: ObjectStore) -> StorePolicy | None:
     """The recorded policy, None when none is recorded; CorruptionError when POLICY
     fails verification, or is missing while its copy exists (it was recorded)."""
-    path = policy_path(root)
-    try:
-        raw = io.read_file(path)
-    except FileNotFoundError:
-        if os.path.exists(copy_path(root)):
-            raise CorruptionError(
-                path, 0, f"missing, though its copy {POLICY_COPY_FILE} exists"
-            ) from None
-        return None
-    return _decode(path, raw)
+    return _read(objects)[0]
 
 
-def read_policy(root: str, io: FileIO) -> StorePolicy | None:
+def read_policy(objects: ObjectStore) -> StorePolicy | None:
     """The recorded policy, or None when the store has none recorded yet.
 
     A POLICY that cannot be read gives :data:`CONSERVATIVE` with ``damaged`` saying
@@ -209,12 +221,16 @@ def read_policy(root: str, io: FileIO) -> StorePolicy | None:
     the next read (every retention pass) tries again.
     """
     try:
-        return read_recorded(root, io)
+        return read_recorded(objects)
     except (CorruptionError, OSError) as e:  # EIO too: retried by the next read
-        why = str(e) if isinstance(e, CorruptionError) else f"cannot read {policy_path(root)}: {e}"
+        why = (
+            str(e)
+            if isinstance(e, CorruptionError)
+            else f"cannot read {objects.display(POLICY_FILE)}: {e}"
+        )
         if why not in _warned:
             _warned.add(why)
-            log.warning("quiver.policy.damaged %s", damage_warning(root, why))
+            log.warning("quiver.policy.damaged %s", damage_warning(objects.url, why))
         return dataclasses.replace(CONSERVATIVE, damaged=why)
 
 
@@ -238,30 +254,63 @@ def policy_of(config: StoreConfig) -> StorePolicy:
     )
 
 
-def _write(root: str, io: FileIO, policy: StorePolicy) -> None:
-    """POLICY, then the same bytes to its copy. The copy is what repair restores; a
-    failure to write it leaves the change made (logged, and named by quiver fsck)."""
+def _write(objects: ObjectStore, policy: StorePolicy, read: Stored | None) -> None:
+    """POLICY, conditional on the object ``read`` (None: created if absent), then the
+    same bytes to its copy. VersionMismatch / ObjectExists when another change came
+    first (nothing written). The copy is what repair restores; a failure to write it
+    leaves the change made (logged, and named by quiver fsck)."""
     data = fmt.encode_frame(MAGIC_POLICY, policy.to_body())
-    io.atomic_write(policy_path(root), data)
+    if read is None:
+        retry_conflicts(lambda: objects.create(POLICY_FILE, data))
+    else:
+        retry_conflicts(lambda: objects.replace(POLICY_FILE, data, version=read.version))
     try:
-        io.atomic_write(copy_path(root), data)
+        _write_copy(objects, data, policy.generation)
     except OSError as e:
-        log.warning("quiver.policy.copy_unwritten %s: %s", copy_path(root), e)
+        log.warning("quiver.policy.copy_unwritten %s: %s", objects.display(POLICY_COPY_FILE), e)
 
 
-def ensure_policy(root: str, io: FileIO, config: StoreConfig) -> StorePolicy:
+def _write_copy(objects: ObjectStore, data: bytes, generation: int | None) -> None:
+    """Make POLICY.copy hold ``data`` unless it already holds a later generation
+    (``generation`` None: whatever it holds). Conditional on the version read, so
+    two changers racing never leave it behind the later one's POLICY."""
+    for _ in range(WRITE_ATTEMPTS):
+        got = objects.get(POLICY_COPY_FILE)
+        if got is not None:
+            if got.data == data:
+                return
+            if generation is not None:
+                try:
+                    if _decode(objects.display(POLICY_COPY_FILE), got.data).generation > generation:
+                        return
+                except CorruptionError:
+                    pass  # a damaged copy is rewritten
+        try:
+            if got is None:
+                retry_conflicts(lambda: objects.create(POLICY_COPY_FILE, data))
+            else:
+                retry_conflicts(
+                    partial(objects.replace, POLICY_COPY_FILE, data, version=got.version)
+                )
+            return
+        except PreconditionFailed:
+            continue  # another changer wrote it meanwhile: compare again
+    raise OSError(f"{objects.display(POLICY_COPY_FILE)} kept changing under the write")
+
+
+def ensure_policy(objects: ObjectStore, config: StoreConfig) -> StorePolicy:
     """The store's policy, recording ``config``'s as generation 1 if none is recorded
-    (a new store, or one created before policies were recorded)."""
-    current = read_policy(root, io)
+    (a new store, or one created before policies were recorded): created if absent, so
+    of two first openers exactly one records it and the other reads that one."""
+    current = read_policy(objects)
     if current is not None:
         return current
-    with file_lock(os.path.join(root, STORE_LOCK)):
-        current = read_policy(root, io)
-        if current is not None:
-            return current
-        first = dataclasses.replace(policy_of(config), generation=1, updated_ns=time.time_ns())
-        _write(root, io, first)
-        return first
+    first = dataclasses.replace(policy_of(config), generation=1, updated_ns=time.time_ns())
+    try:
+        _write(objects, first, None)
+    except ObjectExists:  # recorded by another opener meanwhile
+        return read_policy(objects) or first
+    return first
 
 
 def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
@@ -288,28 +337,31 @@ def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
 
 
 def replace_policy(
-    root: str,
-    io: FileIO,
+    objects: ObjectStore,
     changes: Mapping[str, Any],
     *,
     expected_generation: int | None = None,
 ) -> StorePolicy:
     """Change the recorded policy; ``changes`` maps option names to parsed values.
 
-    With ``expected_generation`` the change is refused if the policy moved on since
-    it was read (a conditional replace). Returns the new policy.
+    The write is conditional on the version read. With ``expected_generation`` the
+    change is refused if the policy moved on since the caller read it, or if another
+    change wins the race to replace it; without, a change that loses the race is
+    applied again on top of the winner's. Returns the new policy.
     """
     _check_options(changes)
-    with file_lock(os.path.join(root, STORE_LOCK)):
+    root = objects.url
+    for _ in range(WRITE_ATTEMPTS):
         # a store from before policies were recorded starts from the defaults
         try:
-            current = read_recorded(root, io) or StorePolicy()
+            recorded, read = _read(objects)
         except CorruptionError as e:
             raise CorruptionError(
                 e.path,
                 e.offset,
                 f"cannot change a damaged policy (repair it with: {repair_hint(root)}): {e.reason}",
             ) from e
+        current = recorded or StorePolicy()
         if expected_generation is not None and current.generation != expected_generation:
             raise PolicyConflictError(
                 "generation",
@@ -318,8 +370,16 @@ def replace_policy(
                 "since it was read; read it again and retry",
             )
         new = _changed(current, current.generation + 1, changes)
-        _write(root, io, new)
+        try:
+            _write(objects, new, read)
+        except PreconditionFailed:
+            continue  # another change came first: read again (and refuse, if expected)
         return new
+    raise PolicyConflictError(
+        "policy",
+        ", ".join(sorted(changes)),
+        f"a policy that stops changing under the write ({WRITE_ATTEMPTS} attempts); retry",
+    )
 
 
 def _check_options(changes: Mapping[str, Any]) -> None:
@@ -340,7 +400,7 @@ def _changed(base: StorePolicy, generation: int, changes: Mapping[str, Any]) -> 
 
 
 def repair_policy(
-    root: str, io: FileIO, changes: Mapping[str, Any], *, from_last_good: bool = False
+    objects: ObjectStore, changes: Mapping[str, Any], *, from_last_good: bool = False
 ) -> tuple[StorePolicy, str]:
     """Rewrite a POLICY that cannot be read, or its copy (``quiver config PATH repair``).
 
@@ -349,63 +409,76 @@ def repair_policy(
     gets the copy's generation + 1 (or 1 when the copy is unreadable), and is written
     with its copy. A POLICY that reads fine and whose copy is damaged, missing or
     stale gets its copy rewritten (no ``changes`` then). Returns the policy and the
-    file rewritten. Nothing to repair, or ``changes`` for a readable POLICY, is a
-    QuiverError naming ``set``; a copy that cannot be read when ``from_last_good``
-    is asked is a CorruptionError naming it.
+    object rewritten (as messages show it). Nothing to repair, or ``changes`` for a
+    readable POLICY, is a QuiverError naming ``set``; a copy that cannot be read when
+    ``from_last_good`` is asked is a CorruptionError naming it. The rewrite is
+    conditional on the damaged object read: a concurrent repair or change makes this
+    one look again.
     """
     _check_options(changes)
-    with file_lock(os.path.join(root, STORE_LOCK)):
+    for _ in range(WRITE_ATTEMPTS):
         try:
-            current = read_recorded(root, io)
-        except CorruptionError:
-            pass
-        else:
-            if current is not None and not changes:
-                raw = io.read_file(policy_path(root))
-                try:
-                    copied = io.read_file(copy_path(root))
-                except FileNotFoundError:
-                    copied = None
-                if copied != raw:
-                    io.atomic_write(copy_path(root), raw)
-                    log.warning("quiver.policy.copy_repaired %s", copy_path(root))
-                    return current, copy_path(root)
-            state = f"generation {current.generation}" if current else "none recorded yet"
-            raise QuiverError(
-                f"{policy_path(root)} reads fine ({state}) and so does its copy: nothing to "
-                f"repair; change the policy with: quiver config {root} set KEY=VALUE ..."
-                if current is not None and not changes
-                else f"{policy_path(root)} reads fine ({state}): repair rewrites a damaged "
-                f"one only; change it with: quiver config {root} set KEY=VALUE ..."
+            return _repair_once(objects, changes, from_last_good)
+        except PreconditionFailed:
+            continue
+    raise QuiverError(
+        f"{objects.display(POLICY_FILE)} kept changing during the repair; run it again"
+    )
+
+
+def _repair_once(
+    objects: ObjectStore, changes: Mapping[str, Any], from_last_good: bool
+) -> tuple[StorePolicy, str]:
+    root = objects.url
+    shown, shown_copy = objects.display(POLICY_FILE), objects.display(POLICY_COPY_FILE)
+    try:
+        current, read = _read(objects)
+    except CorruptionError:
+        pass
+    else:
+        if current is not None and read is not None and not changes:
+            copied = objects.get(POLICY_COPY_FILE)
+            if copied is None or copied.data != read.data:
+                _write_copy(objects, read.data, None)
+                log.warning("quiver.policy.copy_repaired %s", shown_copy)
+                return current, shown_copy
+        state = f"generation {current.generation}" if current else "none recorded yet"
+        raise QuiverError(
+            f"{shown} reads fine ({state}) and so does its copy: nothing to "
+            f"repair; change the policy with: quiver config {root} set KEY=VALUE ..."
+            if current is not None and not changes
+            else f"{shown} reads fine ({state}): repair rewrites a damaged "
+            f"one only; change it with: quiver config {root} set KEY=VALUE ..."
+        )
+    if not from_last_good and not changes:
+        raise QuiverError(
+            f"{shown} is damaged: repair it with --from-last-good (its copy) "
+            "or KEY=VALUE ... (every value, from the defaults)"
+        )
+    damaged = objects.get(POLICY_FILE)  # the version the rewrite is conditional on
+    copied = objects.get(POLICY_COPY_FILE)
+    last: StorePolicy | None = None
+    if copied is None:
+        if from_last_good:
+            raise CorruptionError(
+                shown_copy, 0, f"no last good policy to repair from ({_explicit(root)}): missing"
             )
-        if not from_last_good and not changes:
-            raise QuiverError(
-                f"{policy_path(root)} is damaged: repair it with --from-last-good (its copy) "
-                "or KEY=VALUE ... (every value, from the defaults)"
-            )
-        cpath = copy_path(root)
+    else:
         try:
-            last: StorePolicy | None = _decode(cpath, io.read_file(cpath))
-        except FileNotFoundError:
-            last = None
-            if from_last_good:
-                raise CorruptionError(
-                    cpath, 0, f"no last good policy to repair from ({_explicit(root)}): missing"
-                ) from None
+            last = _decode(shown_copy, copied.data)
         except CorruptionError as e:
-            last = None
             if from_last_good:
                 raise CorruptionError(
                     e.path,
                     e.offset,
                     f"no last good policy to repair from ({_explicit(root)}): {e.reason}",
                 ) from e
-        base = last if (from_last_good and last is not None) else StorePolicy()
-        new = _changed(base, (last.generation if last else 0) + 1, changes)
-        _write(root, io, new)
-        _warned.clear()
-        log.warning("quiver.policy.repaired %s generation=%d", policy_path(root), new.generation)
-        return new, policy_path(root)
+    base = last if (from_last_good and last is not None) else StorePolicy()
+    new = _changed(base, (last.generation if last else 0) + 1, changes)
+    _write(objects, new, damaged)
+    _warned.clear()
+    log.warning("quiver.policy.repaired %s generation=%d", shown, new.generation)
+    return new, shown
 
 
 def _explicit(root: str) -> str:

@@ -31,10 +31,10 @@ from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .descriptor import (
     effective_config,
+    ensure_schema,
     load_or_create_descriptor,
     location_key,
     read_descriptor,
-    record_schema,
     schemas_compatible,
 )
 from .errors import (
@@ -48,7 +48,8 @@ from .errors import (
 from .expiry import SubscriberExpiry
 from .fs import DEFAULT_IO, FileIO, partition_locked
 from .gauges import observe
-from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_dir
+from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_key
+from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport
 from .policy import (
     StorePolicy,
@@ -93,7 +94,7 @@ class QuiverStore:
         self.segments_url = seg_url
         self.segment_location = SegmentLocation(seg_url, io=io, storage_options=storage_options)
         self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
-        self.commits = CommitLog(root, io)
+        self.commits = CommitLog(LocalObjects(root, io))
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
         self.metrics = Metrics()
@@ -106,7 +107,7 @@ class QuiverStore:
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
-        self._expiry = SubscriberExpiry(root, io)
+        self._expiry = SubscriberExpiry(root, LocalObjects(root, io))
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -138,8 +139,9 @@ class QuiverStore:
         """
         config = config or StoreConfig()
         root = os.path.abspath(path)
-        descriptor = load_or_create_descriptor(root, config, io, create)
-        config = effective_config(root, config, io, descriptor, create)
+        objects = LocalObjects(root, io)
+        descriptor = load_or_create_descriptor(objects, config, create)
+        config = effective_config(root, objects, config, descriptor, create)
         store = cls(root, config, io, descriptor, storage_options)
         if partition is not None:
             store.writer = store._partition_writer(partition)
@@ -150,14 +152,16 @@ class QuiverStore:
     @property
     def policy(self) -> StorePolicy:
         """The store's recorded policy (read again on every call)."""
-        return read_policy(self.root, self.io) or policy_of(self.config)
+        return read_policy(LocalObjects(self.root, self.io)) or policy_of(self.config)
 
     def set_policy(
         self, changes: dict[str, Any], *, expected_generation: int | None = None
     ) -> StorePolicy:
         """Change the store's recorded policy (``changes``: option name -> parsed value);
         this handle applies it at once, other processes at their next retention pass."""
-        new = replace_policy(self.root, self.io, changes, expected_generation=expected_generation)
+        new = replace_policy(
+            LocalObjects(self.root, self.io), changes, expected_generation=expected_generation
+        )
         self._apply_policy(new)
         return new
 
@@ -188,13 +192,13 @@ class QuiverStore:
         return pa.ipc.read_schema(pa.py_buffer(raw)) if raw is not None else None
 
     def _reload_descriptor(self) -> None:
-        self._descriptor = read_descriptor(self.root, self.io)
+        self._descriptor = read_descriptor(LocalObjects(self.root, self.io))
 
     def ensure_schema(self, schema: pa.Schema) -> pa.Schema:
         """Record ``schema`` as the store's if it has none; raise if incompatible."""
         current = self.schema()
         if current is None:
-            self._descriptor = record_schema(self.root, self.io, schema)
+            self._descriptor = ensure_schema(LocalObjects(self.root, self.io), schema)
             current = self.schema()
             assert current is not None
         if not schemas_compatible(current, schema):
@@ -346,7 +350,7 @@ class QuiverStore:
         nothing (no registry is created either).
         """
         with self._retention_lock:
-            recorded = read_policy(self.root, self.io)
+            recorded = read_policy(LocalObjects(self.root, self.io))
             if recorded is not None:  # a change made elsewhere applies from this pass on
                 self._apply_policy(recorded)
             r = self.config.retention
@@ -396,10 +400,9 @@ class QuiverStore:
         """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
         last read) does not register: the ack log lost their registration, so
         retention keeps their data until an operator adds or removes them."""
-        if registry is None and not os.path.isdir(records.records_dir(self.root)):
-            return []
         return records.unregistered(
-            self.root, self.io, registry.subscribers() if registry is not None else []
+            LocalObjects(self.root, self.io),
+            registry.subscribers() if registry is not None else [],
         )
 
     def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
@@ -428,16 +431,14 @@ class QuiverStore:
     ) -> str:
         """Write ``<root>/metrics/<instance>.prom``: this process's series, each labelled
         ``instance``; counters continue from the file's previous values on first use."""
-        directory = metrics_dir(self.root)
-        path = os.path.join(directory, f"{instance}.prom")
+        objects, key = LocalObjects(self.root, self.io), metrics_key(instance)
         if instance not in self._restored:
             self._restored.add(instance)
-            self.metrics.restore_counters(path)
-        self.io.mkdir(directory)
-        self.metrics.write_prometheus_textfile(
-            path, self.io, scopes=scopes, instance=instance, partition=partition
+            self.metrics.restore_counters_from(objects, key)
+        self.metrics.write_prometheus_object(
+            objects, key, scopes=scopes, instance=instance, partition=partition
         )
-        return path
+        return objects.display(key)
 
     def maintain(self) -> dict[str, Any]:
         """The maintenance tick: finalize an idle open segment, then apply retention (also

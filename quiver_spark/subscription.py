@@ -40,6 +40,7 @@ from .errors import (
     UnknownSegmentError,
 )
 from .metrics import SOURCE_ACKED, Metrics
+from .objects.local import LocalObjects
 from .planning import UNLIMITED, Caps, SegmentPlanner
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
@@ -267,8 +268,7 @@ class Subscription:
             if not known:
                 try:
                     records.create_record(
-                        self.store.root,
-                        self.store.io,
+                        LocalObjects(self.store.root, self.store.io),
                         self.name,
                         progress=self.registry.done_count(self.name),
                     )
@@ -384,7 +384,7 @@ class Subscription:
 
     def _refuse_if_expired(self) -> None:
         try:
-            rec = records.read_record(self.store.root, self.store.io, self.name)
+            rec = records.read_record(LocalObjects(self.store.root, self.store.io), self.name)
         except CorruptionError as e:
             raise SubscriberError(
                 f"subscriber {self.name!r} is not registered and its record is damaged "
@@ -456,8 +456,7 @@ class Subscription:
                 st.last_touch = now
                 try:  # advisory: a record that cannot be updated never fails an ack
                     records.touch(
-                        self.store.root,
-                        self.store.io,
+                        LocalObjects(self.store.root, self.store.io),
                         self.name,
                         progress=self.registry.done_count(self.name),
                     )
@@ -540,7 +539,9 @@ class Subscription:
                     if self.name in self.registry.subscribers()
                     else None
                 )
-                records.note_live(self.store.root, self.store.io, self.name, progress=done)
+                records.note_live(
+                    LocalObjects(self.store.root, self.store.io), self.name, progress=done
+                )
             except (OSError, CorruptionError) as e:  # advisory: never fails a close
                 log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         try:

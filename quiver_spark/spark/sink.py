@@ -43,6 +43,7 @@ from ..errors import (
     StoreClosedError,
     WalFailedError,
 )
+from ..objects.local import LocalObjects
 from ..store import QuiverStore
 from . import slots
 from .options import as_given, validate_sink_options
@@ -212,7 +213,7 @@ class _QuiverWriterBase:
             return False
         app = apps.pop()
         rows = sum(m.rows for m in msgs)
-        commits = CommitLog(self.root)
+        commits = CommitLog(LocalObjects(self.root))
         fresh = commits.commit(app, version, winners, rows)
         if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
             raise QuiverError(
@@ -347,6 +348,6 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
         """Decide the job with no winners: its uuid is never reused, so nothing can rerun."""
         self._abort(messages, 0)
         try:
-            CommitLog(self.root).commit(self.app, 0, [], 0)
+            CommitLog(LocalObjects(self.root)).commit(self.app, 0, [], 0)
         except (QuiverError, OSError) as e:  # best effort: status reports the pending txns
             log.warning("quiver.sink.abort_discard_failed app=%s error=%r", self.app, e)

@@ -11,12 +11,13 @@ record adds what an operator needs to see an idle subscriber pinning bytes, and 
 tombstone that makes a later query under an expired name fail clearly instead of
 silently starting over.
 
-Each record is written by one party at a time: created exclusively at registration,
-replaced by the subscriber's live consumer (which holds the subscriber's lock) or by
-a retention pass (under the ack log's exclusive lock) that expires it or notes it live.
-Both only ever move a time forward, so a lost update between the two leaves a time
-no older than the other party's. On an object
-store the same body maps to a create-if-absent and a conditional replace.
+Each record is an object under ``subscribers/records/`` on any root (ARCHITECTURE.md
+§12.2): created if absent at registration, then updated by the subscriber's live
+consumer (which holds the subscriber's lock) or by a retention pass (under the ack
+log's exclusive lock) that notes it live, each update a replace conditional on the
+version read, applied again to what the other party wrote when it came first; so
+neither party's time is lost. An expiry tombstone or a registration started over is
+written whole (``put``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .. import format as fmt
 from ..config import validate_name
 from ..errors import CorruptionError
-from ..fs import FileIO
+from ..objects import ObjectExists, ObjectStore, PreconditionFailed
+from ..objects.writes import retry_conflicts
 from .live import is_live as is_live  # where the status and expiry code look for it
 
 log = logging.getLogger(__name__)
@@ -108,38 +112,53 @@ def records_dir(root: str) -> str:
     return os.path.join(root, fmt.SUBSCRIBERS_DIR, RECORDS_DIR)
 
 
+RECORDS_PREFIX = f"{fmt.SUBSCRIBERS_DIR}/{RECORDS_DIR}/"
+UPDATE_ATTEMPTS = 16
+"""How many times an update re-reads a record that another party keeps replacing."""
+
+
+def record_key(name: str) -> str:
+    return RECORDS_PREFIX + validate_name("subscriber", name) + RECORD_SUFFIX
+
+
 def record_path(root: str, name: str) -> str:
     return os.path.join(records_dir(root), validate_name("subscriber", name) + RECORD_SUFFIX)
 
 
-def read_record(root: str, io: FileIO, name: str) -> SubscriptionRecord | None:
-    path = record_path(root, name)
-    try:
-        raw = io.read_file(path)
-    except FileNotFoundError:
-        return None
+def _encode(rec: SubscriptionRecord) -> bytes:
+    return fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
+
+
+def _decode(objects: ObjectStore, name: str, raw: bytes) -> SubscriptionRecord:
+    path = objects.display(record_key(name))
     return SubscriptionRecord.from_body(path, fmt.decode_frame(path, MAGIC_SUBSCRIPTION, raw))
 
 
-def read_record_or_none(root: str, io: FileIO, name: str) -> SubscriptionRecord | None:
+def read_record(objects: ObjectStore, name: str) -> SubscriptionRecord | None:
+    got = objects.get(record_key(name))
+    return None if got is None else _decode(objects, name, got.data)
+
+
+def read_record_or_none(objects: ObjectStore, name: str) -> SubscriptionRecord | None:
     """:func:`read_record`, with a damaged record logged and treated as absent (the
     views that show records must not fail on one of them)."""
     try:
-        return read_record(root, io, name)
+        return read_record(objects, name)
     except CorruptionError as e:
         log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
         return None
 
 
-def list_records(root: str, io: FileIO) -> dict[str, SubscriptionRecord]:
+def list_records(objects: ObjectStore) -> dict[str, SubscriptionRecord]:
     """Every readable record by name (a damaged one is skipped: records are advisory
     for everything but expiry, which then simply does not happen for that name)."""
     out: dict[str, SubscriptionRecord] = {}
-    for entry in io.listdir(records_dir(root)):
-        if not entry.endswith(RECORD_SUFFIX):
+    for info in objects.list(RECORDS_PREFIX):
+        entry = info.key[len(RECORDS_PREFIX) :]
+        if "/" in entry or not entry.endswith(RECORD_SUFFIX):
             continue
         try:
-            rec = read_record(root, io, entry[: -len(RECORD_SUFFIX)])
+            rec = read_record(objects, entry[: -len(RECORD_SUFFIX)])
         except (CorruptionError, ValueError):
             continue
         if rec is not None:
@@ -148,26 +167,61 @@ def list_records(root: str, io: FileIO) -> dict[str, SubscriptionRecord]:
 
 
 def create_record(
-    root: str, io: FileIO, name: str, now_ns: int | None = None, *, progress: int | None = None
+    objects: ObjectStore, name: str, now_ns: int | None = None, *, progress: int | None = None
 ) -> bool:
-    """Record a new registration (``progress``: its done count in the ack log now);
-    False if a record exists (it is left as it is)."""
-    io.mkdir(records_dir(root))
+    """Record a new registration (``progress``: its done count in the ack log now),
+    created if absent; False if a record exists (it is left as it is)."""
     rec = SubscriptionRecord(name, time.time_ns() if now_ns is None else now_ns, progress=progress)
-    body = fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
-    return io.create_exclusive(record_path(root, name), body)
+    data = _encode(rec)
+    try:
+        retry_conflicts(lambda: objects.create(record_key(name), data))
+    except ObjectExists:
+        return False
+    return True
 
 
-def write_record(root: str, io: FileIO, rec: SubscriptionRecord) -> None:
-    io.mkdir(records_dir(root))
-    io.atomic_write(
-        record_path(root, rec.name), fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
-    )
+def write_record(objects: ObjectStore, rec: SubscriptionRecord) -> None:
+    """Write ``rec`` whole, whatever the record holds (a registration started over, an
+    expiry tombstone written under the ack log's exclusive lock)."""
+    data = _encode(rec)
+    retry_conflicts(lambda: objects.put(record_key(rec.name), data))
+
+
+def update_record(
+    objects: ObjectStore,
+    name: str,
+    change: Callable[[SubscriptionRecord | None], SubscriptionRecord | None],
+) -> SubscriptionRecord | None:
+    """Read ``name``'s record (None: missing or damaged, logged), apply ``change`` and
+    write the result conditional on the version read (a missing record: created if
+    absent); when another party wrote first, read again and apply again. ``change``
+    returning None writes nothing. Returns what was written (or None)."""
+    key = record_key(name)
+    for _ in range(UPDATE_ATTEMPTS):
+        got = objects.get(key)
+        rec: SubscriptionRecord | None = None
+        if got is not None:
+            try:
+                rec = _decode(objects, name, got.data)
+            except CorruptionError as e:
+                log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
+        new = change(rec)
+        if new is None:
+            return None
+        data = _encode(new)
+        try:
+            if got is None:
+                retry_conflicts(partial(objects.create, key, data))
+            else:
+                retry_conflicts(partial(objects.replace, key, data, version=got.version))
+        except PreconditionFailed:
+            continue  # written by the other party meanwhile: apply to what it wrote
+        return new
+    raise OSError(f"{objects.display(key)} kept changing under the write; the next update retries")
 
 
 def touch(
-    root: str,
-    io: FileIO,
+    objects: ObjectStore,
     name: str,
     now_ns: int | None = None,
     *,
@@ -177,17 +231,21 @@ def touch(
     ack log after it (a damaged record is replaced: the consumer is registered and
     acknowledging, which is what it says)."""
     now = time.time_ns() if now_ns is None else now_ns
-    rec = read_record_or_none(root, io, name) or SubscriptionRecord(name, now)
-    rec = dataclasses.replace(rec, last_ack_ns=now)
-    if progress is not None:
-        rec = dataclasses.replace(rec, progress=progress)
-    write_record(root, io, rec)
-    return rec
+
+    def change(rec: SubscriptionRecord | None) -> SubscriptionRecord:
+        rec = rec or SubscriptionRecord(name, now)
+        rec = dataclasses.replace(rec, last_ack_ns=now)
+        if progress is not None:
+            rec = dataclasses.replace(rec, progress=progress)
+        return rec
+
+    written = update_record(objects, name, change)
+    assert written is not None
+    return written
 
 
 def note_live(
-    root: str,
-    io: FileIO,
+    objects: ObjectStore,
     name: str,
     now_ns: int | None = None,
     *,
@@ -198,27 +256,29 @@ def note_live(
     when given. Only an existing, unexpired record is updated (a name never registered
     gets no record); None when nothing was written."""
     now = time.time_ns() if now_ns is None else now_ns
-    rec = read_record_or_none(root, io, name)
-    if rec is None or rec.expired_ns is not None or (rec.last_live_ns or 0) >= now:
-        return None
-    rec = dataclasses.replace(rec, last_live_ns=now)
-    if progress is not None:
-        rec = dataclasses.replace(rec, progress=progress)
-    write_record(root, io, rec)
-    return rec
+
+    def change(rec: SubscriptionRecord | None) -> SubscriptionRecord | None:
+        if rec is None or rec.expired_ns is not None or (rec.last_live_ns or 0) >= now:
+            return None
+        rec = dataclasses.replace(rec, last_live_ns=now)
+        if progress is not None:
+            rec = dataclasses.replace(rec, progress=progress)
+        return rec
+
+    return update_record(objects, name, change)
 
 
-def remove_record(root: str, io: FileIO, name: str) -> None:
-    path = record_path(root, name)
-    if io.exists(path):
-        io.durable_unlink([path])
+def remove_record(objects: ObjectStore, name: str) -> None:
+    key = record_key(name)
+    if objects.head(key) is not None:
+        objects.delete(key)
 
 
-def unregistered(root: str, io: FileIO, registered: set[str] | list[str]) -> list[str]:
+def unregistered(objects: ObjectStore, registered: set[str] | list[str]) -> list[str]:
     """Names with an unexpired record that ``registered`` (the ack log's subscribers)
     lacks: the ack log lost their registration (§8.10), so retention keeps their data."""
     known = set(registered)
-    recs = list_records(root, io)
+    recs = list_records(objects)
     return sorted(n for n, rec in recs.items() if rec.expired_ns is None and n not in known)
 
 

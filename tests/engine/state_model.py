@@ -1713,9 +1713,10 @@ class StoreHarness:
             if self._fired():
                 raise Crashed("reopen registry") from e
             raise
+        from quiver_spark.objects.local import LocalObjects
         from quiver_spark.subscribers import records
 
-        kept = set(records.unregistered(self.root, reg.io, reg.subscribers()))
+        kept = set(records.unregistered(LocalObjects(self.root, reg.io), reg.subscribers()))
         for s in list(self.subs):
             if s not in reg.subscribers():
                 if s not in kept:  # its record is gone too: nothing witnesses it any more

@@ -23,6 +23,7 @@ from quiver_spark import QuiverStore
 from quiver_spark.config import SizeCapPolicy
 from quiver_spark.errors import CorruptionError, QuiverError
 from quiver_spark.fs import DEFAULT_IO
+from quiver_spark.objects.local import LocalObjects
 from quiver_spark.options import store_config_from_options
 from quiver_spark.policy import (
     POLICY_COPY_FILE,
@@ -77,7 +78,7 @@ def test_a_damaged_policy_reads_as_the_most_conservative_policy_naming_the_file(
     fill(tmp_path, 1)
     make_strict(tmp_path)
     path = damage(tmp_path)
-    policy = read_policy(str(tmp_path), DEFAULT_IO)
+    policy = read_policy(LocalObjects(str(tmp_path)))
     assert policy is not None and policy.damaged is not None
     assert str(path) in policy.damaged and "crc mismatch" in policy.damaged
     with opened(tmp_path) as s:
@@ -197,11 +198,11 @@ def test_repair_from_the_last_good_copy_restores_the_policy_as_a_new_generation(
     with opened(tmp_path) as s:
         s.set_policy({"retention.max_age": 3.0})  # generation 3
     damage(tmp_path)
-    new, repaired = repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
+    new, repaired = repair_policy(LocalObjects(str(tmp_path)), {}, from_last_good=True)
     assert repaired == str(tmp_path / POLICY_FILE)
     assert new.generation == 4 and new.damaged is None
     assert new.max_age_hours == 3.0 and new.expire_after_s == 60.0
-    again = read_policy(str(tmp_path), DEFAULT_IO)
+    again = read_policy(LocalObjects(str(tmp_path)))
     assert again == new
     assert (tmp_path / POLICY_COPY_FILE).read_bytes() == (tmp_path / POLICY_FILE).read_bytes()
 
@@ -212,18 +213,18 @@ def test_repair_from_explicit_values_starts_from_the_defaults(tmp_path: Path) ->
     damage(tmp_path)
     flip_byte(tmp_path / POLICY_COPY_FILE, 20)  # the copy too: only explicit values remain
     with pytest.raises(CorruptionError, match=r"POLICY\.copy"):
-        repair_policy(str(tmp_path), DEFAULT_IO, {}, from_last_good=True)
-    new, _ = repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
+        repair_policy(LocalObjects(str(tmp_path)), {}, from_last_good=True)
+    new, _ = repair_policy(LocalObjects(str(tmp_path)), {"retention.max_age": 5.0})
     assert new.max_age_hours == 5.0
     assert new.size_cap_bytes is None and new.expire_after_s is None
-    assert read_policy(str(tmp_path), DEFAULT_IO) == new
+    assert read_policy(LocalObjects(str(tmp_path))) == new
 
 
 def test_repair_of_a_readable_policy_is_refused_naming_set(tmp_path: Path) -> None:
     fill(tmp_path, 1)
     make_strict(tmp_path)
     with pytest.raises(QuiverError, match=r"reads fine \(generation 2\).*set KEY=VALUE"):
-        repair_policy(str(tmp_path), DEFAULT_IO, {"retention.max_age": 5.0})
+        repair_policy(LocalObjects(str(tmp_path)), {"retention.max_age": 5.0})
 
 
 def test_repair_of_a_readable_policy_rewrites_a_damaged_or_missing_copy(tmp_path: Path) -> None:
@@ -232,11 +233,11 @@ def test_repair_of_a_readable_policy_rewrites_a_damaged_or_missing_copy(tmp_path
     copy = tmp_path / POLICY_COPY_FILE
     for spoil in (lambda: flip_byte(copy, 20), copy.unlink):
         spoil()
-        policy, repaired = repair_policy(str(tmp_path), DEFAULT_IO, {})
+        policy, repaired = repair_policy(LocalObjects(str(tmp_path)), {})
         assert (policy.generation, repaired) == (2, str(copy))
         assert copy.read_bytes() == (tmp_path / POLICY_FILE).read_bytes()
     with pytest.raises(QuiverError, match="and so does its copy: nothing to repair"):
-        repair_policy(str(tmp_path), DEFAULT_IO, {})
+        repair_policy(LocalObjects(str(tmp_path)), {})
 
 
 def test_an_error_reading_the_policy_never_fails_an_acknowledgement(

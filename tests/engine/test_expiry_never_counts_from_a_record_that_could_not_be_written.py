@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark import format as fmt
 from quiver_spark.cli import cli
+from quiver_spark.objects.local import LocalObjects
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
 from tests.faults import FaultyIO
@@ -41,7 +42,7 @@ def test_a_consumer_that_acked_and_stopped_on_a_full_disk_is_not_expired_right_a
             writer.append(pa.record_batch({"k": pa.array([1, 2, 3], pa.int64())}))
             writer.finalize()
     # registered two hours ago; its record has not been rewritten since
-    records.create_record(root, FaultyIO(), "c", time.time_ns() - 2 * HOUR_NS)
+    records.create_record(LocalObjects(root, FaultyIO()), "c", time.time_ns() - 2 * HOUR_NS)
     io = FaultyIO()
     store = QuiverStore.open(root, partition=None, create=False, io=io, background=False)
     full = io.fail("write", 1, errno.ENOSPC, sticky=True, path_contains=".sub")
@@ -95,7 +96,7 @@ def test_a_new_process_finds_acknowledgements_its_record_missed_and_restarts_the
     now = time.time_ns()
     with _handle(root) as fresh:  # nothing in memory of the failed writes
         assert fresh.run_retention(now_ns=now + 2 * HOUR_NS).expired == []
-        rec = records.read_record(root, fresh.io, "c")
+        rec = records.read_record(LocalObjects(root, fresh.io), "c")
         assert rec is not None and rec.progress_ns == now + 2 * HOUR_NS
         assert rec.last_active_ns == now + 2 * HOUR_NS
         assert fresh.run_retention(now_ns=now + 2 * HOUR_NS + HOUR_NS // 2).expired == []
@@ -110,10 +111,10 @@ def test_quiver_gc_after_space_returns_does_not_expire_a_consumer_that_acked_on_
     _written(root)
     _ack_everything_on_a_full_disk(root)
     with _handle(root) as s:  # its last successful record write, two hours ago
-        rec = records.read_record(root, s.io, "c")
+        rec = records.read_record(LocalObjects(root, s.io), "c")
         assert rec is not None
         old = time.time_ns() - 2 * HOUR_NS
-        records.write_record(root, s.io, dataclasses.replace(rec, created_ns=old))
+        records.write_record(LocalObjects(root, s.io), dataclasses.replace(rec, created_ns=old))
     gc = subprocess.run(
         [sys.executable, "-m", "quiver_spark.cli", "gc", root],
         capture_output=True, text=True, timeout=120,
@@ -121,7 +122,7 @@ def test_quiver_gc_after_space_returns_does_not_expire_a_consumer_that_acked_on_
     assert gc.returncode == 0, gc.stderr
     with _handle(root) as s:
         assert s.subscribers.subscribers() == ["c"], gc.stdout
-        rec = records.read_record(root, s.io, "c")
+        rec = records.read_record(LocalObjects(root, s.io), "c")
         assert rec is not None and rec.expired_ns is None
 
 
@@ -134,17 +135,17 @@ def test_a_pass_that_could_not_note_a_live_consumer_does_not_expire_it_on_the_ol
     store = QuiverStore.open(root, partition=None, create=False, io=io, background=False)
     sub = Subscription(store, "c")
     sub.start()  # caught up or not, it acknowledges nothing
-    rec = records.read_record(root, io, "c")
+    rec = records.read_record(LocalObjects(root, io), "c")
     assert rec is not None
     records.write_record(
-        root, io, dataclasses.replace(rec, created_ns=rec.created_ns - 2 * HOUR_NS)
+        LocalObjects(root, io), dataclasses.replace(rec, created_ns=rec.created_ns - 2 * HOUR_NS)
     )
     full = io.fail("write", 1, errno.ENOSPC, sticky=True, path_contains=".sub")
     assert store.run_retention().expired == []  # live: noted, but the note is not written
     sub.close()  # its own note fails too
     io.faults.remove(full)
     assert store.run_retention().expired == []
-    rec = records.read_record(root, io, "c")
+    rec = records.read_record(LocalObjects(root, io), "c")
     assert rec is not None and rec.last_live_ns is not None  # the kept note, written now
     store.close()
 

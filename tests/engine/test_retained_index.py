@@ -25,6 +25,7 @@ from quiver_spark import QuiverStore, RetentionConfig, SizeCapPolicy
 from quiver_spark import metrics as qm
 from quiver_spark.fs import DEFAULT_IO, FileIO
 from quiver_spark.gauges import observe
+from quiver_spark.objects.local import LocalObjects
 from quiver_spark.policy import replace_policy
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.retention_plan import decide_retention
@@ -223,7 +224,7 @@ def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> N
             (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
         a._retained.sync(a.segment_location, a.subscribers)  # incremental: still sees 2
         assert not a._retained.surveyed and a._retained.get("p-0", 2) is not None
-        replace_policy(root, DEFAULT_IO, {"retention.size_cap": 1,
+        replace_policy(LocalObjects(root), {"retention.size_cap": 1,
                                           "retention.size_cap_policy": SizeCapPolicy.DROP_OLDEST})  # fmt: skip
         result = a.run_retention()
         assert a._retained.surveyed, "a pass dropping unfinished data surveys first"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark import format as fmt
+from quiver_spark.objects.local import LocalObjects
 from quiver_spark.options import store_config_from_options
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
@@ -43,10 +44,12 @@ def handle(root: Path) -> QuiverStore:
 def _age_last_ack(root: Path, name: str, by_ns: int) -> None:
     """The subscriber's last acknowledgement (and registration) ``by_ns`` ago."""
     io = handle(root).io
-    rec = records.read_record(str(root), io, name)
+    rec = records.read_record(LocalObjects(str(root), io), name)
     assert rec is not None
     old = time.time_ns() - by_ns
-    records.write_record(str(root), io, dataclasses.replace(rec, created_ns=old, last_ack_ns=old))
+    records.write_record(
+        LocalObjects(str(root), io), dataclasses.replace(rec, created_ns=old, last_ack_ns=old)
+    )
 
 
 def test_a_caught_up_subscriber_is_not_expired_right_after_its_consumer_stops(
@@ -74,7 +77,7 @@ def test_a_pass_that_sees_a_consumer_live_records_when(tmp_path: Path) -> None:
         now = time.time_ns()
         with handle(tmp_path) as s:
             s.run_retention(now_ns=now)
-            rec = records.read_record(str(tmp_path), s.io, "seen")
+            rec = records.read_record(LocalObjects(str(tmp_path), s.io), "seen")
             assert rec is not None and rec.last_live_ns == now
             assert rec.last_active_ns == now
 
@@ -119,5 +122,5 @@ def test_a_consumer_process_that_stops_after_a_quiet_weekend_survives_quiver_gc(
     assert out.returncode == 0, out.stderr
     with handle(tmp_path) as s:
         assert s.subscribers.subscribers() == ["weekend"], out.stdout
-        rec = records.read_record(str(tmp_path), s.io, "weekend")
+        rec = records.read_record(LocalObjects(str(tmp_path), s.io), "weekend")
         assert rec is not None and rec.expired_ns is None

@@ -12,6 +12,7 @@ from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.cli import cli
 from quiver_spark.cli.status import collect_status
 from quiver_spark.errors import SubscriberError
+from quiver_spark.objects.local import LocalObjects
 from quiver_spark.options import store_config_from_options
 from quiver_spark.position import Position
 from quiver_spark.subscribers import records
@@ -43,13 +44,15 @@ def test_an_idle_subscriber_expires_releases_its_segments_and_fails_clearly(tmp_
     with handle(tmp_path) as s:
         assert s.run_retention(now_ns=now + HOUR_NS).expired == []  # not idle long enough
         assert len(s.segments()) == 3  # pinned by "idle"
-        records.touch(str(tmp_path), s.io, "busy", now_ns=now + 2 * HOUR_NS)  # busy acks on
+        records.touch(
+            LocalObjects(str(tmp_path), s.io), "busy", now_ns=now + 2 * HOUR_NS
+        )  # busy acks on
         result = s.run_retention(now_ns=now + 3 * HOUR_NS)
         assert result.expired == ["idle"]
         assert s.subscribers.subscribers() == ["busy"]
         s.run_retention(now_ns=now + 3 * HOUR_NS)
         assert s.segments() == []  # released: "busy" had acknowledged everything
-    rec = records.read_record(str(tmp_path), handle(tmp_path).io, "idle")
+    rec = records.read_record(LocalObjects(str(tmp_path), handle(tmp_path).io), "idle")
     assert rec is not None and rec.expired_ns is not None and rec.expired_after_s == 7200
     with Subscription.open(str(tmp_path), "idle") as idle:
         with pytest.raises(SubscriberError, match=r"expired at .* subscriber\.expire_after") as err:
@@ -78,7 +81,7 @@ def test_a_subscriber_from_before_records_gets_a_fresh_clock(tmp_path: Path) -> 
         s.subscribers.register("old")  # no record, as in a store written before them
         now = time.time_ns()
         assert s.run_retention(now_ns=now).expired == []
-        assert records.read_record(str(tmp_path), s.io, "old") is not None
+        assert records.read_record(LocalObjects(str(tmp_path), s.io), "old") is not None
         assert s.run_retention(now_ns=now + 2 * HOUR_NS).expired == ["old"]
 
 
@@ -109,7 +112,7 @@ def test_removing_an_expired_subscriber_clears_its_record(tmp_path: Path) -> Non
     res = CliRunner().invoke(cli, ["subscribers", str(tmp_path), "remove", "gone"])
     assert res.exit_code == 0, res.output
     with handle(tmp_path) as s:
-        assert records.read_record(str(tmp_path), s.io, "gone") is None
+        assert records.read_record(LocalObjects(str(tmp_path), s.io), "gone") is None
     with Subscription.open(str(tmp_path), "gone") as g:  # a new subscriber by that name
         g.start()
         assert g.registered()

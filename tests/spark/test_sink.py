@@ -45,7 +45,9 @@ PAD = "x" * 2000  # ~2 KB rows: a 100-row UDF result batch is written through, n
 def _wal_bytes(root: str) -> int:
     import glob
 
-    return sum(os.path.getsize(p) for p in glob.glob(os.path.join(root, "partitions", "*", "wal", "*")))
+    return sum(
+        os.path.getsize(p) for p in glob.glob(os.path.join(root, "partitions", "*", "wal", "*"))
+    )
 
 
 def _fail_once_udf(marker: str, root: str, after_rows: int):
@@ -119,6 +121,7 @@ def test_task_failing_on_first_attempt_after_durable_writes_is_retried_exactly_o
 
 def test_commit_called_twice_for_a_batch_is_a_no_op(spark, tmp_path):
     from quiver_spark.commits import CommitLog
+    from quiver_spark.objects.local import LocalObjects
     from quiver_spark.spark.sink import QuiverCommitMessage, QuiverStreamWriter
 
     src, root, ckpt = str(tmp_path / "in"), str(tmp_path / "store"), str(tmp_path / "ckpt")
@@ -130,9 +133,9 @@ def test_commit_called_twice_for_a_batch_is_a_no_op(spark, tmp_path):
     q = writer.trigger(availableNow=True).start(root)
     q.awaitTermination(180)
     app = q.id
-    before = CommitLog(root).get(app, 0)
+    before = CommitLog(LocalObjects(root)).get(app, 0)
     assert before is not None and before.rows == 30
-    path = CommitLog(root).path(app, 0)
+    path = CommitLog(LocalObjects(root)).path(app, 0)
     raw = open(path, "rb").read()
 
     again = QuiverStreamWriter({"path": root, **FAST}, df.schema, False)
@@ -142,13 +145,11 @@ def test_commit_called_twice_for_a_batch_is_a_no_op(spark, tmp_path):
     again.commit(replay, 0)
 
     assert open(path, "rb").read() == raw, "a replayed commit rewrote the decision"
-    assert CommitLog(root).get(app, 0).winners == before.winners
+    assert CommitLog(LocalObjects(root)).get(app, 0).winners == before.winners
     assert_exactly_once(wait_for_rows(root, len(keys)), keys)
 
 
-def test_batch_rerun_after_losing_its_checkpoint_commit_entry_adds_no_duplicates(
-    spark, tmp_path
-):
+def test_batch_rerun_after_losing_its_checkpoint_commit_entry_adds_no_duplicates(spark, tmp_path):
     src, root, ckpt = str(tmp_path / "in"), str(tmp_path / "store"), str(tmp_path / "ckpt")
     keys = write_input_files(src, files=3, rows=20)
     _run_available_now(_stream(spark, src), root, ckpt)
