@@ -194,21 +194,28 @@ class FileIO:
         temporary name is removed and the directory fsynced on both outcomes, so a
         ``False`` also means the existing file's name is durable.
         """
+        return self.create_exclusive_stat(path, data) is not None
+
+    def create_exclusive_stat(self, path: str, data: bytes) -> os.stat_result | None:
+        """:meth:`create_exclusive`, returning the created file's ``stat`` (taken of
+        the temporary file before the link: the same inode, whatever replaces ``path``
+        afterwards) or None when ``path`` existed."""
         d = os.path.dirname(path) or "."
         tmp = f"{path}.{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}.tmp"
         self._write_synced(tmp, data)
         try:
+            self.before("stat", tmp)
+            st: os.stat_result | None = os.stat(tmp)
             self.link(tmp, path)
-            created = True
         except FileExistsError:
-            created = False
+            st = None
         finally:
             try:
                 self.unlink(tmp)
             except FileNotFoundError:
                 pass
         self.fsync_dir(d)
-        return created
+        return st
 
     def write_advisory(self, path: str, data: bytes) -> None:
         """Replace ``path`` atomically but without fsync: for advisory files only.

@@ -57,6 +57,7 @@ class LocalObjects(ObjectStore):
         replaced by a new inode, never rewritten in place, so the two always agree."""
         path = self.path(key)
         self.io.before("read", path)
+        self.io.before("read", path)
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except (FileNotFoundError, NotADirectoryError):
@@ -74,13 +75,11 @@ class LocalObjects(ObjectStore):
         return None if st is None else _version(st)
 
     def create(self, key: str, data: bytes) -> str:
-        d = self._dir(key)
+        self._dir(key)
         path = self.path(key)
-        with file_lock(os.path.join(d, LOCK_NAME)):  # the version read is of our bytes
-            if not self.io.create_exclusive(path, data):
-                raise ObjectExists(path, "already exists")
-            st = self._stat(path)
-        assert st is not None
+        st = self.io.create_exclusive_stat(path, data)  # the version is of our inode
+        if st is None:
+            raise ObjectExists(path, "already exists")
         return _version(st)
 
     def replace(self, key: str, data: bytes, *, version: str) -> str:
