@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from . import metrics as m
 from .config import RetentionConfig
@@ -49,6 +50,16 @@ class RetentionResult:
     @property
     def throttle(self) -> bool:
         return self.plan.throttle
+
+
+@runtime_checkable
+class CheckedCatalog(Protocol):
+    """A catalog that checks the segments a pass chose before they are recorded and
+    deleted (``SegmentLocation``)."""
+
+    def check_before_delete(
+        self, deletions: Mapping[str, Iterable[int]]
+    ) -> tuple[Mapping[str, Sequence[int]], Sequence[DamagedInfo]]: ...
 
 
 def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
@@ -120,6 +131,16 @@ def apply_retention(
                 index.sync(catalog, reg, full=True)
                 pl = decide()
             deletions = pl.deletions()
+            while deletions and isinstance(catalog, CheckedCatalog):
+                # the view may come from a manifest: what was removed by hand is
+                # forgotten, a damaged .meta kept; then the plan is made again
+                gone, bad = catalog.check_before_delete(deletions)
+                if not gone and not bad:
+                    break
+                index.remove(gone)
+                index.mark_damaged(bad)
+                pl = decide()
+                deletions = pl.deletions()
             sizes = _chosen_sizes(index, pl)
             dropped: dict[str, dict[str, list[int]]] = {}
             if deletions:

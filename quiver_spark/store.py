@@ -29,6 +29,7 @@ from . import format as fmt
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
+from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
     load_or_create_descriptor,
@@ -49,6 +50,7 @@ from .expiry import SubscriberExpiry
 from .fs import DEFAULT_IO, FileIO, partition_locked
 from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_dir
+from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport
 from .policy import (
     StorePolicy,
@@ -91,7 +93,11 @@ class QuiverStore:
             )
         seg_url = recorded
         self.segments_url = seg_url
-        self.segment_location = SegmentLocation(seg_url, io=io, storage_options=storage_options)
+        # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
+        self.manifests = ManifestStore(LocalObjects(root, io))
+        self.segment_location = SegmentLocation(
+            seg_url, io=io, storage_options=storage_options, manifests=self.manifests
+        )
         self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
         self.commits = CommitLog(root, io)
         self.writer: PartitionWriter | None = None

@@ -1,0 +1,1 @@
+"""The control plane: objects a store coordinates through (leases, manifests)."""
