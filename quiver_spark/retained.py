@@ -28,6 +28,7 @@ walk; segments leave from the front (the usual order of retention) in O(1).
 from __future__ import annotations
 
 import bisect
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -118,8 +119,23 @@ class _Part:
         self.top = max(self.top, info.seq)
 
     def extend(self, infos: Iterable[SegmentInfo]) -> None:
-        for info in sorted(infos, key=lambda s: s.seq):
-            self.append(info)
+        ordered = sorted(infos, key=lambda s: s.seq)
+        if self.seqs or not ordered:
+            for info in ordered:
+                self.append(info)
+            return
+        # a whole partition at once (a survey): the same lists, built in bulk
+        seqs = [i.seq for i in ordered]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError(f"segment seqs repeat in {seqs}")
+        hi = [i.max_ingestion_ns for i in ordered]
+        lo = [i.min_ingestion_ns for i in ordered]
+        self.infos, self.seqs = ordered, seqs
+        self.cum = list(itertools.accumulate(i.size_bytes for i in ordered))
+        self.max_sorted = all(a <= b for a, b in itertools.pairwise(hi))
+        self.min_sorted = all(a <= b for a, b in itertools.pairwise(lo))
+        self.top = max(self.top, seqs[-1])
+        self.version += 1
 
     def bytes_from(self, i: int) -> int:
         """Bytes of ``infos[i:]`` (``i >= lo``)."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from itertools import repeat
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import CorruptionError, QuiverError
 from ..format import FRAME_SIZE, decode_frame, encode_frame
@@ -78,9 +79,9 @@ class _MetaLike(Protocol):
     def encode(self) -> bytes: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ManifestEntry:
-    """One live segment as the manifest records it (a ``SegmentInfo``)."""
+class ManifestEntry(NamedTuple):
+    """One live segment as the manifest records it (a ``SegmentInfo``; a tuple, so
+    that a manifest of many thousand entries decodes fast)."""
 
     partition: str
     seq: int
@@ -220,15 +221,18 @@ class Manifest:
             raise bad(f"lacks or mistypes a required key ({e})") from e
         if not isinstance(partition, str) or not isinstance(cols, dict):
             raise bad("partition or segments mistyped")
-        try:
-            columns = [cols[c] if c in cols or c not in _OPTIONAL else None for c in COLUMNS]
-        except KeyError as e:
-            raise bad(f"segments lack column {e}") from e
-        n = len(columns[0])
-        columns = [c if c is not None else [None] * n for c in columns]
+        missing = [c for c in COLUMNS if c not in cols and c not in _OPTIONAL]
+        if missing or not isinstance(cols["seq"], list):
+            raise bad(f"segments lack column(s) {missing or ['seq']}")
+        n = len(cols["seq"])
+        columns: list[Any] = [cols.get(c, [None] * n) for c in COLUMNS]
         if any(not isinstance(c, list) or len(c) != n for c in columns):
             raise bad("segments columns differ in length")
-        entries = tuple(ManifestEntry(partition, *row) for row in zip(*columns, strict=True))
+        for c, col in zip(COLUMNS, columns, strict=True):
+            kinds = set(map(type, col))
+            if not kinds <= ({int, type(None)} if c in _OPTIONAL else {int}):
+                raise bad(f"segments column {c} holds a value that is not an integer")
+        entries = tuple(map(ManifestEntry._make, zip(repeat(partition), *columns)))
         seqs = [e.seq for e in entries]
         if any(not isinstance(s, int) or s < 1 for s in seqs) or seqs != sorted(set(seqs)):
             raise bad("segment seqs are not increasing positive integers")

@@ -418,11 +418,15 @@ class SegmentLocation:
         for d in damaged:
             by_part.setdefault(d.partition, []).append((d.seq, d.error))
         for p, found in by_part.items():
-            self.manifests.update(
-                p,
-                lambda m, f=found: m.marked_damaged(f),
-                build=lambda p=p: self.manifest_from_listing(p),  # type: ignore[misc]
-            )
+            self._manifest_mark(p, found)
+
+    def _manifest_mark(self, partition: str, found: builtins.list[tuple[int, str]]) -> None:
+        assert self.manifests is not None
+        self.manifests.update(
+            partition,
+            lambda m: m.marked_damaged(found),
+            build=lambda: self.manifest_from_listing(partition),
+        )
 
     def is_published(self, partition: str, seq: int) -> bool:
         """Whether segment ``seq`` of ``partition`` has its ``.meta`` (is visible)."""
