@@ -82,6 +82,7 @@ def apply_retention(
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
     index: RetainedIndex | None = None,
+    listing: bool = False,
     unregistered: Callable[[RetentionLedger], Sequence[str]] | None = None,
     on_dropped: Callable[[RetentionLedger, dict[str, int], dict[str, dict[str, list[int]]]], None]
     | None = None,
@@ -99,6 +100,9 @@ def apply_retention(
     planned again first. A segment with an unreadable ``.meta`` (when the catalog can
     ``survey``) is kept and reported in ``damaged``; it never stops the pass.
 
+    ``listing`` makes the index's update a listing of every partition (``quiver gc
+    --full``: the safety net for files removed by hand, §6.7).
+
     ``unregistered(reg)`` (read under the lock) names subscribers that have a record
     but no registration in the ack log: everything not recorded deleted is kept for
     them (§8.10), and they are listed in the result.
@@ -111,7 +115,7 @@ def apply_retention(
     lost: list[str] = []
     try:
         with registry.exclusive() as reg:
-            index.sync(catalog, reg)
+            index.sync(catalog, reg, listing=listing)
             lost = sorted(unregistered(reg)) if unregistered is not None else []
             view = witnessed(reg, lost)
 

@@ -341,7 +341,9 @@ class QuiverStore:
             out[pid] = total
         return out
 
-    def run_retention(self, now_ns: int | None = None, *, dry_run: bool = False) -> RetentionResult:
+    def run_retention(
+        self, now_ns: int | None = None, *, dry_run: bool = False, listing: bool = False
+    ) -> RetentionResult:
         """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8.7) under
         the store's recorded policy (§6.6), counting WAL bytes against the size cap.
 
@@ -349,7 +351,8 @@ class QuiverStore:
         subscription's acknowledgement, ``quiver gc``. Updates the intake throttle
         (``backpressure`` over the cap), the metrics and the Prometheus text file
         ``<root>/metrics/<partition>.prom`` of a writer. ``dry_run`` plans and changes
-        nothing (no registry is created either).
+        nothing (no registry is created either). ``listing`` lists every partition
+        instead of reading their manifests (``quiver gc --full``, §6.7).
         """
         with self._retention_lock:
             recorded = read_policy(self.root, self.io)
@@ -389,6 +392,7 @@ class QuiverStore:
                 wal_bytes=wal,
                 metrics=self.metrics,
                 index=self._retained,
+                listing=listing,
                 unregistered=self.unregistered_records,
                 on_dropped=self._expiry.note_drops,
             )
