@@ -43,8 +43,9 @@ format: $(STAMP) ## apply ruff's formatter and import sorting
 	$(VENV)/bin/ruff format quiver_spark pyspark_quiver tests integration bench examples
 	$(VENV)/bin/ruff check --fix -q quiver_spark pyspark_quiver tests integration bench examples
 
-bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger) into bench/results/RESULTS.md (+ JSON)
+bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger startup) into bench/results/RESULTS.md (+ JSON)
 	$(PY) bench/run_all.py
+	$(PY) bench/run_all.py startup
 
 bench-soak: $(STAMP) ## P11, not in CI: 10 min quiver vs 10 min Parquet file pipeline; table + PNG plots in bench/results
 	$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -e '.[bench]'

@@ -4,8 +4,9 @@ position, and a batch of them admitted under caps.
 A :class:`SegmentPlanner` is one consumer's view of a store's segments. Its cost does
 not grow with the retained segments: seqs are gapless (§5), so new segments are found
 by probing the next seqs of each partition (passing over seqs the ack log records
-deleted), metadata is read once (it is immutable once published, §5.4), and every
-partition is listed only when the quarantine mark changed (§5.5) or every
+deleted), metadata is read once (it is immutable once published, §5.4), a new
+planner starts from each partition's MANIFEST (one read, §6.7), and every partition
+is listed only when the quarantine mark changed (§5.5) or every
 :data:`FULL_LISTING_PERIOD_S`. Admission takes segments oldest first by ingestion
 time across partitions.
 """
@@ -154,11 +155,20 @@ class SegmentPlanner:
     def _known_seqs(self) -> tuple[dict[str, list[int]], dict[str, set[int]]]:
         now = time.monotonic()
         mark = self.location.quarantine_mark()
-        if now - self._last_full_listing >= FULL_LISTING_PERIOD_S or mark != self._quarantine_mark:
+        first = self._last_full_listing == float("-inf")
+        if (
+            first
+            or now - self._last_full_listing >= FULL_LISTING_PERIOD_S
+            or mark != self._quarantine_mark
+        ):
             known: dict[str, list[int]] = {}
             quarantined: dict[str, set[int]] = {}
             for p in self.store.partitions():
-                known[p] = self.location.published_seqs(p)
+                if first:  # a new consumer: the partition's MANIFEST and a probe past it
+                    view = self.location.view(p)
+                    known[p] = sorted([e.seq for e in view.entries] + [d.seq for d in view.damaged])
+                else:
+                    known[p] = self.location.published_seqs(p)
                 gone = set(self.location.quarantined(p)) - set(known[p])
                 if gone:
                     quarantined[p] = gone

@@ -9,13 +9,16 @@ it is read once. Every deletion by retention, in any process, is recorded in the
 log before a file goes (§8.7), so what other processes deleted is read from the ack
 log the pass refreshes anyway.
 
-What those facts do not cover (a segment moved aside by ``quiver fsck --quarantine``,
-a file removed by hand) is caught by a *full survey*: one listing of every partition,
-metadata from cache. It runs when the index is new, after a pass failed, when the
-location's quarantine mark changed (§5.5), before any pass decides to drop data a
-subscriber has not finished (time window, ``drop_oldest``: an index never drops data
-on a view older than the pass), and every :data:`RESURVEY_PERIOD_S` as a safety net
-for removals by hand.
+A *full survey* rebuilds the index from each partition's view: its MANIFEST (one
+read) plus a probe of the seqs after its ``high`` (§6.7). It runs when the index is
+new (a new process reads one manifest per partition, never every ``.meta``), after a
+pass failed, and before any pass decides to drop data a subscriber has not finished
+(time window, ``drop_oldest``: an index never drops data on a view older than the
+pass). What the manifest may not know (a segment moved aside by ``quiver fsck
+--quarantine`` through another catalog, a file removed by hand) is caught by a
+*listing survey*: one listing of every partition, metadata from cache, when the
+location's quarantine mark changed since the index last looked (§5.5) and every
+:data:`RESURVEY_PERIOD_S` as a safety net; never on a process's first pass.
 
 A partition's segments are held in seq order with running byte sums, so the bytes of
 a partition, a subscriber's lag and the segments below a seq cost a bisection, not a
@@ -25,10 +28,11 @@ walk; segments leave from the front (the usual order of retention) in O(1).
 from __future__ import annotations
 
 import bisect
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TypeGuard
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from .seams import (
     DamagedInfo,
@@ -46,6 +50,25 @@ _COMPACT_AT = 1024  # front-trimmed entries kept before the lists are compacted
 
 
 Key = tuple[str, int]
+
+
+class _View(Protocol):
+    @property
+    def entries(self) -> Sequence[SegmentInfo]: ...
+    @property
+    def damaged(self) -> Sequence[DamagedInfo]: ...
+    @property
+    def high(self) -> int: ...
+
+
+@runtime_checkable
+class ViewCatalog(Protocol):
+    """A catalog with per-partition manifests (``SegmentLocation``): ``view`` is one
+    manifest read plus a probe; ``listed_view`` the same from a listing."""
+
+    def view(self, partition: str) -> _View: ...
+
+    def listed_view(self, partition: str) -> _View: ...
 
 
 def _is_damaged(found: SegmentInfo | DamagedInfo) -> TypeGuard[DamagedInfo]:
@@ -96,8 +119,23 @@ class _Part:
         self.top = max(self.top, info.seq)
 
     def extend(self, infos: Iterable[SegmentInfo]) -> None:
-        for info in sorted(infos, key=lambda s: s.seq):
-            self.append(info)
+        ordered = sorted(infos, key=lambda s: s.seq)
+        if self.seqs or not ordered:
+            for info in ordered:
+                self.append(info)
+            return
+        # a whole partition at once (a survey): the same lists, built in bulk
+        seqs = [i.seq for i in ordered]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError(f"segment seqs repeat in {seqs}")
+        hi = [i.max_ingestion_ns for i in ordered]
+        lo = [i.min_ingestion_ns for i in ordered]
+        self.infos, self.seqs = ordered, seqs
+        self.cum = list(itertools.accumulate(i.size_bytes for i in ordered))
+        self.max_sorted = all(a <= b for a, b in itertools.pairwise(hi))
+        self.min_sorted = all(a <= b for a, b in itertools.pairwise(lo))
+        self.top = max(self.top, seqs[-1])
+        self.version += 1
 
     def bytes_from(self, i: int) -> int:
         """Bytes of ``infos[i:]`` (``i >= lo``)."""
@@ -162,6 +200,8 @@ class RetainedIndex:
         self._clock = clock
         self._surveyed_at: float | None = None
         self._mark: bytes | None = None  # the location's quarantine mark at the last sync
+        self._marked = False  # _mark was read once (the first sync never counts it a change)
+        self._listed_at: float | None = None
         self._lag: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, int | None]]]
         self._lag = {}
         self.surveyed = False
@@ -190,28 +230,32 @@ class RetainedIndex:
         self._surveyed_at = None
 
     def sync(
-        self, catalog: SegmentCatalog, deleted: DeletedSegments | None, *, full: bool = False
+        self,
+        catalog: SegmentCatalog,
+        deleted: DeletedSegments | None,
+        *,
+        full: bool = False,
+        listing: bool = False,
     ) -> None:
         """Bring the index up to date with ``catalog`` (a ``SegmentLocation``).
 
         ``deleted`` is the ack log as of now (refreshed by the caller); without it,
         or when ``catalog`` is not a :class:`LocationCatalog` (it cannot
-        ``probe_next``), every sync is a full survey.
+        ``probe_next``), every sync is a full survey. ``listing`` makes it a listing
+        survey (``quiver gc --full``).
         """
         now = self._clock()
         located = catalog if isinstance(catalog, LocationCatalog) else None
         mark = located.quarantine_mark() if located is not None else None
-        moved_aside = mark != self._mark
-        self._mark = mark
-        if (
-            full
-            or moved_aside
-            or deleted is None
-            or located is None
-            or self._surveyed_at is None
-            or now - self._surveyed_at >= RESURVEY_PERIOD_S
-        ):
-            self._survey(catalog, deleted)
+        first = self._surveyed_at is None
+        moved_aside = mark != self._mark and self._marked
+        self._mark, self._marked = mark, True
+        due = self._listed_at is not None and now - self._listed_at >= RESURVEY_PERIOD_S
+        listing = listing or (not first and (moved_aside or due))
+        if full or listing or first or deleted is None or located is None:
+            self._survey(catalog, deleted, listing=listing)
+            if listing or self._listed_at is None:
+                self._listed_at = now  # the period of the listing safety net runs from here
             self._surveyed_at = now
             self.surveyed = True
             return
@@ -249,8 +293,11 @@ class RetainedIndex:
         for p, seqs in finished.items():
             located.finish_deletes(p, seqs)
 
-    def _survey(self, catalog: SegmentCatalog, deleted: DeletedSegments | None) -> None:
+    def _survey(
+        self, catalog: SegmentCatalog, deleted: DeletedSegments | None, *, listing: bool = False
+    ) -> None:
         located = catalog if isinstance(catalog, LocationCatalog) else None
+        viewing = catalog if isinstance(catalog, ViewCatalog) else None
         parts: dict[str, _Part] = {}
         damaged: dict[Key, DamagedInfo] = {}
         for p in catalog.partitions():
@@ -261,7 +308,11 @@ class RetainedIndex:
                 part.top = max(part.top, part.deleted_mark[0])
             metas: list[SegmentInfo]
             bad: list[DamagedInfo]
-            if located is None:
+            if viewing is not None:
+                view = viewing.listed_view(p) if listing else viewing.view(p)
+                metas, bad = list(view.entries), list(view.damaged)
+                part.top = max(part.top, view.high)
+            elif located is None:
                 metas, bad = list(catalog.list(p)), []
             else:
                 found = located.survey(p)
@@ -291,6 +342,16 @@ class RetainedIndex:
                 part.remove(seqs)
                 if deleted is not None:
                     part.deleted_mark = deleted.deleted_marks(p).version
+
+    def mark_damaged(self, found: Iterable[DamagedInfo]) -> None:
+        """Segments found failing verification: out of the readable ones (never chosen
+        again), kept and counted as damaged."""
+        for d in found:
+            part = self._parts.setdefault(d.partition, _Part())
+            part.remove([d.seq])
+            self._damaged[(d.partition, d.seq)] = d
+            part.top = max(part.top, d.seq)
+        self._lag.clear()
 
     # -- reading ------------------------------------------------------------------------
     def partitions(self) -> list[str]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from . import metrics as m
 from .config import RetentionConfig
@@ -51,6 +52,16 @@ class RetentionResult:
         return self.plan.throttle
 
 
+@runtime_checkable
+class CheckedCatalog(Protocol):
+    """A catalog that checks the segments a pass chose before they are recorded and
+    deleted (``SegmentLocation``)."""
+
+    def check_before_delete(
+        self, deletions: Mapping[str, Iterable[int]]
+    ) -> tuple[Mapping[str, Sequence[int]], Sequence[DamagedInfo]]: ...
+
+
 def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
     out = {}
     for p, seqs in pl.deletions().items():
@@ -71,6 +82,7 @@ def apply_retention(
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
     index: RetainedIndex | None = None,
+    listing: bool = False,
     unregistered: Callable[[RetentionLedger], Sequence[str]] | None = None,
     on_dropped: Callable[[RetentionLedger, dict[str, int], dict[str, dict[str, list[int]]]], None]
     | None = None,
@@ -88,6 +100,9 @@ def apply_retention(
     planned again first. A segment with an unreadable ``.meta`` (when the catalog can
     ``survey``) is kept and reported in ``damaged``; it never stops the pass.
 
+    ``listing`` makes the index's update a listing of every partition (``quiver gc
+    --full``: the safety net for files removed by hand, §6.7).
+
     ``unregistered(reg)`` (read under the lock) names subscribers that have a record
     but no registration in the ack log: everything not recorded deleted is kept for
     them (§8.10), and they are listed in the result.
@@ -100,7 +115,7 @@ def apply_retention(
     lost: list[str] = []
     try:
         with registry.exclusive() as reg:
-            index.sync(catalog, reg)
+            index.sync(catalog, reg, listing=listing)
             lost = sorted(unregistered(reg)) if unregistered is not None else []
             view = witnessed(reg, lost)
 
@@ -120,6 +135,16 @@ def apply_retention(
                 index.sync(catalog, reg, full=True)
                 pl = decide()
             deletions = pl.deletions()
+            while deletions and isinstance(catalog, CheckedCatalog):
+                # the view may come from a manifest: what was removed by hand is
+                # forgotten, a damaged .meta kept; then the plan is made again
+                gone, bad = catalog.check_before_delete(deletions)
+                if not gone and not bad:
+                    break
+                index.remove(gone)
+                index.mark_damaged(bad)
+                pl = decide()
+                deletions = pl.deletions()
             sizes = _chosen_sizes(index, pl)
             dropped: dict[str, dict[str, list[int]]] = {}
             if deletions:

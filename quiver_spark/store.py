@@ -29,6 +29,7 @@ from . import format as fmt
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
+from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
     ensure_schema,
@@ -92,7 +93,11 @@ class QuiverStore:
             )
         seg_url = recorded
         self.segments_url = seg_url
-        self.segment_location = SegmentLocation(seg_url, io=io, storage_options=storage_options)
+        # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
+        self.manifests = ManifestStore(LocalObjects(root, io))
+        self.segment_location = SegmentLocation(
+            seg_url, io=io, storage_options=storage_options, manifests=self.manifests
+        )
         self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
         self.commits = CommitLog(LocalObjects(root, io))
         self.writer: PartitionWriter | None = None
@@ -339,7 +344,9 @@ class QuiverStore:
             out[pid] = total
         return out
 
-    def run_retention(self, now_ns: int | None = None, *, dry_run: bool = False) -> RetentionResult:
+    def run_retention(
+        self, now_ns: int | None = None, *, dry_run: bool = False, listing: bool = False
+    ) -> RetentionResult:
         """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8.7) under
         the store's recorded policy (§6.6), counting WAL bytes against the size cap.
 
@@ -347,7 +354,8 @@ class QuiverStore:
         subscription's acknowledgement, ``quiver gc``. Updates the intake throttle
         (``backpressure`` over the cap), the metrics and the Prometheus text file
         ``<root>/metrics/<partition>.prom`` of a writer. ``dry_run`` plans and changes
-        nothing (no registry is created either).
+        nothing (no registry is created either). ``listing`` lists every partition
+        instead of reading their manifests (``quiver gc --full``, §6.7).
         """
         with self._retention_lock:
             recorded = read_policy(LocalObjects(self.root, self.io))
@@ -387,6 +395,7 @@ class QuiverStore:
                 wal_bytes=wal,
                 metrics=self.metrics,
                 index=self._retained,
+                listing=listing,
                 unregistered=self.unregistered_records,
                 on_dropped=self._expiry.note_drops,
             )

@@ -12,7 +12,9 @@
    acknowledged ones, or under ``drop_oldest`` the oldest unacknowledged ones (each
    recorded as ``dropped``).
 
-``--dry-run`` changes nothing and prints the plan.
+``--dry-run`` changes nothing and prints the plan. ``--full`` lists every partition
+instead of reading its MANIFEST (ARCHITECTURE.md §6.7: the safety net for files
+removed by hand; a long-lived process does it every 5 minutes).
 
 JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
 
@@ -133,9 +135,11 @@ REASONS = (
 )
 
 
-def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, Any]:
+def _retention(
+    store: QuiverStore, *, dry_run: bool, now_ns: int, full: bool = False
+) -> dict[str, Any]:
     """Plan (dry run) or apply one retention pass; the ``deleted``... part of the document."""
-    result = store.run_retention(now_ns, dry_run=dry_run)
+    result = store.run_retention(now_ns, dry_run=dry_run, listing=full)
     plan, dropped, damaged, sizes = result.plan, result.dropped, result.damaged, result.sizes
     deleted = [
         {"partition": pid, "seq": seq, "bytes": sizes.get((pid, seq), 0), "reason": reason}
@@ -161,7 +165,9 @@ def _retention(store: QuiverStore, *, dry_run: bool, now_ns: int) -> dict[str, A
     }
 
 
-def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> dict[str, Any]:
+def run_gc(
+    store: QuiverStore, *, dry_run: bool, now_ns: int | None = None, full: bool = False
+) -> dict[str, Any]:
     """Finalize idle partitions and apply retention; the JSON document described above."""
     now_ns = time.time_ns() if now_ns is None else now_ns
     unreadable: dict[str, str] = {}
@@ -187,7 +193,7 @@ def run_gc(store: QuiverStore, *, dry_run: bool, now_ns: int | None = None) -> d
         "unreadable_partitions": [
             {"partition": p, "error": e} for p, e in sorted(unreadable.items())
         ],
-        **_retention(store, dry_run=dry_run, now_ns=now_ns),
+        **_retention(store, dry_run=dry_run, now_ns=now_ns, full=full),
     }
     if not dry_run and has_registry(store.root):
         try:  # its evictions, continued across runs (advisory)
@@ -241,14 +247,19 @@ def render_gc(doc: dict[str, Any]) -> str:
 @click.command("gc")
 @store_arguments
 @click.option("--dry-run", is_flag=True, help="Print what would be finalized and deleted.")
-def gc(args: StoreArgs, dry_run: bool) -> None:
+@click.option(
+    "--full",
+    is_flag=True,
+    help="List every partition instead of reading its MANIFEST (finds files removed by hand).",
+)
+def gc(args: StoreArgs, dry_run: bool, full: bool) -> None:
     """Finalize idle partitions and delete what retention allows in the store at PATH.
 
     Idle partitions are those whose writer died or stopped with committed data in
     the WAL. Retention deletes segments every subscriber acknowledged, segments past
     the time limit and, under the size cap, the oldest ones its policy allows.
     """
-    doc = with_store(args, lambda store: run_gc(store, dry_run=dry_run))
+    doc = with_store(args, lambda store: run_gc(store, dry_run=dry_run, full=full))
     if args.as_json:
         emit_json(doc)
     else:

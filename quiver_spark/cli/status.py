@@ -77,6 +77,7 @@ from typing import Any, TypeVar
 import click
 
 from .. import format as fmt
+from ..control.manifest import ManifestEntry
 from ..errors import CorruptionError
 from ..objects.local import LocalObjects
 from ..policy import POLICY_OPTIONS
@@ -136,26 +137,27 @@ def collect_status(
     beats = store.heartbeats()
     all_pids = partition_ids(store)
     pids = select("partition", partitions, all_pids)
-    metas: dict[str, list[SegmentMeta]] = {}
+    metas: dict[str, list[ManifestEntry]] = {}
     sizes: dict[str, dict[int, int]] = {}
     rows: list[dict[str, Any]] = []
     store_bytes = 0
     seg_parts = set(store.partitions())
     for pid in all_pids:
-        sizes[pid] = store.segment_location.published_sizes(pid) if pid in seg_parts else {}
+        error = None
+        try:  # its MANIFEST (one read) and a probe past it; a listing if it has none
+            view = store.segment_location.view(pid) if pid in seg_parts else None
+        except CorruptionError as e:
+            view = None
+            error = str(e)
+        metas[pid] = view.entries if view else []
+        sizes[pid] = {e.seq: e.disk_bytes for e in metas[pid]}
+        if view:
+            sizes[pid].update((d.seq, d.size_bytes) for d in view.damaged)
+            if view.damaged:  # the rest of the partition is still shown
+                error = "; ".join(f"{d.error} (run `quiver fsck`)" for d in view.damaged)
         if pid not in pids:  # counted in the store's bytes only
             store_bytes += sum(sizes[pid].values()) + wal_usage(store, pid)[1]
             continue
-        error = None
-        try:
-            survey = store.segment_location.survey(pid) if pid in seg_parts else None
-        except CorruptionError as e:
-            metas[pid] = []
-            error = str(e)
-        else:
-            metas[pid] = survey.metas if survey else []
-            if survey and survey.damaged:  # the rest of the partition is still shown
-                error = "; ".join(f"{d.error} (run `quiver fsck`)" for d in survey.damaged)
         row = _partition_row(store, pid, metas[pid], sizes[pid], beats.get(pid), now_ns, error)
         store_bytes += row["bytes"]
         rows.append(row)
@@ -246,7 +248,7 @@ def filter_options(func: F) -> F:
 def _partition_row(
     store: QuiverStore,
     pid: str,
-    metas: list[SegmentMeta],
+    metas: list[ManifestEntry],
     sizes: dict[int, int],
     beat: dict[str, Any] | None,
     now_ns: int,
@@ -306,7 +308,8 @@ class _OnDisk:
 
 
 def lag_index(
-    metas: Mapping[str, Sequence[SegmentMeta]], sizes: Mapping[str, Mapping[int, int]]
+    metas: Mapping[str, Sequence[SegmentMeta | ManifestEntry]],
+    sizes: Mapping[str, Mapping[int, int]],
 ) -> RetainedIndex:
     """The index a subscriber's lag is read from (:meth:`RetainedIndex.lag`, the one
     computation of lag), over the segments listed with their bytes on disk."""

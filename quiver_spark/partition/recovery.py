@@ -187,10 +187,16 @@ class PartitionRecovery:
                         )
         cleanup = self.segments.cleanup(self.pid)
         rep.removed_files.extend(cleanup.removed)
+        # The partition's MANIFEST (§6.7): written from a listing if it has none (the
+        # one-time upgrade) or is damaged; a segment published after its last entry (a
+        # publication that died before its manifest step) is added.
+        manifest = self.segments.sync_manifest(self.pid)
         # Seqs are allocated without gaps: an unpublished orphan's seq was never seen by
         # any reader and is reused; every seq that was published (listed, quarantined,
-        # or recorded deleted in the ack log) stays below the floor for good.
-        floor = max(cleanup.max_published_seq, deleted.highest) + 1
+        # recorded deleted in the ack log, or below the manifest's high) stays below
+        # the floor for good.
+        high = manifest.high if manifest is not None else 0
+        floor = max(cleanup.max_published_seq, deleted.highest, high) + 1
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
 

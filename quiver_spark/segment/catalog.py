@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..config import NAME_RE, SegmentConfig, validate_name
+from ..control.manifest import Manifest, ManifestEntry, ManifestStore
 from ..errors import CorruptionError, SegmentExistsError, SegmentMissingError
 from ..format import (
     MAGIC_QUARANTINE_MARK,
@@ -93,6 +94,20 @@ class SegmentListing:
 
 
 @dataclass(frozen=True)
+class PartitionView:
+    """One partition's published segments as a new reader sees them: from its
+    MANIFEST (one read) plus the seqs published after ``high`` and not in it yet (a
+    probe), or from a listing when there is no usable manifest (§6.7)."""
+
+    entries: list[ManifestEntry]
+    """Readable segments in seq order (damaged ones are in ``damaged`` only)."""
+    damaged: list[DamagedSegment]
+    high: int
+    """The highest seq this view knows was published (0: none)."""
+    from_manifest: bool
+
+
+@dataclass(frozen=True)
 class SegmentSurvey:
     """The published segments of one partition: readable metadata and damaged ones."""
 
@@ -120,8 +135,11 @@ class SegmentLocation:
         *,
         io: FileIO = DEFAULT_IO,
         storage_options: Mapping[str, object] | None = None,
+        manifests: ManifestStore | None = None,
     ) -> None:
         self.url = url
+        self.manifests = manifests
+        """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
         check_url("segment.path", url)  # a missing backend or bad URL: one clear error
         self.is_local = is_local_url(url)
         """Whether the segments are in a local directory (fsynced) or behind fsspec."""
@@ -251,6 +269,7 @@ class SegmentLocation:
                 meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
             )
             if not again:
+                self._manifest_publish(meta.partition, [meta])
                 return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
@@ -270,6 +289,143 @@ class SegmentLocation:
             meta.rows,
             meta.size_bytes,
             meta.batches,
+        )
+        self._manifest_publish(meta.partition, [meta])
+
+    # -- the manifest (§6.7) ----------------------------------------------------------
+    def _manifest_publish(self, partition: str, metas: builtins.list[SegmentMeta]) -> None:
+        """After the ``.meta`` is durable (the publication point on a POSIX root): add
+        the entries to the partition's MANIFEST. A failure raises (the caller's state
+        is discarded and its recovery adds them: ``sync_manifest``)."""
+        if self.manifests is None:
+            return
+        entries = [ManifestEntry.from_meta(m) for m in metas]
+        self.manifests.update(
+            partition,
+            lambda m: m.published(entries),
+            build=lambda: self.manifest_from_listing(partition),
+        )
+
+    def manifest_from_listing(self, partition: str) -> Manifest:
+        """The manifest a listing gives (every ``.meta`` read once): the one-time
+        upgrade of a partition that has none, or the rebuild of a damaged one. Every
+        seq up to the highest one listed or quarantined that is not published is
+        recorded gone."""
+        survey = self.survey(partition)
+        quarantined = self._quarantined(partition)
+        entries = [ManifestEntry.from_meta(m) for m in survey.metas]
+        entries += [
+            ManifestEntry(partition, d.seq, d.size_bytes, 0, 0, 0, 0, 0) for d in survey.damaged
+        ]
+        entries.sort(key=lambda e: e.seq)
+        live = {e.seq for e in entries}
+        high = max([*live, *quarantined], default=0)
+        m = Manifest(partition, high=high, entries=tuple(entries))
+        m = m.removed(s for s in range(1, high + 1) if s not in live)
+        log.info(
+            "quiver.manifest.built partition=%s segments=%d high=%d", partition, len(entries), high
+        )
+        return m.marked_damaged((d.seq, d.error) for d in survey.damaged)
+
+    def sync_manifest(self, partition: str, floor: int = 0) -> Manifest | None:
+        """Bring ``partition``'s MANIFEST up to what is published (its writer, at
+        open): written from a listing when missing or damaged, and every segment
+        published after its ``high`` and not in it yet (a publication that died
+        before its manifest step) added; seqs below ``floor`` are never probed."""
+        if self.manifests is None:
+            return None
+        self.manifests.forget(partition)
+
+        def add_published(m: Manifest) -> Manifest:
+            found = self.probe_next({partition: max(m.high, floor) + 1})[partition]
+            metas = [f for f in found if isinstance(f, SegmentMeta)]
+            bad = [(f.seq, f.error) for f in found if isinstance(f, DamagedSegment)]
+            if bad:  # still published: an entry that is never chosen, counted
+                m = m.published(
+                    ManifestEntry(partition, f.seq, f.size_bytes, 0, 0, 0, 0, 0)
+                    for f in found
+                    if isinstance(f, DamagedSegment)
+                ).marked_damaged(bad)
+            return m.published(ManifestEntry.from_meta(x) for x in metas)
+
+        return self.manifests.update(
+            partition, add_published, build=lambda: self.manifest_from_listing(partition)
+        )
+
+    def view(self, partition: str) -> PartitionView:
+        """What a new reader sees of ``partition``: its MANIFEST (one read; written from
+        a listing by ``create`` when it has none, the one-time upgrade) and the
+        segments published after its ``high`` (a probe: one read for the miss), or
+        the listing when there is no manifest store or the manifest is damaged
+        (counted and logged; the next writer or retention pass rewrites it)."""
+        validate_name("partition", partition)
+        m: Manifest | None = None
+        if self.manifests is not None:
+            try:
+                m = self.manifests.read(partition)
+            except CorruptionError as e:
+                log.warning(
+                    "quiver.manifest.damaged path=%s error=%s: the partition is listed instead "
+                    "(the next writer or retention pass rewrites it; `quiver fsck` names it)",
+                    self.manifests.display(partition),
+                    e,
+                )
+                return self.listed_view(partition)
+            if m is None:
+                m = self.manifest_from_listing(partition)
+                try:
+                    self.manifests.create(m)
+                except OSError as e:  # a read-only root: the listing still answers
+                    log.warning(
+                        "quiver.manifest.unwritten path=%s error=%s",
+                        self.manifests.display(partition),
+                        e,
+                    )
+        if m is None:
+            return self.listed_view(partition)
+        errors = m.damaged_errors()
+        entries = [e for e in m.entries if e.seq not in errors]
+        damaged = [
+            DamagedSegment(
+                partition, e.seq, self._b.display(self._paths(partition, e.seq)[1]),
+                errors[e.seq], e.size_bytes,
+            )
+            for e in m.entries
+            if e.seq in errors
+        ]  # fmt: skip
+        high = m.high
+        for f in self.probe_next({partition: m.high + 1})[partition]:
+            if isinstance(f, SegmentMeta):
+                entries.append(ManifestEntry.from_meta(f))
+            else:
+                damaged.append(f)
+            high = max(high, f.seq)
+        return PartitionView(entries, damaged, high, True)
+
+    def listed_view(self, partition: str) -> PartitionView:
+        """:meth:`view` from a listing, every ``.meta`` read (cached once read)."""
+        survey = self.survey(partition)
+        entries = [ManifestEntry.from_meta(m) for m in survey.metas]
+        high = max([e.seq for e in entries] + [d.seq for d in survey.damaged], default=0)
+        return PartitionView(entries, list(survey.damaged), high, False)
+
+    def mark_damaged(self, damaged: Iterable[DamagedSegment]) -> None:
+        """Record in the MANIFEST segments whose ``.meta`` was found failing
+        verification, so new readers name them without reading every ``.meta``."""
+        if self.manifests is None:
+            return
+        by_part: dict[str, builtins.list[tuple[int, str]]] = {}
+        for d in damaged:
+            by_part.setdefault(d.partition, []).append((d.seq, d.error))
+        for p, found in by_part.items():
+            self._manifest_mark(p, found)
+
+    def _manifest_mark(self, partition: str, found: builtins.list[tuple[int, str]]) -> None:
+        assert self.manifests is not None
+        self.manifests.update(
+            partition,
+            lambda m: m.marked_damaged(found),
+            build=lambda: self.manifest_from_listing(partition),
         )
 
     def is_published(self, partition: str, seq: int) -> bool:
@@ -533,10 +689,52 @@ class SegmentLocation:
         """
         seqs = list(seqs)
         self.forget(partition, seqs)
+        self._manifest_remove(partition, seqs)
         pairs = [self._paths(partition, s) for s in seqs]
         self._b.remove([m for _, m in pairs])
         self._b.remove([a for a, _ in pairs])
         log.info("quiver.segment.delete partition=%s seqs=%d", partition, len(pairs))
+
+    def check_before_delete(
+        self, deletions: Mapping[str, Iterable[int]]
+    ) -> tuple[dict[str, builtins.list[int]], builtins.list[DamagedSegment]]:
+        """Before retention records and deletes what it chose from a manifest view:
+        ``(gone, damaged)``, the chosen seqs whose ``.meta`` is no longer there (removed
+        by hand: dropped from the manifest here) and those whose ``.meta`` fails
+        verification (the evidence is never deleted). One existence check per chosen
+        segment whose metadata this instance verified, one read for the others."""
+        gone: dict[str, builtins.list[int]] = {}
+        damaged: builtins.list[DamagedSegment] = []
+        for p, seqs in deletions.items():
+            for seq in seqs:
+                if self.cached(p, seq) is not None:
+                    if self.is_published(p, seq):
+                        continue
+                    found: SegmentMeta | DamagedSegment | None = None
+                else:
+                    found = self.probe(p, seq)
+                if found is None:
+                    gone.setdefault(p, []).append(seq)
+                elif isinstance(found, DamagedSegment):
+                    damaged.append(found)
+        for p, seqs in gone.items():
+            log.warning("quiver.segment.vanished partition=%s seqs=%s", p, seqs)
+            self.forget(p, seqs)
+            self._manifest_remove(p, seqs)
+        if damaged:
+            self.mark_damaged(damaged)
+        return gone, damaged
+
+    def _manifest_remove(self, partition: str, seqs: builtins.list[int]) -> None:
+        """Before any file goes: the seqs leave the MANIFEST, recorded gone (so a
+        listing-built or re-applied change never brings them back)."""
+        if self.manifests is None or not seqs:
+            return
+        self.manifests.update(
+            partition,
+            lambda m: m.removed(seqs),
+            build=lambda: self.manifest_from_listing(partition),
+        )
 
     def finish_deletes(self, partition: str, seqs: Iterable[int]) -> builtins.list[int]:
         """Remove the ``.arrow`` left by a deletion that died between its unlinks, for
@@ -581,6 +779,7 @@ class SegmentLocation:
         Returns where the ``.arrow`` went (or the ``.meta`` if there was no ``.arrow``).
         """
         self.forget(partition, [seq])
+        self._manifest_remove(partition, [seq])
         arrow_path, meta_path = self._paths(partition, seq)
         qdir = self._b.join(partition, QUARANTINE_DIR)
         self._b.makedirs(qdir)

@@ -304,7 +304,8 @@ def test_a_damaged_meta_in_one_partition_stops_no_writer_nor_retention(tmp_path:
         s.append(ids([100], nullable=True))
         assert s.finalize() is not None  # retention after it does not raise
         assert s.maintenance_error is None
-        s.subscribers.record("reader", "p-0", [1, 3], Outcome.ACK)
+        # all acknowledged: the pass chooses the damaged one too, and keeps it
+        s.subscribers.record("reader", "p-0", [1, 2, 3], Outcome.ACK)
         result = s.run_retention()
         assert [(d.partition, d.seq) for d in result.damaged] == [("p-0", 2)]
         assert result.deleted == {"p-0": [1, 3]}

@@ -1,0 +1,370 @@
+"""The per-partition MANIFEST: what a partition has published and what is gone, in one
+object a new process reads instead of every ``.meta`` (ARCHITECTURE.md §6.7).
+
+``partitions/<pid>/MANIFEST`` in the store's root, a §6 frame (magic ``QMAN``) whose
+body holds the writer's epoch, ``high`` (the highest seq ever published), the seqs
+that are gone (``deleted_floor`` and ``deleted_above``) and one entry per live segment
+in columns (what retention, status and planning read of a ``.meta``).
+
+Every write goes through an :class:`~quiver_spark.objects.ObjectStore`: the first by
+``create`` (if absent), every later one by ``replace`` at the version it was read
+at. A change is a pure function of the manifest it applies to, so a ``replace``
+that lost a race re-reads and applies it again: a writer's publication and a
+retention pass of another process both land, whatever their order. A manifest
+written under a higher epoch than the caller's fences it (:class:`FencedError`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from itertools import repeat
+from typing import Any, NamedTuple, Protocol
+
+from ..errors import CorruptionError, QuiverError
+from ..format import FRAME_SIZE, decode_frame, encode_frame
+from ..objects import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
+
+log = logging.getLogger(__name__)
+
+MAGIC_MANIFEST = b"QMAN"
+MANIFEST_FILE = "MANIFEST"
+COLUMNS = (
+    "seq",
+    "size_bytes",
+    "meta_bytes",
+    "rows",
+    "batches",
+    "min_ingestion_ns",
+    "max_ingestion_ns",
+    "min_event_time",
+    "max_event_time",
+)
+"""The entry columns of the body's ``segments`` map, in this order (§6.7)."""
+_OPTIONAL = {"min_event_time", "max_event_time"}
+_ATTEMPTS = 64  # replace races lost in a row before giving up (each one means progress elsewhere)
+
+
+def manifest_key(partition: str) -> str:
+    """The object key of ``partition``'s manifest, relative to the root."""
+    return f"partitions/{partition}/{MANIFEST_FILE}"
+
+
+class FencedError(QuiverError):
+    """A writer found the partition's MANIFEST written under a higher epoch: another
+    writer took the partition over, and this one must stop writing it."""
+
+
+class _MetaLike(Protocol):
+    @property
+    def partition(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def batches(self) -> int: ...
+    @property
+    def min_ingestion_ns(self) -> int: ...
+    @property
+    def max_ingestion_ns(self) -> int: ...
+    @property
+    def min_event_time(self) -> int | None: ...
+    @property
+    def max_event_time(self) -> int | None: ...
+
+    def encode(self) -> bytes: ...
+
+
+class ManifestEntry(NamedTuple):
+    """One live segment as the manifest records it (a ``SegmentInfo``; a tuple, so
+    that a manifest of many thousand entries decodes fast)."""
+
+    partition: str
+    seq: int
+    size_bytes: int
+    """Length of the ``.arrow``."""
+    meta_bytes: int
+    """Length of the ``.meta`` (status counts both files)."""
+    rows: int
+    batches: int
+    min_ingestion_ns: int
+    max_ingestion_ns: int
+    min_event_time: int | None = None
+    max_event_time: int | None = None
+
+    @classmethod
+    def from_meta(cls, meta: _MetaLike) -> ManifestEntry:
+        return cls(
+            meta.partition,
+            meta.seq,
+            meta.size_bytes,
+            len(meta.encode()),
+            meta.rows,
+            meta.batches,
+            meta.min_ingestion_ns,
+            meta.max_ingestion_ns,
+            meta.min_event_time,
+            meta.max_event_time,
+        )
+
+    @property
+    def disk_bytes(self) -> int:
+        """Bytes of its two files on disk."""
+        return self.size_bytes + self.meta_bytes
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One partition's manifest (see the module docstring). ``version`` is the object
+    version it was read or written at (None: not stored yet); never encoded."""
+
+    partition: str
+    epoch: int = 0
+    high: int = 0
+    deleted_floor: int = 0
+    deleted_above: frozenset[int] = frozenset()
+    entries: tuple[ManifestEntry, ...] = ()
+    damaged: tuple[tuple[int, str], ...] = ()
+    """Entries whose ``.meta`` was found failing verification: ``(seq, error)``. They
+    stay entries (their bytes count) and are never chosen by retention."""
+    version: str | None = field(default=None, compare=False)
+
+    # -- questions --------------------------------------------------------------------
+    def deleted(self, seq: int) -> bool:
+        """Whether ``seq`` was published here once and is gone (deleted, moved aside)."""
+        return seq <= self.deleted_floor or seq in self.deleted_above
+
+    def seqs(self) -> list[int]:
+        return [e.seq for e in self.entries]
+
+    def damaged_errors(self) -> dict[int, str]:
+        return dict(self.damaged)
+
+    # -- changes (pure: each returns a new manifest) ------------------------------------
+    def published(self, entries: Iterable[ManifestEntry]) -> Manifest:
+        """These entries added (an entry already there, or a seq that is gone, is
+        passed over: a deleted seq never comes back)."""
+        have = {e.seq for e in self.entries}
+        new = [e for e in entries if e.seq not in have and not self.deleted(e.seq)]
+        if not new:
+            return self
+        merged = tuple(sorted([*self.entries, *new], key=lambda e: e.seq))
+        return replace(self, entries=merged, high=max(self.high, merged[-1].seq))
+
+    def removed(self, seqs: Iterable[int]) -> Manifest:
+        """These seqs gone for good: their entries dropped, recorded deleted."""
+        gone = {s for s in seqs if not self.deleted(s)}
+        if not gone:
+            return self
+        high = max(self.high, max(gone))
+        floor, above = self.deleted_floor, set(self.deleted_above) | gone
+        while floor + 1 in above:
+            floor += 1
+            above.discard(floor)
+        return replace(
+            self,
+            high=high,
+            deleted_floor=floor,
+            deleted_above=frozenset(above),
+            entries=tuple(e for e in self.entries if e.seq not in gone),
+            damaged=tuple((s, err) for s, err in self.damaged if s not in gone),
+        )
+
+    def marked_damaged(self, found: Iterable[tuple[int, str]]) -> Manifest:
+        """These live seqs recorded as having a ``.meta`` that fails verification."""
+        live = {e.seq for e in self.entries}
+        known = dict(self.damaged)
+        for seq, error in found:
+            if seq in live:
+                known[seq] = error
+        if known == dict(self.damaged):
+            return self
+        return replace(self, damaged=tuple(sorted(known.items())))
+
+    def at_epoch(self, epoch: int) -> Manifest:
+        return self if epoch <= self.epoch else replace(self, epoch=epoch)
+
+    # -- bytes ------------------------------------------------------------------------
+    def encode(self) -> bytes:
+        cols: dict[str, list[Any]] = {c: [getattr(e, c) for e in self.entries] for c in COLUMNS}
+        body = {
+            "partition": self.partition,
+            "epoch": self.epoch,
+            "high": self.high,
+            "deleted_floor": self.deleted_floor,
+            "deleted_above": sorted(self.deleted_above),
+            "segments": cols,
+            "damaged": [[s, err] for s, err in self.damaged],
+        }
+        return encode_frame(MAGIC_MANIFEST, body)
+
+    @classmethod
+    def decode(cls, path: str, raw: bytes, version: str | None = None) -> Manifest:
+        """Verify and decode; CorruptionError (naming ``path``) on any damage."""
+        body = decode_frame(path, MAGIC_MANIFEST, raw)
+
+        def bad(what: str) -> CorruptionError:
+            return CorruptionError(path, FRAME_SIZE, f"manifest {what}")
+
+        try:
+            partition = body["partition"]
+            epoch, high = int(body["epoch"]), int(body["high"])
+            floor = int(body["deleted_floor"])
+            above = frozenset(int(s) for s in body["deleted_above"])
+            cols = body["segments"]
+            damaged = tuple((int(s), str(err)) for s, err in body.get("damaged", []))
+        except (KeyError, TypeError, ValueError) as e:
+            raise bad(f"lacks or mistypes a required key ({e})") from e
+        if not isinstance(partition, str) or not isinstance(cols, dict):
+            raise bad("partition or segments mistyped")
+        missing = [c for c in COLUMNS if c not in cols and c not in _OPTIONAL]
+        if missing or not isinstance(cols["seq"], list):
+            raise bad(f"segments lack column(s) {missing or ['seq']}")
+        n = len(cols["seq"])
+        columns: list[Any] = [cols.get(c, [None] * n) for c in COLUMNS]
+        if any(not isinstance(c, list) or len(c) != n for c in columns):
+            raise bad("segments columns differ in length")
+        for c, col in zip(COLUMNS, columns, strict=True):
+            kinds = set(map(type, col))
+            if not kinds <= ({int, type(None)} if c in _OPTIONAL else {int}):
+                raise bad(f"segments column {c} holds a value that is not an integer")
+        entries = tuple(map(ManifestEntry._make, zip(repeat(partition), *columns)))
+        seqs = [e.seq for e in entries]
+        if any(not isinstance(s, int) or s < 1 for s in seqs) or seqs != sorted(set(seqs)):
+            raise bad("segment seqs are not increasing positive integers")
+        if seqs and seqs[-1] > high:
+            raise bad(f"segment {seqs[-1]} is above high {high}")
+        return cls(partition, epoch, high, floor, above, entries, damaged, version)
+
+
+def empty(partition: str) -> Manifest:
+    return Manifest(partition)
+
+
+@dataclass
+class ManifestStats:
+    """What readers met (for logs, metrics and tests)."""
+
+    reads: int = 0
+    damaged: int = 0
+    """Reads that found the manifest failing verification (the listing was used)."""
+    built: int = 0
+    """Manifests written from a listing (the one-time upgrade, or after damage)."""
+
+
+class ManifestStore:
+    """The manifests of a root's partitions, through ``objects``.
+
+    ``epoch`` is the writer's (0 on a POSIX root; the lease epoch on an object root).
+    The version of the manifest this instance last wrote is remembered per partition,
+    so a writer's next change costs one ``replace`` (no read) while nobody else wrote.
+    """
+
+    def __init__(self, objects: ObjectStore, *, epoch: int = 0) -> None:
+        self.objects = objects
+        self.epoch = epoch
+        self.stats = ManifestStats()
+        self._last: dict[str, Manifest] = {}
+
+    def display(self, partition: str) -> str:
+        return self.objects.display(manifest_key(partition))
+
+    def forget(self, partition: str) -> None:
+        self._last.pop(partition, None)
+
+    def read(self, partition: str) -> Manifest | None:
+        """The manifest as stored now (one GET); None when there is none. A damaged
+        one raises CorruptionError (callers fall back to a listing)."""
+        got = self.objects.get(manifest_key(partition))
+        self.stats.reads += 1
+        if got is None:
+            return None
+        try:
+            m = Manifest.decode(self.display(partition), got.data, got.version)
+        except CorruptionError:
+            self.stats.damaged += 1
+            raise
+        if m.partition != partition:
+            self.stats.damaged += 1
+            raise CorruptionError(
+                self.display(partition), FRAME_SIZE, f"manifest names partition {m.partition}"
+            )
+        return m
+
+    def create(self, manifest: Manifest) -> Manifest | None:
+        """Store ``manifest`` if the partition has none; None when one appeared first."""
+        try:
+            version = self.objects.create(
+                manifest_key(manifest.partition), manifest.at_epoch(self.epoch).encode()
+            )
+        except ObjectExists:
+            return None
+        self.stats.built += 1
+        out = replace(manifest.at_epoch(self.epoch), version=version)
+        self._last[manifest.partition] = out
+        return out
+
+    def update(
+        self,
+        partition: str,
+        change: Callable[[Manifest], Manifest],
+        *,
+        build: Callable[[], Manifest],
+    ) -> Manifest:
+        """Apply ``change`` to the stored manifest and store the result (If-Match the
+        version it applied to); a lost race re-reads and applies it again. ``build``
+        makes the manifest from a listing when there is none or it is damaged.
+
+        Raises FencedError when the stored manifest has a higher epoch than ours; an
+        OSError other than a precondition leaves the outcome unknown: nothing is
+        remembered, and the caller's retry applies ``change`` again (it is idempotent).
+        """
+        key = manifest_key(partition)
+        for _ in range(_ATTEMPTS):
+            cur = self._last.get(partition)
+            damaged_version: str | None = None
+            if cur is None:
+                try:
+                    cur = self.read(partition)
+                except CorruptionError as e:
+                    log.warning("quiver.manifest.damaged path=%s error=%s (rebuilt)", key, e)
+                    damaged_version = self.objects.head(key)
+                    cur = None
+                    if damaged_version is None:
+                        continue  # gone meanwhile: read again
+            if cur is not None and cur.epoch > self.epoch:
+                self._last.pop(partition, None)
+                raise FencedError(
+                    f"partition {partition}: {self.display(partition)} was written at epoch "
+                    f"{cur.epoch}, above this writer's {self.epoch}: another writer took it over"
+                )
+            try:
+                if cur is None:
+                    new = change(build()).at_epoch(self.epoch)
+                    if damaged_version is None:
+                        version = self.objects.create(key, new.encode())
+                        self.stats.built += 1
+                    else:
+                        version = self.objects.replace(key, new.encode(), version=damaged_version)
+                        self.stats.built += 1
+                else:
+                    new = change(cur)
+                    if new is cur:  # nothing to change: no write
+                        return cur
+                    new = new.at_epoch(self.epoch)
+                    assert cur.version is not None
+                    version = self.objects.replace(key, new.encode(), version=cur.version)
+            except (ObjectExists, VersionMismatch, ObjectConflict):
+                self._last.pop(partition, None)
+                continue
+            except BaseException:
+                self._last.pop(partition, None)
+                raise
+            out = replace(new, version=version)
+            self._last[partition] = out
+            return out
+        raise OSError(f"{self.display(partition)}: {_ATTEMPTS} conditional writes in a row lost")
