@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -286,6 +286,25 @@ class AckLogJournal:
             pass
 
     # -- writing -----------------------------------------------------------------------
+    def _transact(
+        self, build: Callable[[], acklog.RecordEncoder | None]
+    ) -> acklog.RecordEncoder | None:
+        """One registry mutation: ``build()`` validates against the current state and
+        returns the records to append (from :meth:`_encoder`), or None when there is
+        nothing to write; when this returns they are durable and applied.
+
+        Here: under ``LOCK_EX`` after reading the new tail, so ``build`` runs once on
+        a state nobody else can change before the append (§8.5). The object journal
+        runs ``build`` again on a fresher state when another append took its place
+        (§12.5), so ``build`` only reads the state and fills the encoder: anything it
+        reports goes through variables it sets afresh on each run.
+        """
+        with self._locked(exclusive=True):
+            enc = build()
+            if enc is not None:
+                self._append(enc)
+            return enc
+
     def _append(self, enc: acklog.RecordEncoder) -> None:
         """Write ``enc``'s records in one write + fdatasync, then apply them (EX held)."""
         data = enc.data()

@@ -154,10 +154,11 @@ class SubscriberRegistry(AckLogJournal):
             validate_name("partition", p)
             if h < 0:
                 raise SubscriberError(f"start mark {h} for partition {p!r} is negative")
-        with self._locked(exclusive=True):
+
+        def build() -> acklog.RecordEncoder | None:
             if sub in self.state.by_name:
                 if exist_ok:
-                    return
+                    return None
                 raise SubscriberError(f"subscriber {sub!r} is already registered")
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
             sid = self.state.next_sub_id
@@ -166,17 +167,25 @@ class SubscriberRegistry(AckLogJournal):
                 pid = self._part_id(p, enc, new)
                 if h:
                     enc.add(acklog.K_START, sub=sid, part=pid, a=h)
-            self._append(enc)
+            return enc
+
+        if self._transact(build) is None:
+            return
         log.info("quiver.subscriber.register subscriber=%s marks=%s", sub, marks)
 
     def deregister(self, sub: str) -> None:
         """Remove ``sub`` durably; its pins are released at the next retention pass."""
-        with self._locked(exclusive=True):
-            sid = self._sid(sub)
+        gone: list[int] = []
+
+        def build() -> acklog.RecordEncoder:
+            gone[:] = [self._sid(sub)]
             enc = self._encoder()
-            enc.add(acklog.K_DEREG, sub=sid)
-            self._append(enc)
-            self._claims = {k: v for k, v in self._claims.items() if k[0] != sid}
+            enc.add(acklog.K_DEREG, sub=gone[0])
+            return enc
+
+        self._transact(build)
+        with self._mutex:
+            self._claims = {k: v for k, v in self._claims.items() if k[0] not in gone}
         log.info("quiver.subscriber.deregister subscriber=%s", sub)
 
     def subscribers(self) -> list[str]:
@@ -230,7 +239,10 @@ class SubscriberRegistry(AckLogJournal):
         wanted = {
             validate_name("partition", p): sorted(set(s)) for p, s in seqs_by_partition.items()
         }
-        with self._locked(exclusive=True):
+        released: dict[tuple[int, str], list[int]] = {}
+
+        def build() -> acklog.RecordEncoder | None:
+            released.clear()
             sid = self._sid(sub)
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
             for p, seqs in wanted.items():
@@ -247,10 +259,15 @@ class SubscriberRegistry(AckLogJournal):
                 pid = self._part_id(p, enc, new)
                 for first, count in to_runs(todo):
                     enc.add(acklog.K_OUTCOME, _CODES[outcome], sub=sid, part=pid, a=first, b=count)
-                claims = self._claims.get((sid, p))
+                released[(sid, p)] = todo
+            return enc if enc.parts else None
+
+        self._transact(build)
+        with self._mutex:
+            for key, todo in released.items():
+                claims = self._claims.get(key)
                 if claims:
                     claims.difference_update(todo)
-            self._append(enc)
 
     # -- queries -------------------------------------------------------------------------
     def _view(self, sub: str, partition: str) -> PartState:
@@ -360,7 +377,9 @@ class SubscriberRegistry(AckLogJournal):
         deletes a single file. Returns ``{subscriber: {partition: seqs dropped}}``.
         """
         dropped: dict[str, dict[str, list[int]]] = {}
-        with self._locked(exclusive=True):
+
+        def build() -> acklog.RecordEncoder | None:
+            dropped.clear()
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
             for p, seqs in sorted(deletions.items()):
                 seqs = sorted(set(seqs))
@@ -382,7 +401,9 @@ class SubscriberRegistry(AckLogJournal):
                             )
                 for first, count in to_runs(seqs):
                     enc.add(acklog.K_DELETED, part=pid, a=first, b=count)
-            self._append(enc)
+            return enc if enc.parts else None
+
+        self._transact(build)
         return dropped
 
     def marks_table(self) -> list[tuple[str, str, int, set[int]]]:
