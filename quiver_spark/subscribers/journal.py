@@ -31,6 +31,7 @@ from typing import Self
 from ..errors import QuiverError, StoreClosedError
 from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
+from ..objects import ObjectStore
 from . import log as acklog
 from .state import RegistryState
 
@@ -90,11 +91,14 @@ class AckLogJournal:
         io: FileIO = DEFAULT_IO,
         checkpoint_records: int = 100_000,
         salvage: bool = False,
+        objects: ObjectStore | None = None,
     ) -> Self:
         """Open (creating ``<root>/subscribers`` if needed) and replay checkpoint + tail.
 
         ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
         instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`.
+        ``objects`` is accepted for the signature the registry shares with the object
+        journal (§12.5) and unused here: these files are POSIX.
         """
         reg = cls(root, io, checkpoint_records, salvage)
         t0 = time.perf_counter()

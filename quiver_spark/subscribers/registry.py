@@ -10,11 +10,13 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from ..config import validate_name
 from ..errors import ConfigError, SubscriberError, UnknownSegmentError
 from ..fs import DEFAULT_IO, FileIO
+from ..objects import ObjectStore
+from ..objects.local import LocalObjects
 from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
@@ -91,6 +93,38 @@ class SubscriberRegistry(AckLogJournal):
     def __init__(self, root: str, io: FileIO, checkpoint_records: int, salvage: bool) -> None:
         super().__init__(root, io, checkpoint_records, salvage)
         self._claims: dict[tuple[int, str], set[int]] = {}
+
+    @classmethod
+    def open(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self:
+        """Open the registry of the store at ``root`` (see :meth:`AckLogJournal.open`).
+
+        ``objects`` is the root's object store: None or a
+        :class:`~quiver_spark.objects.local.LocalObjects` keeps the POSIX ack log under
+        ``<root>/subscribers/`` (§8); any other store opens the object ack log
+        (``subscribers/CHECKPOINT`` + ``subscribers/log/``, §12.5), which creates
+        nothing until the first append."""
+        if objects is not None and not isinstance(objects, LocalObjects):
+            from .objects_journal import ObjectSubscriberRegistry
+
+            return cast(
+                "Self",
+                ObjectSubscriberRegistry.open(
+                    root,
+                    io=io,
+                    checkpoint_records=checkpoint_records,
+                    salvage=salvage,
+                    objects=objects,
+                ),
+            )
+        return super().open(root, io=io, checkpoint_records=checkpoint_records, salvage=salvage)
 
     @classmethod
     def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:
