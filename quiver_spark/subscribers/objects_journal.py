@@ -386,7 +386,7 @@ class ObjectAckJournal(AckLogJournal):
     def _maybe_checkpoint(self) -> None:
         n = self._head
         k = max(1, self.checkpoint_deltas)
-        due = n % k == 0 or n - self._ckpt_gen >= 2 * k
+        due = n % k == 0 or n - self._ckpt_gen >= 2 * k or self.maintenance_error is not None
         known = self._ckpt_known[0] if self._ckpt_known is not None else 0
         if not (due or self._since_ckpt >= self.checkpoint_records) or n <= known:
             return

@@ -212,3 +212,51 @@ def test_a_retention_pass_on_an_object_root_records_dropped_and_deleted_once(buc
     res = apply_retention(cat, reg, RetentionConfig(), now_ns=0)
     assert res.deleted == {P: [1, 2]} and cat.deleted == [(P, 1), (P, 2)]
     assert _open(bucket).deleted_marks(P).highest == 2
+
+
+def test_a_failed_checkpoint_never_fails_the_append_and_is_retried_at_the_next(bucket):
+    m = MemoryObjects(bucket, "store")
+    r = _open(bucket, m)
+    assert isinstance(r, ObjectAckJournal)
+    r.checkpoint_deltas = 4
+    reg = _open_same(r)
+
+    def refuse(op: str, key: str) -> None:
+        if key == CHECKPOINT_KEY and op in ("create", "replace"):
+            raise TimeoutError("checkpoint write timed out")
+
+    m.faults.before = refuse
+    reg.register("a")
+    for seq in (1, 2, 3):
+        reg.record("a", P, [seq], Outcome.ACK)  # delta 4: the checkpoint fails
+    assert r.maintenance_error is not None and m.get(CHECKPOINT_KEY) is None
+    m.faults.before = None
+    reg.record("a", P, [4], Outcome.ACK)
+    assert r.maintenance_error is None and r.stats()["acklog"]["checkpoint_gen"] == 5
+    assert _open(bucket).state.digest() == reg.state.digest()
+
+
+def _open_same(r: ObjectAckJournal) -> SubscriberRegistry:
+    assert isinstance(r, SubscriberRegistry)
+    return r
+
+
+def test_deltas_are_deleted_one_checkpoint_and_a_horizon_after_they_were_covered(bucket):
+    m = MemoryObjects(bucket, "store")
+    r = _open(bucket, m)
+    assert isinstance(r, ObjectAckJournal)
+    t = [0.0]
+    r.clock = lambda: t[0]
+    r.checkpoint_deltas = 4
+    reg = _open_same(r)
+    reg.register("a")
+    for seq in range(1, 11):  # deltas 2..11, checkpoints at 4 and 8
+        reg.record("a", P, [seq], Outcome.ACK)
+    assert _deltas(m)[0] == delta_key(1)  # within the horizon: nothing deleted
+    t[0] += r.horizon_s
+    for seq in range(11, 16):  # deltas 12..16: checkpoints at 12 and 16
+        reg.record("a", P, [seq], Outcome.ACK)
+    # 4 and 8 had been known for the horizon at checkpoint 12: <= 8 deleted; checkpoint
+    # 12 is not (newest but one at 16, and known for less than the horizon)
+    assert _deltas(m)[0] == delta_key(9) and _deltas(m)[-1] == delta_key(16)
+    assert _open(bucket).state.digest() == reg.state.digest()
