@@ -45,6 +45,7 @@ from ..objects import (
     PreconditionFailed,
     Stored,
 )
+from ..objects.local import LocalObjects
 from . import log as acklog
 from .journal import AckLogJournal
 from .registry import SubscriberRegistry
@@ -67,6 +68,19 @@ TOKEN_WINDOW = 1024
 """A checkpoint keeps the tokens of the deltas above ``log_gen - TOKEN_WINDOW``."""
 CONFLICT_ATTEMPTS = 32
 UNKNOWN_ATTEMPTS = 3
+
+
+def uses_objects(objects: ObjectStore | None) -> bool:
+    """True when ``objects`` (a root's store) takes the object ack log: any store but
+    None or a POSIX :class:`~quiver_spark.objects.local.LocalObjects` (looked for
+    under wrappers such as :class:`~quiver_spark.objects.CountingObjects`)."""
+    inner = objects
+    while inner is not None and not isinstance(inner, LocalObjects):
+        nxt = getattr(inner, "inner", None)
+        if not isinstance(nxt, ObjectStore):
+            return True
+        inner = nxt
+    return False
 
 
 def delta_key(n: int) -> str:
@@ -388,7 +402,10 @@ class ObjectAckJournal(AckLogJournal):
         k = max(1, self.checkpoint_deltas)
         due = n % k == 0 or n - self._ckpt_gen >= 2 * k or self.maintenance_error is not None
         known = self._ckpt_known[0] if self._ckpt_known is not None else 0
-        if not (due or self._since_ckpt >= self.checkpoint_records) or n <= known:
+        if n <= known:
+            self.maintenance_error = None  # a checkpoint at least this far exists
+            return
+        if not (due or self._since_ckpt >= self.checkpoint_records):
             return
         try:
             self._write_checkpoint()

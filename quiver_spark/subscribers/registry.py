@@ -16,7 +16,6 @@ from ..config import validate_name
 from ..errors import ConfigError, SubscriberError, UnknownSegmentError
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
-from ..objects.local import LocalObjects
 from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
@@ -106,14 +105,14 @@ class SubscriberRegistry(AckLogJournal):
     ) -> Self:
         """Open the registry of the store at ``root`` (see :meth:`AckLogJournal.open`).
 
-        ``objects`` is the root's object store: None or a
+        ``objects`` is the root's object store: None or a (wrapped)
         :class:`~quiver_spark.objects.local.LocalObjects` keeps the POSIX ack log under
         ``<root>/subscribers/`` (§8); any other store opens the object ack log
         (``subscribers/CHECKPOINT`` + ``subscribers/log/``, §12.5), which creates
         nothing until the first append."""
-        if objects is not None and not isinstance(objects, LocalObjects):
-            from .objects_journal import ObjectSubscriberRegistry
+        from .objects_journal import ObjectSubscriberRegistry, uses_objects
 
+        if uses_objects(objects):
             return cast(
                 "Self",
                 ObjectSubscriberRegistry.open(

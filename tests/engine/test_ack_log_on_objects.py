@@ -63,6 +63,9 @@ def test_an_object_root_gets_the_object_journal_and_a_posix_one_the_files(bucket
     local = SubscriberRegistry.open(str(tmp_path), objects=LocalObjects(str(tmp_path)))
     assert not isinstance(local, ObjectAckJournal) and isinstance(local, AckLogJournal)
     assert (tmp_path / "subscribers" / "LOCK").exists()
+    counted = CountingObjects(LocalObjects(str(tmp_path)))
+    again = SubscriberRegistry.open(str(tmp_path), objects=counted)
+    assert not isinstance(again, ObjectAckJournal)
 
 
 def test_a_read_never_creates_a_registry_on_an_object_root(bucket):
