@@ -7,6 +7,7 @@ not create anything opens a store's registry. The package's modules:
 ================  ================================================================
 ``registry.py``   the shared registry: register, record outcomes, marks (§8)
 ``journal.py``    the ack log's files: locks, appends, checkpoints (§8.5)
+``objects_journal.py`` the ack log on an object root: one object per append (§12.5)
 ``log.py``        the ack log's bytes (§8.3)
 ``state.py``      the in-memory state the log replays into (§8.4)
 ``records.py``    one subscription record per subscriber: life and expiry (§8.10)
@@ -17,9 +18,12 @@ not create anything opens a store's registry. The package's modules:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..format import SUBSCRIBERS_DIR
+from ..objects import ObjectStore
 from .journal import OpenReport
+from .objects_journal import uses_objects
 from .registry import Outcome, StartPosition, SubscriberRegistry, to_runs
 
 __all__ = [
@@ -39,10 +43,27 @@ def has_registry(root: str) -> bool:
     return os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR))
 
 
-def open_registry(root: str, *, create: bool = False) -> SubscriberRegistry | None:
+def open_registry(
+    root: str,
+    *,
+    create: bool = False,
+    objects: ObjectStore | None = None,
+    **kw: Any,
+) -> SubscriberRegistry | None:
     """The subscriber registry of the store at ``root``, or None when it has none and
     ``create`` is false: a read (a batch read, ``quiver status``, a read task that
-    classifies a vanished segment) never creates one."""
+    classifies a vanished segment) never creates one.
+
+    ``objects`` is the root's object store (None or ``LocalObjects``: the POSIX ack
+    log; any other: the object ack log, §12.5, whose open creates nothing and costs
+    one GET and one LIST when there is none). ``kw`` goes to
+    :meth:`SubscriberRegistry.open` (``io``, ``checkpoint_records``, ``salvage``)."""
+    if uses_objects(objects):
+        reg = SubscriberRegistry.open(root, objects=objects, **kw)
+        if create or getattr(reg, "exists", lambda: True)():
+            return reg
+        reg.close()
+        return None
     if not create and not has_registry(root):
         return None
-    return SubscriberRegistry.open(root)
+    return SubscriberRegistry.open(root, **kw)

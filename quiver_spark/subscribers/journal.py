@@ -24,13 +24,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Self
 
 from ..errors import QuiverError, StoreClosedError
 from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
+from ..objects import ObjectStore
 from . import log as acklog
 from .state import RegistryState
 
@@ -90,11 +91,14 @@ class AckLogJournal:
         io: FileIO = DEFAULT_IO,
         checkpoint_records: int = 100_000,
         salvage: bool = False,
+        objects: ObjectStore | None = None,
     ) -> Self:
         """Open (creating ``<root>/subscribers`` if needed) and replay checkpoint + tail.
 
         ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
         instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`.
+        ``objects`` is accepted for the signature the registry shares with the object
+        journal (§12.5) and unused here: these files are POSIX.
         """
         reg = cls(root, io, checkpoint_records, salvage)
         t0 = time.perf_counter()
@@ -286,6 +290,25 @@ class AckLogJournal:
             pass
 
     # -- writing -----------------------------------------------------------------------
+    def _transact(
+        self, build: Callable[[], acklog.RecordEncoder | None]
+    ) -> acklog.RecordEncoder | None:
+        """One registry mutation: ``build()`` validates against the current state and
+        returns the records to append (from :meth:`_encoder`), or None when there is
+        nothing to write; when this returns they are durable and applied.
+
+        Here: under ``LOCK_EX`` after reading the new tail, so ``build`` runs once on
+        a state nobody else can change before the append (§8.5). The object journal
+        runs ``build`` again on a fresher state when another append took its place
+        (§12.5), so ``build`` only reads the state and fills the encoder: anything it
+        reports goes through variables it sets afresh on each run.
+        """
+        with self._locked(exclusive=True):
+            enc = build()
+            if enc is not None:
+                self._append(enc)
+            return enc
+
     def _append(self, enc: acklog.RecordEncoder) -> None:
         """Write ``enc``'s records in one write + fdatasync, then apply them (EX held)."""
         data = enc.data()

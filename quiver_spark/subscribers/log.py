@@ -71,9 +71,16 @@ def parse_log_gen(name: str) -> int | None:
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
 
 
-def encode_header(gen: int) -> bytes:
-    head = ACK_HEADER.pack(ACK_MAGIC, ACK_VERSION, ACK_HEADER_SIZE, gen, 0, 0)
+def encode_header(gen: int, token: int = 0) -> bytes:
+    """A §8.2 header; ``token`` (bytes 16..24) is zero in a POSIX log file and the
+    appender's random nonzero token in an object delta (§12.5)."""
+    head = ACK_HEADER.pack(ACK_MAGIC, ACK_VERSION, ACK_HEADER_SIZE, gen, token, 0)
     return head + struct.pack("<I", checksum(head))
+
+
+def header_token(raw: bytes) -> int:
+    """The token in a verified header's bytes 16..24 (0 when none)."""
+    return int(ACK_HEADER.unpack_from(raw)[4])
 
 
 def decode_header(path: str, raw: bytes) -> int:
@@ -348,6 +355,31 @@ def _locate(
     out.data = b"".join(keep)
     out.cursor = Cursor(cur.gen, cur.offset + len(body), running)
     return out
+
+
+def read_whole(name: str, raw: bytes, *, salvage: bool = False) -> tuple[int, bytes, list[int]]:
+    """Verify a complete ack-log file held in memory (an object delta, §12.5, which is
+    whole or absent: nothing in it is a torn write) and return ``(generation, verified
+    records, offsets skipped)``. A bad header, a partial record or a CRC mismatch
+    raises :class:`CorruptionError` / :class:`ChecksumMismatchError` naming ``name``
+    and the offset; with ``salvage`` a bad record is skipped instead (header damage
+    always raises: the chain cannot be checked without it)."""
+    gen = decode_header(name, raw)
+    rest = len(raw) - ACK_HEADER_SIZE
+    if rest % RECORD_SIZE:
+        raise CorruptionError(
+            name, len(raw) - rest % RECORD_SIZE, f"partial ack record ({rest % RECORD_SIZE} bytes)"
+        )
+    cur = Cursor(gen, ACK_HEADER_SIZE, checksum(raw[:ACK_HEADER_SIZE]))
+    out = TailRead(b"", cur)
+    if not rest:
+        return gen, b"", []
+    body = raw[ACK_HEADER_SIZE:]
+    (stored,) = struct.unpack_from("<I", body, rest - 4)
+    if checksum(memoryview(body)[: rest - 4], cur.running) == stored:
+        return gen, body, []
+    out = _locate(name, body, cur, out, salvage, last_file=False)
+    return gen, out.data, out.skipped
 
 
 def list_generations(io: FileIO, directory: str) -> list[int]:

@@ -10,11 +10,12 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Self, cast
 
 from ..config import validate_name
 from ..errors import ConfigError, SubscriberError, UnknownSegmentError
 from ..fs import DEFAULT_IO, FileIO
+from ..objects import ObjectStore
 from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
@@ -93,6 +94,38 @@ class SubscriberRegistry(AckLogJournal):
         self._claims: dict[tuple[int, str], set[int]] = {}
 
     @classmethod
+    def open(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self:
+        """Open the registry of the store at ``root`` (see :meth:`AckLogJournal.open`).
+
+        ``objects`` is the root's object store: None or a (wrapped)
+        :class:`~quiver_spark.objects.local.LocalObjects` keeps the POSIX ack log under
+        ``<root>/subscribers/`` (§8); any other store opens the object ack log
+        (``subscribers/CHECKPOINT`` + ``subscribers/log/``, §12.5), which creates
+        nothing until the first append."""
+        from .objects_journal import ObjectSubscriberRegistry, uses_objects
+
+        if uses_objects(objects):
+            return cast(
+                "Self",
+                ObjectSubscriberRegistry.open(
+                    root,
+                    io=io,
+                    checkpoint_records=checkpoint_records,
+                    salvage=salvage,
+                    objects=objects,
+                ),
+            )
+        return super().open(root, io=io, checkpoint_records=checkpoint_records, salvage=salvage)
+
+    @classmethod
     def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:
         """The subscribers the checkpoint and logs register, read without a lock and
         without repairing anything (bad records skipped, a torn tail left out): what
@@ -154,10 +187,11 @@ class SubscriberRegistry(AckLogJournal):
             validate_name("partition", p)
             if h < 0:
                 raise SubscriberError(f"start mark {h} for partition {p!r} is negative")
-        with self._locked(exclusive=True):
+
+        def build() -> acklog.RecordEncoder | None:
             if sub in self.state.by_name:
                 if exist_ok:
-                    return
+                    return None
                 raise SubscriberError(f"subscriber {sub!r} is already registered")
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
             sid = self.state.next_sub_id
@@ -166,17 +200,25 @@ class SubscriberRegistry(AckLogJournal):
                 pid = self._part_id(p, enc, new)
                 if h:
                     enc.add(acklog.K_START, sub=sid, part=pid, a=h)
-            self._append(enc)
+            return enc
+
+        if self._transact(build) is None:
+            return
         log.info("quiver.subscriber.register subscriber=%s marks=%s", sub, marks)
 
     def deregister(self, sub: str) -> None:
         """Remove ``sub`` durably; its pins are released at the next retention pass."""
-        with self._locked(exclusive=True):
-            sid = self._sid(sub)
+        gone: list[int] = []
+
+        def build() -> acklog.RecordEncoder:
+            gone[:] = [self._sid(sub)]
             enc = self._encoder()
-            enc.add(acklog.K_DEREG, sub=sid)
-            self._append(enc)
-            self._claims = {k: v for k, v in self._claims.items() if k[0] != sid}
+            enc.add(acklog.K_DEREG, sub=gone[0])
+            return enc
+
+        self._transact(build)
+        with self._mutex:
+            self._claims = {k: v for k, v in self._claims.items() if k[0] not in gone}
         log.info("quiver.subscriber.deregister subscriber=%s", sub)
 
     def subscribers(self) -> list[str]:
@@ -230,7 +272,10 @@ class SubscriberRegistry(AckLogJournal):
         wanted = {
             validate_name("partition", p): sorted(set(s)) for p, s in seqs_by_partition.items()
         }
-        with self._locked(exclusive=True):
+        released: dict[tuple[int, str], list[int]] = {}
+
+        def build() -> acklog.RecordEncoder | None:
+            released.clear()
             sid = self._sid(sub)
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
             for p, seqs in wanted.items():
@@ -247,10 +292,15 @@ class SubscriberRegistry(AckLogJournal):
                 pid = self._part_id(p, enc, new)
                 for first, count in to_runs(todo):
                     enc.add(acklog.K_OUTCOME, _CODES[outcome], sub=sid, part=pid, a=first, b=count)
-                claims = self._claims.get((sid, p))
+                released[(sid, p)] = todo
+            return enc if enc.parts else None
+
+        self._transact(build)
+        with self._mutex:
+            for key, todo in released.items():
+                claims = self._claims.get(key)
                 if claims:
                     claims.difference_update(todo)
-            self._append(enc)
 
     # -- queries -------------------------------------------------------------------------
     def _view(self, sub: str, partition: str) -> PartState:
@@ -360,7 +410,9 @@ class SubscriberRegistry(AckLogJournal):
         deletes a single file. Returns ``{subscriber: {partition: seqs dropped}}``.
         """
         dropped: dict[str, dict[str, list[int]]] = {}
-        with self._locked(exclusive=True):
+
+        def build() -> acklog.RecordEncoder | None:
+            dropped.clear()
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
             for p, seqs in sorted(deletions.items()):
                 seqs = sorted(set(seqs))
@@ -382,7 +434,9 @@ class SubscriberRegistry(AckLogJournal):
                             )
                 for first, count in to_runs(seqs):
                     enc.add(acklog.K_DELETED, part=pid, a=first, b=count)
-            self._append(enc)
+            return enc if enc.parts else None
+
+        self._transact(build)
         return dropped
 
     def marks_table(self) -> list[tuple[str, str, int, set[int]]]:

@@ -1,0 +1,495 @@
+"""The ack log on an object store: one object per registry append (ARCHITECTURE.md §12.5).
+
+Keys under the root::
+
+    subscribers/CHECKPOINT               §8.5 body (+ ``tokens``), replaced If-Match
+    subscribers/log/<n:020d>.ack         delta n: a complete §8.2/§8.3 ack-log file,
+                                         generation n, created only if absent
+
+There is no lock. A mutation (:meth:`ObjectAckJournal._transact`) reads what others
+appended (one LIST after the cursor, one GET per new delta), runs ``build`` on that
+state and creates delta ``head + 1``; when another append took the number
+(``ObjectExists``) it reads again and runs ``build`` again, so every decision is
+validated against every fact committed before it (one create = one commit point).
+A create whose response was lost is resolved by reading back: each delta carries a
+random token in its header, and a catch-up that finds the token at ``n`` knows the
+call committed. Facts commute (§8.4), so the state is the replay of CHECKPOINT plus the
+deltas above its ``log_gen``, whatever process wrote them.
+
+Deltas at or below an older checkpoint's ``log_gen`` are deleted once this process has
+known that checkpoint for :attr:`ObjectAckJournal.horizon_s` of its monotonic clock.
+An appender whose head-read-to-create-returned interval reached half the horizon (its
+number could have been deleted and re-created by it) checks CHECKPOINT before it
+reports success; a reader idle that long checks CHECKPOINT before it reads on from
+its cursor. So a delta created below a checkpoint that does not hold it is never
+counted by anyone, and its appender retries above.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Self
+
+from ..errors import CorruptionError, QuiverError, StoreClosedError
+from ..format import MAGIC_CHECKPOINT, checksum, decode_frame, encode_frame
+from ..fs import DEFAULT_IO, FileIO
+from ..objects import (
+    ObjectConflict,
+    ObjectExists,
+    ObjectStore,
+    PreconditionFailed,
+    Stored,
+)
+from ..objects.local import LocalObjects
+from . import log as acklog
+from .journal import AckLogJournal
+from .registry import SubscriberRegistry
+from .state import RegistryState
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_KEY = "subscribers/CHECKPOINT"
+DELTA_PREFIX = "subscribers/log/"
+DELTA_SUFFIX = ".ack"
+
+CHECKPOINT_DELTAS = 32
+"""A checkpoint every K deltas: an open reads CHECKPOINT, one LIST and at most ~K deltas
+(2K when a checkpointer failed), i.e. under a second of sequential GETs at S3's
+latencies, while the checkpoint (a body that grows with subscribers x partitions) is
+rewritten once per K appends, not per append."""
+HORIZON_S = 600.0
+"""How long a checkpoint must have been known before the deltas it covers are deleted."""
+TOKEN_WINDOW = 1024
+"""A checkpoint keeps the tokens of the deltas above ``log_gen - TOKEN_WINDOW``."""
+CONFLICT_ATTEMPTS = 32
+UNKNOWN_ATTEMPTS = 3
+
+
+def uses_objects(objects: ObjectStore | None) -> bool:
+    """True when ``objects`` (a root's store) takes the object ack log: any store but
+    None or a POSIX :class:`~quiver_spark.objects.local.LocalObjects` (looked for
+    under wrappers such as :class:`~quiver_spark.objects.CountingObjects`)."""
+    inner = objects
+    while inner is not None and not isinstance(inner, LocalObjects):
+        nxt = getattr(inner, "inner", None)
+        if not isinstance(nxt, ObjectStore):
+            return True
+        inner = nxt
+    return False
+
+
+def delta_key(n: int) -> str:
+    return f"{DELTA_PREFIX}{n:020d}{DELTA_SUFFIX}"
+
+
+def parse_delta(key: str) -> int | None:
+    if not (key.startswith(DELTA_PREFIX) and key.endswith(DELTA_SUFFIX)):
+        return None
+    stem = key[len(DELTA_PREFIX) : -len(DELTA_SUFFIX)]
+    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+
+
+class OutcomeUnknownError(OSError):
+    """A registry append may or may not have committed and reading back cannot tell."""
+
+
+class ObjectAckJournal(AckLogJournal):
+    """One process's handle on an object root's ack log and the state it describes.
+
+    The interface the registry uses is :class:`~.journal.AckLogJournal`'s:
+    :meth:`_transact`, :meth:`_encoder`, :meth:`exclusive`, :meth:`refresh`,
+    :meth:`checkpoint`, ``state``, ``_mutex``, :meth:`acklog_stats`, :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        io: FileIO,
+        checkpoint_records: int,
+        salvage: bool,
+        objects: ObjectStore | None = None,
+    ) -> None:
+        super().__init__(root, io, checkpoint_records, salvage)
+        if objects is None:
+            raise TypeError("an object ack journal needs the root's ObjectStore (objects=...)")
+        self.objects = objects
+        self.dir = objects.display("subscribers")
+        self.checkpoint_deltas = CHECKPOINT_DELTAS
+        self.horizon_s = HORIZON_S
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
+        self.maintenance_error: BaseException | None = None
+        self._head = 0  # highest delta applied to ``state``
+        self._listed_at: float | None = None  # clock() before the listing that found the head
+        self._ckpt_known: tuple[int, str] | None = None  # newest CHECKPOINT seen: gen, version
+        self._tokens: dict[int, int] = {}  # delta -> token, for the last TOKEN_WINDOW
+        self._seen_ckpts: list[tuple[int, float]] = []  # (log_gen, first known at)
+        self._deleted_upto = 0
+        self._pending: tuple[int, int] | None = None  # (n, token) while build runs
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self:
+        """Read CHECKPOINT, list the deltas above it and replay them (creates nothing).
+
+        Cost: 1 GET + 1 LIST + one GET per delta above the checkpoint (fewer than
+        about ``2 * checkpoint_deltas``), whatever the subscribers' history."""
+        reg = cls(root, io, checkpoint_records, salvage, objects)
+        t0 = time.perf_counter()
+        with reg._mutex:
+            reg._reload()
+        reg.report.records_replayed = reg._since_ckpt
+        reg.report.duration_s = time.perf_counter() - t0
+        log.info(
+            "quiver.acklog.open dir=%s checkpoint_gen=%d deltas=%d records=%d salvaged=%d ms=%.1f",
+            reg.dir,
+            reg._ckpt_gen,
+            reg._head - reg._ckpt_gen,
+            reg._since_ckpt,
+            len(reg.report.salvaged),
+            reg.report.duration_s * 1000,
+        )
+        return reg
+
+    def exists(self) -> bool:
+        """True once anything was ever appended (a CHECKPOINT or a delta was found)."""
+        return self._ckpt_known is not None or self._head > 0
+
+    def close(self) -> None:
+        with self._mutex:
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"subscriber registry {self.dir} is closed")
+
+    @contextlib.contextmanager
+    def _locked(self, *, exclusive: bool, refresh: bool = True) -> Iterator[None]:
+        with self._mutex:
+            self._check_open()
+            if refresh:
+                self._catch_up_objects()
+            yield
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[Self]:
+        """A fresh state held against this process's other threads. There is no lock
+        between processes on an object root: each mutation inside is validated again
+        at its own commit (:meth:`_transact`), so a decision's records (retention's
+        ``condemn``: dropped + deleted) are one transaction against the newest state."""
+        with self._locked(exclusive=True):
+            yield self
+
+    def refresh(self) -> None:
+        """Read what others appended: one LIST (plus one GET per new delta)."""
+        with self._locked(exclusive=False):
+            pass
+
+    # -- reading -----------------------------------------------------------------------
+    def _get_checkpoint(self) -> tuple[Stored | None, dict[str, Any] | None]:
+        got = self.objects.get(CHECKPOINT_KEY)
+        if got is None:
+            return None, None
+        body = decode_frame(self.objects.display(CHECKPOINT_KEY), MAGIC_CHECKPOINT, got.data)
+        gen = int(body.get("log_gen", 0))
+        self._ckpt_known = (gen, got.version)
+        if all(g != gen for g, _ in self._seen_ckpts):
+            self._seen_ckpts.append((gen, self.clock()))
+        return got, body
+
+    def _reload(self, got: tuple[Stored | None, dict[str, Any] | None] | None = None) -> None:
+        """Rebuild the state from CHECKPOINT and the deltas above it; the state is
+        replaced only once all of it was read."""
+        stored, body = got if got is not None else self._get_checkpoint()
+        if body is None:
+            state, gen, total, tokens = RegistryState(), 0, 0, {}
+        else:
+            state = RegistryState.from_body(self.objects.display(CHECKPOINT_KEY), body)
+            gen = int(body.get("log_gen", 0))
+            total = int(body.get("records_total", 0))
+            tokens = {int(k): int(v) for k, v in dict(body.get("tokens", {})).items()}
+        listed_at = self.clock()
+        infos = self.objects.list(DELTA_PREFIX, after=delta_key(gen))
+        nums = sorted(n for n in (parse_delta(i.key) for i in infos) if n is not None)
+        head, since, deltas = gen, 0, 0
+        salvaged: list[tuple[str, int]] = []
+        for n in nums:
+            if n != head + 1:
+                again = self.objects.get(CHECKPOINT_KEY)
+                if again is not None and (stored is None or again.version != stored.version):
+                    self._reload()  # a checkpoint written meanwhile: start from it
+                    return
+                missing = self.objects.display(delta_key(head + 1))
+                if not self.salvage:
+                    raise CorruptionError(
+                        missing, 0, f"ack-log delta missing (deltas {head + 1}..{n - 1})"
+                    )
+                log.warning("quiver.acklog.salvage_missing key=%s through=%d", missing, n - 1)
+                salvaged.append((missing, 0))
+            facts, token, skipped = self._read_delta(n)
+            if facts is None:  # deleted between the listing and the read
+                self._reload()
+                return
+            salvaged.extend(skipped)
+            state.apply(facts)
+            tokens[n] = token
+            since += facts.records
+            total += facts.records
+            head, deltas = n, deltas + 1
+        self.state, self._ckpt_gen, self._head = state, gen, head
+        self._since_ckpt, self._records_total = since, total
+        self._tokens = {k: v for k, v in tokens.items() if k > head - TOKEN_WINDOW}
+        self._listed_at = listed_at
+        self.report.checkpoint_gen = gen
+        self.report.log_files += deltas
+        self.report.salvaged.extend(salvaged)
+        self.salvaged_records += len(salvaged)
+
+    def _read_delta(self, n: int) -> tuple[acklog.Facts | None, int, list[tuple[str, int]]]:
+        key = delta_key(n)
+        got = self.objects.get(key)
+        if got is None:
+            return None, 0, []
+        name = self.objects.display(key)
+        gen, data, skipped = acklog.read_whole(name, got.data, salvage=self.salvage)
+        if gen != n:
+            raise CorruptionError(name, 8, f"delta header says generation {gen}, key says {n}")
+        return (
+            acklog.decode_records(data),
+            acklog.header_token(got.data),
+            [(name, off) for off in skipped],
+        )
+
+    def _catch_up_objects(self) -> None:
+        """Apply the deltas others created since the cursor: one LIST, one GET each.
+
+        After an idle spell of half the horizon, CHECKPOINT is read first: a delta
+        just above an old cursor may be one a stalled appender created below a
+        checkpoint (void), which only the checkpoint tells apart."""
+        if self._listed_at is not None and self.clock() - self._listed_at >= self.horizon_s / 2:
+            got = self._get_checkpoint()
+            if got[1] is not None and int(got[1].get("log_gen", 0)) > self._head:
+                self._reload(got)
+                return
+        listed_at = self.clock()
+        infos = self.objects.list(DELTA_PREFIX, after=delta_key(self._head))
+        for n in sorted(n for n in (parse_delta(i.key) for i in infos) if n is not None):
+            if n != self._head + 1:  # covered by a newer checkpoint (or missing)
+                self._reload()
+                return
+            facts, token, skipped = self._read_delta(n)
+            if facts is None:
+                self._reload()
+                return
+            self._apply(n, token, facts)
+            self.report.salvaged.extend(skipped)
+            self.salvaged_records += len(skipped)
+        self._listed_at = listed_at
+
+    def _apply(self, n: int, token: int, facts: acklog.Facts) -> None:
+        self.state.apply(facts)
+        self._head = n
+        self._tokens[n] = token
+        self._tokens.pop(n - TOKEN_WINDOW, None)
+        self._since_ckpt += facts.records
+        self._records_total += facts.records
+
+    # -- writing -----------------------------------------------------------------------
+    def _encoder(self) -> acklog.RecordEncoder:
+        assert self._pending is not None, "records are built inside _transact"
+        n, token = self._pending
+        return acklog.RecordEncoder(checksum(acklog.encode_header(n, token)))
+
+    def _append(self, enc: acklog.RecordEncoder) -> None:
+        raise AssertionError("an object journal appends through _transact")
+
+    def _transact(
+        self, build: Callable[[], acklog.RecordEncoder | None]
+    ) -> acklog.RecordEncoder | None:
+        """Catch up (1 LIST), ``build`` on that state, create delta ``head + 1``
+        (1 create); on ``ObjectExists``/409 catch up and build again (bounded, with
+        jitter). A lost response is resolved by the token (committed: done; absent:
+        built and tried again); when it cannot be resolved the error is raised and the
+        state is what the deltas read so far describe, so the call can be retried."""
+        with self._mutex:
+            self._check_open()
+            conflicts = unknown = 0
+            while True:
+                self._catch_up_objects()
+                started = self._listed_at
+                assert started is not None
+                n, token = self._head + 1, _new_token()
+                self._pending = (n, token)
+                try:
+                    enc = build()
+                finally:
+                    self._pending = None
+                if enc is None or not enc.parts:
+                    return None
+                key = delta_key(n)
+                data = acklog.encode_header(n, token) + enc.data()
+                try:
+                    self.objects.create(key, data)
+                except (ObjectExists, ObjectConflict) as e:
+                    conflicts += 1
+                    if conflicts >= CONFLICT_ATTEMPTS:
+                        raise ObjectConflict(
+                            f"{self.objects.display(key)}: another append took each of "
+                            f"{conflicts} numbers tried; nothing of this call was written, "
+                            "retry it"
+                        ) from e
+                    if conflicts > 1:
+                        self.sleep(random.uniform(0, min(0.2, 0.005 * 2**conflicts)))
+                    continue
+                except OSError as e:
+                    unknown += 1
+                    log.warning("quiver.acklog.create_unknown key=%s error=%s", key, e)
+                    self._catch_up_objects()
+                    if self._tokens.get(n) == token:
+                        self._maybe_checkpoint()
+                        return enc  # it was written: the catch-up applied it
+                    if unknown >= UNKNOWN_ATTEMPTS:
+                        raise
+                    continue
+                if self.clock() - started >= self.horizon_s / 2 and not self._counts(n, token):
+                    log.warning(
+                        "quiver.acklog.void_delta key=%s (created below a checkpoint; "
+                        "written again above it)",
+                        key,
+                    )
+                    with contextlib.suppress(OSError):
+                        self.objects.delete(key)
+                    continue
+                self._apply(n, token, acklog.decode_records(enc.data()))
+                self._maybe_checkpoint()
+                return enc
+
+    def _counts(self, n: int, token: int) -> bool:
+        """After a slow create of delta ``n``: does it count? It does unless a
+        checkpoint covers ``n`` without holding our token (then the number had been
+        deleted and our create re-used it: nobody reads it)."""
+        _, body = self._get_checkpoint()
+        if body is None or int(body.get("log_gen", 0)) < n:
+            return True
+        gen = int(body["log_gen"])
+        tokens = {int(k): int(v) for k, v in dict(body.get("tokens", {})).items()}
+        if n in tokens or n > gen - TOKEN_WINDOW:
+            return tokens.get(n) == token
+        with contextlib.suppress(OSError):
+            self.objects.delete(delta_key(n))
+        raise OutcomeUnknownError(
+            f"{self.objects.display(delta_key(n))}: append stalled past checkpoint {gen}, "
+            "whether it was counted is unknown; retry the call"
+        )
+
+    # -- checkpoint ----------------------------------------------------------------------
+    def _maybe_checkpoint(self) -> None:
+        n = self._head
+        k = max(1, self.checkpoint_deltas)
+        due = n % k == 0 or n - self._ckpt_gen >= 2 * k or self.maintenance_error is not None
+        known = self._ckpt_known[0] if self._ckpt_known is not None else 0
+        if n <= known:
+            self.maintenance_error = None  # a checkpoint at least this far exists
+            return
+        if not (due or self._since_ckpt >= self.checkpoint_records):
+            return
+        try:
+            self._write_checkpoint()
+            self.maintenance_error = None
+        except (OSError, QuiverError, PreconditionFailed) as e:  # the append is durable
+            self.maintenance_error = e
+            log.error(
+                "quiver.acklog.checkpoint_failed dir=%s error=%s (retried at a later append)",
+                self.dir,
+                e,
+            )
+
+    def checkpoint(self) -> None:
+        """Catch up and write a checkpoint at the head (raises on failure)."""
+        with self._locked(exclusive=True):
+            self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        """CHECKPOINT := the state at the head, only if newer than the one there
+        (replace If-Match the version read; create when there is none); then delete
+        the deltas an older checkpoint covers once it has been known for the horizon."""
+        n = self._head
+        if self._ckpt_known is not None and self._ckpt_known[0] >= n:
+            return
+        body = self.state.to_body(n, self._records_total)
+        body["tokens"] = {k: v for k, v in self._tokens.items() if k > n - TOKEN_WINDOW}
+        data = encode_frame(MAGIC_CHECKPOINT, body)
+        for _ in range(3):
+            try:
+                if self._ckpt_known is None:
+                    version = self.objects.create(CHECKPOINT_KEY, data)
+                else:
+                    version = self.objects.replace(
+                        CHECKPOINT_KEY, data, version=self._ckpt_known[1]
+                    )
+            except PreconditionFailed:
+                stored, _ = self._get_checkpoint()
+                if stored is None:
+                    self._ckpt_known = None
+                elif self._ckpt_known is not None and self._ckpt_known[0] >= n:
+                    return  # someone checkpointed at least as far
+                continue
+            self._ckpt_gen, self._ckpt_known, self._since_ckpt = n, (n, version), 0
+            self._seen_ckpts.append((n, self.clock()))
+            self.report.checkpoint_gen = n
+            log.info("quiver.acklog.checkpoint gen=%d dir=%s", n, self.dir)
+            self._delete_covered()
+            return
+
+    def _delete_covered(self) -> None:
+        now = self.clock()
+        ripe = [g for g, t in self._seen_ckpts if now - t >= self.horizon_s and g < self._ckpt_gen]
+        if not ripe or max(ripe) <= self._deleted_upto:
+            return
+        upto = max(ripe)
+        infos = self.objects.list(DELTA_PREFIX, after=delta_key(self._deleted_upto))
+        gone = [n for n in (parse_delta(i.key) for i in infos) if n is not None and n <= upto]
+        for n in gone:
+            self.objects.delete(delta_key(n))
+        self._deleted_upto = upto
+        self._seen_ckpts = [(g, t) for g, t in self._seen_ckpts if g > upto]
+        log.info("quiver.acklog.deltas_deleted upto=%d count=%d", upto, len(gone))
+
+    # -- stats ---------------------------------------------------------------------------------
+    def acklog_stats(self) -> dict[str, int]:
+        return {
+            "records_since_checkpoint": self._since_ckpt,
+            "bytes_since_checkpoint": self._since_ckpt * acklog.RECORD_SIZE,
+            "records_total": self._records_total,
+            "checkpoint_gen": self._ckpt_gen,
+            "current_gen": self._head,
+            "deltas_since_checkpoint": self._head - self._ckpt_gen,
+            "torn_bytes_cut": 0,
+            "salvaged_records": self.salvaged_records,
+            "orphan_records": self.state.orphans,
+        }
+
+
+def _new_token() -> int:
+    while True:
+        token = secrets.randbits(64)
+        if token:
+            return token
+
+
+class ObjectSubscriberRegistry(ObjectAckJournal, SubscriberRegistry):
+    """:class:`~.registry.SubscriberRegistry` on an object root's ack log."""
