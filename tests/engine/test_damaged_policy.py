@@ -245,17 +245,17 @@ def test_an_error_reading_the_policy_never_fails_an_acknowledgement(
 ) -> None:
     fill(tmp_path, 2)
     make_strict(tmp_path)
-    real = DEFAULT_IO.read_file
+    real = DEFAULT_IO.before
 
-    def failing(path: str) -> bytes:
-        if os.path.basename(path) == POLICY_FILE:
+    def failing(op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
+        if op == "read" and os.path.basename(path) == POLICY_FILE:
             raise OSError(errno.EIO, "Input/output error", path)
-        return real(path)
+        real(op, path, data, size)
 
     with Subscription.open(str(tmp_path), "c") as sub:
         batch = sub.poll()
         assert batch is not None
-        monkeypatch.setattr(DEFAULT_IO, "read_file", failing)
+        monkeypatch.setattr(DEFAULT_IO, "before", failing)
         assert sub.ack(batch.end) == 2
         assert sub.store.policy.damaged is not None
         assert "Input/output error" in sub.store.policy.damaged
