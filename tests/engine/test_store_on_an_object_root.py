@@ -80,7 +80,9 @@ def test_a_subscriber_on_an_object_root_reads_acks_and_retention_reclaims(tmp_pa
             w.finalize()
             batch = sub.poll()
             assert batch is not None
-            rows = [x for m in batch.segments for b in sub.read(m) for x in b.column("id").to_pylist()]
+            rows = [
+                x for m in batch.segments for b in sub.read(m) for x in b.column("id").to_pylist()
+            ]
             assert sorted(rows) == list(range(8))
             sub.ack(batch.end)
             w.run_retention()
@@ -95,7 +97,9 @@ def test_a_batch_is_decided_once_on_an_object_root(tmp_path: Path) -> None:
         w.append(ids(0, 3), txn_id=txn)
         w.flush()
         assert w.commit_txn("app", 7, [("p-0", txn)], rows=3) is True
-        assert w.commit_txn("app", 7, [("p-0", txn)], rows=3) is False
+        with QuiverStore.open("memory://bkt/s", cfg, partition=None, create=False) as other:
+            assert other.commit_txn("app", 7, [("p-0", txn)], rows=3) is False  # decided
+            assert other.commit_txn("app", 7, [("p-0", 99)], rows=3) is False  # not twice
         w.finalize()
     with QuiverStore.open("memory://bkt/s", cfg, partition=None, create=False) as r:
         assert sorted(x for b in r.scan() for x in b.column("id").to_pylist()) == [0, 1, 2]
