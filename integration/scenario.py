@@ -60,6 +60,11 @@ class Pipeline:
     source_options: dict[str, str] = field(default_factory=dict)
     store_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    store_url: str | None = None
+    """An object-store root (``s3://bucket/prefix``) instead of ``<root>/store``."""
+    storage_options: dict[str, str] = field(default_factory=dict)
+    """The object store's client settings, given to the store as ``storage.<key>``
+    options (sink and source) and ``--storage-option`` flags (CLI)."""
     producer_trigger_s: float = 1.0
     kills: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.monotonic)
@@ -67,6 +72,13 @@ class Pipeline:
     def __post_init__(self) -> None:
         for d in ("ckpt", "out"):
             (self.root / d).mkdir(parents=True)
+        storage = {f"storage.{k}": v for k, v in self.storage_options.items()}
+        self.sink_options = {**self.sink_options, **storage}
+        self.source_options = {**self.source_options, **storage}
+        self.store_args = [
+            *self.store_args,
+            *(a for k, v in self.storage_options.items() for a in ("--storage-option", f"{k}={v}")),
+        ]
         for name in SUBSCRIBERS:  # before the first write, as the README tells operators
             self.venv.quiver(
                 "subscribers", str(self.store), "add", name, "--create", *self.store_args,
@@ -86,8 +98,8 @@ class Pipeline:
         )
 
     @property
-    def store(self) -> Path:
-        return self.root / "store"
+    def store(self) -> Path | str:
+        return self.store_url if self.store_url is not None else self.root / "store"
 
     @property
     def events(self) -> Path:
@@ -204,13 +216,16 @@ class ReclaimAudit:
         )
 
 
-def audit_reclaim(store: Path, segments: set[tuple[str, int]]) -> ReclaimAudit:
+def audit_reclaim(
+    store: Path | str, segments: set[tuple[str, int]], storage: dict[str, str] | None = None
+) -> ReclaimAudit:
     from quiver_spark import QuiverStore
-    from quiver_spark.subscribers import SubscriberRegistry
 
-    with QuiverStore.open(str(store), partition=None, create=False, background=False) as qs:
+    with QuiverStore.open(
+        str(store), partition=None, create=False, background=False, storage_options=storage
+    ) as qs:
         present = {(m.partition, m.seq) for m in qs.segments()}
-    with SubscriberRegistry.open(str(store)) as reg:
+        reg = qs.subscribers
         names = reg.subscribers()
         assert sorted(names) == sorted(SUBSCRIBERS), names
         acked_all = {s for s in segments | present if reg.done_by_all(*s)}
@@ -241,7 +256,7 @@ def audit_run(run: Pipeline) -> tuple[dict[str, KeyAudit], ReclaimAudit]:
                 strict=True,
             )
         )
-    return audits, audit_reclaim(run.store, segments)
+    return audits, audit_reclaim(run.store, segments, run.storage_options or None)
 
 
 def report(run: Pipeline, audits: dict[str, KeyAudit], reclaim: ReclaimAudit) -> str:

@@ -37,9 +37,11 @@ from .errors import CorruptionError, DataLossError, MissingKind, SegmentMissingE
 from .format import LOST_SUFFIX, READERS_DIR
 from .fs import DEFAULT_IO, FileIO
 from .metrics import SOURCE_DROPPED, SOURCE_LOST, Metrics
+from .objects import ObjectStore, PreconditionFailed
 from .seams import NO_DELETIONS, DeletedSegments
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .subscribers import open_registry
+from .subscribers.objects_journal import uses_objects
 
 log = logging.getLogger(__name__)
 
@@ -205,14 +207,18 @@ def evidence(
 
 
 def classify_vanished(
-    root: str, location: SegmentLocation, partition: str, seq: int
+    root: str,
+    location: SegmentLocation,
+    partition: str,
+    seq: int,
+    objects: ObjectStore | None = None,
 ) -> MissingSegment:
     """Why a planned segment is gone (from a read task): deleted, quarantined, missing.
 
     A registry that cannot be read counts as one that records nothing deleted."""
     reg = None
     try:
-        reg = open_registry(root)
+        reg = open_registry(root, objects=objects)
     except (OSError, CorruptionError) as e:
         log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
     try:
@@ -228,9 +234,22 @@ class LostLog:
     """``<root>/readers/<subscriber>.lost.jsonl``: segments a consumer skipped or failed
     on (advisory, for operators: one JSON object a line, ARCHITECTURE.md §1)."""
 
-    def __init__(self, root: str, subscriber: str | None, io: FileIO = DEFAULT_IO) -> None:
-        self.path = os.path.join(root, READERS_DIR, f"{subscriber or BATCH_READS}{LOST_SUFFIX}")
+    def __init__(
+        self,
+        root: str,
+        subscriber: str | None,
+        io: FileIO = DEFAULT_IO,
+        objects: ObjectStore | None = None,
+    ) -> None:
+        name = f"{subscriber or BATCH_READS}{LOST_SUFFIX}"
+        self.path = os.path.join(root, READERS_DIR, name)
         self.io = io
+        self.objects = objects if objects is not None and uses_objects(objects) else None
+        """On an object root the log is the object ``readers/<name>``, rewritten whole
+        (read, append a line, replace If-Match; advisory, like the file)."""
+        self.key = f"{READERS_DIR}/{name}"
+        if self.objects is not None:
+            self.path = self.objects.display(self.key)
 
     def record(
         self, partition: str, seq: int, reason: str, *, skipped: bool, evidence: str | None
@@ -245,6 +264,9 @@ class LostLog:
             line["evidence"] = evidence
         line["at_ns"] = time.time_ns()
         data = json.dumps(line).encode() + b"\n"
+        if self.objects is not None:
+            self._record_object(data)
+            return
         try:
             self.io.mkdir(os.path.dirname(self.path))
             fd = self.io.open_append(self.path)
@@ -255,14 +277,37 @@ class LostLog:
         except OSError as e:
             log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
 
+    def _record_object(self, data: bytes) -> None:
+        assert self.objects is not None
+        for _ in range(8):  # concurrent tasks: re-read and append again
+            try:
+                got = self.objects.get(self.key)
+                if got is None:
+                    self.objects.create(self.key, data)
+                else:
+                    self.objects.replace(self.key, got.data + data, version=got.version)
+                return
+            except PreconditionFailed:
+                continue
+            except OSError as e:
+                log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
+                return
+        log.warning("quiver.source.data_loss_unrecorded path=%s error=contended", self.path)
+
+    def _raw(self) -> bytes:
+        if self.objects is not None:
+            got = self.objects.get(self.key)
+            return got.data if got is not None else b""
+        try:
+            return self.io.read_file(self.path)
+        except FileNotFoundError:
+            return b""
+
     def report(self) -> dict[str, Any]:
         """Deduplicated: ``{"dropped": n, "lost": n, "segments": [...]}`` (``dropped``:
         deleted by retention, always skipped; ``lost``: skipped with failOnDataLoss=false)."""
         seen: dict[tuple[str, int], dict[str, Any]] = {}
-        try:
-            raw = self.io.read_file(self.path)
-        except FileNotFoundError:
-            raw = b""
+        raw = self._raw()
         for line in raw.splitlines():
             try:
                 rec = json.loads(line)
@@ -301,12 +346,14 @@ class LossPolicy:
         fail_on_data_loss: bool = True,
         io: FileIO = DEFAULT_IO,
         metrics: Metrics | None = None,
+        objects: ObjectStore | None = None,
     ) -> None:
         self.root = root
         self.subscriber = subscriber
         self.fail_on_data_loss = fail_on_data_loss
         self.metrics = metrics
-        self.lost = LostLog(root, subscriber, io)
+        self.objects = objects
+        self.lost = LostLog(root, subscriber, io, objects)
 
     def settle(self, found: MissingSegment) -> None:
         """A segment retention deleted is skipped (counted as dropped); any other
@@ -363,7 +410,9 @@ class LossPolicy:
                 time.sleep(OPEN_RETRY_S)
                 return location.open(meta, verify=verify)
         except SegmentMissingError:
-            self.settle(classify_vanished(self.root, location, meta.partition, meta.seq))
+            self.settle(
+                classify_vanished(self.root, location, meta.partition, meta.seq, self.objects)
+            )
         except CorruptionError as e:
             self.settle(MissingSegment.corrupt(meta.partition, meta.seq, e))
         return None

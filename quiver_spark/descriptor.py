@@ -25,7 +25,7 @@ from .errors import ConfigError, QuiverError, SchemaMismatchError, StoreNotFound
 from .objects import ObjectExists, ObjectStore, VersionMismatch
 from .objects.writes import retry_conflicts
 from .policy import ensure_policy, policy_of, read_policy, reconcile
-from .segment.urls import check_url
+from .segment.urls import check_url, is_object_root
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,13 @@ def load_or_create_descriptor(
             f"{objects.url} is not a Quiver store (no {fmt.STORE_FILE} file); "
             "create one by writing to it"
         )
+    if config.segment.path and is_object_root(objects.url):
+        raise ConfigError(
+            "segment.path",
+            config.segment.path,
+            f"nothing: the segments of a store on an object store live in it "
+            f"({objects.url}/{fmt.SEGMENTS_DIR})",
+        )
     if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
         check_url("segment.path", config.segment.path)
     body = {
@@ -79,7 +86,11 @@ def load_or_create_descriptor(
         "created_ns": time.time_ns(),
         "schema": None,
         "segments_url": config.segment.path,
-        "wal_path": (os.path.abspath(config.wal.path) if config.wal.path else None),
+        "wal_path": (
+            os.path.abspath(config.wal.path)
+            if config.wal.path and not is_object_root(objects.url)
+            else None
+        ),
     }
     data = fmt.encode_frame(fmt.MAGIC_STORE, body)
     try:
@@ -160,7 +171,9 @@ def effective_config(
     else:  # a store from before policies were recorded, opened read-only
         policy = policy_of(config)
     wal_path = config.wal.path
-    if "wal_path" in descriptor:  # recorded at creation (None: under the root)
+    if "wal_path" in descriptor and not is_object_root(root):  # recorded at creation
+        # (None: under the root); a store on an object store records none: each machine
+        # keeps its WAL on its own disk (ARCHITECTURE.md §12)
         recorded = descriptor["wal_path"]
         shown = recorded or os.path.join(root, fmt.PARTITIONS_DIR)
         if wal_path and location_key(wal_path) != location_key(shown):

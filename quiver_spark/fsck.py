@@ -44,7 +44,6 @@ from .config import NAME_RE
 from .errors import CorruptionError, LockedError, QuiverError, SegmentMissingError
 from .fs import PartitionLock
 from .metrics import metrics_dir
-from .objects.local import LocalObjects
 from .ranges import RangeSet
 from .segment import SegmentMeta
 from .store import QuiverStore
@@ -176,7 +175,7 @@ class StoreChecker:
         path, copy = policy.policy_path(root), policy.copy_path(root)
         self.report.checked["policy"] += 1
         try:
-            recorded = policy.read_recorded(LocalObjects(root, self.store.io))
+            recorded = policy.read_recorded(self.store.objects)
         except OSError as e:
             self._problem("policy", path, f"cannot read: {e}")
             return
@@ -551,7 +550,7 @@ class StoreChecker:
             names = SubscriberRegistry.read_only_subscribers(root, io=io)
         except (OSError, CorruptionError):
             return  # already reported by the checks of the files themselves
-        for name in records.unregistered(LocalObjects(root, io), names):
+        for name in records.unregistered(self.store.objects, names):
             self._problem(
                 "subscribers", records.record_path(root, name),
                 records.unregistered_message(root, name),

@@ -15,6 +15,7 @@ A store is a root directory with one or more partitions (§1). Opening a store w
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import threading
@@ -28,7 +29,8 @@ import pyarrow as pa
 from . import format as fmt
 from .admission import Admission
 from .commits import CommitLog
-from .config import NAME_RE, StoreConfig
+from .config import NAME_RE, StoreConfig, validate_name
+from .control.lease import Lease
 from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
@@ -39,6 +41,7 @@ from .descriptor import (
     schemas_compatible,
 )
 from .errors import (
+    ConfigError,
     CorruptionError,
     LockedError,
     PolicyConflictError,
@@ -50,7 +53,9 @@ from .expiry import SubscriberExpiry
 from .fs import DEFAULT_IO, FileIO, partition_locked
 from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_key
+from .objects import ObjectStore
 from .objects.local import LocalObjects
+from .objects.urls import open_objects
 from .partition import PartitionWriter, RecoveryReport
 from .policy import (
     StorePolicy,
@@ -63,9 +68,22 @@ from .retention import AnchoredClock, RetentionResult, apply_retention, preview_
 from .retention_plan import RetentionPlan
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
+from .segment.urls import is_object_root, root_location
 from .subscribers import SubscriberRegistry, records
 
 log = logging.getLogger(__name__)
+
+LEASE_FILE = "LEASE"
+
+
+def default_wal_root(root: str) -> str:
+    """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
+    ``$XDG_CACHE_HOME/quiver-spark/wal/<16 hex of sha256(root URL)>`` (``~/.cache`` when
+    unset), on this machine's disk (ARCHITECTURE.md §12): the same directory for every
+    process of this host that writes the store, so a restarted writer recovers it."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    digest = hashlib.sha256(root.encode()).hexdigest()[:16]
+    return os.path.join(base, "quiver-spark", "wal", digest)
 
 
 class QuiverStore:
@@ -78,12 +96,23 @@ class QuiverStore:
         io: FileIO,
         descriptor: dict[str, Any],
         storage_options: dict[str, Any] | None,
+        objects: ObjectStore | None = None,
     ) -> None:
         self.root = root
         self.config = config
         self.io = io
+        self.objects: ObjectStore = objects if objects is not None else LocalObjects(root, io)
+        """The root's objects: every control object goes through it (ARCHITECTURE.md §12)."""
+        self.on_objects = is_object_root(root)
+        """Whether the root is on an object store (leases, object ack log, no shared disk)."""
         self._descriptor = descriptor
-        recorded = descriptor.get("segments_url") or os.path.join(root, fmt.SEGMENTS_DIR)
+        recorded = descriptor.get("segments_url") or f"{root}/{fmt.SEGMENTS_DIR}"
+        if self.on_objects and config.segment.path:
+            raise ConfigError(
+                "segment.path",
+                config.segment.path,
+                f"nothing: the segments of a store on an object store live in it ({recorded})",
+            )
         if config.segment.path and location_key(config.segment.path) != location_key(recorded):
             raise PolicyConflictError(
                 "segment.path",
@@ -94,12 +123,20 @@ class QuiverStore:
         seg_url = recorded
         self.segments_url = seg_url
         # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
-        self.manifests = ManifestStore(LocalObjects(root, io))
+        self.manifests = ManifestStore(self.objects)
         self.segment_location = SegmentLocation(
-            seg_url, io=io, storage_options=storage_options, manifests=self.manifests
+            seg_url,
+            io=io,
+            storage_options=storage_options,
+            manifests=self.manifests,
+            objects=self.objects if self.on_objects else None,
+            prefix=fmt.SEGMENTS_DIR,
         )
-        self.wal_root = config.wal.path or os.path.join(root, fmt.PARTITIONS_DIR)
-        self.commits = CommitLog(LocalObjects(root, io))
+        self.wal_root = config.wal.path or (
+            default_wal_root(root) if self.on_objects else os.path.join(root, fmt.PARTITIONS_DIR)
+        )
+        self.commits = CommitLog(self.objects)
+        self._has_registry = False  # seen to exist (a registry is never removed)
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
         self.metrics = Metrics()
@@ -112,7 +149,7 @@ class QuiverStore:
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
-        self._expiry = SubscriberExpiry(root, LocalObjects(root, io))
+        self._expiry = SubscriberExpiry(root, self.objects)
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -143,11 +180,11 @@ class QuiverStore:
         once it is ``segment.max_open_duration`` old.
         """
         config = config or StoreConfig()
-        root = os.path.abspath(path)
-        objects = LocalObjects(root, io)
+        root = root_location("path", path)
+        objects = open_objects(root, storage_options, io)
         descriptor = load_or_create_descriptor(objects, config, create)
         config = effective_config(root, objects, config, descriptor, create)
-        store = cls(root, config, io, descriptor, storage_options)
+        store = cls(root, config, io, descriptor, storage_options, objects)
         if partition is not None:
             store.writer = store._partition_writer(partition)
             if background:
@@ -157,16 +194,14 @@ class QuiverStore:
     @property
     def policy(self) -> StorePolicy:
         """The store's recorded policy (read again on every call)."""
-        return read_policy(LocalObjects(self.root, self.io)) or policy_of(self.config)
+        return read_policy(self.objects) or policy_of(self.config)
 
     def set_policy(
         self, changes: dict[str, Any], *, expected_generation: int | None = None
     ) -> StorePolicy:
         """Change the store's recorded policy (``changes``: option name -> parsed value);
         this handle applies it at once, other processes at their next retention pass."""
-        new = replace_policy(
-            LocalObjects(self.root, self.io), changes, expected_generation=expected_generation
-        )
+        new = replace_policy(self.objects, changes, expected_generation=expected_generation)
         self._apply_policy(new)
         return new
 
@@ -197,13 +232,13 @@ class QuiverStore:
         return pa.ipc.read_schema(pa.py_buffer(raw)) if raw is not None else None
 
     def _reload_descriptor(self) -> None:
-        self._descriptor = read_descriptor(LocalObjects(self.root, self.io))
+        self._descriptor = read_descriptor(self.objects)
 
     def ensure_schema(self, schema: pa.Schema) -> pa.Schema:
         """Record ``schema`` as the store's if it has none; raise if incompatible."""
         current = self.schema()
         if current is None:
-            self._descriptor = ensure_schema(LocalObjects(self.root, self.io), schema)
+            self._descriptor = ensure_schema(self.objects, schema)
             current = self.schema()
             assert current is not None
         if not schemas_compatible(current, schema):
@@ -327,8 +362,22 @@ class QuiverStore:
                 io=self.io,
                 checkpoint_records=self.config.ack_checkpoint_records,
                 salvage=self.config.salvage,
+                objects=self.objects if self.on_objects else None,
             )
+            self._has_registry = True
         return self._subscribers
+
+    def has_registry(self) -> bool:
+        """Whether a subscriber registry exists (once seen, it stays: one is never
+        removed); asking creates nothing."""
+        if self._subscribers is not None or self._has_registry:
+            return True
+        if self.on_objects:
+            found = bool(self.objects.list(f"{fmt.SUBSCRIBERS_DIR}/"))
+        else:
+            found = os.path.isdir(os.path.join(self.root, fmt.SUBSCRIBERS_DIR))
+        self._has_registry = found
+        return found
 
     def wal_bytes(self) -> dict[str, int]:
         """WAL bytes on disk per partition (directory listings; no file is opened)."""
@@ -358,14 +407,12 @@ class QuiverStore:
         instead of reading their manifests (``quiver gc --full``, §6.7).
         """
         with self._retention_lock:
-            recorded = read_policy(LocalObjects(self.root, self.io))
+            recorded = read_policy(self.objects)
             if recorded is not None:  # a change made elsewhere applies from this pass on
                 self._apply_policy(recorded)
             r = self.config.retention
             now = self._clock.now_ns() if now_ns is None else now_ns
-            has_registry = self._subscribers is not None or os.path.isdir(
-                os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
-            )
+            has_registry = self.has_registry()
             if dry_run:
                 registry = self.subscribers if has_registry else None
                 if registry is not None:
@@ -410,7 +457,7 @@ class QuiverStore:
         last read) does not register: the ack log lost their registration, so
         retention keeps their data until an operator adds or removes them."""
         return records.unregistered(
-            LocalObjects(self.root, self.io),
+            self.objects,
             registry.subscribers() if registry is not None else [],
         )
 
@@ -440,7 +487,7 @@ class QuiverStore:
     ) -> str:
         """Write ``<root>/metrics/<instance>.prom``: this process's series, each labelled
         ``instance``; counters continue from the file's previous values on first use."""
-        objects, key = LocalObjects(self.root, self.io), metrics_key(instance)
+        objects, key = self.objects, metrics_key(instance)
         if instance not in self._restored:
             self._restored.add(instance)
             self.metrics.restore_counters_from(objects, key)
@@ -517,22 +564,49 @@ class QuiverStore:
         return sealed
 
     def _partition_writer(self, pid: str) -> PartitionWriter:
-        return PartitionWriter(
-            pid=pid,
-            wal_root=self.wal_root,
-            config=self.config,
-            segments=self.segment_location,
-            commits=self.commits,
-            io=self.io,
-            deleted=self,
+        lease = self._writer_lease(pid) if self.on_objects else None
+        try:
+            writer = PartitionWriter(
+                pid=pid,
+                wal_root=self.wal_root,
+                config=self.config,
+                segments=self.segment_location,
+                commits=self.commits,
+                io=self.io,
+                deleted=self,
+                lease=lease,
+            )
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        return writer
+
+    def _writer_lease(self, pid: str) -> Lease:
+        """The writer lease ``partitions/<pid>/LEASE`` of an object root (§12.3), kept
+        renewed; its epoch is claimed in the partition's manifest, so the manifest
+        change of any earlier holder fails from the first change of this one. Raises
+        :class:`~quiver_spark.errors.LeaseHeldError` (a ``LockedError``) while another
+        live writer holds it."""
+        validate_name("partition", pid)
+        try:
+            current = self.manifests.read(pid)
+        except CorruptionError:
+            current = None
+        lease = Lease.acquire(
+            self.objects,
+            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
+            purpose="writer",
+            min_epoch=current.epoch if current is not None else 0,
         )
+        lease.keep()
+        self.manifests.claim(pid, lease.epoch)
+        return lease
 
     def deleted_marks(self, partition: str) -> DeletedMarks:
         """The ack log's record of ``partition``'s deleted segments as of now (read
         afresh: a writer's recovery consults it); none when nobody ever subscribed."""
-        if self._subscribers is None and not os.path.isdir(
-            os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
-        ):
+        if not self.has_registry():
             return NO_DELETIONS
         reg = self.subscribers
         reg.refresh()

@@ -21,7 +21,6 @@ for a missing sequence, acknowledgements) runs without a JVM.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -40,13 +39,12 @@ from .errors import (
     UnknownSegmentError,
 )
 from .metrics import SOURCE_ACKED, Metrics
-from .objects.local import LocalObjects
 from .planning import UNLIMITED, Caps, SegmentPlanner
 from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
-from .subscribers.live import claim_live, release_live
+from .subscribers.live import check_live, claim_live, release_live
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +66,20 @@ class Batch:
     segments: list[SegmentMeta]
 
 
-def open_store(path: str, config: StoreConfig | None = None) -> QuiverStore:
-    """A read/maintain handle on an existing store (a consumer creates nothing)."""
+def open_store(
+    path: str, config: StoreConfig | None = None, storage_options: dict[str, str] | None = None
+) -> QuiverStore:
+    """A read/maintain handle on an existing store (a consumer creates nothing);
+    ``storage_options``: an object root's client settings."""
     try:
-        return QuiverStore.open(path, config, partition=None, create=False, background=False)
+        return QuiverStore.open(
+            path,
+            config,
+            partition=None,
+            create=False,
+            background=False,
+            storage_options=storage_options or None,
+        )
     except StoreNotFoundError as e:
         raise StoreNotFoundError(
             f"{path} is not a Quiver store yet: start the writer first "
@@ -124,6 +132,7 @@ class Subscription:
             fail_on_data_loss=fail_on_data_loss,
             io=store.io,
             metrics=self.metrics,
+            objects=store.objects,
         )
         self._owns_store = owns_store
         self._live = live
@@ -131,12 +140,12 @@ class Subscription:
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
         if live:
-            claim_live(store.root, name, self)
+            claim_live(store.root, name, self, store.objects)
         try:
             self.registry: SubscriberRegistry = store.subscribers
         except BaseException:
             if live:
-                release_live(store.root, name, self)
+                release_live(store.root, name, self, store.objects)
             raise
         self.planner = SegmentPlanner(store, self.registry)
 
@@ -149,9 +158,11 @@ class Subscription:
         config: StoreConfig | None = None,
         fail_on_data_loss: bool = True,
         live: bool = True,
+        storage_options: dict[str, str] | None = None,
     ) -> Subscription:
-        """Open subscriber ``name`` on the store at ``path`` (registered by :meth:`start`)."""
-        store = open_store(os.path.abspath(path), config)
+        """Open subscriber ``name`` on the store at ``path`` (registered by :meth:`start`;
+        ``storage_options``: an object root's client settings)."""
+        store = open_store(path, config, storage_options)
         try:
             return cls(store, name, fail_on_data_loss=fail_on_data_loss, live=live, owns_store=True)
         except BaseException:
@@ -268,7 +279,7 @@ class Subscription:
             if not known:
                 try:
                     records.create_record(
-                        LocalObjects(self.store.root, self.store.io),
+                        self.store.objects,
                         self.name,
                         progress=self.registry.done_count(self.name),
                     )
@@ -384,7 +395,7 @@ class Subscription:
 
     def _refuse_if_expired(self) -> None:
         try:
-            rec = records.read_record(LocalObjects(self.store.root, self.store.io), self.name)
+            rec = records.read_record(self.store.objects, self.name)
         except CorruptionError as e:
             raise SubscriberError(
                 f"subscriber {self.name!r} is not registered and its record is damaged "
@@ -432,6 +443,8 @@ class Subscription:
         since (by :meth:`poll` or :meth:`segments`) is passed over: it stays pending.
         """
         self._require_registered(new_ok=False)
+        if self._live:  # a consumer whose lease was taken over must not acknowledge
+            check_live(self.name, self, self.store.objects)
         self.registry.refresh()
         self._check_assigned(through)
         given_back = self._nacked()
@@ -456,7 +469,7 @@ class Subscription:
                 st.last_touch = now
                 try:  # advisory: a record that cannot be updated never fails an ack
                     records.touch(
-                        LocalObjects(self.store.root, self.store.io),
+                        self.store.objects,
                         self.name,
                         progress=self.registry.done_count(self.name),
                     )
@@ -539,9 +552,7 @@ class Subscription:
                     if self.name in self.registry.subscribers()
                     else None
                 )
-                records.note_live(
-                    LocalObjects(self.store.root, self.store.io), self.name, progress=done
-                )
+                records.note_live(self.store.objects, self.name, progress=done)
             except (OSError, CorruptionError) as e:  # advisory: never fails a close
                 log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
         try:
@@ -549,7 +560,7 @@ class Subscription:
                 self.store.close()
         finally:
             if self._live:
-                release_live(self.store.root, self.name, self)
+                release_live(self.store.root, self.name, self, self.store.objects)
                 self._live = False
 
     def __enter__(self) -> Subscription:

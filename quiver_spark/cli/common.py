@@ -32,7 +32,7 @@ from ..options import (
     store_config_from_options,
 )
 from ..policy import damage_warning
-from ..segment.urls import check_url, local_path
+from ..segment.urls import check_url, is_object_root, root_location
 from ..store import QuiverStore
 
 EXIT_OK = 0
@@ -63,19 +63,37 @@ class StoreArgs:
     wal_path: str | None = None
     as_json: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    storage: tuple[str, ...] = ()
 
     @property
     def root(self) -> str:
-        """PATH as an absolute local directory (a ``file://`` URL is accepted)."""
-        return local_root(self.path)
+        """PATH as an absolute local directory (a ``file://`` URL is accepted) or an
+        object-store URL (``s3://bucket/prefix``)."""
+        return store_root(self.path)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """``--storage-option KEY=VALUE`` flags as a dict (values never printed)."""
+        out: dict[str, str] = {}
+        for flag in self.storage:
+            key, sep, value = flag.partition("=")
+            if not sep or not key.strip():
+                shown = key.strip() if sep else "<no '='>"
+                raise CliError(
+                    f"--storage-option expects KEY=VALUE (an object store client setting "
+                    f"such as aws_endpoint=http://host:9000); got {shown}"
+                )
+            out[key.strip().lower()] = value.strip()
+        return out
 
 
-def local_root(path: str) -> str:
-    """A store root from the command line; any URL but ``file://`` is a usage error."""
+def store_root(path: str) -> str:
+    """A store root from the command line: a local directory, a ``file://`` URL or an
+    object-store URL; anything else is a usage error."""
     try:
-        return local_path("PATH", path)
+        return root_location("PATH", path)
     except ConfigError as e:
-        raise CliError(f"{path} is not a local directory: a store's root is {e.allowed}") from e
+        raise CliError(f"{path} is not a store root: a store's root is {e.allowed}") from e
 
 
 def configure_logging(verbose: int) -> None:
@@ -138,6 +156,15 @@ def store_arguments(func: F) -> F:
             metavar="DIR",
             help="Where the partitions' WAL lives when not in the store (wal.path).",
         ),
+        click.option(
+            "-S",
+            "--storage-option",
+            "storage",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="An object store client setting for an s3://, gs:// or az:// PATH "
+            "(repeatable), e.g. aws_endpoint=http://host:9000; never printed.",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout."),
         verbose_option,
     ]
@@ -148,10 +175,13 @@ def store_arguments(func: F) -> F:
         config_file: str | None,
         segments_path: str | None,
         wal_path: str | None,
+        storage: tuple[str, ...],
         as_json: bool,
         **kwargs: Any,
     ) -> Any:
-        args = StoreArgs(path, options, config_file, segments_path, wal_path, as_json)
+        args = StoreArgs(
+            path, options, config_file, segments_path, wal_path, as_json, storage=storage
+        )
         return func(args=args, **kwargs)
 
     functools.update_wrapper(wrapper, func)  # keeps __click_params__ of inner decorators
@@ -208,8 +238,11 @@ def store_config(args: StoreArgs) -> StoreConfig:
 
 
 def check_store_path(path: str) -> str:
-    """The absolute root if ``path`` is an existing Quiver store; CliError (exit 2) otherwise."""
-    root = local_root(path)
+    """The absolute root if ``path`` is an existing Quiver store; CliError (exit 2) otherwise.
+    An object-store root is checked by opening it (its STORE object must exist)."""
+    root = store_root(path)
+    if is_object_root(root):
+        return root
     if not os.path.exists(root):
         raise CliError(f"{path}: no such directory; expected a Quiver store")
     if not os.path.isdir(root):
@@ -227,7 +260,14 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
     config = config if config is not None else store_config(args)
     root = check_store_path(args.path)
     try:
-        store = QuiverStore.open(root, config, partition=None, create=False, background=False)
+        store = QuiverStore.open(
+            root,
+            config,
+            partition=None,
+            create=False,
+            background=False,
+            storage_options=args.storage_options or None,
+        )
     except ConfigError as e:
         raise open_error(args, config, e) from e
     except CorruptionError as e:

@@ -36,7 +36,6 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, QuiverError
-from ..objects.local import LocalObjects
 from ..options import (
     ALIASES,
     canonical_option,
@@ -176,7 +175,7 @@ def config(
                 policy = store.set_policy(parsed, expected_generation=generation)
             else:
                 policy, repaired = repair_policy(
-                    LocalObjects(store.root, store.io), parsed, from_last_good=from_last_good
+                    store.objects, parsed, from_last_good=from_last_good
                 )
         except QuiverError as e:
             raise CliError(str(e), 1) from e

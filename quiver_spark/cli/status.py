@@ -79,7 +79,6 @@ import click
 from .. import format as fmt
 from ..control.manifest import ManifestEntry
 from ..errors import CorruptionError
-from ..objects.local import LocalObjects
 from ..policy import POLICY_OPTIONS
 from ..retained import RetainedIndex
 from ..segment import SegmentMeta
@@ -347,11 +346,7 @@ def _subscriber_row(
                 "lag_seconds": max(0.0, (now_ns - oldest) / 1e9) if oldest is not None else 0.0,
             }
         )
-    rec = (
-        records.read_record_or_none(LocalObjects(store.root, store.io), name)
-        if store is not None
-        else None
-    )
+    rec = records.read_record_or_none(store.objects, name) if store is not None else None
     last = rec.last_ack_ns if rec is not None else None
     live = records.is_live(store.root, name) if store is not None else False
     idle_s = (now_ns - rec.last_active_ns) / 1e9 if rec is not None else None

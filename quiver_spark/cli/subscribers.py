@@ -27,7 +27,6 @@ import click
 from .. import format as fmt
 from ..config import validate_name
 from ..errors import ConfigError, QuiverError, SubscriberError
-from ..objects.local import LocalObjects
 from ..segment import SegmentLocation
 from ..store import QuiverStore
 from ..subscribers import records
@@ -203,7 +202,7 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
         registry.close()
     # a fresh record: adding an expired name starts it over
     fresh = records.SubscriptionRecord(name, time.time_ns(), progress=done)
-    records.write_record(LocalObjects(store.root, store.io), fresh)
+    records.write_record(store.objects, fresh)
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "action": "added", "name": name,
                    "start": start, "marks": marks})  # fmt: skip
@@ -214,11 +213,7 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
 
 def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:
     registry = open_registry(store)
-    rec = (
-        records.read_record_or_none(LocalObjects(store.root, store.io), name)
-        if registry is not None
-        else None
-    )
+    rec = records.read_record_or_none(store.objects, name) if registry is not None else None
     if registry is None:
         raise SubscriberError(f"unknown subscriber {name!r}; registered: []")
     try:
@@ -228,7 +223,7 @@ def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:
             registry.deregister(name)  # raises, naming the registered ones
     finally:
         registry.close()
-    records.remove_record(LocalObjects(store.root, store.io), name)
+    records.remove_record(store.objects, name)
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "action": "removed", "name": name})
     else:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
-from ..errors import CorruptionError, QuiverError
+from ..errors import CorruptionError, LeaseLostError
 from ..format import FRAME_SIZE, decode_frame, encode_frame
 from ..objects import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
 
@@ -51,9 +51,14 @@ def manifest_key(partition: str) -> str:
     return f"partitions/{partition}/{MANIFEST_FILE}"
 
 
-class FencedError(QuiverError):
+class FencedError(LeaseLostError):
     """A writer found the partition's MANIFEST written under a higher epoch: another
     writer took the partition over, and this one must stop writing it."""
+
+    def __init__(self, path: str, epoch: int, new_epoch: int) -> None:
+        super().__init__(
+            path, epoch, new_epoch, f"the manifest was written at epoch {new_epoch} since"
+        )
 
 
 class _MetaLike(Protocol):
@@ -269,6 +274,18 @@ class ManifestStore:
         self.epoch = epoch
         self.stats = ManifestStats()
         self._last: dict[str, Manifest] = {}
+        self._claimed: dict[str, int] = {}
+
+    def claim(self, partition: str, epoch: int) -> None:
+        """This handle writes ``partition`` under lease epoch ``epoch``: its next change
+        stores that epoch (fencing every earlier writer), and a stored epoch above it
+        fences this handle. Partitions not claimed (a retention pass of another
+        process) are changed at whatever epoch they hold, never fenced."""
+        self._claimed[partition] = epoch
+        self._last.pop(partition, None)
+
+    def _epoch(self, partition: str) -> int:
+        return self._claimed.get(partition, self.epoch)
 
     def display(self, partition: str) -> str:
         return self.objects.display(manifest_key(partition))
@@ -299,12 +316,13 @@ class ManifestStore:
         """Store ``manifest`` if the partition has none; None when one appeared first."""
         try:
             version = self.objects.create(
-                manifest_key(manifest.partition), manifest.at_epoch(self.epoch).encode()
+                manifest_key(manifest.partition),
+                manifest.at_epoch(self._epoch(manifest.partition)).encode(),
             )
         except ObjectExists:
             return None
         self.stats.built += 1
-        out = replace(manifest.at_epoch(self.epoch), version=version)
+        out = replace(manifest.at_epoch(self._epoch(manifest.partition)), version=version)
         self._last[manifest.partition] = out
         return out
 
@@ -336,15 +354,14 @@ class ManifestStore:
                     cur = None
                     if damaged_version is None:
                         continue  # gone meanwhile: read again
-            if cur is not None and cur.epoch > self.epoch:
+            mine = self._epoch(partition)
+            fenced = partition in self._claimed or self.epoch > 0
+            if cur is not None and fenced and cur.epoch > mine:
                 self._last.pop(partition, None)
-                raise FencedError(
-                    f"partition {partition}: {self.display(partition)} was written at epoch "
-                    f"{cur.epoch}, above this writer's {self.epoch}: another writer took it over"
-                )
+                raise FencedError(self.display(partition), mine, cur.epoch)
             try:
                 if cur is None:
-                    new = change(build()).at_epoch(self.epoch)
+                    new = change(build()).at_epoch(mine)
                     if damaged_version is None:
                         version = self.objects.create(key, new.encode())
                         self.stats.built += 1
@@ -353,9 +370,9 @@ class ManifestStore:
                         self.stats.built += 1
                 else:
                     new = change(cur)
-                    if new is cur:  # nothing to change: no write
+                    if new is cur and cur.epoch >= mine:  # nothing to change: no write
                         return cur
-                    new = new.at_epoch(self.epoch)
+                    new = new.at_epoch(mine)
                     assert cur.version is not None
                     version = self.objects.replace(key, new.encode(), version=cur.version)
             except (ObjectExists, VersionMismatch, ObjectConflict):

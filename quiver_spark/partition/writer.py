@@ -22,6 +22,7 @@ import pyarrow as pa
 from .. import format as fmt
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
+from ..control.lease import Lease
 from ..errors import (
     BatchTooLargeError,
     StoreAtCapacityError,
@@ -55,8 +56,11 @@ class PartitionWriter(PartitionRecovery):
         commits: CommitLog,
         io: FileIO = DEFAULT_IO,
         deleted: DeletedSegments | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.pid = validate_name("partition", pid)
+        self.lease = lease
+        """On an object root, the partition's writer lease (§12.3), released at close."""
         self._deleted = deleted
         self.config = config
         self.segments = segments
@@ -529,6 +533,8 @@ class PartitionWriter(PartitionRecovery):
                         unsettled = self._settle_on_close()
                     finally:
                         self._flock.release()
+                        if self.lease is not None:
+                            self.lease.release()
             if unsettled is not None:
                 self._unreported_wal = None
                 raise unsettled

@@ -46,6 +46,7 @@ from ..format import (
     segment_file_name,
 )
 from ..fs import DEFAULT_IO, FileIO
+from ..objects import ObjectStore
 from .backend import Consume, SegmentBackend, open_backend
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader, open_verified
@@ -136,14 +137,22 @@ class SegmentLocation:
         io: FileIO = DEFAULT_IO,
         storage_options: Mapping[str, object] | None = None,
         manifests: ManifestStore | None = None,
+        objects: ObjectStore | None = None,
+        prefix: str = "",
     ) -> None:
         self.url = url
         self.manifests = manifests
         """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
-        check_url("segment.path", url)  # a missing backend or bad URL: one clear error
-        self.is_local = is_local_url(url)
-        """Whether the segments are in a local directory (fsynced) or behind fsspec."""
-        self._b = open_backend(url, io=io, storage_options=storage_options)
+        if objects is None:
+            check_url("segment.path", url)  # a missing backend or bad URL: one clear error
+        self.is_local = objects is None and is_local_url(url)
+        """Whether the segments are in a local directory (fsynced) or behind fsspec
+        or an object root's store (``objects``, keys under ``prefix``)."""
+        self._b = (
+            open_backend(prefix, io=io, objects=objects)
+            if objects is not None
+            else open_backend(url, io=io, storage_options=storage_options)
+        )
         self.quarantined_total = 0
         """Segments quarantined through this instance (a metric for the store)."""
         # partition -> seq -> metadata verified once: a published .meta never changes,

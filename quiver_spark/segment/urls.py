@@ -39,6 +39,49 @@ def _install_hint(protocol: str) -> str:
     return str(known.get("err") or f"the fsspec implementation of {protocol}://")
 
 
+OBJECT_ROOT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
+"""Schemes named in messages about a store root besides a local path (ARCHITECTURE.md
+§12); the full set, with aliases and the engine's ``memory://``, is
+:func:`quiver_spark.objects.urls.object_scheme`'s."""
+
+
+def root_location(option: str, value: object) -> str:
+    """A store root: an object-store URL (``s3://bucket/prefix``) as given without a
+    trailing slash, or a local path made absolute (:func:`local_path`).
+
+    >>> root_location("path", "s3://bucket/store/")
+    's3://bucket/store'
+    """
+    from ..objects.urls import object_scheme
+
+    raw = str(value).strip() if value is not None else ""
+    m = _SCHEME_RE.match(raw)
+    if m is None or m.group(1).lower() in LOCAL_SCHEMES:
+        return local_path(option, value)
+    scheme, rest = m.group(1).lower(), m.group(2)
+    if object_scheme(raw) is None:
+        raise ConfigError(
+            option,
+            value,
+            "a local directory, a file:// URL or an object-store URL ("
+            + ", ".join(f"{s}://bucket/prefix" for s in OBJECT_ROOT_SCHEMES)
+            + f"){_scheme_hint(scheme, rest)}",
+        )
+    bucket = rest[2:].split("/", 1)[0] if rest.startswith("//") else ""
+    if not bucket:
+        raise ConfigError(
+            option, value, f"a URL with a bucket after {scheme}://, e.g. {scheme}://bucket/store"
+        )
+    return f"{scheme}:{rest}".rstrip("/")
+
+
+def is_object_root(root: str) -> bool:
+    """Whether ``root`` (from :func:`root_location`) is on an object store."""
+    from ..objects.urls import object_scheme
+
+    return object_scheme(root) is not None
+
+
 def local_path(option: str, value: object) -> str:
     """A local POSIX path from ``value``: a path or a ``file://`` URL, made absolute.
 
@@ -60,13 +103,7 @@ def local_path(option: str, value: object) -> str:
         scheme, rest = m.group(1).lower(), m.group(2)
         if scheme not in LOCAL_SCHEMES:
             hint = _scheme_hint(scheme, rest)
-            raise ConfigError(
-                option,
-                value,
-                "a local POSIX directory or file:// URL (WAL, locks and commit records need "
-                "fsync and flock; put finalized segments elsewhere with option "
-                f"'segment.path', formerly 'segments.path'){hint}",
-            )
+            raise ConfigError(option, value, f"a local POSIX directory or file:// URL{hint}")
         raw = _file_url_path(option, value, rest)
     return os.path.abspath(os.path.expanduser(raw))
 

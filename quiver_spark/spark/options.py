@@ -31,10 +31,14 @@ from ..options import (
     overlay,
     store_config_from_options,
 )
-from ..segment.urls import check_url, local_path
+from ..segment.urls import check_url, is_object_root, root_location
 
 PATH = "path"
 CONFIG = "config"
+STORAGE_PREFIX = "storage."
+"""Options ``storage.<key>`` are the object store's client settings (endpoint,
+credentials, region: obstore's configuration keys), as Delta's writers take
+``storage_options``; they never appear in errors, logs or plans."""
 
 PATH_ALLOWED = (
     "a store directory: .start('/data/quiver') / .save(...) / .load(...), "
@@ -70,7 +74,16 @@ def store_root(options: Mapping[str, Any]) -> str:
     raw = opts.get(PATH)
     if raw is None or not str(raw).strip():
         raise ConfigError(PATH, raw, PATH_ALLOWED)
-    return local_path(PATH, raw)
+    return root_location(PATH, raw)
+
+
+def storage_options(options: Mapping[str, Any]) -> dict[str, str]:
+    """The ``storage.<key>`` options as ``{key: value}`` (keys as Spark lower-cased them)."""
+    return {
+        k[len(STORAGE_PREFIX) :]: str(v)
+        for k, v in spark_options(options).items()
+        if k.startswith(STORAGE_PREFIX) and len(k) > len(STORAGE_PREFIX)
+    }
 
 
 def source_root(options: Mapping[str, Any]) -> str:
@@ -85,6 +98,8 @@ def check_source_root(root: str) -> None:
     writer first; a directory holding files but no ``STORE`` is something else (a
     directory of JSON or Parquet files), and saying "start the writer" would mislead.
     """
+    if is_object_root(root):
+        return  # the reader's own open names a missing STORE object
     if os.path.isfile(root):
         raise StoreNotFoundError(
             f"{root} is a file, not a Quiver store (a store is a directory with a "
@@ -107,7 +122,7 @@ def check_source_root(root: str) -> None:
 
 def check_sink_root(root: str) -> None:
     """Refuse a sink path that is an existing file, before anything is created."""
-    if os.path.exists(root) and not os.path.isdir(root):
+    if not is_object_root(root) and os.path.exists(root) and not os.path.isdir(root):
         raise ConfigError(
             PATH,
             root,
@@ -140,12 +155,14 @@ def check_sink_known(options: Mapping[str, Any]) -> None:
         k = str(key).lower()
         if k in (PATH, CONFIG, *SINK_SPARK_OPTIONS) or canonical_option(k) is not None:
             continue
+        if k.startswith(STORAGE_PREFIX) and len(k) > len(STORAGE_PREFIX):
+            continue
         hint = did_you_mean(k, [*STORE_OPTIONS, *ALIASES])
         raise UnknownOptionError(
             str(key),
             value,
             f"a Quiver sink option{hint}: path, config, or a store option "
-            "(segment.*, wal.*, retention.*, subscriber.*; see README Options)",
+            "(segment.*, wal.*, retention.*, subscriber.*, storage.*; see README Options)",
         )
 
 

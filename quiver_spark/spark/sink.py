@@ -43,10 +43,11 @@ from ..errors import (
     StoreClosedError,
     WalFailedError,
 )
-from ..objects.local import LocalObjects
+from ..objects import ObjectStore
+from ..objects.urls import open_objects
 from ..store import QuiverStore
 from . import slots
-from .options import as_given, validate_sink_options
+from .options import as_given, storage_options, validate_sink_options
 from .user_errors import one_line
 
 log = logging.getLogger(__name__)
@@ -145,17 +146,24 @@ class _QuiverWriterBase:
             )
         self.options = {str(k): str(v) for k, v in options.items() if v is not None}
         self.root, self.config = validate_sink_options(self.options)
+        self.storage = storage_options(self.options)
         self.spark_schema = schema
         self.target = arrow_schema(schema)
         check_event_time_column(self.config, self.target)
         try:
-            store = QuiverStore.open(self.root, self.config, partition=None)
+            store = QuiverStore.open(
+                self.root, self.config, partition=None, storage_options=self.storage or None
+            )
         except ConfigError as e:  # an option contradicting the store: name it as given
             raise as_given(e, self.options) from e
         try:
             store.ensure_schema(self.target)  # raises SchemaMismatchError with both schemas
         finally:
             store.close()
+
+    def _objects(self) -> ObjectStore:
+        """The root's objects (commit records live there)."""
+        return open_objects(self.root, self.storage or None)
 
     # executor side --------------------------------------------------------------------
     def _write_txn(
@@ -168,7 +176,7 @@ class _QuiverWriterBase:
                 if batch.num_rows == 0:
                     continue
                 if store is None:
-                    store = slots.slot_store(self.root, self.config)
+                    store = slots.slot_store(self.root, self.config, self.storage)
                     txn = store.begin_txn(app=app, version=version, tag=tag)
                 batch = conform(batch, self.target)
                 store.append(batch, txn_id=txn)
@@ -184,7 +192,7 @@ class _QuiverWriterBase:
                 f"lost): {e}"
             ) from e
         except (WalFailedError, StoreClosedError) as e:
-            slots.evict(self.root, self.config, e)
+            slots.evict(self.root, self.config, e, self.storage)
             raise
         partition = store.writer.pid if store is not None and store.writer is not None else None
         log.debug(
@@ -213,7 +221,7 @@ class _QuiverWriterBase:
             return False
         app = apps.pop()
         rows = sum(m.rows for m in msgs)
-        commits = CommitLog(LocalObjects(self.root))
+        commits = CommitLog(self._objects())
         fresh = commits.commit(app, version, winners, rows)
         if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
             raise QuiverError(
@@ -238,7 +246,13 @@ class _QuiverWriterBase:
     def _finalize_orphans(self) -> None:
         """Seal committed data of slots whose writer process is gone (best effort)."""
         try:
-            store = QuiverStore.open(self.root, self.config, partition=None, create=False)
+            store = QuiverStore.open(
+                self.root,
+                self.config,
+                partition=None,
+                create=False,
+                storage_options=self.storage or None,
+            )
             try:
                 sealed = store.finalize_idle_partitions()
             finally:
@@ -348,6 +362,6 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
         """Decide the job with no winners: its uuid is never reused, so nothing can rerun."""
         self._abort(messages, 0)
         try:
-            CommitLog(LocalObjects(self.root)).commit(self.app, 0, [], 0)
+            CommitLog(self._objects()).commit(self.app, 0, [], 0)
         except (QuiverError, OSError) as e:  # best effort: status reports the pending txns
             log.warning("quiver.sink.abort_discard_failed app=%s error=%r", self.app, e)

@@ -12,12 +12,10 @@ claimant of the slot, or the driver after its next commit, recovers. A slot whos
 partition cannot be recovered (damage that ``quiver fsck`` names) is skipped, so one
 damaged partition never stops a host's writers.
 
-On an object root (the caller passes the root's :class:`ObjectStore`; None or a POSIX
-root keeps the ``flock``) a slot is claimed by the lease ``partitions/<host>-<k>/LEASE``
-(ARCHITECTURE.md §12.3): :func:`claim_slot_lease` takes it, renews it in the background
-and parks it for the partition writer, which adopts it
-(:func:`~quiver_spark.control.lease.adopt`) and writes under its epoch. A slot whose
-holder is a dead process of this host is claimed at once.
+On an object root the single-writer lock of a slot is its lease
+``partitions/<host>-<k>/LEASE`` (ARCHITECTURE.md §12.3), taken by the store's open
+like the ``flock`` of a local root: a held lease is skipped the same way, and a slot
+whose holder is a dead process of this host is claimed at once.
 """
 
 from __future__ import annotations
@@ -30,9 +28,7 @@ import socket
 import threading
 
 from ..config import StoreConfig
-from ..control.lease import DEFAULT_TTL_S, Lease, adopt, hand_over, needs_lease
 from ..errors import CorruptionError, LockedError, StoreClosedError, WalFailedError
-from ..objects.base import ObjectStore
 from ..store import QuiverStore
 
 log = logging.getLogger(__name__)
@@ -41,8 +37,8 @@ MAX_SLOTS = 4096
 """Upper bound on slot numbers tried on one host before giving up."""
 
 _lock = threading.Lock()
-_handles: dict[tuple[str, StoreConfig], QuiverStore] = {}
-_leases: dict[tuple[str, StoreConfig], tuple[ObjectStore, str]] = {}  # slot lease keys
+Key = tuple[str, StoreConfig, tuple[tuple[str, str], ...]]
+_handles: dict[Key, QuiverStore] = {}
 _owner_pid = os.getpid()
 _atexit_registered = False
 
@@ -58,60 +54,42 @@ def host_tag(hostname: str | None = None) -> str:
     return tag
 
 
-SLOT_LEASE_TTL_S = DEFAULT_TTL_S
-"""A slot's lease expires this long after its last renewal (object roots)."""
+def _key(root: str, config: StoreConfig, storage_options: dict[str, str] | None) -> Key:
+    return (root, config, tuple(sorted((storage_options or {}).items())))
 
 
-def slot_lease_key(host: str, k: int) -> str:
-    """``partitions/<host>-<k>/LEASE``: the writer lease of slot ``k`` of ``host``."""
-    return f"partitions/{host}-{k}/LEASE"
-
-
-def claim_slot_lease(objects: ObjectStore, host: str, k: int) -> Lease:
-    """Hold slot ``<host>-<k>``'s writer lease, without waiting, and keep it renewed;
-    :class:`LockedError` when another writer holds it. The caller hands it to the
-    partition writer (:func:`~quiver_spark.control.lease.hand_over`) or releases it."""
-    lease = Lease.acquire(
-        objects, slot_lease_key(host, k), purpose="writer", ttl_s=SLOT_LEASE_TTL_S
-    )
-    lease.keep()
-    return lease
-
-
-def slot_store(root: str, config: StoreConfig, objects: ObjectStore | None = None) -> QuiverStore:
+def slot_store(
+    root: str, config: StoreConfig, storage_options: dict[str, str] | None = None
+) -> QuiverStore:
     """This process's open store partition for ``(root, config)``, claiming one if needed
-    (on an object root ``objects``, by its slot lease)."""
+    (``storage_options``: an object root's client settings)."""
     global _owner_pid, _atexit_registered
-    key = (root, config)
+    key = _key(root, config, storage_options)
     with _lock:
         if _owner_pid != os.getpid():  # a forked child never owns its parent's locks
             _handles.clear()
-            _leases.clear()
             _owner_pid = os.getpid()
         store = _handles.get(key)
         if store is not None:
             return store
         host = host_tag()
-        if needs_lease(objects):
-            assert objects is not None
-            pid, store = _open_object_slot(root, config, objects, host)
-            _leases[key] = (objects, slot_lease_key(host, int(pid.rsplit("-", 1)[1])))
-        else:
-            for k in range(MAX_SLOTS):
-                pid = f"{host}-{k}"
-                try:
-                    store = QuiverStore.open(root, config, partition=pid)
-                except LockedError:
-                    continue
-                except CorruptionError as e:
-                    # a damaged slot stays for ``quiver fsck``; the worker writes elsewhere
-                    log.error("quiver.sink.slot_damaged root=%s partition=%s: %s", root, pid, e)
-                    continue
-                break
-            else:
-                raise LockedError(
-                    os.path.join(root, f"{host}-*"), f"other writers on all {MAX_SLOTS} slots"
+        for k in range(MAX_SLOTS):
+            pid = f"{host}-{k}"
+            try:
+                store = QuiverStore.open(
+                    root, config, partition=pid, storage_options=storage_options or None
                 )
+            except LockedError:
+                continue
+            except CorruptionError as e:
+                # a damaged slot stays for ``quiver fsck``; the worker writes elsewhere
+                log.error("quiver.sink.slot_damaged root=%s partition=%s: %s", root, pid, e)
+                continue
+            break
+        else:
+            raise LockedError(
+                os.path.join(root, f"{host}-*"), f"other writers on all {MAX_SLOTS} slots"
+            )
         _handles[key] = store
         if not _atexit_registered:
             atexit.register(close_all)
@@ -127,47 +105,15 @@ def slot_store(root: str, config: StoreConfig, objects: ObjectStore | None = Non
         return store
 
 
-def _open_object_slot(
-    root: str, config: StoreConfig, objects: ObjectStore, host: str
-) -> tuple[str, QuiverStore]:
-    """The first slot of ``host`` whose lease is free, opened (its writer adopts it)."""
-    for k in range(MAX_SLOTS):
-        pid = f"{host}-{k}"
-        try:
-            lease = claim_slot_lease(objects, host, k)
-        except LockedError:
-            continue
-        hand_over(lease)
-        try:
-            store = QuiverStore.open(root, config, partition=pid)
-        except LockedError:
-            _unclaim(objects, lease.key)
-            continue
-        except CorruptionError as e:
-            log.error("quiver.sink.slot_damaged root=%s partition=%s: %s", root, pid, e)
-            _unclaim(objects, lease.key)
-            continue
-        except BaseException:
-            _unclaim(objects, lease.key)
-            raise
-        return pid, store
-    raise LockedError(
-        objects.display(f"partitions/{host}-*"), f"other writers on all {MAX_SLOTS} slots"
-    )
-
-
-def _unclaim(objects: ObjectStore, key: str) -> None:
-    """Release a slot lease no writer adopted (a writer releases its own)."""
-    lease = adopt(objects, key)
-    if lease is not None:
-        lease.release()
-
-
-def evict(root: str, config: StoreConfig, exc: BaseException | None = None) -> None:
+def evict(
+    root: str,
+    config: StoreConfig,
+    exc: BaseException | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> None:
     """Drop (and close) a cached handle after it failed, so the next task reopens it."""
     with _lock:
-        store = _handles.pop((root, config), None)
-        claimed = _leases.pop((root, config), None)
+        store = _handles.pop(_key(root, config, storage_options), None)
     if store is None:
         return
     log.warning("quiver.sink.slot_evict root=%s error=%r", root, exc)
@@ -175,9 +121,6 @@ def evict(root: str, config: StoreConfig, exc: BaseException | None = None) -> N
         store.close()
     except (WalFailedError, StoreClosedError, OSError) as e:
         log.warning("quiver.sink.slot_close_failed root=%s error=%r", root, e)
-    finally:
-        if claimed is not None:
-            _unclaim(*claimed)
 
 
 def close_all() -> None:
@@ -185,15 +128,11 @@ def close_all() -> None:
     with _lock:
         stores = list(_handles.values())
         _handles.clear()
-        claimed = list(_leases.values())
-        _leases.clear()
     for store in stores:
         try:
             store.close()
         except Exception as e:  # at exit: report, and let the WAL recovery cover it
             log.warning("quiver.sink.slot_close_failed root=%s error=%r", store.root, e)
-    for objects, key in claimed:
-        _unclaim(objects, key)
 
 
 def open_slots() -> list[tuple[str, str]]:

@@ -82,7 +82,7 @@ class _QuiverReading:
         self.opts: SourceOptions = parse_source_options(self.options, streaming=streaming)
         self.config = store_config(self.options)
         self.target = arrow_target(schema)
-        store = open_store(self.opts.path, self.config)
+        store = open_store(self.opts.path, self.config, self.opts.storage_options)
         try:
             check_read_schema(store, schema, self.opts.include_metadata)
         finally:
@@ -97,7 +97,7 @@ class _QuiverReading:
             QuiverInputPartition(
                 pieces,
                 segments_url=store.segments_url,
-                storage_options=None,
+                storage_options=self.opts.storage_options,
                 root=store.root,
                 subscriber=subscriber,
                 fail_on_data_loss=self.opts.fail_on_data_loss,
@@ -132,6 +132,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                 self.opts.subscriber,
                 config=self.config,
                 fail_on_data_loss=self.opts.fail_on_data_loss,
+                storage_options=self.opts.storage_options,
             )
         return self._subscription
 
@@ -244,7 +245,7 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
         self.prunes: list[Prune] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        store = open_store(self.opts.path, self.config)
+        store = open_store(self.opts.path, self.config, self.opts.storage_options)
         try:
             arrow = store.schema()
         finally:
@@ -256,12 +257,12 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
             yield f
 
     def partitions(self) -> Sequence[InputPartition]:
-        store = open_store(self.opts.path, self.config)
+        store = open_store(self.opts.path, self.config, self.opts.storage_options)
         policy = LossPolicy(
             store.root, None, fail_on_data_loss=self.opts.fail_on_data_loss, io=store.io
         )
         try:
-            registry = open_registry(store.root)  # a batch read creates nothing
+            registry = open_registry(store.root, objects=store.objects)  # creates nothing
             try:
                 found = {
                     p: evidence(store.segment_location, registry, p) for p in store.partitions()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import validate_name
@@ -19,7 +19,7 @@ from ..option_table import STORE_OPTIONS, Option
 from ..options import canonical_option, did_you_mean
 from ..subscribers import StartPosition
 from ..values import parse_bool, parse_int, parse_size
-from .options import spark_options, store_root
+from .options import STORAGE_PREFIX, spark_options, storage_options, store_root
 
 PATH = "path"
 SUBSCRIBER = "subscriber"
@@ -109,6 +109,8 @@ def check_known(options: Mapping[str, Any]) -> None:
         k = str(key).lower()
         if k in known or canonical_option(k) is not None or k == "config":
             continue
+        if k.startswith(STORAGE_PREFIX) and len(k) > len(STORAGE_PREFIX):
+            continue
         if k in FOREIGN_OPTIONS:
             hint = f" (a Kafka, Delta or file-source option; here it is {FOREIGN_OPTIONS[k]})"
         else:
@@ -118,7 +120,7 @@ def check_known(options: Mapping[str, Any]) -> None:
             value,
             f"a Quiver source option{hint}: "
             + ", ".join(o.name for o in SOURCE_OPTION_TABLE)
-            + ", or a store option (segment.*, wal.*, retention.*, subscriber.*)",
+            + ", or a store option (segment.*, wal.*, retention.*, subscriber.*, storage.*)",
         )
 
 
@@ -177,6 +179,8 @@ class SourceOptions:
     include_metadata: bool = False
     fail_on_data_loss: bool = True
     split_size_bytes: int = 64 * 1024 * 1024
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+    """``storage.<key>`` options: an object-store root's client settings (never shown)."""
 
     @property
     def limited(self) -> bool:
@@ -267,4 +271,5 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
         include_metadata=parse_bool(INCLUDE_METADATA, inc) if inc is not None else False,
         fail_on_data_loss=parse_bool(FAIL_ON_DATA_LOSS, fail) if fail is not None else True,
         split_size_bytes=split,
+        storage_options=storage_options(options),
     )

@@ -35,7 +35,10 @@ from ..errors import (
     ReadSchemaError,
     SchemaUnavailableError,
 )
+from ..format import SEGMENTS_DIR
+from ..objects.urls import open_objects
 from ..segment import SegmentLocation, SegmentMeta
+from ..segment.urls import is_object_root
 from ..store import QuiverStore
 from ..subscription import open_store
 from .options import store_config
@@ -128,7 +131,7 @@ def store_spark_schema(options: Mapping[str, Any]) -> StructType:
         The store exists but nothing was written yet, so it has no schema.
     """
     opts = parse_source_options(options, streaming=None)  # a stream's or a batch read's
-    store = open_store(opts.path, store_config(options))
+    store = open_store(opts.path, store_config(options), opts.storage_options)
     try:
         schema = store.schema()
     finally:
@@ -320,8 +323,17 @@ def read_partition(part: InputPartition, target: pa.Schema) -> Iterator[pa.Recor
     """
     if not isinstance(part, QuiverInputPartition):
         return  # Spark's placeholder for a batch read with nothing to read
-    location = SegmentLocation(part.segments_url, storage_options=part.storage_options)
-    policy = LossPolicy(part.root, part.subscriber, fail_on_data_loss=part.fail_on_data_loss)
+    objects = (
+        open_objects(part.root, part.storage_options or None) if is_object_root(part.root) else None
+    )
+    location = (
+        SegmentLocation(part.segments_url, objects=objects, prefix=SEGMENTS_DIR)
+        if objects is not None
+        else SegmentLocation(part.segments_url, storage_options=part.storage_options)
+    )
+    policy = LossPolicy(
+        part.root, part.subscriber, fail_on_data_loss=part.fail_on_data_loss, objects=objects
+    )
     numbered = META_ROW in target.names
     for meta, batch_start, batch_stop in part.pieces:
         reader = policy.open(location, meta)
