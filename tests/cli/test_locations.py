@@ -42,18 +42,18 @@ def test_a_store_root_given_as_a_file_url_works(built: Built) -> None:
 
 @pytest.mark.parametrize(
     ("path", "says"),
-    [("s3://bucket/store", "local POSIX directory or file:// URL"),
+    [("hdfs://nn/store", "a local directory, a file:// URL or an object-store URL"),
      ("dbfs:/mnt/q", "/dbfs/mnt/q"),
      ("file://otherhost/data", "file:///absolute/path")],
 )  # fmt: skip
-def test_a_store_root_that_is_not_local_is_refused_in_one_line(
+def test_a_store_root_that_is_neither_local_nor_an_object_store_is_refused_in_one_line(
     path: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     for argv in (["status", path], ["subscribers", path, "add", "x", "--create"]):
         res = run(argv)
         assert res.exit_code == 2, res.output
-        assert f"{path} is not a local directory" in res.stderr and says in res.stderr
+        assert f"{path} is not a store root" in res.stderr and says in res.stderr
         _one_clean_line(res.stderr)
     assert list(tmp_path.iterdir()) == [], "nothing created (dbfs: is no relative directory)"
 

@@ -32,10 +32,11 @@ def test_file_urls_are_local_paths() -> None:
 
 @pytest.mark.parametrize(
     ("path", "says"),
-    [("dbfs:/mnt/q", "/dbfs/mnt/q"), ("s3://b/q", "option 'segment.path'"),
-     ("file://host/q", "file:///absolute/path"), ("hdfs:///q", "local POSIX directory")],
+    [("dbfs:/mnt/q", "/dbfs/mnt/q"), ("hdfs://nn/q", "s3://bucket/prefix"),
+     ("file://host/q", "file:///absolute/path"), ("hdfs:///q", "object-store URL"),
+     ("s3://", "a URL with a bucket after s3://")],
 )  # fmt: skip
-def test_a_root_that_is_not_local_is_refused_at_query_start(path: str, says: str) -> None:
+def test_a_root_that_is_neither_local_nor_an_object_store_is_refused_at_query_start(path: str, says: str) -> None:
     with pytest.raises(ConfigError, match="'path'") as e:
         validate_sink_options({"path": path})
     assert says in str(e.value)
