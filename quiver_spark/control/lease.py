@@ -206,7 +206,6 @@ def _decode(where: str, raw: bytes) -> _Body:
 # -- this process's state -----------------------------------------------------------
 _mutex = threading.Lock()
 _held: dict[tuple[str, str], weakref.ReferenceType[Lease]] = {}  # (url, key) -> holder here
-_parked: dict[tuple[str, str], Lease] = {}  # claimed for an adopter in this process
 _acquiring: dict[tuple[str, str], threading.Lock] = {}  # one attempt at a time per key
 
 
@@ -608,22 +607,6 @@ def needs_lease(objects: ObjectStore | None) -> bool:
 
 
 # -- hand-over between a claimant and the writer it opens ------------------------------
-def hand_over(lease: Lease) -> None:
-    """Park a held lease for an adopter in this process (:func:`adopt`)."""
-    with _mutex:
-        _parked[_ident(lease.objects, lease.key)] = lease
-
-
-def adopt(objects: ObjectStore, key: str) -> Lease | None:
-    """The lease parked by :func:`hand_over` for ``key`` (taken: parked no more), if any
-    that is still held."""
-    with _mutex:
-        lease = _parked.pop(_ident(objects, key), None)
-    if lease is None or lease.lost() or lease.holder.pid != os.getpid():
-        return None  # lost, or parked by the parent of this forked process: not ours
-    return lease
-
-
 class LeaseKeeper:
     """Renews a lease every ``ttl_s / 3`` on a daemon thread until stopped; records the
     loss (``error``) and calls ``on_lost`` once when the lease was taken over. A
