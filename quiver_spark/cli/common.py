@@ -93,7 +93,7 @@ def store_root(path: str) -> str:
     try:
         return root_location("PATH", path)
     except ConfigError as e:
-        raise CliError(f"{path} is not a store root: a store's root is {e.allowed}") from e
+        raise CliError(f"{e.value} is not a store root: a store's root is {e.allowed}") from None
 
 
 def configure_logging(verbose: int) -> None:

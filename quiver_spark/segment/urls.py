@@ -67,7 +67,16 @@ def root_location(option: str, value: object) -> str:
             + ", ".join(f"{s}://bucket/prefix" for s in OBJECT_ROOT_SCHEMES)
             + f"){_scheme_hint(scheme, rest)}",
         )
-    bucket = rest[2:].split("/", 1)[0] if rest.startswith("//") else ""
+    authority = rest[2:].split("/", 1)[0] if rest.startswith("//") else ""
+    if "@" in authority:  # never echo it: the part before '@' is a credential
+        raise ConfigError(
+            option,
+            f"{scheme}://***@{authority.rsplit('@', 1)[1]}/...",
+            "a URL without credentials in it: give them as storage options "
+            "(Spark: option storage.aws_access_key_id / storage.aws_secret_access_key; "
+            "CLI: -S KEY=VALUE; or the environment)",
+        )
+    bucket = authority
     if not bucket:
         raise ConfigError(
             option, value, f"a URL with a bucket after {scheme}://, e.g. {scheme}://bucket/store"

@@ -54,6 +54,11 @@ def uses_lease(objects: ObjectStore | None) -> bool:
     return needs_lease(objects)
 
 
+ACT_MARGIN = 0.5
+"""A live consumer acknowledges without a request only while more than this fraction
+of its lease's ttl is left since its last renewal (§12.3); otherwise it renews first."""
+
+
 def live_lease_key(subscriber: str) -> str:
     """``readers/<subscriber>.lease``: the live-consumer lease on an object root."""
     return f"{READERS_DIR}/{subscriber}.lease"
@@ -177,11 +182,16 @@ def check_live(subscriber: str, owner: object, objects: ObjectStore | None = Non
         held = _live.get(objects.display(live_lease_key(subscriber)))
     if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
         return
-    keeper = held.lock.keeper
+    lease = held.lock
+    keeper = lease.keeper
     if keeper is not None and keeper.error is not None:
         raise keeper.error
-    if held.lock.lost():
-        raise LeaseLostError(held.lock.url, held.lock.epoch, None, "it was taken over")
+    if lease.lost():
+        raise LeaseLostError(lease.url, lease.epoch, None, "it was taken over")
+    if lease.remaining() < lease.ttl_s * ACT_MARGIN:
+        # paused, or its keeper fell behind: an observer may judge it expired soon or
+        # already; act only after a renewal proves the lease is still ours (§12.3)
+        lease.renew()
 
 
 def release_live(
