@@ -102,7 +102,9 @@ class SegmentBackend(ABC):
         """Create ``directory`` and its parents; no error when it exists."""
 
     @abstractmethod
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
+    def put(
+        self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "", replace: bool = False
+    ) -> T:
         """Create file ``path`` (mode 0444 where the storage has modes) from what
         ``fill`` writes, durably, and return what ``fill`` returned.
 
@@ -110,6 +112,9 @@ class SegmentBackend(ABC):
         (default ``path + ".tmp"``) and renamed, or, with ``atomic=False`` where the
         storage makes a single upload visible whole or not at all, uploaded under
         ``path`` directly. On failure nothing new is visible under ``path``.
+        A file that exists is replaced where the storage renames over it; on an object
+        root (:class:`~quiver_spark.segment.objects.ObjectBackend`) a file is created
+        only if absent unless ``replace`` (the quarantine mark, rewritten by design).
         """
 
     @abstractmethod

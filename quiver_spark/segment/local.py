@@ -78,8 +78,10 @@ class LocalBackend(SegmentBackend):
     def makedirs(self, directory: str) -> None:
         self.io.mkdir(directory)
 
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
-        del atomic  # always tmp + rename locally
+    def put(
+        self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "", replace: bool = False
+    ) -> T:
+        del atomic, replace  # always tmp + rename locally: a rename replaces
         tmp = tmp or path + TMP_SUFFIX
         self._discard(tmp)  # a stale, read-only tmp from an interrupted attempt
         fd = self.io.open_create(tmp)

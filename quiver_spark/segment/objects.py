@@ -90,7 +90,9 @@ class ObjectBackend(SegmentBackend):
     def makedirs(self, directory: str) -> None:
         del directory  # a key's directories exist as long as it does
 
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
+    def put(
+        self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "", replace: bool = False
+    ) -> T:
         """One create-if-absent upload under ``path`` (``atomic``/``tmp`` need no
         temporary name here: an upload is visible whole or not at all)."""
         del atomic, tmp
@@ -100,6 +102,9 @@ class ObjectBackend(SegmentBackend):
             sink.write(view)
 
         result = fill(write)
+        if replace:
+            self.objects.put(path, sink.getvalue())
+            return result
         if not create_or_same(self.objects, path, sink.getvalue()):
             raise FileExistsError(f"{self.display(path)}: already exists with other bytes")
         return result

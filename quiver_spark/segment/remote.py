@@ -113,7 +113,10 @@ class RemoteBackend(SegmentBackend):
     def makedirs(self, directory: str) -> None:
         self.fs.makedirs(directory, exist_ok=True)
 
-    def put(self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "") -> T:
+    def put(
+        self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "", replace: bool = False
+    ) -> T:
+        del replace  # an upload replaces what is under the name
         sink = _io.BytesIO()
 
         def write(view: memoryview) -> None:
