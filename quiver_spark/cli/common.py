@@ -21,7 +21,13 @@ import click
 
 from .. import format as fmt
 from ..config import NAME_RE, StoreConfig
-from ..errors import ConfigError, CorruptionError, QuiverError, UnknownOptionError
+from ..errors import (
+    ConfigError,
+    CorruptionError,
+    QuiverError,
+    StoreNotFoundError,
+    UnknownOptionError,
+)
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
@@ -272,6 +278,8 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
         raise open_error(args, config, e) from e
     except CorruptionError as e:
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
+    except StoreNotFoundError as e:  # an object root without its STORE object
+        raise CliError(str(e), EXIT_USAGE) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     check_segments_reachable(store, args.path)

@@ -46,12 +46,14 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError, CorruptionError
+from ..errors import ConfigError, CorruptionError, QuiverError
 from ..fsck import FsckReport, StoreChecker
 from ..store import QuiverStore
 from .common import (
     EXIT_OK,
     EXIT_TROUBLE,
+    EXIT_USAGE,
+    CliError,
     StoreArgs,
     check_segments_reachable,
     check_store_path,
@@ -70,14 +72,22 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
     """A store handle even when STORE itself is damaged (its check reports that)."""
     config = store_config(args)
     root = check_store_path(args.path)
+    options = args.storage_options or None
     try:
-        store = QuiverStore.open(root, config, partition=None, create=False, background=False)
+        store = QuiverStore.open(
+            root, config, partition=None, create=False, background=False,
+            storage_options=options,
+        )  # fmt: skip
     except CorruptionError:
         from ..fs import DEFAULT_IO
+        from ..objects.urls import open_objects
 
-        return QuiverStore(root, config, DEFAULT_IO, {}, None)
+        objects = open_objects(root, options, DEFAULT_IO)
+        return QuiverStore(root, config, DEFAULT_IO, {}, options, objects)
     except ConfigError as e:
         raise open_error(args, config, e) from e
+    except QuiverError as e:  # no STORE on an object root, a bad storage option...
+        raise CliError(str(e), EXIT_USAGE) from e
     check_segments_reachable(store, args.path)
     return store
 
@@ -147,6 +157,7 @@ def fsck_json(report: FsckReport, strict: bool) -> dict[str, Any]:
         "problems": [asdict(f) for f in report.problems],
         "warnings": [asdict(f) for f in report.warnings],
         "quarantined": report.quarantined,
+        "notes": [asdict(f) for f in report.notes],
     }
 
 
@@ -165,6 +176,8 @@ def render_fsck(report: FsckReport, strict: bool) -> str:
         out.append(f"PROBLEM {f.line()}")
     for f in report.warnings:
         out.append(f"WARNING {f.line()}")
+    for f in report.notes:
+        out.append(f"note: {f.line()}")
     if report.quarantined:
         out.append(f"quarantined {report.quarantined} segment(s)")
     verdict = "healthy" if report.healthy(strict) else "UNHEALTHY"
