@@ -514,7 +514,10 @@ class StoreChecker:
             return []  # the segment checks report the listing
         out: list[tuple[str, int | None, str]] = []
         live = set(m.seqs())
-        for seq in sorted(live - published):
+        named = {
+            f.seq for f in self.report.problems if f.kind == "segment_meta" and f.partition == pid
+        }  # a .meta gone with its .arrow left: named by the segment checks already
+        for seq in sorted(live - published - named):
             out.append(
                 (
                     "problem", seq, f"lists segment {seq}, whose .meta is missing: readers "
