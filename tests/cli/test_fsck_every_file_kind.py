@@ -94,7 +94,9 @@ DELETED: dict[str, Row] = {
     # quarantined) segment is delivered again, and failOnDataLoss fails on it; so is its
     # registration, which a's subscription record outlives (its data is kept, named)
     "CHECKPOINT": Row(
-        "subscribers/CHECKPOINT", (1, "problem", "subscribers"), consumer="is quarantined",
+        "subscribers/CHECKPOINT",
+        (1, "problem", "subscribers"),
+        consumer="is quarantined",
         also=(("problem", "subscribers"),),
     ),
     ".sub": Row("subscribers/records/a.sub", NONE),
