@@ -1,13 +1,19 @@
 """Verify every file kind of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
 
 Checked, in order: the STORE descriptor; POLICY and its copy ``POLICY.copy``; per
-partition its STATE, HEARTBEAT, LOCK holder info and every WAL file (scanned
+partition its STATE, HEARTBEAT, LOCK holder info (on this machine: an object root's
+writers keep these on their own disks, which a note says) and every WAL file (scanned
 read-only through a memory map: a torn tail is reported, never cut — the next
 writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
-(size, CRC-32C, Arrow footer, schema, every batch decodable); the quarantine mark
+(size, CRC-32C, Arrow footer, schema, every batch decodable); each partition's
+MANIFEST against what is published, and its LEASE (object roots); the quarantine mark
 (and the quarantined segments, counted); every transaction commit record; the
-subscriber registry (ack logs and checkpoint) and every ``.sub`` record; the
-advisory files ``readers/*.lock``, ``readers/*.lost.jsonl`` and ``metrics/*.prom``.
+subscriber registry (ack logs and checkpoint; an object root's deltas) and every
+``.sub`` record; the advisory files ``readers/*.lock``, ``readers/*.lost.jsonl`` and
+``metrics/*.prom``, and the consumer leases ``readers/*.lease``. Everything under the
+root is read through its :class:`~quiver_spark.objects.ObjectStore` (``store.objects``),
+so a POSIX root and an object root are checked alike; ``.objects.lock`` files are not
+data and are passed over.
 With ``quarantine`` each corrupt segment is moved to ``<segments>/<partition>/quarantine/``
 (the partition's writer lock is taken for it; a partition with a live writer is
 skipped and says so). The table of ARCHITECTURE.md "Damage and what it affects"
@@ -25,7 +31,8 @@ renders it.
 ``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``segment_pending``,
 ``heartbeat``,
 ``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
-``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+``reader_lock``, ``lost_log``, ``metrics``, ``manifest``, ``lease``, ``acklog`` (an object
+root's ack-log deltas and CHECKPOINT), ``advisory``; ``action`` is ``"quarantined to <path>"``
 or ``"not quarantined: <why>"`` when quarantining acted on the finding.
 """
 

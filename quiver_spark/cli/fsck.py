@@ -23,16 +23,18 @@ JSON schema (``--json``; ``"schema": "quiver.fsck/1"``)::
                   "wal_records": int, "wal_bytes": int, "segments": int,
                   "segment_bytes": int, "quarantined_segments": int, "commits": int,
                   "subscriber_files": int, "subscriber_records": int,
-                  "advisory_files": int},
-      "problems": [Finding], "warnings": [Finding], "quarantined": int
-    }
+                  "advisory_files": int, "manifests": int, "leases": int},
+      "problems": [Finding], "warnings": [Finding], "quarantined": int,
+      "notes": [Finding]     # neither problem nor warning: a released or expired
+    }                        # lease, what cannot be seen from here
     Finding = {"kind": str, "file": str, "offset": int|null, "reason": str,
                "partition": str|null, "seq": int|null, "action": str|null}
 
 ``kind`` is one of ``store``, ``policy``, ``policy_copy``, ``state``, ``wal``,
 ``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``,
 ``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
-``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+``reader_lock``, ``lost_log``, ``metrics``, ``manifest``, ``lease``, ``acklog`` (an object
+root's ack-log deltas and CHECKPOINT), ``advisory``; ``action`` is ``"quarantined to <path>"``
 or ``"not quarantined: <why>"`` when ``--quarantine`` acted on the finding.
 """
 
@@ -124,9 +126,10 @@ def fsck(args: StoreArgs, quarantine: bool, strict: bool, progress: bool | None)
     """Verify every file of the store at PATH; exit 0 if healthy, 1 if not.
 
     Checks STORE, POLICY, each partition's STATE, HEARTBEAT and WAL files
-    (read-only: a torn tail is reported, never cut), every segment's metadata and
-    data, commit records, the subscribers' ack logs, checkpoint and records, and
-    the advisory files (locks, lost logs, metrics). Each finding names the file,
+    (read-only: a torn tail is reported, never cut), MANIFEST and LEASE, every
+    segment's metadata and data, commit records, the subscribers' ack logs,
+    checkpoint and records, and the advisory files (locks, lost logs, metrics).
+    PATH may be an object-store URL (s3://...; -S for the client's settings). Each finding names the file,
     byte offset and the repair. Damage to an advisory file is a warning (exit 0
     unless --strict). --quarantine moves corrupt segments to
     <partition>/quarantine/ under the segments location.

@@ -250,9 +250,14 @@ def test_a_mistyped_storage_option_is_one_line_naming_the_near_miss(remote: Remo
 def test_a_secret_in_the_path_is_hidden_in_errors_and_output(
     remote: Remote, moto_s3: MotoS3
 ) -> None:
-    ran = quiver(remote, "status", path=f"{moto_s3.url}/{SECRET}/store")
+    url = f"{moto_s3.url}/{unique_prefix()}-{SECRET}"
+    ran = quiver(remote, "status", path=url)
     assert ran.code == 2 and "not a Quiver store" in ran.err
     assert SECRET not in ran.err and "***" in ran.err
+    ok(quiver(remote, "subscribers", "add", "s", "--create", path=url))
+    for args in (["status"], ["status", "--json"], ["fsck", "--json"]):
+        shown = quiver(remote, *args, path=url)
+        assert shown.code == 0 and "-***" in shown.out, shown
 
 
 def test_no_secret_storage_option_appears_in_any_output_of_this_module() -> None:
