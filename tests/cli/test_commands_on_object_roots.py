@@ -118,6 +118,8 @@ def test_status_shows_partitions_and_subscribers_and_says_the_wal_is_elsewhere(
     text = ok(quiver(remote, "status"))
     assert remote.url in text
     assert "writers on other machines keep their WAL" in text
+    debug = quiver(remote, "status", "-vv")  # logs too: checked for secrets at the end
+    assert debug.code == 0 and " INFO quiver_spark." in debug.err, debug.err[-2000:]
     doc = as_json(quiver(remote, "status", "--json"))
     assert {p["partition"]: p["segments"] for p in doc["partitions"]} == {"p-0": 3, "p-1": 2}
     assert {p["partition"]: p["rows"] for p in doc["partitions"]} == {"p-0": 25, "p-1": 20}
