@@ -1,13 +1,19 @@
 """Verify every file kind of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
 
 Checked, in order: the STORE descriptor; POLICY and its copy ``POLICY.copy``; per
-partition its STATE, HEARTBEAT, LOCK holder info and every WAL file (scanned
+partition its STATE, HEARTBEAT, LOCK holder info (on this machine: an object root's
+writers keep these on their own disks, which a note says) and every WAL file (scanned
 read-only through a memory map: a torn tail is reported, never cut — the next
 writer's recovery cuts it); every published segment's ``.meta`` and ``.arrow``
-(size, CRC-32C, Arrow footer, schema, every batch decodable); the quarantine mark
+(size, CRC-32C, Arrow footer, schema, every batch decodable); each partition's
+MANIFEST against what is published, and its LEASE (object roots); the quarantine mark
 (and the quarantined segments, counted); every transaction commit record; the
-subscriber registry (ack logs and checkpoint) and every ``.sub`` record; the
-advisory files ``readers/*.lock``, ``readers/*.lost.jsonl`` and ``metrics/*.prom``.
+subscriber registry (ack logs and checkpoint; an object root's deltas) and every
+``.sub`` record; the advisory files ``readers/*.lock``, ``readers/*.lost.jsonl`` and
+``metrics/*.prom``, and the consumer leases ``readers/*.lease``. Everything under the
+root is read through its :class:`~quiver_spark.objects.ObjectStore` (``store.objects``),
+so a POSIX root and an object root are checked alike; ``.objects.lock`` files are not
+data and are passed over.
 With ``quarantine`` each corrupt segment is moved to ``<segments>/<partition>/quarantine/``
 (the partition's writer lock is taken for it; a partition with a live writer is
 skipped and says so). The table of ARCHITECTURE.md "Damage and what it affects"
@@ -25,7 +31,8 @@ renders it.
 ``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``segment_pending``,
 ``heartbeat``,
 ``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
-``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+``reader_lock``, ``lost_log``, ``metrics``, ``manifest``, ``lease``, ``acklog`` (an object
+root's ack-log deltas and CHECKPOINT), ``advisory``; ``action`` is ``"quarantined to <path>"``
 or ``"not quarantined: <why>"`` when quarantining acted on the finding.
 """
 
@@ -41,21 +48,27 @@ from typing import Any
 from . import format as fmt
 from . import policy
 from .config import NAME_RE
+from .control.lease import Lease
+from .control.lease import _decode as decode_lease
+from .control.manifest import Manifest, manifest_key
 from .errors import CorruptionError, LockedError, QuiverError, SegmentMissingError
 from .fs import PartitionLock
-from .metrics import metrics_dir
+from .metrics import METRICS_DIR
 from .ranges import RangeSet
 from .segment import SegmentMeta
-from .store import QuiverStore
-from .subscribers import has_registry
+from .store import LEASE_FILE, QuiverStore
 from .wal import list_wal_files, scan_wal_file, wal_limits
 
 log = logging.getLogger(__name__)
 
+OBJECTS_LOCK = ".objects.lock"
+"""The lock file a POSIX root's :class:`~quiver_spark.objects.local.LocalObjects` keeps
+per directory for its conditional writes: not data, never checked."""
+
 CHECKED_KEYS = (
     "store", "policy", "states", "wal_files", "wal_records", "wal_bytes", "segments",
     "segment_bytes", "quarantined_segments", "commits", "subscriber_files",
-    "subscriber_records", "advisory_files",
+    "subscriber_records", "advisory_files", "manifests", "leases",
 )  # fmt: skip
 """What :attr:`FsckReport.checked` counts."""
 
@@ -87,6 +100,9 @@ class FsckReport:
     warnings: list[Finding] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECKED_KEYS, 0))
     quarantined: int = 0
+    notes: list[Finding] = field(default_factory=list)
+    """What is neither a problem nor a warning: an expired or released lease, what
+    cannot be seen from here (another machine's WAL on an object root)."""
 
     def healthy(self, strict: bool = False) -> bool:
         """No problem found (and, with ``strict``, no warning either)."""
@@ -112,8 +128,19 @@ class StoreChecker:
         tasks: list[Task] = [(1, self._check_store_file), (1, self._check_policy)]
         for pid in self._wal_partitions():
             tasks.extend(self._partition_checks(pid))
-        for pid in self._segment_partitions():
+        if self.store.on_objects:
+            self._note(
+                "wal", self.store.wal_root, "only this machine's WAL is checked: a writer on "
+                "another machine keeps its WAL, STATE and HEARTBEAT on that machine's disk",
+            )  # fmt: skip
+        segment_partitions = self._segment_partitions()
+        for pid in segment_partitions:
             tasks.extend(self._segment_checks(pid))
+        for pid in sorted(set(segment_partitions) | set(self._control_partitions())):
+            tasks.append((1, lambda pid=pid: self._check_manifest(pid)))  # type: ignore[misc]
+            if self.store.on_objects:
+                key = f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}"
+                tasks.append((1, lambda key=key, pid=pid: self._check_lease(key, pid)))  # type: ignore[misc]
         tasks.append((1, self._check_quarantine_mark))
         tasks.extend(self._commit_checks())
         tasks.extend(self._subscriber_checks())
@@ -136,6 +163,11 @@ class StoreChecker:
             if NAME_RE.fullmatch(p) and os.path.isdir(os.path.join(root, p))
         ]
 
+    def _control_partitions(self) -> list[str]:
+        """Partitions with an object under ``partitions/`` of the root (MANIFEST, LEASE)."""
+        names = {k.split("/")[1] for k in self._keys(f"{fmt.PARTITIONS_DIR}/") if k.count("/") >= 2}
+        return sorted(n for n in names if NAME_RE.fullmatch(n))
+
     def _segment_partitions(self) -> list[str]:
         try:
             return self.store.partitions()
@@ -155,11 +187,35 @@ class StoreChecker:
     def _corruption(self, kind: str, e: CorruptionError, **kw: Any) -> Finding:
         return self._problem(kind, e.path, e.reason, offset=e.offset, **kw)
 
+    def _note(self, kind: str, file: str, reason: str, **kw: Any) -> None:
+        self.report.notes.append(Finding(kind, file, reason, **kw))
+
+    # -- the root's objects ---------------------------------------------------------------
+    def _shown(self, key: str) -> str:
+        """Where object ``key`` of the root is, as findings name it."""
+        return self.store.objects.display(key)
+
+    def _read(self, key: str) -> bytes:
+        """Object ``key`` of the root (FileNotFoundError when absent)."""
+        got = self.store.objects.get(key)
+        if got is None:
+            raise FileNotFoundError(self._shown(key))
+        return got.data
+
+    def _keys(self, prefix: str) -> list[str]:
+        """Keys under ``prefix`` (data only: the POSIX root's ``.objects.lock`` files,
+        which order its conditional writes, hold no data and are passed over)."""
+        try:
+            infos = self.store.objects.list(prefix)
+        except FileNotFoundError:
+            return []
+        return [i.key for i in infos if not i.key.rsplit("/", 1)[-1] == OBJECTS_LOCK]
+
     # -- STORE ----------------------------------------------------------------------------
     def _check_store_file(self) -> None:
-        path = os.path.join(self.store.root, fmt.STORE_FILE)
+        path = self._shown(fmt.STORE_FILE)
         try:
-            body = fmt.decode_frame(path, fmt.MAGIC_STORE, self.store.io.read_file(path))
+            body = fmt.decode_frame(path, fmt.MAGIC_STORE, self._read(fmt.STORE_FILE))
             for key in ("format", "uuid"):
                 if key not in body:
                     raise CorruptionError(path, fmt.FRAME_SIZE, f"STORE lacks {key!r}")
@@ -172,7 +228,7 @@ class StoreChecker:
     # -- POLICY and its copy --------------------------------------------------------------
     def _check_policy(self) -> None:
         root = self.store.root
-        path, copy = policy.policy_path(root), policy.copy_path(root)
+        path, copy = self._shown(policy.POLICY_FILE), self._shown(policy.POLICY_COPY_FILE)
         self.report.checked["policy"] += 1
         try:
             recorded = policy.read_recorded(self.store.objects)
@@ -193,13 +249,16 @@ class StoreChecker:
                 )  # fmt: skip
                 return
         try:
-            fmt.decode_frame(copy, fmt.MAGIC_POLICY, self.store.io.read_file(copy))
+            fmt.decode_frame(copy, fmt.MAGIC_POLICY, self._read(policy.POLICY_COPY_FILE))
         except FileNotFoundError:
             if recorded is not None:
                 self._warning(
                     "policy_copy", copy, "missing: a damaged POLICY could only be repaired from "
                     f"explicit values; write it with: quiver config {root} repair",
                 )  # fmt: skip
+            return
+        except OSError as e:
+            self._warning("policy_copy", copy, f"cannot read: {e} (only repair reads it)")
             return
         except CorruptionError as e:
             fix = f"quiver config {root} repair" if recorded else "repair POLICY with KEY=VALUE"
@@ -263,8 +322,10 @@ class StoreChecker:
         except FileNotFoundError:
             return
         self.report.checked["advisory_files"] += 1
-        if not raw:
-            return  # created, never held
+        if raw:  # empty: created, never held
+            self._lock_info(path, raw, kind, pid)
+
+    def _lock_info(self, path: str, raw: bytes, kind: str, pid: str | None = None) -> None:
         try:
             info = json.loads(raw)
             if not isinstance(info, dict):
@@ -407,6 +468,134 @@ class StoreChecker:
         except (OSError, CorruptionError, KeyError, TypeError, ValueError):
             return 0, None
 
+    # -- MANIFEST and LEASE (ARCHITECTURE.md §6.7, §12.3) ----------------------------------
+    def _check_manifest(self, pid: str) -> None:
+        """``partitions/<pid>/MANIFEST``: it decodes, and it agrees with what is
+        published (an entry's ``.meta`` exists; a ``.meta`` it lacks is one readers find
+        by probing after its ``high``, or one it records deleted)."""
+        key = manifest_key(pid)
+        shown = self._shown(key)
+        first = self._manifest_disagreements(pid, key, shown)
+        if not first:
+            return
+        again = self._manifest_disagreements(pid, key, shown, count=False)  # a pass ran?
+        for level, seq, reason in again:
+            if (level, seq, reason) in first or level == "damaged":
+                if level == "warning":
+                    self._warning("manifest", shown, reason, partition=pid, seq=seq)
+                else:
+                    self._problem("manifest", shown, reason, partition=pid, seq=seq)
+
+    def _manifest_disagreements(
+        self, pid: str, key: str, shown: str, *, count: bool = True
+    ) -> list[tuple[str, int | None, str]]:
+        try:
+            raw = self._read(key)
+        except FileNotFoundError:
+            if count and self._has_segment_files(pid):
+                self._warning(
+                    "manifest", shown, "missing while the partition has segments: readers "
+                    "list the partition, and the next reader or writer writes it from the "
+                    "listing", partition=pid,
+                )  # fmt: skip
+            return []
+        except OSError as e:
+            return [("damaged", None, f"cannot read: {e}")]
+        if count:
+            self.report.checked["manifests"] += 1
+        try:
+            m = Manifest.decode(shown, raw)
+            if m.partition != pid:
+                raise CorruptionError(shown, fmt.FRAME_SIZE, f"names partition {m.partition}")
+        except CorruptionError as e:
+            return [
+                (
+                    "damaged", None, f"{e.reason} (readers list the partition instead; its "
+                    "next writer or retention pass rewrites it)",
+                )
+            ]  # fmt: skip
+        loc = self.store.segment_location
+        try:
+            published = set(loc.listing(pid).published)
+        except (OSError, QuiverError):
+            return []  # the segment checks report the listing
+        out: list[tuple[str, int | None, str]] = []
+        live = set(m.seqs())
+        named = {
+            f.seq for f in self.report.problems if f.kind == "segment_meta" and f.partition == pid
+        }  # a .meta gone with its .arrow left: named by the segment checks already
+        for seq in sorted(live - published - named):
+            out.append(
+                (
+                    "problem", seq, f"lists segment {seq}, whose .meta is missing: readers "
+                    "count it missing",
+                )
+            )  # fmt: skip
+        probed = m.high + 1
+        while probed in published:
+            probed += 1
+        for seq in sorted(published - live):
+            if seq > m.high and seq < probed:
+                out.append(
+                    (
+                        "warning", seq, f"segment {seq} was published after the manifest's "
+                        f"high {m.high} and is not in it yet (readers find it by probing; "
+                        "the partition's next writer adds it)",
+                    )
+                )  # fmt: skip
+            elif m.deleted(seq):
+                out.append(
+                    (
+                        "warning", seq, f"records segment {seq} deleted, but its .meta remains "
+                        "(a deletion stopped between its steps; readers do not see it)",
+                    )
+                )  # fmt: skip
+            else:
+                out.append(
+                    (
+                        "problem", seq, f"lacks published segment {seq} (high {m.high}): new "
+                        "readers do not see it",
+                    )
+                )  # fmt: skip
+        return out
+
+    def _check_lease(self, key: str, pid: str | None = None) -> None:
+        """A lease object (§12.3): a damaged one is a problem (its next claimant must
+        wait out its time to live); a released or expired one is only noted."""
+        shown = self._shown(key)
+        try:
+            raw = self._read(key)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            self._problem("lease", shown, f"cannot read: {e}", partition=pid)
+            return
+        self.report.checked["leases"] += 1
+        try:
+            body = decode_lease(shown, raw)
+        except CorruptionError as e:
+            self._problem(
+                "lease", e.path, f"{e.reason} (its next claimant waits the lease's time to "
+                "live, then takes it over with a higher epoch)", offset=e.offset, partition=pid,
+            )  # fmt: skip
+            return
+        holder = body.holder
+        if body.released:
+            self._note(
+                "lease", shown, f"released at epoch {body.epoch} by {holder.describe()} "
+                "(the next claimant takes it at once)", partition=pid,
+            )  # fmt: skip
+        elif holder.dead_here():
+            self._note(
+                "lease", shown, f"expired: its holder, {holder.describe()}, is gone (the next "
+                f"claimant takes it over at once with epoch {body.epoch + 1})", partition=pid,
+            )  # fmt: skip
+        else:
+            self._note(
+                "lease", shown, f"held at epoch {body.epoch} by {holder.describe()} (expired "
+                f"if not renewed within {holder.ttl_s:g}s)", partition=pid,
+            )  # fmt: skip
+
     def _segment_task(self, meta: SegmentMeta) -> Callable[[], None]:
         def work() -> None:
             self.report.checked["segments"] += 1
@@ -479,9 +668,14 @@ class StoreChecker:
         if not self.quarantine or f.partition is None or f.seq is None:
             return
         lock_path = os.path.join(self.store.wal_root, f.partition, fmt.LOCK_FILE)
-        lock: PartitionLock | None = None
+        lock: PartitionLock | Lease | None = None
         try:
-            if os.path.isdir(os.path.dirname(lock_path)):
+            if self.store.on_objects:  # the partition's writer lease, as a writer takes it
+                lock = Lease.acquire(
+                    self.store.objects, f"{fmt.PARTITIONS_DIR}/{f.partition}/{LEASE_FILE}",
+                    purpose="quiver fsck --quarantine",
+                )  # fmt: skip
+            elif os.path.isdir(os.path.dirname(lock_path)):
                 lock = PartitionLock.acquire(lock_path, purpose="quiver fsck --quarantine")
             moved = self.store.segment_location.quarantine(f.partition, f.seq, f.line())
         except LockedError as e:
@@ -498,48 +692,117 @@ class StoreChecker:
 
     # -- commits ----------------------------------------------------------------------------
     def _commit_checks(self) -> list[Task]:
-        io = self.store.io
-        cdir = os.path.join(self.store.root, fmt.COMMITS_DIR)
-        tasks: list[Task] = []
-        for app in io.listdir(cdir):
-            for name in io.listdir(os.path.join(cdir, app)):
-                if name.endswith(".commit"):
-                    path = os.path.join(cdir, app, name)
-                    tasks.append((1, lambda path=path: self._check_commit(path)))  # type: ignore[misc]
-        return tasks
+        keys = [k for k in self._keys(f"{fmt.COMMITS_DIR}/") if k.endswith(".commit")]
+        return [(1, lambda key=key: self._check_commit(key)) for key in keys]  # type: ignore[misc]
 
-    def _check_commit(self, path: str) -> None:
+    def _check_commit(self, key: str) -> None:
         self.report.checked["commits"] += 1
+        path = self._shown(key)
         try:
-            body = fmt.decode_frame(path, fmt.MAGIC_COMMIT, self.store.io.read_file(path))
+            body = fmt.decode_frame(path, fmt.MAGIC_COMMIT, self._read(key))
             if "winners" not in body:
                 raise CorruptionError(path, fmt.FRAME_SIZE, "commit record lacks 'winners'")
         except FileNotFoundError:
             return
+        except OSError as e:
+            self._problem("commit", path, f"cannot read: {e}")
         except CorruptionError as e:
             self._corruption("commit", e)
 
     # -- subscribers --------------------------------------------------------------------------
     def _subscriber_checks(self) -> list[Task]:
-        if not has_registry(self.store.root):
+        if not self.store.has_registry():
             return []
-        sdir = os.path.join(self.store.root, fmt.SUBSCRIBERS_DIR)
-        from .subscribers import log as acklog
         from .subscribers import records
 
-        gens = acklog.list_generations(self.store.io, sdir)
-        tasks: list[Task] = [(1, lambda: self._check_checkpoint(sdir, gens))]
-        for gen in gens:
-            path = os.path.join(sdir, acklog.log_file_name(gen))
-            size = os.path.getsize(path) if os.path.exists(path) else 1
-            tasks.append((max(1, size), lambda path=path: self._check_ack_log(path)))  # type: ignore[misc]
-        rdir = records.records_dir(self.store.root)
-        for entry in sorted(self.store.io.listdir(rdir)):
-            if entry.endswith(records.RECORD_SUFFIX):
-                path = os.path.join(rdir, entry)
-                tasks.append((1, lambda path=path: self._check_record(path)))  # type: ignore[misc]
-        tasks.append((1, self._check_subscription_records))
+        tasks: list[Task] = []
+        if self.store.on_objects:
+            tasks.append((1, self._check_object_registry))
+        else:
+            sdir = os.path.join(self.store.root, fmt.SUBSCRIBERS_DIR)
+            from .subscribers import log as acklog
+
+            gens = acklog.list_generations(self.store.io, sdir)
+            tasks.append((1, lambda: self._check_checkpoint(sdir, gens)))
+            for gen in gens:
+                path = os.path.join(sdir, acklog.log_file_name(gen))
+                size = os.path.getsize(path) if os.path.exists(path) else 1
+                tasks.append((max(1, size), lambda path=path: self._check_ack_log(path)))  # type: ignore[misc]
+        for key in self._keys(records.RECORDS_PREFIX):
+            if key.endswith(records.RECORD_SUFFIX):
+                tasks.append((1, lambda key=key: self._check_record(key)))  # type: ignore[misc]
+        if not self.store.on_objects:
+            tasks.append((1, self._check_subscription_records))
         return tasks
+
+    def _check_object_registry(self) -> None:
+        """An object root's ack log (§12.5): CHECKPOINT, then every delta above its
+        ``log_gen`` present and whole (a damaged delta is a damaged ack-log record), then
+        the subscription records against the registrations they replay to."""
+        from .subscribers import log as acklog
+        from .subscribers import records
+        from .subscribers.objects_journal import CHECKPOINT_KEY, DELTA_PREFIX, parse_delta
+        from .subscribers.state import RegistryState
+
+        shown = self._shown(CHECKPOINT_KEY)
+        state: RegistryState | None = RegistryState()
+        first = 1
+        try:
+            body = fmt.decode_frame(shown, fmt.MAGIC_CHECKPOINT, self._read(CHECKPOINT_KEY))
+            state = RegistryState.from_body(shown, body)
+            first = int(body["log_gen"]) + 1
+            self.report.checked["subscriber_files"] += 1
+        except FileNotFoundError:
+            pass
+        except CorruptionError as e:
+            self.report.checked["subscriber_files"] += 1
+            self._corruption("acklog", e)
+            state = None
+        except (KeyError, TypeError, ValueError) as e:
+            self.report.checked["subscriber_files"] += 1
+            self._problem("acklog", shown, f"invalid checkpoint body: {e}")
+            state = None
+        nums = sorted(n for k in self._keys(DELTA_PREFIX) if (n := parse_delta(k)) is not None)
+        lost = (
+            "the acknowledgements it held are lost (subscribers are delivered those segments again)"
+        )
+        if state is not None and first == 1 and nums and nums[0] > 1:
+            self._problem(
+                "acklog", shown, f"missing while the ack-log deltas start at {nums[0]}: {lost}"
+            )
+            state = None
+        above = [n for n in nums if n >= first]
+        for n in range(first, max(above, default=first - 1) + 1):
+            if n not in above:
+                self._problem(
+                    "acklog", self._shown(f"{DELTA_PREFIX}{n:020d}.ack"), f"missing: {lost}"
+                )
+        for n in above:
+            key = f"{DELTA_PREFIX}{n:020d}.ack"
+            name = self._shown(key)
+            try:
+                gen, data, skipped = acklog.read_whole(name, self._read(key), salvage=True)
+                if gen != n:
+                    raise CorruptionError(name, 8, f"delta header says generation {gen}")
+                facts = acklog.decode_records(data)
+            except FileNotFoundError:
+                continue  # covered by a checkpoint written since, and deleted
+            except CorruptionError as e:
+                self._corruption("acklog", e)
+                state = None
+                continue
+            self.report.checked["subscriber_files"] += 1
+            for off in skipped:
+                self._problem("acklog", name, "ack record crc mismatch or unknown kind", offset=off)
+            if state is not None:
+                state.apply(facts)
+        if state is None:
+            return  # the registrations are not known: the findings above say why
+        for sub in records.unregistered(self.store.objects, list(state.by_name)):
+            self._problem(
+                "subscribers", records.record_path(self.store.root, sub),
+                records.unregistered_message(self.store.root, sub),
+            )  # fmt: skip
 
     def _check_subscription_records(self) -> None:
         """A subscriber whose record exists but whose registration the ack log lost."""
@@ -556,16 +819,20 @@ class StoreChecker:
                 records.unregistered_message(root, name),
             )  # fmt: skip
 
-    def _check_record(self, path: str) -> None:
+    def _check_record(self, key: str) -> None:
         """A subscription record (§8.10): the ack log stays the truth of registration and
         progress, so a damaged record is a warning; the consumer's next acknowledgement
         rewrites it, and expiry does not act on that subscriber meanwhile."""
         from .subscribers.records import MAGIC_SUBSCRIPTION, SubscriptionRecord
 
+        path = self._shown(key)
         try:
-            body = fmt.decode_frame(path, MAGIC_SUBSCRIPTION, self.store.io.read_file(path))
+            body = fmt.decode_frame(path, MAGIC_SUBSCRIPTION, self._read(key))
             SubscriptionRecord.from_body(path, body)
         except FileNotFoundError:
+            return
+        except OSError as e:
+            self._warning("subscriber_record", path, f"cannot read: {e}")
             return
         except CorruptionError as e:
             self._warning(
@@ -641,30 +908,43 @@ class StoreChecker:
 
     # -- advisory files: readers/*, metrics/* -----------------------------------------------
     def _advisory_checks(self) -> list[Task]:
-        io = self.store.io
         tasks: list[Task] = []
-        rdir = os.path.join(self.store.root, fmt.READERS_DIR)
-        for name in sorted(io.listdir(rdir)):
-            path = os.path.join(rdir, name)
-            if name.endswith(".lock"):
-                tasks.append((1, lambda path=path: self._check_lock_info(path, "reader_lock")))  # type: ignore[misc]
-            elif name.endswith(fmt.LOST_SUFFIX):
-                tasks.append((1, lambda path=path: self._check_lost_log(path)))  # type: ignore[misc]
-        mdir = metrics_dir(self.store.root)
-        for name in sorted(io.listdir(mdir)):
-            if name.endswith(".prom"):
-                path = os.path.join(mdir, name)
-                tasks.append((1, lambda path=path: self._check_metrics_file(path)))  # type: ignore[misc]
+        for key in self._keys(f"{fmt.READERS_DIR}/"):
+            if key.endswith(".lease"):
+                tasks.append((1, lambda key=key: self._check_lease(key)))  # type: ignore[misc]
+            elif key.endswith(".lock"):
+                tasks.append((1, lambda key=key: self._check_reader_lock(key)))  # type: ignore[misc]
+            elif key.endswith(fmt.LOST_SUFFIX):
+                tasks.append((1, lambda key=key: self._check_lost_log(key)))  # type: ignore[misc]
+        for key in self._keys(f"{METRICS_DIR}/"):
+            if key.endswith(".prom"):
+                tasks.append((1, lambda key=key: self._check_metrics_file(key)))  # type: ignore[misc]
         return tasks
 
-    def _check_lost_log(self, path: str) -> None:
+    def _advisory(self, key: str) -> bytes | None:
+        """An advisory object's bytes; None when it is gone (or unreadable: a warning)."""
+        try:
+            raw = self._read(key)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            self._warning("advisory", self._shown(key), f"cannot read: {e}")
+            return None
+        self.report.checked["advisory_files"] += 1
+        return raw
+
+    def _check_reader_lock(self, key: str) -> None:
+        raw = self._advisory(key)
+        if raw:
+            self._lock_info(self._shown(key), raw, "reader_lock")
+
+    def _check_lost_log(self, key: str) -> None:
         """``readers/<subscriber>.lost.jsonl``: one JSON object a line (a torn last line
         is what a crash leaves); read by operators and ``Subscription.lost()`` only."""
-        try:
-            raw = self.store.io.read_file(path)
-        except FileNotFoundError:
+        raw = self._advisory(key)
+        if raw is None:
             return
-        self.report.checked["advisory_files"] += 1
+        path = self._shown(key)
         lines = raw.split(b"\n")
         offset = 0
         for i, line in enumerate(lines):
@@ -683,21 +963,21 @@ class StoreChecker:
                         return
             offset += len(line) + 1
 
-    def _check_metrics_file(self, path: str) -> None:
+    def _check_metrics_file(self, key: str) -> None:
         """``metrics/<instance>.prom``: advisory; its process restarts its counters from
         zero when it cannot read it back, and ``quiver metrics --all`` skips it."""
-        from .metrics import read_exposition
+        from .metrics import parse_exposition
 
-        try:
-            read_exposition(path)
-        except FileNotFoundError:
+        raw = self._advisory(key)
+        if raw is None:
             return
+        try:
+            parse_exposition(raw)
         except ValueError as e:
             self._warning(
-                "metrics", path, f"{e} (advisory: its process restarts its counters from zero "
-                "and rewrites it; quiver metrics --all skips it)",
+                "metrics", self._shown(key), f"{e} (advisory: its process restarts its "
+                "counters from zero and rewrites it; quiver metrics --all skips it)",
             )  # fmt: skip
-        self.report.checked["advisory_files"] += 1
 
 
 def check_store(

@@ -60,8 +60,9 @@ class QuiverGroup(click.Group):
 def cli(ctx: click.Context, verbose: int) -> None:
     """Inspect and maintain a Quiver store: a durable Arrow buffer for Spark streams.
 
-    Every command takes the store's PATH (a local directory or file:// URL) and has
-    its own help: quiver COMMAND --help.
+    Every command takes the store's PATH (a local directory, file:// URL, or an
+    object-store URL such as s3://bucket/store with -S KEY=VALUE client settings)
+    and has its own help: quiver COMMAND --help.
     """
     ctx.meta["quiver.verbose"] = ctx.meta.get("quiver.verbose", 0) + verbose
     configure_logging(ctx.meta["quiver.verbose"])

@@ -7,13 +7,14 @@ process), 2 usage errors (a bad flag or option value, a missing or non-Quiver pa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -21,7 +22,14 @@ import click
 
 from .. import format as fmt
 from ..config import NAME_RE, StoreConfig
-from ..errors import ConfigError, CorruptionError, QuiverError, UnknownOptionError
+from ..errors import (
+    ConfigError,
+    CorruptionError,
+    QuiverError,
+    StoreNotFoundError,
+    UnknownOptionError,
+)
+from ..objects.urls import StorageOptions
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
@@ -100,7 +108,7 @@ def configure_logging(verbose: int) -> None:
     """Log quiver's own events to stderr: errors only, ``-v`` info, ``-vv`` debug."""
     level = {0: logging.ERROR, 1: logging.INFO}.get(verbose, logging.DEBUG)
     handler = logging.StreamHandler()  # stderr
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger("quiver_spark")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -182,7 +190,8 @@ def store_arguments(func: F) -> F:
         args = StoreArgs(
             path, options, config_file, segments_path, wal_path, as_json, storage=storage
         )
-        return func(args=args, **kwargs)
+        with hiding_secrets(args.storage_options):
+            return func(args=args, **kwargs)
 
     functools.update_wrapper(wrapper, func)  # keeps __click_params__ of inner decorators
     delattr(wrapper, "__wrapped__")
@@ -190,6 +199,66 @@ def store_arguments(func: F) -> F:
     for deco in reversed(decorators):
         out = deco(out)
     return cast(F, out)
+
+
+# -- secrets --------------------------------------------------------------------------
+_hidden: list[StorageOptions] = []  # the options of the command running (one at a time)
+
+
+class _Scrubbing:
+    """A text stream that writes through ``inner`` with every secret value replaced."""
+
+    def __init__(self, inner: Any, options: StorageOptions) -> None:
+        self._inner = inner
+        self._options = options
+
+    def write(self, text: str) -> int:
+        self._inner.write(self._options.scrub(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def hiding_secrets(storage_options: Mapping[str, str]) -> Iterator[None]:
+    """Run a command so that no value of a secret ``--storage-option`` (nor an access
+    key id) reaches stdout, stderr, a log line or an error message: text written to
+    the streams is scrubbed, and an error leaving the command is rewritten as one
+    scrubbed line (what :class:`~.app.QuiverGroup` would print)."""
+    options = StorageOptions(storage_options)
+    if not options.secrets():
+        yield
+        return
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Scrubbing(out, options), _Scrubbing(err, options)
+    _hidden.append(options)
+    try:
+        yield
+    except click.ClickException as e:
+        shown = options.scrub(e.message)
+        if shown != e.message:
+            raise CliError(shown, e.exit_code) from None
+        raise
+    except (click.exceptions.Exit, click.Abort, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as e:
+        logging.getLogger(__name__).debug("quiver.cli.unexpected", exc_info=True)
+        raise CliError(
+            options.scrub(f"{type(e).__name__}: {one_line(e)} (run with -vv for the traceback)"),
+            EXIT_TROUBLE,
+        ) from None
+    finally:
+        _hidden.remove(options)
+        sys.stdout, sys.stderr = out, err
+
+
+class _ScrubbingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        for options in _hidden:
+            text = options.scrub(text)
+        return text
 
 
 # -- options and opening ------------------------------------------------------------
@@ -272,6 +341,8 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
         raise open_error(args, config, e) from e
     except CorruptionError as e:
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
+    except StoreNotFoundError as e:  # an object root without its STORE object
+        raise CliError(str(e), EXIT_USAGE) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     check_segments_reachable(store, args.path)
@@ -326,6 +397,43 @@ def with_store(args: StoreArgs, fn: Callable[[QuiverStore], T]) -> T:
         raise CliError(str(e), EXIT_TROUBLE) from e
     finally:
         store.close()
+
+
+def writer_holder(store: QuiverStore, pid: str) -> str | None:
+    """Who holds partition ``pid`` for writing, or None when nobody does: on an object
+    root its lease ``partitions/<pid>/LEASE`` (a holder on any machine), on a POSIX
+    root its ``flock`` (the LOCK file's JSON names the holder)."""
+    if store.on_objects:
+        from ..control.lease import current_holder
+        from ..store import LEASE_FILE
+
+        holder = current_holder(store.objects, f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}")
+        return None if holder is None else holder.describe()
+    from ..fs import partition_locked
+
+    lock = os.path.join(store.wal_root, pid, fmt.LOCK_FILE)
+    if not partition_locked(lock):
+        return None
+    try:
+        with open(lock, "rb") as f:
+            info = json.loads(f.read(4096).decode() or "{}")
+        return (
+            f"pid {info.get('pid', '?')} on {info.get('host', '?')} since {info.get('since', '?')}"
+        )
+    except (OSError, ValueError):
+        return "a running process"
+
+
+def local_wal_note(store: QuiverStore) -> str | None:
+    """On an object root, the line saying what a command cannot see from here: each
+    writer's WAL, STATE and heartbeat are on the disk of the machine that writes."""
+    if not store.on_objects:
+        return None
+    return (
+        f"note: {store.root} is on an object store: WAL bytes, heartbeats and pending "
+        f"transactions are those of this machine's writers ({store.wal_root}); writers on "
+        "other machines keep theirs on their own disks"
+    )
 
 
 def wal_partitions(store: QuiverStore) -> list[str]:

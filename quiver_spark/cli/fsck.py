@@ -23,16 +23,18 @@ JSON schema (``--json``; ``"schema": "quiver.fsck/1"``)::
                   "wal_records": int, "wal_bytes": int, "segments": int,
                   "segment_bytes": int, "quarantined_segments": int, "commits": int,
                   "subscriber_files": int, "subscriber_records": int,
-                  "advisory_files": int},
-      "problems": [Finding], "warnings": [Finding], "quarantined": int
-    }
+                  "advisory_files": int, "manifests": int, "leases": int},
+      "problems": [Finding], "warnings": [Finding], "quarantined": int,
+      "notes": [Finding]     # neither problem nor warning: a released or expired
+    }                        # lease, what cannot be seen from here
     Finding = {"kind": str, "file": str, "offset": int|null, "reason": str,
                "partition": str|null, "seq": int|null, "action": str|null}
 
 ``kind`` is one of ``store``, ``policy``, ``policy_copy``, ``state``, ``wal``,
 ``wal_torn_tail``, ``segment``, ``segment_meta``, ``segment_orphan``, ``heartbeat``,
 ``lock``, ``quarantine_mark``, ``commit``, ``subscribers``, ``subscriber_record``,
-``reader_lock``, ``lost_log``, ``metrics``; ``action`` is ``"quarantined to <path>"``
+``reader_lock``, ``lost_log``, ``metrics``, ``manifest``, ``lease``, ``acklog`` (an object
+root's ack-log deltas and CHECKPOINT), ``advisory``; ``action`` is ``"quarantined to <path>"``
 or ``"not quarantined: <why>"`` when ``--quarantine`` acted on the finding.
 """
 
@@ -46,12 +48,14 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError, CorruptionError
+from ..errors import ConfigError, CorruptionError, QuiverError
 from ..fsck import FsckReport, StoreChecker
 from ..store import QuiverStore
 from .common import (
     EXIT_OK,
     EXIT_TROUBLE,
+    EXIT_USAGE,
+    CliError,
     StoreArgs,
     check_segments_reachable,
     check_store_path,
@@ -70,14 +74,22 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
     """A store handle even when STORE itself is damaged (its check reports that)."""
     config = store_config(args)
     root = check_store_path(args.path)
+    options = args.storage_options or None
     try:
-        store = QuiverStore.open(root, config, partition=None, create=False, background=False)
+        store = QuiverStore.open(
+            root, config, partition=None, create=False, background=False,
+            storage_options=options,
+        )  # fmt: skip
     except CorruptionError:
         from ..fs import DEFAULT_IO
+        from ..objects.urls import open_objects
 
-        return QuiverStore(root, config, DEFAULT_IO, {}, None)
+        objects = open_objects(root, options, DEFAULT_IO)
+        return QuiverStore(root, config, DEFAULT_IO, {}, options, objects)
     except ConfigError as e:
         raise open_error(args, config, e) from e
+    except QuiverError as e:  # no STORE on an object root, a bad storage option...
+        raise CliError(str(e), EXIT_USAGE) from e
     check_segments_reachable(store, args.path)
     return store
 
@@ -114,9 +126,10 @@ def fsck(args: StoreArgs, quarantine: bool, strict: bool, progress: bool | None)
     """Verify every file of the store at PATH; exit 0 if healthy, 1 if not.
 
     Checks STORE, POLICY, each partition's STATE, HEARTBEAT and WAL files
-    (read-only: a torn tail is reported, never cut), every segment's metadata and
-    data, commit records, the subscribers' ack logs, checkpoint and records, and
-    the advisory files (locks, lost logs, metrics). Each finding names the file,
+    (read-only: a torn tail is reported, never cut), MANIFEST and LEASE, every
+    segment's metadata and data, commit records, the subscribers' ack logs,
+    checkpoint and records, and the advisory files (locks, lost logs, metrics).
+    PATH may be an object-store URL (s3://...; -S for the client's settings). Each finding names the file,
     byte offset and the repair. Damage to an advisory file is a warning (exit 0
     unless --strict). --quarantine moves corrupt segments to
     <partition>/quarantine/ under the segments location.
@@ -147,6 +160,7 @@ def fsck_json(report: FsckReport, strict: bool) -> dict[str, Any]:
         "problems": [asdict(f) for f in report.problems],
         "warnings": [asdict(f) for f in report.warnings],
         "quarantined": report.quarantined,
+        "notes": [asdict(f) for f in report.notes],
     }
 
 
@@ -165,6 +179,8 @@ def render_fsck(report: FsckReport, strict: bool) -> str:
         out.append(f"PROBLEM {f.line()}")
     for f in report.warnings:
         out.append(f"WARNING {f.line()}")
+    for f in report.notes:
+        out.append(f"note: {f.line()}")
     if report.quarantined:
         out.append(f"quarantined {report.quarantined} segment(s)")
     verdict = "healthy" if report.healthy(strict) else "UNHEALTHY"

@@ -1,7 +1,8 @@
 """``quiver metrics PATH``: the store-wide Prometheus series, computed once.
 
-Writers and consumers each keep their own file in ``<root>/metrics/`` (what that
-process did, every series labelled ``instance``; ARCHITECTURE.md §8.9). The figures
+Writers and consumers each keep their own ``metrics/<instance>.prom`` in the root (a
+file, or an object on an object root: what that process did, every series labelled
+``instance``; ARCHITECTURE.md §8.9). The figures
 of the whole store (bytes per partition, subscriber lag and liveness, gap sets,
 ack-log depth, damaged segments, the size cap) come from this command alone, so a
 textfile collector pointed at a directory never sees a series twice:
@@ -30,11 +31,11 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from .. import metrics as m
-from ..fs import partition_locked
+from ..config import NAME_RE
 from ..gauges import observe
 from ..retained import RetainedIndex
 from ..store import QuiverStore
-from .common import StoreArgs, emit_json, store_arguments, with_store
+from .common import StoreArgs, emit_json, store_arguments, with_store, writer_holder
 from .registry import open_registry
 from .status import collect_status
 
@@ -76,15 +77,15 @@ def store_metrics(store: QuiverStore, now_ns: int | None = None) -> m.Metrics:
 
 
 def prune_stale(store: QuiverStore) -> list[str]:
-    """Remove ``writer-<partition>.prom`` files of partitions no writer holds."""
-    directory = m.metrics_dir(store.root)
+    """Remove ``writer-<partition>.prom`` objects of partitions no writer holds."""
     removed = []
-    for name in store.io.listdir(directory):
+    for info in store.objects.list(f"{m.METRICS_DIR}/"):
+        name = info.key.rsplit("/", 1)[-1]
         if not (name.startswith("writer-") and name.endswith(".prom")):
             continue
         pid = name[len("writer-") : -len(".prom")]
-        if not partition_locked(os.path.join(store.wal_root, pid, "LOCK")):
-            store.io.durable_unlink([os.path.join(directory, name)])
+        if NAME_RE.fullmatch(pid) and writer_holder(store, pid) is None:
+            store.objects.delete(info.key)
             removed.append(name)
     return removed
 
@@ -133,20 +134,20 @@ def merged_exposition(texts: list[str], more: Sequence[list[Metric]] = ()) -> st
 
 
 def process_files(store: QuiverStore) -> list[list[Metric]]:
-    """The families of every readable ``<root>/metrics/*.prom``; a damaged one is named
-    on stderr and skipped (advisory files never fail the command)."""
-    directory = m.metrics_dir(store.root)
+    """The families of every readable ``metrics/*.prom`` of the root; a damaged one is
+    named on stderr and skipped (advisory files never fail the command)."""
     out = []
-    for name in sorted(store.io.listdir(directory)):
-        if not name.endswith(".prom"):
+    for info in store.objects.list(f"{m.METRICS_DIR}/"):
+        if not info.key.endswith(".prom"):
             continue
-        path = os.path.join(directory, name)
+        shown = store.objects.display(info.key)
         try:
-            out.append(m.read_exposition(path))
-        except FileNotFoundError:
-            continue  # removed by --prune-stale or its process meanwhile
+            got = store.objects.get(info.key)
+            if got is None:
+                continue  # removed by --prune-stale or its process meanwhile
+            out.append(m.parse_exposition(got.data))
         except (OSError, ValueError) as e:
-            click.echo(f"warning: metrics file {path} is damaged ({e}); skipped", err=True)
+            click.echo(f"warning: metrics file {shown} is damaged ({e}); skipped", err=True)
     return out
 
 

@@ -79,6 +79,7 @@ import click
 from .. import format as fmt
 from ..control.manifest import ManifestEntry
 from ..errors import CorruptionError
+from ..objects.urls import is_object_url
 from ..policy import POLICY_OPTIONS
 from ..retained import RetainedIndex
 from ..segment import SegmentMeta
@@ -367,11 +368,18 @@ def _subscriber_row(
     }
 
 
+OTHER_MACHINES = (
+    "this machine's: writers on other machines keep their WAL and heartbeat on their own disks"
+)
+
+
 def render_status(doc: dict[str, Any]) -> str:
     """The human view of :func:`collect_status`'s document."""
     now = doc["now_ns"]
     out = [f"Quiver store {doc['path']}", f"  segments: {doc['segments_url']}"]
-    if doc["wal_root"] != os.path.join(doc["path"], fmt.PARTITIONS_DIR):
+    if is_object_url(doc["path"]):  # WAL bytes and heartbeats: this machine's writers only
+        out.append(f"  wal:      {doc['wal_root']} ({OTHER_MACHINES})")
+    elif doc["wal_root"] != os.path.join(doc["path"], fmt.PARTITIONS_DIR):
         out.append(f"  wal:      {doc['wal_root']}")
     pol = doc["policy"]
     out.append(

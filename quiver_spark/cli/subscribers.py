@@ -25,9 +25,10 @@ import time
 import click
 
 from .. import format as fmt
-from ..config import validate_name
+from ..config import StoreConfig, validate_name
 from ..errors import ConfigError, QuiverError, SubscriberError
 from ..segment import SegmentLocation
+from ..segment.urls import is_object_root
 from ..store import QuiverStore
 from ..subscribers import records
 from .common import (
@@ -124,6 +125,8 @@ def create_store(args: StoreArgs) -> QuiverStore:
     """Open the store at PATH, creating it when PATH is missing or an empty directory."""
     config = store_config(args)
     root = args.root
+    if is_object_root(root):  # created by its STORE object if absent (§12)
+        return _open_created(args, config, root)
     if os.path.exists(root) and not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
         if not os.path.isdir(root) or os.listdir(root):
             raise CliError(
@@ -139,8 +142,15 @@ def create_store(args: StoreArgs) -> QuiverStore:
                 f"{type(e).__name__}: {one_line(e)}; nothing was created",
                 EXIT_TROUBLE,
             ) from e
+    return _open_created(args, config, root)
+
+
+def _open_created(args: StoreArgs, config: StoreConfig, root: str) -> QuiverStore:
     try:
-        store = QuiverStore.open(root, config, partition=None, create=True, background=False)
+        store = QuiverStore.open(
+            root, config, partition=None, create=True, background=False,
+            storage_options=args.storage_options or None,
+        )  # fmt: skip
     except ConfigError as e:
         raise open_error(args, config, e) from e
     except QuiverError as e:

@@ -20,7 +20,8 @@ JSON schemas (``--json``)::
 
     list:    {"schema": "quiver.txns/1", "path": str,
               "pending": [{"partition": str, "txn": int, "app": str, "version": int,
-                           "tag": str, "decided": bool, "writer_live": bool}]}
+                           "tag": str, "decided": bool, "writer_live": bool}],
+              "note": str}    # object roots only: what is not visible from here
     discard: {"schema": "quiver.txns/1", "path": str, "action": "discarded",
               "app": str, "versions": [int],        # decided now, with no winners
               "already_decided": [int],             # decided before (left as they were)
@@ -29,25 +30,23 @@ JSON schemas (``--json``)::
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 import click
 
-from .. import format as fmt
 from ..config import validate_name
 from ..errors import ConfigError
-from ..fs import partition_locked
 from ..store import QuiverStore
 from .common import (
     EXIT_TROUBLE,
     CliError,
     StoreArgs,
     emit_json,
+    local_wal_note,
     render_table,
     store_arguments,
     with_store,
+    writer_holder,
 )
 
 SCHEMA = "quiver.txns/1"
@@ -76,6 +75,8 @@ def txns(args: StoreArgs, action: str, app: str | None, yes: bool) -> None:
             emit_json(doc)
         else:
             click.echo(render_pending(doc))
+            if "note" in doc:
+                click.echo(f"note: {doc['note']}", err=True)
         return
     if app is None:
         raise click.UsageError("'discard' needs the QUERY_ID whose batches to discard")
@@ -107,6 +108,7 @@ def collect_pending(store: QuiverStore) -> dict[str, Any]:
     """Pending transactions per partition, as the writers' heartbeats list them."""
     pending = []
     for pid, beat in sorted(store.heartbeats().items()):
+        live = writer_holder(store, pid) is not None if store.on_objects else beat.get("live")
         for txn_id, app, version, tag in beat.get("pending", []):
             pending.append(
                 {
@@ -116,22 +118,19 @@ def collect_pending(store: QuiverStore) -> dict[str, Any]:
                     "version": int(version),
                     "tag": str(tag),
                     "decided": store.commits.get(str(app), int(version)) is not None,
-                    "writer_live": bool(beat.get("live")),
+                    "writer_live": bool(live),
                 }
             )
-    return {"schema": SCHEMA, "path": store.root, "pending": pending}
+    doc: dict[str, Any] = {"schema": SCHEMA, "path": store.root, "pending": pending}
+    note = local_wal_note(store)
+    if note is not None:  # the heartbeats of other machines' writers are not here
+        doc["note"] = note.removeprefix("note: ")
+    return doc
 
 
 def _lock_holder(store: QuiverStore, pid: str) -> str:
-    """Who holds a partition's lock, from the LOCK file's JSON (advisory)."""
-    try:
-        with open(os.path.join(store.wal_root, pid, fmt.LOCK_FILE), "rb") as f:
-            info = json.loads(f.read(4096).decode() or "{}")
-        return (
-            f"pid {info.get('pid', '?')} on {info.get('host', '?')} since {info.get('since', '?')}"
-        )
-    except (OSError, ValueError):
-        return "a running process"
+    """Who holds a partition for writing (its lease, or the LOCK file's JSON)."""
+    return writer_holder(store, pid) or "a running process"
 
 
 def render_pending(doc: dict[str, Any]) -> str:
@@ -173,8 +172,7 @@ def discard(store: QuiverStore, app: str) -> dict[str, Any]:
         {
             t["partition"]
             for t in pending
-            if not t["decided"]
-            and partition_locked(os.path.join(store.wal_root, t["partition"], fmt.LOCK_FILE))
+            if not t["decided"] and writer_holder(store, t["partition"]) is not None
         }
     )
     if live:

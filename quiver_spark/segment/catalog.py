@@ -495,6 +495,10 @@ class SegmentLocation:
         body = {"changed_ns": time.time_ns(), "partition": partition, "seq": seq, "token": token}
         mark = encode_frame(MAGIC_QUARANTINE_MARK, body)
         path = self._b.join(QUARANTINE_MARK_NAME)
+        objects = getattr(self._b, "objects", None)
+        if objects is not None:  # an object root: the mark is rewritten whole (§12)
+            objects.put(path, mark)
+            return
         self._b.put(  # a temporary name of its own: quarantines may run concurrently
             path, lambda consume: consume(memoryview(mark)), tmp=f"{path}.{token.hex()}{TMP_SUFFIX}"
         )

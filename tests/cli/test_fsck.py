@@ -175,3 +175,15 @@ def test_fsck_shows_a_progress_bar_on_stderr_unless_json(built: Built) -> None:
     assert res.stderr == ""
     res = run(["fsck", built.root])  # CliRunner's stderr is not a terminal
     assert res.stderr == ""
+
+
+def test_fsck_passes_over_the_objects_lock_files_of_a_posix_root(built: Built) -> None:
+    """They order conditional writes and hold no data: whatever is in them is no finding."""
+    locks = [p for p in built.root.rglob(".objects.lock")]
+    assert locks, "the store has no .objects.lock file"
+    readers = built.root / "readers"
+    readers.mkdir(exist_ok=True)
+    for path in [*locks, readers / ".objects.lock"]:
+        path.write_bytes(b"\xff not json, not a frame")
+    doc = run_json(["fsck", built.root])
+    assert doc["problems"] == [] and doc["warnings"] == [], doc

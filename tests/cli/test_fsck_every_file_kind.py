@@ -60,6 +60,8 @@ FLIPPED: dict[str, Row] = {
     # status reads the partition's MANIFEST, not every .meta: fsck and the reader name it
     ".meta": Row(ARROW[:-6] + ".meta", (1, "problem", "segment_meta"), consumer="is corrupt"),
     "QUARANTINE": Row("segments/QUARANTINE", (0, "warning", "quarantine_mark")),
+    # readers list the partition instead; the writer rewrites it
+    "MANIFEST": Row("partitions/p-0/MANIFEST", (1, "problem", "manifest")),
     "ack log": Row(
         "subscribers/ack-*.log", (1, "problem", "subscribers"), 1, 1, consumer="ack log"
     ),
@@ -85,12 +87,16 @@ DELETED: dict[str, Row] = {
     ".arrow": Row(ARROW, (1, "problem", "segment"), consumer="is missing"),
     ".meta": Row(ARROW[:-6] + ".meta", (1, "problem", "segment_meta"), consumer="is missing"),
     "QUARANTINE": Row("segments/QUARANTINE", (0, "warning", "quarantine_mark")),
+    # the next reader or writer writes it again from a listing
+    "MANIFEST": Row("partitions/p-0/MANIFEST", (0, "warning", "manifest")),
     "ack log": Row("subscribers/ack-*.log", (1, "problem", "subscribers")),
     # acknowledgements before the checkpoint are gone: a's acknowledged (and since
     # quarantined) segment is delivered again, and failOnDataLoss fails on it; so is its
     # registration, which a's subscription record outlives (its data is kept, named)
     "CHECKPOINT": Row(
-        "subscribers/CHECKPOINT", (1, "problem", "subscribers"), consumer="is quarantined",
+        "subscribers/CHECKPOINT",
+        (1, "problem", "subscribers"),
+        consumer="is quarantined",
         also=(("problem", "subscribers"),),
     ),
     ".sub": Row("subscribers/records/a.sub", NONE),
