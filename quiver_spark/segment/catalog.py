@@ -495,12 +495,11 @@ class SegmentLocation:
         body = {"changed_ns": time.time_ns(), "partition": partition, "seq": seq, "token": token}
         mark = encode_frame(MAGIC_QUARANTINE_MARK, body)
         path = self._b.join(QUARANTINE_MARK_NAME)
-        objects = getattr(self._b, "objects", None)
-        if objects is not None:  # an object root: the mark is rewritten whole (§12)
-            objects.put(path, mark)
-            return
         self._b.put(  # a temporary name of its own: quarantines may run concurrently
-            path, lambda consume: consume(memoryview(mark)), tmp=f"{path}.{token.hex()}{TMP_SUFFIX}"
+            path,
+            lambda consume: consume(memoryview(mark)),
+            tmp=f"{path}.{token.hex()}{TMP_SUFFIX}",
+            replace=True,  # rewritten whole by every quarantine, on an object root too
         )
 
     def quarantine_note(self, partition: str, seq: int) -> str:
