@@ -30,7 +30,7 @@ from . import format as fmt
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
-from .control.lease import Lease
+from .control.lease import Lease, current_holder
 from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
@@ -623,6 +623,13 @@ class QuiverStore:
                 body = {"partition": pid}
             body["live"] = partition_locked(os.path.join(self.wal_root, pid, fmt.LOCK_FILE))
             out[pid] = body
+        if self.on_objects:  # a writer on any machine holds its lease in the bucket (§12.3)
+            for pid in self.partitions():
+                held = current_holder(self.objects, f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}")
+                body = out.setdefault(pid, {"partition": pid})
+                body["live"] = held is not None
+                if held is not None:
+                    body.setdefault("host", held.host)
         return out
 
     def _start_maintenance(self) -> None:
