@@ -404,7 +404,7 @@ class StoreStateSpace(RuleBasedStateMachine):
                 return False
             h._open_reader()  # the registry opens (and cuts) at its first exclusive use
             return True
-        if kind == "sub" and op in ("open", "write", "fsync", "link", "unlink"):
+        if kind == "sub" and op in ("open", "write", "fsync", "link", "unlink", "create"):
             # a record is created at registration: a subscriber leaves and comes back
             if h.reader is None or h.registry_broken:
                 return False
@@ -436,7 +436,7 @@ class StoreStateSpace(RuleBasedStateMachine):
             self._run(h.append_compatible, p, 7)
             if h.writers.get(p) is not None:
                 self._run(h.flush, p)
-            if h.writers.get(p) is not None and not any(f.fired for f in h.io.faults):
+            if h.writers.get(p) is not None and not h.any_fired():
                 self._run(h.restart_writer, p, False)
 
     def _reach(self, op: str, kind: str) -> None:
@@ -446,7 +446,7 @@ class StoreStateSpace(RuleBasedStateMachine):
         fired0 = sum(sm.FIRED.values())
 
         def hit() -> bool:
-            return sum(sm.FIRED.values()) > fired0 or any(f.fired for f in h.io.faults)
+            return sum(sm.FIRED.values()) > fired0 or h.any_fired()
 
         for _ in range(REACH_ROUNDS):
             if fsck_work(op, kind):
@@ -561,7 +561,7 @@ class StoreStateSpace(RuleBasedStateMachine):
     def a_swallowed_fault_still_ends_the_process(self) -> None:
         # an injected fault the engine caught (best-effort cleanup): crash and check
         # anyway, or in continue mode go on
-        if self.h is not None and any(f.fired for f in self.h.io.faults):
+        if self.h is not None and self.h.any_fired():
             self.h.swallowed_fault()
 
     @invariant()
