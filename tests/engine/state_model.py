@@ -1303,6 +1303,7 @@ class StoreHarness:
                     continue
                 except CorruptionError as e:
                     if self._damaged_seg(p, seq) and self._damage_named(e):
+                        STATS["segments_refused_naming_damage"] += 1
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 known = self.segs.get(key)
@@ -1314,6 +1315,7 @@ class StoreHarness:
                         keys = [k for b in r.batches() for k in b.column("k").to_pylist()]
                 except CorruptionError as e:
                     if self._damaged_seg(p, seq) and self._damage_named(e):
+                        STATS["segments_refused_naming_damage"] += 1
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 fp = frozenset(keys)
@@ -1883,8 +1885,9 @@ OBJECT_FLIP_OUTCOMES = {
     "CHECKPOINT); writers, readers of segments go on",
     "store": "refused by name: every open fails naming STORE until it is restored",
     "policy": "recovered: the most conservative policy applies (warning naming POLICY)",
-    "commit": "recovered: a decided, finalized batch does not read it; an undecided one is "
-    "refused naming it",
+    "commit": "refused by name (the partition's writer, whose WAL still holds a transaction "
+    "of that batch, refuses to open naming the record: §9) or recovered (a batch already "
+    "finalized never reads it)",
     "sub": "recovered: the ack log is the truth of registration; the record is skipped",
     "arrow": "refused by name: a reader of that segment fails naming it; every other "
     "segment, writer and retention goes on",

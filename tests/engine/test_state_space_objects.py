@@ -53,7 +53,7 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
     get:readers-lease get:store get:sub get:quarantine get:metrics
     head:arrow head:meta
     list:acklog list:segments list:sub list:subscribers list:quarantine list:arrow
-    put:metrics
+    put:metrics create:checkpoint get:arrow head:manifest list:meta
     replace:lease replace:manifest replace:readers-lease replace:sub replace:checkpoint
     """.split()
 ]
@@ -278,6 +278,8 @@ def walk_every_object_flip() -> dict[str, str]:
             if not h.flip(kind, i, 0.5, False):
                 seen[kind] = "missing"
                 continue
+            if kind in ("arrow", "meta"):
+                _read_damaged_segment(h)
             h.rule = "walk"
             h.kill_all()
             h.recover_and_check()
@@ -288,9 +290,42 @@ def walk_every_object_flip() -> dict[str, str]:
     return seen
 
 
+def _read_damaged_segment(h: sm.StoreHarness) -> None:
+    """A new reader of the damaged segment (the model's own check reads a segment it
+    already read from its fingerprint): it fails naming the damaged object."""
+    from quiver_spark.errors import CorruptionError
+
+    d = h.damage[-1]
+    assert h.reader is not None and d.partition is not None and d.seq is not None
+    loc = h.reader.segment_location
+    try:
+        with h.io.no_faults():
+            meta = loc.read_meta(d.partition, d.seq)
+            with loc.open(meta) as r:
+                for _ in r.batches():
+                    pass
+    except CorruptionError as e:
+        if not h._damage_named(e):
+            raise sm.DamageNotContained(f"a damaged segment refused without its name: {e}") from e
+        sm.STATS["segments_refused_naming_damage"] += 1
+        return
+    raise sm.DamageNotContained(f"a segment with a flipped byte reads without error: {d.path}")
+
+
 def _refusals() -> int:
-    """Named refusals the model accepted so far (a partition, the registry, an open)."""
-    return sum(n for k, n in sm.STATS.items() if "refused" in k)
+    """Refusals naming the damaged object the model accepted so far (an open, the
+    registry, a partition's writer, a segment's reader)."""
+    return sum(
+        n
+        for k, n in sm.STATS.items()
+        if k.startswith("flips_refused_by_name:")
+        or k
+        in (
+            "registry_refused_naming_damage",
+            "partitions_refused_naming_damage",
+            "segments_refused_naming_damage",
+        )
+    )
 
 
 def test_every_object_kind_is_flipped_with_its_stated_outcome():
@@ -366,7 +401,9 @@ def object_state_space_report(request: pytest.FixtureRequest):
         "steps": s["steps"],
         "reopen_checks": s["reopen_checks"],
         "live_checks": s["live_checks"],
-        "object_faults": {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("object_faults:")},
+        "object_faults": {
+            k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("object_faults:")
+        },
         "fired": {":".join(k): v for k, v in sorted(sm.OBJ_FIRED.items())},
         "pairs_seen_not_known": sorted(f"{o}:{k}" for o, k in set(sm.OBJ_SEEN) - known),
         "flips": {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("flips")},
