@@ -54,11 +54,14 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
     head:arrow head:meta
     list:acklog list:segments list:sub list:subscribers list:quarantine list:arrow
     put:metrics create:checkpoint get:arrow head:manifest list:meta
+    create:readers get:readers
     replace:lease replace:manifest replace:readers-lease replace:sub replace:checkpoint
     """.split()
 ]
 """Every (request, object kind) the workload makes on an object root after a store and
-its partitions exist (the report lists requests seen but missing here)."""
+its partitions exist (the report lists requests seen but missing here). ``head:manifest``
+is met only when a damaged MANIFEST is rewritten, ``*:readers`` (the lost log) only
+when a live consumer skips a damaged segment: their walk steps bring that about."""
 
 OBJECT_CREATION_PAIRS: list[tuple[str, str]] = [
     ("create", "store"), ("create", "policy"), ("create", "policy-copy"),
@@ -112,6 +115,12 @@ class ObjectStateSpace(StoreStateSpace):
     def fault_next(self) -> None:  # type: ignore[override]
         raise AssertionError("not a rule here")
 
+    def fault_next_and_go_on(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    def fault_next_and_die(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
     @rule(
         kind=st.sampled_from(sm.OBJECT_FLIP_KINDS),
         index=st.integers(0, 50),
@@ -157,7 +166,15 @@ class ObjectStateSpace(StoreStateSpace):
             h.rule = "create_a_store_with_a_fault"
             h.create_with_fault(op, kind, mode, cont)  # type: ignore[arg-type]
             return
+        if kind == "readers" and not self._prelude(op, kind):
+            return  # no live consumer to skip a damaged segment here now
         h.arm_object(op, kind, mode, at=at, cont=cont, sticky_for=sticky, retries=retries)
+        if (op, kind) == ("head", "manifest"):
+            # met only by the rewrite of a damaged MANIFEST (§6.7): one is damaged now,
+            # and the next writer open rewrites it
+            files = h.damage_files()["manifest"]
+            if files:
+                h._flip(files[0], h._size(files[0]) // 2)
         self._reach(op, kind)
 
     def _reach(self, op: str, kind: str) -> None:
