@@ -61,7 +61,8 @@ class TraceOp:
 FILE_KINDS = (
     "wal", "state", "heartbeat", "lock", "store", "policy", "policy-copy", "arrow", "meta",
     "quarantine",
-    "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir", "other",
+    "manifest", "lease", "acklog", "checkpoint", "sub", "readers", "commit", "metrics", "dir",
+    "other",
     "remote-arrow", "remote-meta", "remote-quarantine", "remote-dir",
 )  # fmt: skip
 """Every kind of file :func:`file_kind` tells apart (ARCHITECTURE.md's damage table)."""
@@ -108,6 +109,8 @@ def file_kind(path: str) -> str:
         "STORE": "store",
         "POLICY": "policy",
         "POLICY.copy": "policy-copy",
+        "MANIFEST": "manifest",
+        "LEASE": "lease",
     }
     if name in simple:
         return simple[name]

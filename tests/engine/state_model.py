@@ -58,6 +58,7 @@ from quiver_spark.errors import (
     SubscriberError,
     WalFailedError,
 )
+from quiver_spark.objects.local import LOCK_NAME as OBJECTS_LOCK
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscription import Subscription
 from tests.damage import flip_byte
@@ -279,8 +280,22 @@ def _partition_of(path: str) -> str | None:
 FLIP_KINDS = (
     "wal", "state", "meta", "arrow", "acklog", "checkpoint", "commit", "store", "policy",
     "policy-copy", "heartbeat", "lock", "quarantine", "sub", "readers", "metrics",
+    "manifest",
 )  # fmt: skip
-"""Kinds of file the generative test flips a byte in."""
+"""Kinds of file the generative test flips a byte in. Not flipped: a directory's
+``.objects.lock`` (:data:`~quiver_spark.objects.local.LOCK_NAME`): it holds no bytes
+and none are ever read from it; it is only the file whose ``flock`` serializes the
+replace, put and delete of that directory's objects (a damaged byte there cannot
+exist, and the lock works whatever the file holds)."""
+
+FLIP_OUTCOMES = {
+    "manifest": "readers fall back to a listing of the partition (logged, never a crash) and "
+    "the next writer open or retention pass rewrites the MANIFEST from a listing "
+    "(ARCHITECTURE.md §6.7): nothing is lost or duplicated, and the rewritten "
+    "MANIFEST verifies",
+}
+"""What the store does when a file of a kind added with the root's objects is damaged,
+as the flip walk asserts it (the older kinds: ARCHITECTURE.md §11)."""
 
 RETRIES = 3
 """Calls a handle may need, once a fault cleared, before it must work again."""
@@ -292,9 +307,8 @@ class StoreHarness:
     def __init__(self, base: str, opts: Options | None = None) -> None:
         self.opts = opts or Options()
         self.base = os.path.abspath(base)
-        self.root = os.path.join(self.base, "store")
-        self.wal_path = os.path.join(self.base, "local") if self.opts.layout == "external" else None
-        os.makedirs(self.root, exist_ok=True)
+        self.root = self._make_root()
+        self.wal_path = self._wal_path()
         self.io = FaultyIO(record_data=True)
         self.sim = CrashSimulator.snapshot(self.base)
         flush_s = 0.0 if self.opts.flush == "sync" else 3600.0
@@ -362,6 +376,14 @@ class StoreHarness:
         STATS["sequences"] += 1
 
     # -- handles -----------------------------------------------------------------------
+    def _make_root(self) -> str:
+        root = os.path.join(self.base, "store")
+        os.makedirs(root, exist_ok=True)
+        return root
+
+    def _wal_path(self) -> str | None:
+        return os.path.join(self.base, "local") if self.opts.layout == "external" else None
+
     def _open_reader(self) -> None:
         self.reader = QuiverStore.open(
             self.root, self.cfg, partition=None, io=self.io, background=False
@@ -420,8 +442,18 @@ class StoreHarness:
         )
         io = FaultyIO()
         io.fail(op, 1, err, kind=kind)
+
+        def first() -> None:
+            # the first append records the schema in STORE (a replace of STORE)
+            store = QuiverStore.open(root, cfg, partition="p-0", io=io, background=False)
+            try:
+                store.append(make_batch("base", [0]))
+                store.flush()
+            finally:
+                store.close()
+
         try:
-            QuiverStore.open(root, cfg, partition="p-0", io=io, background=False).close()
+            first()
         except (QuiverError, OSError) as e:
             if not any(f.fired for f in io.faults):
                 raise WrongError(f"creating a store failed without a fault: {e}") from e
@@ -445,7 +477,8 @@ class StoreHarness:
                 f"a store whose creation failed at {op} on {kind} ({errno_mod.errorcode[err]}) "
                 f"does not open again once the fault cleared: {type(e).__name__}: {e}"
             ) from e
-        if rows != [1, 2, 3]:
+        if [k for k in rows if k != 0] != [1, 2, 3] or rows.count(0) > 1:
+            # the first creator's row 0 may or may not have been written, at most once
             raise LostRow(f"a store created after a failed creation returns {rows}, not [1, 2, 3]")
         shutil.rmtree(root, ignore_errors=True)
         STATS["creations_with_fault"] += 1
@@ -492,6 +525,10 @@ class StoreHarness:
     # -- the engine boundary ---------------------------------------------------------------
     def _fired(self) -> int:
         return sum(f.fired for f in self.io.faults)
+
+    def any_fired(self) -> bool:
+        """An armed fault fired and was not yet taken into account."""
+        return any(f.fired for f in self.io.faults)
 
     def _engine(self, what: str, fn: Any, refusals: tuple[type[BaseException], ...] = ()) -> Any:
         """Run ``fn``; a fired fault becomes :class:`Crashed`, anything else unexpected a
@@ -1266,6 +1303,7 @@ class StoreHarness:
                     continue
                 except CorruptionError as e:
                     if self._damaged_seg(p, seq) and self._damage_named(e):
+                        STATS["segments_refused_naming_damage"] += 1
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 known = self.segs.get(key)
@@ -1277,6 +1315,7 @@ class StoreHarness:
                         keys = [k for b in r.batches() for k in b.column("k").to_pylist()]
                 except CorruptionError as e:
                     if self._damaged_seg(p, seq) and self._damage_named(e):
+                        STATS["segments_refused_naming_damage"] += 1
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 fp = frozenset(keys)
@@ -1592,6 +1631,8 @@ class StoreHarness:
                 path = os.path.join(dirpath, n)
                 if n.endswith(".tmp") or os.path.getsize(path) == 0:
                     continue
+                if n == OBJECTS_LOCK:  # not data: see FLIP_KINDS
+                    continue
                 if n.endswith((".meta", ".arrow")) and "quarantine" in dirpath:
                     continue
                 out[file_kind(path)].append(path)
@@ -1661,6 +1702,8 @@ class StoreHarness:
             for k in self.segs.get((d.partition, d.seq), (0, frozenset()))[1]:
                 if self.status[k] not in NEVER:
                     self.status[k] = MAYBE
+        elif kind == "manifest":
+            d.partition = os.path.basename(os.path.dirname(path))
         elif kind == "commit":
             d.app = os.path.basename(os.path.dirname(path))
             d.version = int(name.split(".")[0])
@@ -1691,7 +1734,31 @@ class StoreHarness:
             STATS[f"flips_refused_by_name:{kind}"] += 1
             self.kill_all()
             self.recover_and_check()
+        if kind == "manifest":
+            self._check_manifest_rewritten(d)
         return True
+
+    def _check_manifest_rewritten(self, d: Damage) -> None:
+        """A damaged MANIFEST (:data:`FLIP_OUTCOMES`): the check above found every row
+        once through the listing; the partition's writer, reopened by it, rewrote the
+        manifest, which verifies again and no longer counts as damage."""
+        from quiver_spark.control.manifest import ManifestStore
+
+        assert d.partition is not None
+        if self.writers.get(d.partition) is None:
+            return  # the partition did not reopen (other damage): nothing rewrote it yet
+        assert self.reader is not None
+        try:
+            with self.io.no_faults():
+                got = ManifestStore(self.reader.objects).read(d.partition)
+        except CorruptionError as e:
+            raise DamageNotContained(
+                f"the damaged MANIFEST of {d.partition} was not rewritten by its writer's open: {e}"
+            ) from e
+        if got is None:
+            raise DamageNotContained(f"the MANIFEST of {d.partition} is gone after its damage")
+        self.damage.remove(d)
+        STATS["manifests_rewritten"] += 1
 
     def _reopen_registry(self) -> None:
         """After ack-log damage: the registry opens (torn tail cut: acks may be lost, which
@@ -1716,7 +1783,8 @@ class StoreHarness:
         from quiver_spark.objects.local import LocalObjects
         from quiver_spark.subscribers import records
 
-        kept = set(records.unregistered(LocalObjects(self.root, reg.io), reg.subscribers()))
+        objects = self.reader.objects if self.reader is not None else LocalObjects(self.root)
+        kept = set(records.unregistered(objects, reg.subscribers()))
         for s in list(self.subs):
             if s not in reg.subscribers():
                 if s not in kept:  # its record is gone too: nothing witnesses it any more
@@ -1790,3 +1858,465 @@ def _span(keys: Any) -> str:
     if len(ks) <= 8:
         return str(ks)
     return f"{ks[:4]}...{ks[-4:]} ({len(ks)} rows)"
+
+
+# -- the same model on an object-store root ---------------------------------------------------
+OBJECT_FAULT_KINDS = ("fail", "conflict", "lost", "stale")
+"""What an injected object request does: ``fail`` (an ``OSError`` before the request:
+nothing happened), ``conflict`` (``ObjectConflict``, a 409: nothing written, retry),
+``lost`` (the request succeeded and its response was lost: an ``OSError`` after it),
+``stale`` (a listing answers from the bucket as it was when the fault was armed)."""
+
+OBJECT_FLIP_KINDS = (
+    "manifest", "lease", "acklog", "checkpoint", "store", "policy", "commit", "sub",
+    "arrow", "meta",
+)  # fmt: skip
+"""Kinds of object the object-root test flips a byte in."""
+
+OBJECT_FLIP_OUTCOMES = {
+    "manifest": "recovered: readers list the partition, its writer's open rewrites the "
+    "MANIFEST (§6.7), which verifies again",
+    "lease": "refused by name: the partition's writer is refused (LeaseHeldError naming the "
+    "LEASE: an unknown holder) until the observer saw it unchanged for its ttl, then taken "
+    "over with a higher epoch; nothing lost",
+    "acklog": "refused by name (CorruptionError naming the delta: the registry is out, "
+    "writers go on) or recovered (a delta the CHECKPOINT already covers is not read)",
+    "checkpoint": "refused by name: the registry does not open (CorruptionError naming "
+    "CHECKPOINT); writers, readers of segments go on",
+    "store": "refused by name: every open fails naming STORE until it is restored",
+    "policy": "recovered: the most conservative policy applies (warning naming POLICY)",
+    "commit": "refused by name (the partition's writer, whose WAL still holds a transaction "
+    "of that batch, refuses to open naming the record: §9) or recovered (a batch already "
+    "finalized never reads it)",
+    "sub": "recovered: the ack log is the truth of registration; the record is skipped",
+    "arrow": "refused by name: a reader of that segment fails naming it; every other "
+    "segment, writer and retention goes on",
+    "meta": "refused by name, as .arrow",
+}
+"""What the store does when an object of each kind is damaged (asserted by the flip walk
+of ``test_state_space_objects.py``; see ARCHITECTURE.md §11, §6.7, §12.3)."""
+
+OBJ_SEEN: Counter[tuple[str, str]] = Counter()
+"""Object requests per (request, object kind) the workload made."""
+
+OBJ_FIRED: Counter[tuple[str, str, str, str]] = Counter()
+"""Injected object faults that fired per (request, object kind, fault kind, continued|crashed)."""
+
+
+def object_kind(key: str) -> str:
+    """The kind of object (or, for a listing, of the prefix) ``key`` names."""
+    parts = [p for p in key.split("/") if p]
+    if not parts:
+        return "root"
+    name, top = parts[-1], parts[0]
+    simple = {"STORE": "store", "POLICY": "policy", "POLICY.copy": "policy-copy"}
+    if len(parts) == 1 and name in simple:
+        return simple[name]
+    if top == "segments":
+        if name.startswith("QUARANTINE") or "quarantine" in parts:
+            return "quarantine"
+        if name.endswith(".arrow"):
+            return "arrow"
+        if name.endswith(".meta"):
+            return "meta"
+        return "segments"
+    if top == "partitions":
+        return {"LEASE": "lease", "MANIFEST": "manifest", "HEARTBEAT": "heartbeat"}.get(
+            name, "partitions"
+        )
+    if top == "subscribers":
+        if len(parts) > 1 and parts[1] == "log":
+            return "acklog"
+        if len(parts) > 1 and parts[1] == "records":
+            return "sub"
+        return "checkpoint" if name == "CHECKPOINT" else "subscribers"
+    if top == "commits":
+        return "commit"
+    if top == "readers":
+        return "readers-lease" if name.endswith(".lease") else "readers"
+    if top == "metrics":
+        return "metrics"
+    return "other"
+
+
+@dataclass
+class ObjectFault:
+    """Fail the ``at``-th request ``op`` on an object of ``kind`` in the way ``mode``
+    (:data:`OBJECT_FAULT_KINDS`); ``sticky_for``: that many requests in a row."""
+
+    op: str
+    kind: str
+    mode: str
+    at: int = 1
+    sticky_for: int = 1
+    seen: int = 0
+    fired: int = 0
+    noted: int = 0
+    snapshot: dict[str, tuple[bytes, str]] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.fired >= self.sticky_for
+
+
+class ObjectFaultHooks:
+    """The ``faults`` of every :class:`~quiver_spark.objects.memory.MemoryObjects` a
+    harness opens: one list of armed :class:`ObjectFault` for all its handles. Only
+    requests of the test's own thread fail (a lease keeper renewing on its own thread
+    is not the workload), and none while the harness's I/O is suspended (the test's
+    own observation)."""
+
+    def __init__(self, io: FaultyIO) -> None:
+        from quiver_spark.objects.memory import Faults
+
+        self.io = io
+        self.armed: list[ObjectFault] = []
+        self.pairs: Counter[tuple[str, str]] = Counter()
+        self.faults = Faults(before=self._before, after=self._after)
+        self._lost: list[tuple[str, str, ObjectFault]] = []
+
+    def _quiet(self) -> bool:
+        import threading
+
+        return bool(self.io.suspended) or threading.current_thread() is not threading.main_thread()
+
+    def _before(self, op: str, key: str) -> None:
+        self.faults.stale_list = None
+        if self._quiet():
+            return
+        kind = object_kind(key)
+        self.pairs[op, kind] += 1
+        for f in self.armed:
+            if f.done or f.op != op or f.kind != kind:
+                continue
+            f.seen += 1
+            if f.seen < f.at:
+                continue
+            if f.mode == "fail":
+                f.fired += 1
+                raise OSError(errno_mod.EIO, f"injected: {op} {key} failed before it happened")
+            if f.mode == "conflict":
+                from quiver_spark.objects.base import ObjectConflict
+
+                f.fired += 1
+                raise ObjectConflict(errno_mod.EBUSY, f"injected: {op} {key}: 409 conflict")
+            if f.mode == "stale":
+                f.fired += 1
+                self.faults.stale_list = f.snapshot
+                return
+            self._lost.append((op, key, f))
+            return
+
+    def _after(self, op: str, key: str) -> None:
+        self.faults.stale_list = None
+        for i, (o, k, f) in enumerate(self._lost):
+            if (o, k) == (op, key):
+                del self._lost[i]
+                f.fired += 1
+                raise OSError(errno_mod.EIO, f"injected: {op} {key} happened, its response lost")
+
+    def fired(self) -> int:
+        return sum(f.fired for f in self.armed)
+
+    def active(self) -> bool:
+        return any(not f.done for f in self.armed)
+
+    def clear(self) -> None:
+        self.armed.clear()
+        self._lost.clear()
+        self.faults.stale_list = None
+
+
+class ObjectStoreHarness(StoreHarness):
+    """:class:`StoreHarness` with the root on the fake object store (``memory://``): the
+    WAL, STATE and LOCK on local disk (``wal.path``), every other object in the bucket.
+    A killed process, or a power loss, abandons its handles (the bucket keeps what each
+    request did; its leases are never released: a new handle takes them over as a new
+    process of this host takes over a dead one's). Object faults are armed through
+    :class:`ObjectFaultHooks`; local I/O faults are not used here."""
+
+    def __init__(self, base: str, opts: Options | None = None) -> None:
+        self.bucket = f"qss-{uuid.uuid4().hex[:12]}"
+        os.makedirs(os.path.abspath(base), exist_ok=True)
+        opts = dataclasses.replace(opts or Options(), layout="external", segments="local")
+        self.objfaults: ObjectFaultHooks | None = None
+        super().__init__(base, opts)
+
+    def _make_root(self) -> str:
+        return f"memory://{self.bucket}/s"
+
+    def _wal_path(self) -> str | None:
+        return os.path.join(self.base, "local")
+
+    def _hooks(self) -> ObjectFaultHooks:
+        if self.objfaults is None:
+            self.objfaults = ObjectFaultHooks(self.io)
+        return self.objfaults
+
+    def _attach(self, store: QuiverStore) -> QuiverStore:
+        store.objects.faults = self._hooks().faults  # type: ignore[attr-defined]
+        return store
+
+    def _open(self, partition: str | None) -> QuiverStore:
+        """``QuiverStore.open`` on the root, its objects failing as armed from the first
+        request of the open (recovery, the lease, the manifest claim)."""
+        import quiver_spark.store as store_mod
+
+        orig = store_mod.open_objects
+        hooks = self._hooks()
+
+        def opener(*args: Any, **kw: Any) -> Any:
+            objects = orig(*args, **kw)
+            objects.faults = hooks.faults
+            return objects
+
+        store_mod.open_objects = opener  # type: ignore[assignment]
+        try:
+            return self._attach(
+                QuiverStore.open(
+                    self.root, self.cfg, partition=partition, io=self.io, background=False
+                )
+            )
+        finally:
+            store_mod.open_objects = orig  # type: ignore[assignment]
+
+    def bucket_objects(self) -> Any:
+        """The bucket as the test's own hand sees it (no faults)."""
+        from quiver_spark.objects.memory import MemoryObjects
+
+        return MemoryObjects(self.bucket, "s")
+
+    def _open_reader(self) -> None:
+        self.reader = self._open(None)
+
+    def _open_writer(self, p: str) -> None:
+        self.writers[p] = self._open(p)
+        self.gen[p] += 1
+        STATS["writer_opens"] += 1
+
+    @staticmethod
+    def _kill_handle(store: QuiverStore | None) -> None:
+        """As :meth:`StoreHarness._kill_handle`; the writer's lease is abandoned, not
+        released: its renewals stop and this process forgets it, as a dead one would."""
+        lease = None
+        if store is not None and store.writer is not None:
+            lease = getattr(store.writer, "lease", None)
+        StoreHarness._kill_handle(store)
+        if lease is not None:
+            keeper = lease.keeper
+            if keeper is not None:
+                keeper.stop()
+            lease._forget()
+
+    # -- faults ---------------------------------------------------------------------------
+    def _fired(self) -> int:
+        return super()._fired() + self._hooks().fired()
+
+    def any_fired(self) -> bool:
+        return any(f.fired for f in self.io.faults) or any(
+            f.fired > f.noted for f in self._hooks().armed
+        )
+
+    def active_faults(self) -> bool:
+        return super().active_faults() or self._hooks().active()
+
+    def arm_object(
+        self,
+        op: str,
+        kind: str,
+        mode: str,
+        *,
+        at: int = 1,
+        cont: bool = False,
+        sticky_for: int = 1,
+        retries: int = 0,
+    ) -> ObjectFault:
+        hooks = self._hooks()
+        if hooks.armed and cont != self.cont:
+            hooks.clear()  # one mode at a time
+        self.cont = cont
+        self.retries = retries
+        fault = ObjectFault(op, kind, mode, at=at, sticky_for=sticky_for)
+        if mode == "stale":
+            fault.snapshot = self.bucket_objects().snapshot()
+        hooks.armed.append(fault)
+        STATS["faults_armed"] += 1
+        STATS["faults_armed_continue" if cont else "faults_armed_crash"] += 1
+        return fault
+
+    def _note_fired(self, continued: bool = False) -> None:
+        hooks = self._hooks()
+        mode = "continued" if continued else "crashed"
+        for f in hooks.armed:
+            n = f.fired - f.noted
+            if n <= 0:
+                continue
+            f.noted = f.fired
+            OBJ_FIRED[f.op, f.kind, f.mode, mode] += n
+            FIRED[f.op, f.kind, mode] += n
+            STATS["faults_fired"] += n
+            STATS[f"faults_{mode}"] += n
+            STATS[f"object_faults:{f.mode}"] += n
+        super()._note_fired(continued)
+        if continued:
+            hooks.armed[:] = [f for f in hooks.armed if not f.done]
+        else:
+            hooks.clear()
+
+    def recover_and_check(self) -> None:
+        self._hooks().clear()
+        super().recover_and_check()
+        self._hooks().clear()
+        OBJ_SEEN.update(self._hooks().pairs)
+        self._hooks().pairs.clear()
+
+    def close(self) -> None:
+        super().close()
+        OBJ_SEEN.update(self._hooks().pairs)
+        self._hooks().pairs.clear()
+
+    # -- crashes and damage -----------------------------------------------------------------
+    def power_loss(self, pick: int, kind: str = "power") -> str:
+        """On an object root a power loss is every process abandoning its handles: the
+        bucket keeps what each request did (the local WAL as written)."""
+        self._hooks().clear()
+        self.io.faults.clear()
+        self.kill_all()
+        STATS["crash_state:abandoned"] += 1
+        self.recover_and_check()
+        return "abandoned"
+
+    def damage_files(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {k: [] for k in OBJECT_FLIP_KINDS}
+        for info in self.bucket_objects().list(""):
+            kind = object_kind(info.key)
+            if kind in out and info.size > 0:
+                out[kind].append(f"{self.root}/{info.key}")
+        return {k: sorted(v) for k, v in out.items()}
+
+    def _key(self, path: str) -> str:
+        return path[len(self.root) + 1 :]
+
+    def _flip(self, path: str, offset: int) -> None:  # type: ignore[override]
+        objects = self.bucket_objects()
+        got = objects.get(self._key(path))
+        assert got is not None, path
+        data = bytearray(got.data)
+        data[offset] ^= 0xFF
+        objects.put(self._key(path), bytes(data))
+
+    def _size(self, path: str) -> int:  # type: ignore[override]
+        got = self.bucket_objects().get(self._key(path))
+        assert got is not None, path
+        return len(got.data)
+
+    def flip(self, kind: str, index: int, frac: float, quarantine: bool) -> bool:
+        """As :meth:`StoreHarness.flip` (no ``quiver fsck`` here); a damaged LEASE is
+        checked for its own outcome (:data:`OBJECT_FLIP_OUTCOMES`)."""
+        if kind != "lease":
+            return super().flip(kind, index, frac, False)
+        self.observe_quiet()
+        files = self.damage_files()["lease"]
+        if not files:
+            return False
+        path = files[index % len(files)]
+        p = path.split("/")[-2]
+        self.kill_all()
+        self._flip(path, min(self._size(path) - 1, int(frac * self._size(path))))
+        STATS["flips:lease"] += 1
+        self._open_reader()
+        from quiver_spark.errors import LeaseHeldError
+
+        try:
+            self._open_writer(p)
+        except LeaseHeldError as e:
+            if "LEASE" not in str(e) or "damaged" not in str(e):
+                raise DamageNotContained(
+                    f"a damaged lease refused the writer without naming it: {e}"
+                ) from e
+            STATS["flips_refused_by_name:lease"] += 1
+        else:
+            raise WrongError(
+                f"a writer of {p} opened at once over a damaged LEASE: a live holder whose "
+                f"lease object was damaged could be fenced without its ttl passing"
+            )
+        self._expire_observed(p)
+        self.recover_and_check()  # the writer takes the lease over; nothing lost
+        return True
+
+    def _expire_observed(self, p: str) -> None:
+        """This process has watched ``p``'s LEASE unchanged for longer than its ttl (the
+        test moves the start of the observation back instead of waiting)."""
+        from quiver_spark.control import lease as lease_mod
+
+        for ident, seen in list(lease_mod._seen.items()):
+            if ident[0] == self.root and ident[1] == f"partitions/{p}/LEASE":
+                seen.first -= lease_mod.DEFAULT_TTL_S + 1
+
+    def _check_manifest_rewritten(self, d: Damage) -> None:
+        super()._check_manifest_rewritten(d)
+
+    def create_with_fault(self, op: str, kind: str, err: int, cont: bool) -> None:  # type: ignore[override]
+        """A new store is created on a fresh bucket while request ``op`` on an object of
+        ``kind`` fails once in the way ``err`` names (:data:`OBJECT_FAULT_KINDS`, here a
+        string); the creator fails or goes on, then it (or a new process) opens again:
+        the store opens, takes rows and returns them, the first creator's row at most once."""
+        root = f"memory://{self.bucket}-fresh-{uuid.uuid4().hex[:6]}/s"
+        cfg = dataclasses.replace(
+            self.cfg,
+            wal=dataclasses.replace(self.cfg.wal, path=os.path.join(self.base, "fresh-wal")),
+        )
+        hooks = ObjectFaultHooks(FaultyIO())
+        fault = ObjectFault(op, kind, str(err))
+        hooks.armed.append(fault)
+        import quiver_spark.store as store_mod
+
+        orig = store_mod.open_objects
+
+        def opener(*args: Any, **kw: Any) -> Any:
+            objects = orig(*args, **kw)
+            objects.faults = hooks.faults
+            return objects
+
+        def attempt(first: bool) -> list[int]:
+            store_mod.open_objects = opener  # type: ignore[assignment]
+            try:
+                store = QuiverStore.open(root, cfg, partition="p-0", background=False)
+            finally:
+                store_mod.open_objects = orig  # type: ignore[assignment]
+            try:
+                store.append(make_batch("base", [0] if first else [1, 2, 3]))
+                store.flush()
+                if first:
+                    return []
+                store.finalize()
+                return sorted(k for b in store.scan() for k in b.column("k").to_pylist())
+            finally:
+                if first:
+                    self._kill_handle(store)  # the creator dies here (or after its fault)
+                else:
+                    store.close()
+
+        try:
+            attempt(True)
+        except (QuiverError, OSError) as e:
+            if not fault.fired:
+                raise WrongError(f"creating a store failed without a fault: {e}") from e
+        if fault.fired:
+            mode = "continued" if cont else "crashed"
+            OBJ_FIRED[op, kind, fault.mode, mode] += fault.fired
+            FIRED[op, kind, mode] += fault.fired
+            STATS["faults_fired"] += fault.fired
+            STATS[f"object_faults:{fault.mode}"] += fault.fired
+        hooks.clear()
+        try:
+            rows = attempt(False)
+        except QuiverError as e:
+            raise StuckHandle(
+                f"a store whose creation failed at {op} on {kind} ({fault.mode}) does not "
+                f"open again once the fault cleared: {type(e).__name__}: {e}"
+            ) from e
+        if [k for k in rows if k != 0] != [1, 2, 3] or rows.count(0) > 1:
+            raise LostRow(f"a store created after a failed creation returns {rows}, not [1, 2, 3]")
+        OBJ_SEEN.update(hooks.pairs)
+        STATS["creations_with_fault"] += 1

@@ -87,7 +87,7 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
     read:acklog read:checkpoint read:commit read:meta read:policy read:quarantine
     read:state read:store read:wal
     rename:acklog rename:arrow rename:checkpoint rename:heartbeat rename:meta
-    rename:metrics rename:policy rename:state rename:store
+    rename:metrics rename:state rename:store
     stat:arrow stat:dir stat:meta stat:wal truncate:wal
     unlink:acklog unlink:arrow unlink:commit unlink:meta unlink:wal
     write:acklog write:arrow write:checkpoint write:commit write:heartbeat write:meta
@@ -98,8 +98,13 @@ KNOWN_PAIRS: list[tuple[str, str]] = [
     fsync:sub link:sub open:sub read:sub unlink:sub write:sub stat:checkpoint
     stat:quarantine truncate:acklog rename:remote-arrow rename:remote-quarantine
     stat:remote-quarantine unlink:remote-quarantine write:remote-quarantine rename:sub
-    open:policy-copy write:policy-copy fsync:policy-copy rename:policy-copy
+    open:policy-copy write:policy-copy fsync:policy-copy
     open:readers write:readers
+    link:store link:policy link:policy-copy stat:store stat:policy stat:policy-copy
+    unlink:store unlink:policy unlink:policy-copy read:policy-copy
+    stat:commit stat:sub read:metrics
+    open:manifest write:manifest fsync:manifest link:manifest stat:manifest
+    unlink:manifest read:manifest rename:manifest
     """.split()
 ]
 """Every (operation, file kind) the file layer performs in this workload (the report
@@ -119,19 +124,31 @@ def fsck_work(op: str, kind: str) -> bool:
 
 CREATION_PAIRS: list[tuple[str, str]] = [
     ("mkdir", "dir"), ("mkdir", "wal"), ("open", "store"), ("write", "store"),
-    ("fsync", "store"), ("rename", "store"), ("open", "policy"), ("write", "policy"),
-    ("fsync", "policy"), ("rename", "policy"), ("fsync_dir", "dir"), ("open", "state"),
-    ("write", "state"), ("rename", "state"), ("open", "wal"), ("write", "wal"),
-    ("fsync", "wal"), ("open", "lock"), ("open", "policy-copy"), ("write", "policy-copy"),
-    ("fsync", "policy-copy"), ("rename", "policy-copy"),
+    ("fsync", "store"), ("stat", "store"), ("link", "store"), ("unlink", "store"),
+    ("rename", "store"), ("open", "policy"), ("write", "policy"), ("fsync", "policy"),
+    ("stat", "policy"), ("link", "policy"), ("unlink", "policy"), ("fsync_dir", "dir"),
+    ("open", "state"), ("write", "state"), ("rename", "state"), ("open", "wal"),
+    ("write", "wal"), ("fsync", "wal"), ("open", "lock"), ("open", "policy-copy"),
+    ("write", "policy-copy"), ("fsync", "policy-copy"), ("stat", "policy-copy"),
+    ("link", "policy-copy"), ("unlink", "policy-copy"), ("read", "policy-copy"),
+    ("link", "manifest"), ("unlink", "manifest"),
 ]  # fmt: skip
-"""Pairs met when a store and its first partition are created."""
+"""Pairs met when a store and its first partition are created (STORE, POLICY and
+POLICY.copy are created by fsync + link of a temporary file, which is then unlinked;
+STORE is replaced, under the flock of ``.objects.lock``, when the first append records
+the schema; the first writer of a partition creates its MANIFEST the same way)."""
 
 CREATION_ONLY = {
     pair for pair in CREATION_PAIRS if pair[1] in ("store", "policy", "policy-copy")
-} - {("read", "store"), ("read", "policy")} | {("mkdir", "wal"), ("mkdir", "dir")}
+} - {("read", "store"), ("read", "policy")} | {
+    ("mkdir", "wal"),
+    ("mkdir", "dir"),
+    ("link", "manifest"),
+    ("unlink", "manifest"),
+}
 """Of those, the pairs no later work meets (STORE and POLICY are written once, the
-directories of a store and a partition made once)."""
+directories of a store and a partition made once, a partition's MANIFEST created once:
+later changes replace it)."""
 
 
 class StoreStateSpace(RuleBasedStateMachine):
@@ -387,7 +404,7 @@ class StoreStateSpace(RuleBasedStateMachine):
                 return False
             h._open_reader()  # the registry opens (and cuts) at its first exclusive use
             return True
-        if kind == "sub" and op in ("open", "write", "fsync", "link", "unlink"):
+        if kind == "sub" and op in ("open", "write", "fsync", "link", "unlink", "create"):
             # a record is created at registration: a subscriber leaves and comes back
             if h.reader is None or h.registry_broken:
                 return False
@@ -419,7 +436,7 @@ class StoreStateSpace(RuleBasedStateMachine):
             self._run(h.append_compatible, p, 7)
             if h.writers.get(p) is not None:
                 self._run(h.flush, p)
-            if h.writers.get(p) is not None and not any(f.fired for f in h.io.faults):
+            if h.writers.get(p) is not None and not h.any_fired():
                 self._run(h.restart_writer, p, False)
 
     def _reach(self, op: str, kind: str) -> None:
@@ -429,7 +446,7 @@ class StoreStateSpace(RuleBasedStateMachine):
         fired0 = sum(sm.FIRED.values())
 
         def hit() -> bool:
-            return sum(sm.FIRED.values()) > fired0 or any(f.fired for f in h.io.faults)
+            return sum(sm.FIRED.values()) > fired0 or h.any_fired()
 
         for _ in range(REACH_ROUNDS):
             if fsck_work(op, kind):
@@ -544,7 +561,7 @@ class StoreStateSpace(RuleBasedStateMachine):
     def a_swallowed_fault_still_ends_the_process(self) -> None:
         # an injected fault the engine caught (best-effort cleanup): crash and check
         # anyway, or in continue mode go on
-        if self.h is not None and any(f.fired for f in self.h.io.faults):
+        if self.h is not None and self.h.any_fired():
             self.h.swallowed_fault()
 
     @invariant()

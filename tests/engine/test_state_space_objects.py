@@ -1,0 +1,437 @@
+"""The state-space test with the store's root on an object store (the in-process
+``memory://`` one): the same random operation sequences and the same model
+(``tests/engine/state_model.py``) as ``test_state_space.py``, the WAL on local disk
+(``wal.path``), every other object in the bucket.
+
+Faults are object requests (``MemoryObjects.faults``): one that fails before it
+happens (an ``OSError``; a 409 ``ObjectConflict``), one that succeeded and whose
+response was lost (raised after it), and a stale listing (answered from the bucket as
+it was when the fault was armed). Each has the two halves of the POSIX test: the
+process goes on (the error surfaces, the caller retries or does other work; once the
+fault cleared every handle works again and a live reader sees every acknowledged row
+once), or the process dies. A killed process, and a power loss, abandon their handles:
+the bucket keeps what each request did, the leases are not released, and a new handle
+(a new ``QuiverStore.open`` on the same URL) recovers everything committed. The
+invariants are the POSIX ones: no acknowledged row lost, none duplicated, nothing
+undecided visible, nothing a subscriber still needs deleted.
+
+Two deterministic walks run in every profile: every known (request, object kind) pair
+has a fault fire, cycling through the fault kinds and the two halves so that every
+fault kind fires in each half (the test fails naming a pair or a fault kind that never
+fired); and one object of every kind in ``OBJECT_FLIP_KINDS`` has a byte flipped, with
+the outcome :data:`~tests.engine.state_model.OBJECT_FLIP_OUTCOMES` states for it.
+
+Profiles: the CI one by default (60 sequences of 30 steps and the walks, under a minute
+on a loaded 2-core machine); ``QUIVER_SOAK=1`` (``make soak``) runs 300 random sequences
+of 60 steps under the ``soak`` marker (``QUIVER_OBJECT_STATE_SPACE_EXAMPLES`` and
+``..._STEPS`` override either).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from tests.engine import state_model as sm
+from tests.engine.state_model import SUBS, ObjectStoreHarness, Options
+from tests.engine.test_state_space import APPS, StoreStateSpace
+
+WRITES = ("create", "replace", "put", "delete")
+
+OBJECT_PAIRS: list[tuple[str, str]] = [
+    tuple(pair.split(":"))  # type: ignore[misc]
+    for pair in """
+    create:acklog create:arrow create:commit create:meta create:readers-lease create:sub
+    delete:arrow delete:meta
+    get:acklog get:checkpoint get:commit get:lease get:manifest get:meta get:policy
+    get:readers-lease get:store get:sub get:quarantine get:metrics
+    head:arrow head:meta
+    list:acklog list:segments list:sub list:subscribers list:quarantine list:arrow
+    put:metrics create:checkpoint get:arrow head:manifest list:meta
+    create:readers get:readers
+    replace:lease replace:manifest replace:readers-lease replace:sub replace:checkpoint
+    """.split()
+]
+"""Every (request, object kind) the workload makes on an object root after a store and
+its partitions exist (the report lists requests seen but missing here). ``head:manifest``
+is met only when a damaged MANIFEST is rewritten, ``*:readers`` (the lost log) only
+when a live consumer skips a damaged segment: their walk steps bring that about."""
+
+OBJECT_CREATION_PAIRS: list[tuple[str, str]] = [
+    ("create", "store"), ("create", "policy"), ("create", "policy-copy"),
+    ("head", "policy-copy"), ("get", "policy-copy"), ("create", "manifest"),
+    ("create", "lease"), ("replace", "store"),
+]  # fmt: skip
+"""Requests met only while a store is created and its first writer opens and appends
+(STORE, POLICY and its copy created once, a partition's MANIFEST and LEASE created by
+its first writer, STORE replaced when the first append records the schema)."""
+
+
+def fault_modes(op: str) -> tuple[str, ...]:
+    """The fault kinds a request can meet: a 409 only on a write, staleness only on a
+    listing."""
+    if op == "list":
+        return ("stale", "fail", "lost")
+    if op in WRITES:
+        return ("fail", "conflict", "lost")
+    return ("fail", "lost")
+
+
+class ObjectStateSpace(StoreStateSpace):
+    """:class:`StoreStateSpace` on a ``memory://`` root: the same rules of work,
+    crashes and reopen checks; object faults instead of file faults; no rules of the
+    local file layer (torn tails, lost ``wal.path``, ``quiver fsck`` of moved files)."""
+
+    @initialize(
+        flush=st.sampled_from(["group", "sync"]),
+        policy=st.sampled_from([None, "backpressure", "drop_oldest"]),
+        time_retention=st.booleans(),
+        first_pair=st.sampled_from(range(len(OBJECT_PAIRS))),
+    )
+    def start(  # type: ignore[override]
+        self, flush: str, policy: str | None, time_retention: bool, first_pair: int
+    ) -> None:
+        self.h = ObjectStoreHarness(
+            self.tmp, Options(flush, "external", policy, time_retention, "local")
+        )
+        self.next_pair = first_pair
+
+    # rules of the local file layer: not on this root
+    def arm_fault(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    def lose_wal_path(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    def create_a_store_with_a_fault(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    def fault_next(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    def fault_next_and_go_on(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    def fault_next_and_die(self) -> None:  # type: ignore[override]
+        raise AssertionError("not a rule here")
+
+    @rule(
+        kind=st.sampled_from(sm.OBJECT_FLIP_KINDS),
+        index=st.integers(0, 50),
+        frac=st.floats(0, 1),
+    )
+    def flip_byte(self, kind: str, index: int, frac: float) -> None:  # type: ignore[override]
+        assert self.h is not None
+        if len(self.h.damage) < 2 and kind not in ("store", "lease"):
+            self._run(self.h.flip, kind, index, frac, False)
+
+    @rule(
+        pair=st.sampled_from(OBJECT_PAIRS + OBJECT_CREATION_PAIRS),
+        mode=st.integers(0, 2),
+        at=st.sampled_from([1, 1, 1, 2]),
+        cont=st.integers(0, 3),
+        sticky=st.integers(1, 3),
+        retries=st.integers(0, 2),
+    )
+    def object_fault(
+        self, pair: tuple[str, str], mode: int, at: int, cont: int, sticky: int, retries: int
+    ) -> None:
+        """A fault on the next request of one (request, object kind), then the work that
+        reaches it."""
+        modes = fault_modes(pair[0])
+        self.fault_on_object(pair, modes[mode % len(modes)], at, cont > 0, sticky, retries)
+
+    @rule(mode=st.integers(0, 2), cont=st.booleans())
+    def object_fault_walking_the_pairs(self, mode: int, cont: bool) -> None:
+        pair = OBJECT_PAIRS[self.next_pair % len(OBJECT_PAIRS)]
+        self.next_pair += 1
+        modes = fault_modes(pair[0])
+        self.fault_on_object(pair, modes[mode % len(modes)], 1, cont, 1, 1)
+
+    def fault_on_object(
+        self, pair: tuple[str, str], mode: str, at: int, cont: bool, sticky: int, retries: int
+    ) -> None:
+        h = self.h
+        assert isinstance(h, ObjectStoreHarness)
+        sm.STATS["steps"] += 1
+        op, kind = pair
+        sm.STATS[f"targeted:{op}:{kind}:{mode}"] += 1
+        if pair in OBJECT_CREATION_PAIRS:
+            h.rule = "create_a_store_with_a_fault"
+            h.create_with_fault(op, kind, mode, cont)  # type: ignore[arg-type]
+            return
+        if kind == "readers" and not self._prelude(op, kind):
+            return  # no live consumer to skip a damaged segment here now
+        h.arm_object(op, kind, mode, at=at, cont=cont, sticky_for=sticky, retries=retries)
+        if (op, kind) == ("head", "manifest"):
+            # met only by the rewrite of a damaged MANIFEST (§6.7): one is damaged now,
+            # and the next writer open rewrites it
+            files = h.damage_files()["manifest"]
+            if files:
+                h._flip(files[0], h._size(files[0]) // 2)
+        self._reach(op, kind)
+
+    def _reach(self, op: str, kind: str) -> None:
+        """A ``.sub`` record and a consumer's lease are created only for a name never
+        registered before: a new subscriber starts (and is removed again, so that it
+        pins nothing); every other pair gets the rounds of work of the POSIX test."""
+        h = self.h
+        assert h is not None
+        if op == "create" and kind in ("sub", "readers-lease"):
+            name = f"n{sm.STATS['fresh_subscribers']}"
+            sm.STATS["fresh_subscribers"] += 1
+            self._run(h.register, name)
+            if name in h.subs and h.reader is not None and not h.registry_broken:
+                h.deregister(name)
+            if h.any_fired() or not h.active_faults():
+                return
+        super()._reach(op, kind)
+
+
+def _warm_up(m: ObjectStateSpace) -> None:
+    """A store with history: segments in both partitions, a decided batch, both
+    subscribers registered and acknowledging past a checkpoint of the ack log, a
+    retention pass."""
+    h = m.h
+    assert h is not None
+    for _ in range(2):
+        for p in sm.PARTS:
+            h.append(p, "base", 90)
+            h.flush(p)
+            h.finalize(p)
+    t = h.begin("p-0", APPS[0])
+    h.txn_append(t, "base", 7)
+    h.flush("p-0")
+    h.commit(APPS[0], [t])
+    for sub in SUBS:
+        h.register(sub)
+        h.ack(sub, 2, "ack")
+    h.retention(False, False)
+
+
+def _options(i: int) -> Options:
+    return Options(
+        flush=("group", "sync")[i % 2],
+        layout="external",
+        policy=(None, "backpressure", "drop_oldest")[i % 3],
+        time_retention=i % 4 == 3,
+    )
+
+
+def walk_every_object_pair() -> dict[str, list[str]]:
+    """Every known pair has a fault fire on a store with history, the fault kinds and
+    the two halves taken in turn (pair ``i`` gets kind ``i`` of its kinds, and both
+    halves for every kind over the walk). Returns what never fired: pairs, and fault
+    kinds per half."""
+    missed: dict[str, list[str]] = {"pairs": [], "kinds": []}
+    pairs = [(p, False) for p in OBJECT_PAIRS] + [(p, True) for p in OBJECT_CREATION_PAIRS]
+    for i, (pair, creation) in enumerate(pairs):
+        modes = fault_modes(pair[0])
+        mode = modes[i % len(modes)]
+        cont = (i // len(modes)) % 2 == 0
+        before = sum(n for k, n in sm.OBJ_FIRED.items() if k[:2] == pair)
+        m = ObjectStateSpace()
+        try:
+            opts = _options(i)
+            m.start(opts.flush, opts.policy, opts.time_retention, 0)
+            if creation:
+                m.fault_on_object(pair, mode, 1, cont, 1, 1)
+            else:
+                _warm_up(m)
+                m.fault_on_object(pair, mode, 1, cont, 1, 1)
+                m.a_swallowed_fault_still_ends_the_process()
+                m.handles_work_again_once_a_fault_cleared()
+            assert m.h is not None
+            m.h.rule = "walk"
+            m.h.kill_all()
+            m.h.recover_and_check()
+        finally:
+            m.teardown()
+        sm.STATS["walk_steps"] += 1
+        if sum(n for k, n in sm.OBJ_FIRED.items() if k[:2] == pair) == before:
+            missed["pairs"].append(f"{pair[0]}:{pair[1]} ({mode})")
+    for mode in sm.OBJECT_FAULT_KINDS:
+        for half in ("continued", "crashed"):
+            if not any(k[2] == mode and k[3] == half for k in sm.OBJ_FIRED):
+                missed["kinds"].append(f"{mode} ({half})")
+    return missed
+
+
+def _make_kind(m: ObjectStateSpace, kind: str) -> None:
+    """Bring about an object of ``kind`` a store with history may lack."""
+    h = m.h
+    assert h is not None
+    if kind == "checkpoint":
+        for _ in range(8):
+            if h.damage_files()["checkpoint"]:
+                break
+            h.append_compatible_everywhere()
+            for sub in SUBS:
+                h.consume_live(sub, 2)
+
+
+def walk_every_object_flip() -> dict[str, str]:
+    """A byte flipped in one object of every kind of ``OBJECT_FLIP_KINDS``, then every
+    check. Returns what happened per kind: ``refused`` (a named refusal the model
+    accepted), ``recovered``, or ``missing`` (no object of the kind to flip)."""
+    seen: dict[str, str] = {}
+    for i, kind in enumerate(sm.OBJECT_FLIP_KINDS):
+        m = ObjectStateSpace()
+        try:
+            opts = _options(i)
+            m.start(opts.flush, opts.policy, opts.time_retention, 0)
+            _warm_up(m)
+            _make_kind(m, kind)
+            h = m.h
+            assert h is not None
+            h.rule = "flip"
+            refusals = _refusals()
+            if not h.flip(kind, i, 0.5, False):
+                seen[kind] = "missing"
+                continue
+            if kind in ("arrow", "meta"):
+                _read_damaged_segment(h)
+            h.rule = "walk"
+            h.kill_all()
+            h.recover_and_check()
+            refused = _refusals() > refusals or h.registry_broken or bool(h.damaged_parts)
+            seen[kind] = "refused" if refused else "recovered"
+        finally:
+            m.teardown()
+    return seen
+
+
+def _read_damaged_segment(h: sm.StoreHarness) -> None:
+    """A new reader of the damaged segment (the model's own check reads a segment it
+    already read from its fingerprint): it fails naming the damaged object."""
+    from quiver_spark.errors import CorruptionError
+
+    d = h.damage[-1]
+    assert h.reader is not None and d.partition is not None and d.seq is not None
+    loc = h.reader.segment_location
+    try:
+        with h.io.no_faults():
+            meta = loc.read_meta(d.partition, d.seq)
+            with loc.open(meta) as r:
+                for _ in r.batches():
+                    pass
+    except CorruptionError as e:
+        if not h._damage_named(e):
+            raise sm.DamageNotContained(f"a damaged segment refused without its name: {e}") from e
+        sm.STATS["segments_refused_naming_damage"] += 1
+        return
+    raise sm.DamageNotContained(f"a segment with a flipped byte reads without error: {d.path}")
+
+
+def _refusals() -> int:
+    """Refusals naming the damaged object the model accepted so far (an open, the
+    registry, a partition's writer, a segment's reader)."""
+    return sum(
+        n
+        for k, n in sm.STATS.items()
+        if k.startswith("flips_refused_by_name:")
+        or k
+        in (
+            "registry_refused_naming_damage",
+            "partitions_refused_naming_damage",
+            "segments_refused_naming_damage",
+        )
+    )
+
+
+def test_every_object_kind_is_flipped_with_its_stated_outcome():
+    """Damage to one object of every kind has the outcome OBJECT_FLIP_OUTCOMES states:
+    refused naming the object, or recovered/fallen back, and every invariant holds."""
+    seen = walk_every_object_flip()
+    assert "missing" not in seen.values(), seen
+    for kind, outcome in sm.OBJECT_FLIP_OUTCOMES.items():
+        if outcome.startswith("refused by name (") or outcome.startswith("refused by name,"):
+            want = {"refused"}
+        elif " or recovered" in outcome:
+            want = {"refused", "recovered"}
+        elif outcome.startswith("refused"):
+            want = {"refused"}
+        else:
+            want = {"recovered"}
+        assert seen[kind] in want, (kind, seen[kind], outcome)
+
+
+def test_every_object_fault_kind_fires_in_the_walk():
+    """Each (request, object kind) the workload makes has a fault fire, and each fault
+    kind (failed, 409, lost response, stale listing) fires with the process going on and
+    with it dying, every invariant holding after it."""
+    missed = walk_every_object_pair()
+    assert missed == {"pairs": [], "kinds": []}, missed
+
+
+def _settings(examples: int, steps: int, **kw: object) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_object_state_space_ci_profile():
+    """The short profile on an object root: deterministic sequences, no database."""
+    run = ObjectStateSpace.TestCase("runTest")
+    run.settings = _settings(
+        int(os.environ.get("QUIVER_OBJECT_STATE_SPACE_EXAMPLES", "60")),
+        int(os.environ.get("QUIVER_OBJECT_STATE_SPACE_STEPS", "30")),
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+    )
+    run.runTest()
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+def test_object_state_space_soak_profile():
+    """The long profile (``make soak``): random sequences on an object root."""
+    run = ObjectStateSpace.TestCase("runTest")
+    run.settings = _settings(
+        int(os.environ.get("QUIVER_OBJECT_STATE_SPACE_EXAMPLES", "300")),
+        int(os.environ.get("QUIVER_OBJECT_STATE_SPACE_STEPS", "60")),
+    )
+    run.runTest()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def object_state_space_report(request: pytest.FixtureRequest):
+    for c in (sm.STATS, sm.FIRED, sm.OBJ_FIRED, sm.OBJ_SEEN, sm.RELAXED):
+        c.clear()
+    t0 = time.monotonic()
+    yield
+    s = sm.STATS
+    known = set(OBJECT_PAIRS) | set(OBJECT_CREATION_PAIRS)
+    figures = {
+        "sequences": s["sequences"],
+        "steps": s["steps"],
+        "reopen_checks": s["reopen_checks"],
+        "live_checks": s["live_checks"],
+        "object_faults": {
+            k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("object_faults:")
+        },
+        "fired": {":".join(k): v for k, v in sorted(sm.OBJ_FIRED.items())},
+        "pairs_seen_not_known": sorted(f"{o}:{k}" for o, k in set(sm.OBJ_SEEN) - known),
+        "flips": {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("flips")},
+        "wall_s": round(time.monotonic() - t0, 1),
+    }
+    line = "object state space: " + json.dumps(figures, sort_keys=True)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(line)
+    out = os.environ.get("QUIVER_OBJECT_STATE_SPACE_REPORT")
+    if out:
+        with open(out, "w") as f:
+            json.dump(figures, f, indent=1)
