@@ -43,7 +43,7 @@ format: $(STAMP) ## apply ruff's formatter and import sorting
 	$(VENV)/bin/ruff format quiver_spark pyspark_quiver tests integration bench examples
 	$(VENV)/bin/ruff check --fix -q quiver_spark pyspark_quiver tests integration bench examples
 
-bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger startup) into bench/results/RESULTS.md (+ JSON)
+bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger object_requests startup) into bench/results/RESULTS.md (+ JSON)
 	$(PY) bench/run_all.py
 	$(PY) bench/run_all.py startup
 

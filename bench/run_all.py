@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["wal", "segment", "recovery", "acklog", "sink", "source", "trigger"]
+ORDER = ["wal", "segment", "recovery", "acklog", "sink", "source", "trigger", "object_requests"]
 NOT_IN_BENCH = ["soak"]  # long: make bench-soak
 
 
