@@ -140,7 +140,14 @@ def create_store(args: StoreArgs) -> QuiverStore:
                 EXIT_TROUBLE,
             ) from e
     try:
-        store = QuiverStore.open(root, config, partition=None, create=True, background=False)
+        store = QuiverStore.open(
+            root,
+            config,
+            partition=None,
+            create=True,
+            background=False,
+            storage_options=args.storage_options or None,
+        )
     except ConfigError as e:
         raise open_error(args, config, e) from e
     except QuiverError as e:
