@@ -75,20 +75,33 @@ def wait_for_progress(query: StreamingQuery, timeout_s: float) -> None:
         time.sleep(0.5)
 
 
-def wait_for_schema(spark: SparkSession, store: str, events: str, timeout_s: float = 600) -> None:
+def wait_for_schema(
+    spark: SparkSession,
+    store: str,
+    events: str,
+    options: dict[str, str],
+    timeout_s: float = 600,
+) -> None:
     """Wait (bounded) until the producer's first batch recorded the store's schema.
 
     A subscriber's stream takes its schema from the store; the subscribers
     themselves are registered beforehand (``quiver subscribers PATH add NAME
-    --create``), so nothing is reclaimed before they start reading.
+    --create``), so nothing is reclaimed before they start reading. ``options`` are
+    the read's options (an object root's ``storage.<key>`` settings); the first error
+    of each kind is logged as an event.
     """
     deadline = time.monotonic() + timeout_s
+    seen: set[str] = set()
     while True:
         try:
-            schema = spark.read.format("quiver").load(store).schema
+            schema = spark.read.format("quiver").options(**options).load(store).schema
             emit(events, "schema", fields=schema.fieldNames())
             return
         except Exception as e:  # AnalysisException wrapping "no schema yet"
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            if first not in seen:
+                seen.add(first)
+                emit(events, "schema_wait", error=first)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no schema in {store} after {timeout_s}s: {e}") from e
             time.sleep(1.0)
@@ -208,7 +221,7 @@ def main() -> int:
     else:
         starters["producer"] = start_producer
         queries["producer"] = start_producer()
-    wait_for_schema(spark, a.store, a.events)
+    wait_for_schema(spark, a.store, a.events, kv(a.source_option))
     for spec in a.subscriber:
         name, trigger_s, max_segments = spec.split(":")
         starters[name] = subscriber(name, trigger_s, max_segments)

@@ -1,0 +1,68 @@
+"""A secret given as a ``storage.<key>`` option is never shown by Spark or Quiver: not in
+the plans of a batch read or a stream (``explain``), not in a stream's progress, not in
+the error of a read whose endpoint cannot be reached, nor in the error naming a
+mistyped storage option (root on moto's S3 server)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import Any
+
+import pytest
+
+from tests.moto_server import MotoS3, moto_s3, unique_prefix
+
+__all__ = ["moto_s3"]
+
+SECRET = "shown-nowhere-secret-0f9a8b7c"
+
+
+def shown(explain: Any) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        explain()
+    return buf.getvalue()
+
+
+def test_the_secret_appears_in_no_plan_progress_or_error(
+    spark: Any, tmp_path: Any, moto_s3: MotoS3
+) -> None:
+    url = f"{moto_s3.url}/{unique_prefix('secret')}/store"
+    options = {f"storage.{k}": str(v) for k, v in moto_s3.options.items()}
+    options["storage.aws_secret_access_key"] = SECRET  # moto accepts any secret
+    spark.createDataFrame([(1, "a")], "k long, v string").write.format("quiver").mode(
+        "append"
+    ).options(**options).save(url)
+
+    batch = spark.read.format("quiver").options(**options).load(url)
+    assert batch.count() == 1
+    for mode in ("simple", "extended", "formatted", "cost"):
+        assert SECRET not in shown(lambda m=mode: batch.explain(m)), mode
+
+    q = (
+        spark.readStream.format("quiver")
+        .options(**options)
+        .option("subscriber", "s")
+        .load(url)
+        .writeStream.format("quiver")
+        .options(**options)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start(f"{url}-copy")
+    )
+    assert q.awaitTermination(120) and q.exception() is None
+    assert q.lastProgress is not None and q.lastProgress["numInputRows"] == 1
+    assert SECRET not in shown(lambda: q.explain(True))
+    assert SECRET not in json.dumps(q.recentProgress, default=str)
+
+    unreachable = {**options, "storage.aws_endpoint": "http://127.0.0.1:9"}
+    with pytest.raises(Exception) as failed:
+        spark.read.format("quiver").options(**unreachable).load(url).collect()
+    assert "127.0.0.1:9" in str(failed.value) and SECRET not in str(failed.value)
+
+    typo = {**options, "storage.aws_secret_acces_key": SECRET}
+    with pytest.raises(Exception) as refused:
+        spark.read.format("quiver").options(**typo).load(url).collect()
+    assert "aws_secret_acces_key" in str(refused.value) and SECRET not in str(refused.value)
