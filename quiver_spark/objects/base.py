@@ -89,6 +89,10 @@ class ObjectStore(ABC):
     def head(self, key: str) -> str | None: ...
 
     @abstractmethod
+    def info(self, key: str) -> ObjectInfo | None:
+        """Size and version of ``key`` (one ``HEAD``), None when absent."""
+
+    @abstractmethod
     def create(self, key: str, data: bytes) -> str:
         """Write ``data`` under ``key`` only if absent; the new version."""
 
@@ -152,6 +156,10 @@ class CountingObjects(ObjectStore):
     def head(self, key: str) -> str | None:
         self._n("head")
         return self.inner.head(key)
+
+    def info(self, key: str) -> ObjectInfo | None:
+        self._n("head")
+        return self.inner.info(key)
 
     def create(self, key: str, data: bytes) -> str:
         self._n("create")

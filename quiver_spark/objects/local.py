@@ -74,6 +74,10 @@ class LocalObjects(ObjectStore):
         st = self._stat(self.path(key))
         return None if st is None else _version(st)
 
+    def info(self, key: str) -> ObjectInfo | None:
+        st = self._stat(self.path(key))
+        return None if st is None else ObjectInfo(key, st.st_size, _version(st))
+
     def create(self, key: str, data: bytes) -> str:
         self._dir(key)
         path = self.path(key)

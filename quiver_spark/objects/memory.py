@@ -77,6 +77,13 @@ class MemoryObjects(ObjectStore):
         self._after("head", key)
         return None if got is None else got[1]
 
+    def info(self, key: str) -> ObjectInfo | None:
+        self._before("head", key)
+        with _LOCK:
+            got = self._data.get(self._k(key))
+        self._after("head", key)
+        return None if got is None else ObjectInfo(key, len(got[0]), got[1])
+
     def create(self, key: str, data: bytes) -> str:
         self._before("create", key)
         with _LOCK:

@@ -51,12 +51,8 @@ class ObjectBackend(SegmentBackend):
         return sorted(self._children(directory)[1])
 
     def _info_size(self, path: str) -> int | None:
-        info = getattr(self.objects, "info", None)  # one HEAD where the store has it
-        if info is not None:
-            got = info(path)
-            return None if got is None else int(got.size)
-        found = [i for i in self.objects.list(path) if i.key == path]
-        return found[0].size if found else None
+        got = self.objects.info(path)  # one HEAD: a listing may lag or fail as absent
+        return None if got is None else int(got.size)
 
     def exists(self, path: str) -> bool:
         return self.objects.head(path) is not None

@@ -82,6 +82,9 @@ class HookedLocal(ObjectStore):
     def head(self, key: str) -> str | None:
         return self._call("head", key, lambda: self.inner.head(key))  # type: ignore[return-value]
 
+    def info(self, key: str) -> ObjectInfo | None:
+        return self._call("head", key, lambda: self.inner.info(key))  # type: ignore[return-value]
+
     def create(self, key: str, data: bytes) -> str:
         return self._call("create", key, lambda: self.inner.create(key, data))  # type: ignore[return-value]
 

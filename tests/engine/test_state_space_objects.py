@@ -52,8 +52,8 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
     get:acklog get:checkpoint get:commit get:lease get:manifest get:meta get:policy
     get:readers-lease get:store get:sub get:quarantine get:metrics
     head:arrow head:meta
-    list:acklog list:segments list:sub list:subscribers list:quarantine list:arrow
-    put:metrics create:checkpoint get:arrow head:manifest list:meta
+    list:acklog list:segments list:sub list:subscribers put:metrics
+    list:quarantine create:checkpoint get:arrow head:manifest
     create:readers get:readers
     replace:lease replace:manifest replace:readers-lease replace:sub replace:checkpoint
     """.split()
