@@ -167,7 +167,7 @@ def collect_status(
     if registry is not None:
         try:
             names = select("subscriber", subscribers, sorted(registry.subscribers()))
-            lags = lag_index(metas, sizes)
+            lags = lag_index({pid: metas[pid] for pid in pids}, sizes)  # the rows asked for
             for name in names:
                 subs.append(_subscriber_row(registry, name, lags, now_ns, store))
         finally:
