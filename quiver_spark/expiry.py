@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -19,11 +20,16 @@ from .errors import CorruptionError
 from .objects import ObjectStore
 from .seams import RetentionLedger
 from .subscribers import SubscriberRegistry, records
+from .subscribers.live import uses_lease
 
 log = logging.getLogger(__name__)
 
 LIVE_NOTE_PERIOD_NS = 60 * 10**9
 """A live subscriber's record notes it live at most this often."""
+
+TOMBSTONE_SETTLED_NS = 600 * 10**9
+"""A tombstone on a subscriber still registered and active is taken back by a pass
+once this old: no pass takes longer between its tombstone and its deregistration."""
 
 
 class SubscriberExpiry:
@@ -49,9 +55,10 @@ class SubscriberExpiry:
         if after is None:
             return []
         expired = []
-        # Under the ack log's exclusive lock for the whole decision: a consumer's start
-        # takes the same lock to check for a tombstone and register, so it either sees
-        # the subscriber registered (and is then live: never expired) or expired.
+        # Under the ack log's exclusive lock for the whole decision on a POSIX root: a
+        # consumer's start takes the same lock to check for a tombstone and register.
+        # An object root has no lock between processes: the deregistration is one
+        # transaction that checks again that the subscriber is idle (see _expire).
         with reg.exclusive():
             recs = records.list_records(self.objects)
             names = reg.subscribers()
@@ -63,16 +70,18 @@ class SubscriberExpiry:
                 if rec is None:  # registered before records existed: its clock starts now
                     records.create_record(self.objects, name, now_ns, progress=done)
                     continue
-                if records.is_live(self.root, name):
+                if records.is_live(self.root, name, self.objects):
                     # idleness counts from when it was last live too (§8.10)
                     if now_ns - (rec.last_live_ns or 0) >= LIVE_NOTE_PERIOD_NS:
                         self._note_live(name, now_ns, done)
+                    self._untombstone_stale(name, rec, now_ns)
                     continue
                 unwritten = self._unwritten_live.get(name)
                 if unwritten is not None:  # seen live by a pass that could not say so
                     self._note_live(name, unwritten, None)
                 last_active = max(rec.last_active_ns, unwritten or 0)
                 if now_ns - last_active < after * 1e9:
+                    self._untombstone_stale(name, rec, now_ns)
                     continue
                 if rec.missed_progress(done):
                     # acknowledged since the record was written (or a record from before
@@ -93,13 +102,8 @@ class SubscriberExpiry:
                         log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
                         self._unwritten_live[name] = now_ns
                     continue
-                # the tombstone first: a crash between the two leaves a registered
-                # subscriber whose record says expired, which the next pass completes
-                records.write_record(
-                    self.objects,
-                    dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after),
-                )
-                reg.deregister(name)
+                if not self._expire(reg, name, done, after, now_ns, unwritten or 0):
+                    continue
                 self._unwritten_live.pop(name, None)
                 log.warning(
                     "quiver.subscriber.expired subscriber=%s idle_s=%.0f expire_after_s=%.0f",
@@ -109,6 +113,87 @@ class SubscriberExpiry:
                 )
                 expired.append(name)
         return expired
+
+    def _expire(
+        self,
+        reg: SubscriberRegistry,
+        name: str,
+        done: int,
+        after: float,
+        now_ns: int,
+        unwritten: int,
+    ) -> bool:
+        """Deregister ``name``, found idle with ``done`` done, leaving its tombstone
+        first (a crash between the two leaves a registered subscriber whose record says
+        expired: a start is refused and the next pass completes it). The tombstone is
+        written only on a record still idle; the deregistration is one transaction
+        (:meth:`SubscriberRegistry.deregister_idle`) whose build checks, on the newest
+        ack log, the done count, that the tombstone is still ours and (on an object
+        root) that no consumer holds the subscriber's lease. A start reads the record
+        after taking its lease, so it sees the tombstone or the pass sees its lease; an
+        acknowledgement changes the done count. When the check fails the tombstone is
+        taken back."""
+
+        def idle(rec: records.SubscriptionRecord | None) -> bool:
+            return (
+                rec is not None
+                and now_ns - max(rec.last_active_ns, unwritten) >= after * 1e9
+                and not rec.missed_progress(done)
+            )
+
+        def tombstone(
+            rec: records.SubscriptionRecord | None,
+        ) -> records.SubscriptionRecord | None:
+            if rec is None or not idle(rec):
+                return None  # active since it was decided: nothing written
+            return dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after)
+
+        if records.update_record(self.objects, name, tombstone) is None:
+            return False
+
+        def still_idle() -> bool:
+            rec = records.read_record_or_none(self.objects, name)
+            return (
+                reg.done_count(name) == done
+                and rec is not None
+                and rec.expired_ns == now_ns
+                # on a POSIX root the ack log's lock, held since the decision, keeps a
+                # start out; on an object root a lease taken since is looked for here
+                and not (
+                    uses_lease(self.objects) and records.is_live(self.root, name, self.objects)
+                )
+            )
+
+        if reg.deregister_idle(name, still_idle):
+            # another pass that stopped short may have taken a tombstone back meanwhile
+            records.update_record(self.objects, name, partial(_tombstoned, now_ns, after))
+            return True
+        if name in reg.subscribers():  # active again: the tombstone goes (if still ours)
+            log.info("quiver.subscriber.expiry_abandoned subscriber=%s: active again", name)
+            self._untombstone(name, lambda rec: rec.expired_ns == now_ns)
+        return False
+
+    def _untombstone_stale(self, name: str, rec: records.SubscriptionRecord, now_ns: int) -> None:
+        """A registered subscriber that is live or active and whose record still says
+        expired: a pass stopped between its tombstone and its deregistration (it died,
+        or could not take it back). Taken back once older than any pass takes between
+        the two, so a pass still at work is never disturbed."""
+        if rec.expired_ns is not None and now_ns - rec.expired_ns >= TOMBSTONE_SETTLED_NS:
+            self._untombstone(name, lambda cur: cur.expired_ns == rec.expired_ns)
+
+    def _untombstone(self, name: str, whose: Callable[[records.SubscriptionRecord], bool]) -> None:
+        """Take back the tombstone of a subscriber still registered and active when
+        ``whose(record)``; a failure is logged (the next pass finds it and tries again)."""
+
+        def back(rec: records.SubscriptionRecord | None) -> records.SubscriptionRecord | None:
+            if rec is None or rec.expired_ns is None or not whose(rec):
+                return None
+            return dataclasses.replace(rec, expired_ns=None, expired_after_s=None)
+
+        try:
+            records.update_record(self.objects, name, back)
+        except OSError as e:
+            log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
 
     def _note_live(self, name: str, when_ns: int, done: int | None) -> None:
         """Write that ``name`` was live at ``when_ns``; a failure is kept in memory
@@ -138,6 +223,16 @@ class SubscriberExpiry:
                 )
             except OSError as e:
                 log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
+
+
+def _tombstoned(
+    now_ns: int, after: float, rec: records.SubscriptionRecord | None
+) -> records.SubscriptionRecord | None:
+    """The record of a subscriber just deregistered by expiry, saying so (None: it
+    already does, or it was removed)."""
+    if rec is None or rec.expired_ns is not None:
+        return None
+    return dataclasses.replace(rec, expired_ns=now_ns, expired_after_s=after)
 
 
 def _after_drop(

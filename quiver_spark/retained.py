@@ -300,12 +300,16 @@ class RetainedIndex:
         viewing = catalog if isinstance(catalog, ViewCatalog) else None
         parts: dict[str, _Part] = {}
         damaged: dict[Key, DamagedInfo] = {}
+        unfinished: dict[str, list[int]] = {}
         for p in catalog.partitions():
             old = self._parts.get(p)
             part = parts[p] = _Part(old.top if old is not None else 0)
             if deleted is not None:
-                part.deleted_mark = deleted.deleted_marks(p).version
+                facts = deleted.deleted_marks(p)
+                part.deleted_mark = facts.version
                 part.top = max(part.top, part.deleted_mark[0])
+                if old is not None:  # recorded deleted while this index still held them
+                    unfinished[p] = old.recorded_deleted(facts.floor, facts.above)
             metas: list[SegmentInfo]
             bad: list[DamagedInfo]
             if viewing is not None:
@@ -321,6 +325,15 @@ class RetainedIndex:
             for d in bad:
                 damaged[(p, d.seq)] = d
                 part.top = max(part.top, d.seq)
+            if unfinished.get(p):
+                seen = {*(m.seq for m in metas), *(d.seq for d in bad)}
+                unfinished[p] = [q for q in unfinished[p] if q not in seen]
+        # a pass that failed (or died) after its DELETED records may have left files a
+        # view no longer names (the manifest dropped them first): the ack log's facts
+        # say they go, so they go now; a failure keeps the old index to try again
+        for p, seqs in unfinished.items():
+            if seqs:
+                catalog.delete(p, seqs)
         self._parts, self._damaged = parts, damaged
         self._lag.clear()
 

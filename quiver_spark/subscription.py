@@ -263,10 +263,14 @@ class Subscription:
             else None
         )
         # the tombstone check and the registration under the ack log's lock, which the
-        # expiry pass holds too: never a silent restart of an expired subscriber
+        # expiry pass holds too: never a silent restart of an expired subscriber. On an
+        # object root nothing locks between processes: the record is read after the
+        # live lease is taken (in __init__), and a pass writes the tombstone before it
+        # looks for that lease, so a start sees the tombstone of a deregistration under
+        # way (refused) or the pass sees it live (no expiry)
         with self.registry.exclusive():
             known = self.name in self.registry.subscribers()
-            if not known:
+            if not known or self._tombstoned():
                 self._refuse_if_expired()
             start = wanted or (StartPosition.ACKED if known else StartPosition.EARLIEST)
             self.registry.register(
@@ -304,6 +308,11 @@ class Subscription:
             marks,
         )
         return Position(marks)
+
+    def _tombstoned(self) -> bool:
+        """Whether the subscriber's record says expired (a damaged one does not)."""
+        rec = records.read_record_or_none(self.store.objects, self.name)
+        return rec is not None and rec.expired_ns is not None
 
     def _first_since(self, partition: str, seqs: Sequence[int], since_ns: int) -> int:
         """The first of ``seqs`` that may hold a row ingested at or after ``since_ns``

@@ -168,7 +168,7 @@ def collect_status(
     if registry is not None:
         try:
             names = select("subscriber", subscribers, sorted(registry.subscribers()))
-            lags = lag_index(metas, sizes)
+            lags = lag_index({pid: metas[pid] for pid in pids}, sizes)  # the rows asked for
             for name in names:
                 subs.append(_subscriber_row(registry, name, lags, now_ns, store))
         finally:
@@ -349,7 +349,7 @@ def _subscriber_row(
         )
     rec = records.read_record_or_none(store.objects, name) if store is not None else None
     last = rec.last_ack_ns if rec is not None else None
-    live = records.is_live(store.root, name) if store is not None else False
+    live = records.is_live(store.root, name, store.objects) if store is not None else False
     idle_s = (now_ns - rec.last_active_ns) / 1e9 if rec is not None else None
     lag_bytes = sum(r["lag_bytes"] for r in rows)
     return {

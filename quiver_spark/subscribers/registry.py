@@ -221,6 +221,32 @@ class SubscriberRegistry(AckLogJournal):
             self._claims = {k: v for k, v in self._claims.items() if k[0] not in gone}
         log.info("quiver.subscriber.deregister subscriber=%s", sub)
 
+    def deregister_idle(self, sub: str, idle: Callable[[], bool]) -> bool:
+        """Deregister ``sub`` as expiry does (§8.10): one transaction whose build, on
+        the newest state, finds ``sub`` still registered and ``idle()`` true (the
+        caller reads there what an acknowledgement, a start or a live consumer leaves:
+        the done count, the record, the lease). On an object root, where nothing locks
+        the ack log between processes, an acknowledgement appended first makes the
+        build run again and see it. Returns whether ``sub`` was deregistered."""
+        gone: list[int] = []
+
+        def build() -> acklog.RecordEncoder | None:
+            gone.clear()
+            sid = self.state.by_name.get(sub)
+            if sid is None or not idle():
+                return None
+            gone.append(sid)
+            enc = self._encoder()
+            enc.add(acklog.K_DEREG, sub=sid)
+            return enc
+
+        if self._transact(build) is None:
+            return False
+        with self._mutex:
+            self._claims = {k: v for k, v in self._claims.items() if k[0] not in gone}
+        log.info("quiver.subscriber.deregister subscriber=%s (expired)", sub)
+        return True
+
     def subscribers(self) -> list[str]:
         return sorted(self.state.by_name)
 

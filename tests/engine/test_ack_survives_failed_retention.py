@@ -11,13 +11,24 @@ it already acknowledged).
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 from pathlib import Path
 
-from quiver_spark import QuiverStore
+import pytest
+
+from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark.objects.memory import MemoryObjects, reset_memory
 from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
 from tests.faults import FaultyIO
 from tests.stores import int_segments
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory() -> Iterator[None]:
+    reset_memory()
+    yield
+    reset_memory()
 
 
 def _metas(root: Path) -> list[int]:
@@ -44,3 +55,31 @@ def test_an_ack_whose_retention_pass_fails_succeeds_and_the_next_pass_reclaims(
     with Subscription.open(str(tmp_path), "fwd") as again:
         assert again.acked() == Position({"p-0": 3})
         assert again.poll() is None
+
+
+def test_on_an_object_root_the_pass_after_a_failed_deletion_reclaims_the_segments(
+    tmp_path: Path,
+) -> None:
+    cfg = StoreConfig(
+        wal=WalConfig(path=str(tmp_path / "wal")), segment=SegmentConfig(max_open_duration_s=3600)
+    )
+    int_segments("memory://bkt/s", [(0, 1), (1, 1), (2, 1)], config=cfg)
+    store = QuiverStore.open("memory://bkt/s", cfg, partition=None, create=False, background=False)
+    objects = store.objects
+    assert isinstance(objects, MemoryObjects)
+
+    def full(op: str, key: str) -> None:
+        if op == "delete" and key.startswith("segments/"):
+            raise OSError(errno.ENOSPC, "No space left on device", key)
+
+    with Subscription(store, "fwd", owns_store=True) as sub:
+        sub.start("earliest")
+        objects.faults.before = full
+        batch = sub.poll()
+        assert batch is not None
+        assert sub.ack(batch.end) == 3
+        assert sub.store.maintenance_error is not None
+        objects.faults.before = None
+        sub.ack(batch.end)
+        left = [o.key for o in MemoryObjects("bkt", "s").list("segments/p-0/")]
+        assert left == []

@@ -80,7 +80,7 @@ def test_a_manifest_written_at_a_higher_epoch_fences_the_writer() -> None:
     old = ManifestStore(MemoryObjects("b"), epoch=1)
     publish(old, 1)
     publish(new, 2)
-    with pytest.raises(FencedError, match="epoch 2, above this writer's 1"):
+    with pytest.raises(FencedError, match="had epoch 1, the manifest was written at epoch 2"):
         publish(old, 3)
     got = new.read("p-0")
     assert got is not None and got.seqs() == [1, 2] and got.epoch == 2
