@@ -74,7 +74,7 @@ def test_a_source_option_of_kafka_is_reported_as_unknown_naming_the_quiver_optio
     line = first_line(err.value)
     assert line.startswith("[PYTHON_DATA_SOURCE_ERROR]"), line
     assert "UnknownOptionError: unknown option 'startingOffsets' (value 'earliest')" in line, line
-    assert line.endswith("or a store option (segment.*, wal.*, retention.*, subscriber.*)"), line
+    assert line.endswith("or a store option (segment.*, wal.*, retention.*, subscriber.*, storage.*)"), line
 
 
 def test_a_sink_pointed_at_a_file_says_the_path_is_a_file(spark: Any, tmp_path: Path) -> None:

@@ -65,9 +65,10 @@ def test_blank_path_is_rejected_like_a_missing_one():
         store_root({"path": "  "})
 
 
-def test_remote_store_root_is_refused_with_the_segments_path_alternative():
-    with pytest.raises(ConfigError, match=r"segments\.path"):
-        store_root({"path": "s3://bucket/quiver"})
+def test_an_object_store_root_is_taken_and_another_url_is_refused_naming_the_schemes():
+    assert store_root({"path": "s3://bucket/quiver/"}) == "s3://bucket/quiver"
+    with pytest.raises(ConfigError, match=r"s3://bucket/prefix"):
+        store_root({"path": "hdfs://nn/quiver"})
 
 
 def test_store_root_is_absolute_and_accepts_file_urls(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -34,9 +35,12 @@ def test_the_secret_appears_in_no_plan_progress_or_error(
     options["storage.aws_secret_access_key"] = SECRET  # moto accepts any secret
     spark.createDataFrame([(1, "a")], "k long, v string").write.format("quiver").mode(
         "append"
-    ).options(**options).save(url)
+    ).options(**options).option("segment.max_open_duration", "1s").save(url)
 
     batch = spark.read.format("quiver").options(**options).load(url)
+    deadline = time.monotonic() + 60  # a batch write is sealed by its slot's maintenance
+    while batch.count() != 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert batch.count() == 1
     for mode in ("simple", "extended", "formatted", "cost"):
         assert SECRET not in shown(lambda m=mode: batch.explain(m)), mode
