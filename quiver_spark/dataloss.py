@@ -136,6 +136,17 @@ class PartitionEvidence:
     def is_deleted(self, seq: int) -> bool:
         return seq <= self.deleted_floor or seq in self.deleted
 
+    def is_void(self, seq: int) -> bool:
+        """Object root: the MANIFEST records ``seq`` gone and it is neither published,
+        deleted by retention in the ack log, nor quarantined: never published there
+        (another lease holder's seq), so nothing was lost."""
+        return (
+            seq not in self.published
+            and not self.is_deleted(seq)
+            and seq not in self.quarantined
+            and (seq <= self.void_floor or seq in self.void)
+        )
+
     def classify(self, seq: int) -> MissingSegment | None:
         """None when ``seq`` is published; else why it is not (the caller knows or
         checked that it was published once: ``seq <= highest`` or a planned offset)."""

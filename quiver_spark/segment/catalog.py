@@ -905,6 +905,24 @@ class SegmentLocation:
             for seq in seqs:
                 cache.pop(seq, None)
 
+    def published_meta(self, partition: str, seq: int) -> SegmentMeta:
+        """The metadata of segment ``seq`` if it is published (cached once verified);
+        SegmentMissingError if not. On an object root it must be listed by the
+        MANIFEST: one the copy at hand does not list makes it read the MANIFEST again
+        (a ``.meta`` no MANIFEST lists is an orphan, §12.4)."""
+        if self.manifest_publishes:
+            copy = self._copies.get(partition)
+            if copy is None or not copy.lists(seq):
+                m = self._publication(partition)
+                if m is not None and not m.lists(seq):
+                    assert self.manifests is not None
+                    raise SegmentMissingError(
+                        partition,
+                        seq,
+                        f"not published ({self.manifests.display(partition)} does not list it)",
+                    )
+        return self.cached(partition, seq) or self.read_meta(partition, seq)
+
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
         """The published metadata of one segment; SegmentMissingError if unpublished."""
         _, meta_path = self._paths(partition, seq)
