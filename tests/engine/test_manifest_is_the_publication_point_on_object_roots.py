@@ -155,6 +155,24 @@ def test_a_reader_following_the_partition_passes_an_orphan_and_reads_what_comes_
     successor.close()
 
 
+def test_a_writer_paused_past_half_its_ttl_checks_its_lease_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    zombie, successor = take_over(tmp_path)
+    assert zombie.writer is not None and zombie.writer.lease is not None
+    lease = zombie.writer.lease
+    lease._renewed_at -= lease.ttl_s  # its clock moved on while it was paused
+    zombie.append(ids(100, 3))
+    zombie.flush()
+    with pytest.raises(LeaseLostError):
+        zombie.finalize()
+    assert segment_seqs() == [1]  # it learnt before creating any object
+    with pytest.raises(LeaseLostError):
+        zombie.finalize()  # and every later call says so, never anything else
+    assert write(successor, 600) == 2
+    successor.close()
+
+
 def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
     zombie_leaves_an_orphan(zombie)
