@@ -125,6 +125,8 @@ class PartitionEvidence:
     deleted: frozenset[int]  # recorded deleted above ``deleted_floor``
     deleted_floor: int  # every seq up to this one is recorded deleted
     max_deleted: int
+    void_floor: int = 0  # object root: every seq up to this one is gone by the MANIFEST
+    void: frozenset[int] = frozenset()  # and these: never published there, or gone (§12.4)
 
     @property
     def highest(self) -> int:
@@ -133,6 +135,17 @@ class PartitionEvidence:
 
     def is_deleted(self, seq: int) -> bool:
         return seq <= self.deleted_floor or seq in self.deleted
+
+    def is_void(self, seq: int) -> bool:
+        """Object root: the MANIFEST records ``seq`` gone and it is neither published,
+        deleted by retention in the ack log, nor quarantined: never published there
+        (another lease holder's seq), so nothing was lost."""
+        return (
+            seq not in self.published
+            and not self.is_deleted(seq)
+            and seq not in self.quarantined
+            and (seq <= self.void_floor or seq in self.void)
+        )
 
     def classify(self, seq: int) -> MissingSegment | None:
         """None when ``seq`` is published; else why it is not (the caller knows or
@@ -149,6 +162,8 @@ class PartitionEvidence:
                 self.quarantined[seq],
                 self.notes.get(seq, ""),
             )
+        if seq <= self.void_floor or seq in self.void:
+            return None  # void on an object root: never published, nothing lost
         return MissingSegment(self.partition, seq, MissingKind.MISSING)
 
     def losses(self, lo: int = 1, hi: int | None = None) -> list[MissingSegment]:
@@ -195,6 +210,8 @@ def evidence(
     notes = {s: location.quarantine_note(partition, s) for s in quarantined if s not in seqs}
     marks = registry.deleted_marks(partition) if registry else NO_DELETIONS
     floor, deleted, top = marks.floor, frozenset(marks.above), marks.highest
+    voids = getattr(location, "void_seqs", None)
+    void_floor, void = voids(partition) if voids is not None else (0, frozenset())
     return PartitionEvidence(
         partition=partition,
         published=seqs,
@@ -203,6 +220,8 @@ def evidence(
         deleted=deleted,
         deleted_floor=floor,
         max_deleted=top,
+        void_floor=void_floor,
+        void=void,
     )
 
 

@@ -103,7 +103,7 @@ class SegmentPlanner:
         if key in self.metas:
             return self.metas[key]
         try:
-            meta = self.location.cached(partition, seq) or self.location.read_meta(partition, seq)
+            meta = self.location.published_meta(partition, seq)
         except CorruptionError as e:
             log.warning(
                 "quiver.source.meta_corrupt partition=%s seq=%d error=%s", partition, seq, e

@@ -371,6 +371,8 @@ class Subscription:
                         self.registry.refresh()
                         refreshed = True
                     ev = ev or self.evidence(p)
+                    if ev.is_void(seq):
+                        continue  # never published (object root, §12.4): nothing lost
                     found = ev.classify(seq)
                     if found is None:  # published since our first look
                         try:

@@ -14,7 +14,9 @@
 
 ``--dry-run`` changes nothing and prints the plan. ``--full`` lists every partition
 instead of reading its MANIFEST (ARCHITECTURE.md §6.7: the safety net for files
-removed by hand; a long-lived process does it every 5 minutes).
+removed by hand; a long-lived process does it every 5 minutes); on an object root it
+also removes orphans, the segment objects of another lease holder that its MANIFEST
+does not list, whose seq is void or below its ``high`` (§12.4).
 
 JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
 
@@ -31,9 +33,12 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
       "dropped": {subscriber: {partition: [seq]}},   # recorded as dropped (drop_oldest)
       "freed_bytes": int,
       "throttled": bool,   # over the size cap with nothing deletable (backpressure)
-      "damaged": [{"partition": str, "seq": int, "path": str, "error": str, "bytes": int}]
+      "damaged": [{"partition": str, "seq": int, "path": str, "error": str, "bytes": int}],
           # segments whose .meta fails verification: kept and counted, never deleted
           # by gc; `quiver fsck --quarantine` moves them aside
+      "orphans": [{"partition": str, "seq": int}]
+          # --full on an object root: objects no MANIFEST published, removed (would
+          # be, in a dry run); [] otherwise
     }
 """
 
@@ -184,6 +189,12 @@ def run_gc(
             finalized.append({"partition": pid, "seq": seq, "wal_records": before.get(pid, 0)})
         for pid, error in store.idle_failures.items():  # recovery refused: named, exit 1
             unreadable.setdefault(pid, error)
+    orphans: list[dict[str, Any]] = []
+    if full and store.on_objects:
+        loc = store.segment_location
+        for pid in store.partitions():
+            seqs = loc.orphans(pid) if dry_run else loc.remove_orphans(pid)
+            orphans.extend({"partition": pid, "seq": seq} for seq in seqs)
     doc = {
         "schema": SCHEMA,
         "path": store.root,
@@ -194,6 +205,7 @@ def run_gc(
             {"partition": p, "error": e} for p, e in sorted(unreadable.items())
         ],
         **_retention(store, dry_run=dry_run, now_ns=now_ns, full=full),
+        "orphans": orphans,
     }
     if not dry_run and has_registry(store.root):
         try:  # its evictions, continued across runs (advisory)
@@ -237,6 +249,11 @@ def render_gc(doc: dict[str, Any]) -> str:
     for u in doc.get("unreadable_partitions", []):
         out.append(
             f"  skipped partition {u['partition']}: {u['error']}; run `quiver fsck {doc['path']}`"
+        )
+    if doc.get("orphans"):
+        seqs = ", ".join(f"{o['partition']}/{o['seq']}" for o in doc["orphans"])
+        out.append(
+            f"  {verb}remove {len(doc['orphans'])} orphan segment(s) no MANIFEST published: {seqs}"
         )
     if doc["throttled"]:
         out.append("  over the size cap with nothing deletable: writers are throttled")

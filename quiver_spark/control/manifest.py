@@ -16,6 +16,7 @@ written under a higher epoch than the caller's fences it (:class:`FencedError`).
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -150,13 +151,24 @@ class Manifest:
         return dict(self.damaged)
 
     # -- changes (pure: each returns a new manifest) ------------------------------------
-    def published(self, entries: Iterable[ManifestEntry]) -> Manifest:
+    def lists(self, seq: int) -> bool:
+        """Whether ``seq`` is a live entry (on an object root: published)."""
+        i = bisect.bisect_left(self.entries, seq, key=lambda e: e.seq)
+        return i < len(self.entries) and self.entries[i].seq == seq
+
+    def published(self, entries: Iterable[ManifestEntry], *, void_gaps: bool = False) -> Manifest:
         """These entries added (an entry already there, or a seq that is gone, is
-        passed over: a deleted seq never comes back)."""
+        passed over: a deleted seq never comes back). ``void_gaps`` (the writer of an
+        object root): the seqs between ``high`` and the lowest new entry, which the
+        writer passed over because another holder's objects were there, are recorded
+        void (gone, in ``deleted_above``: never published, never a loss)."""
         have = {e.seq for e in self.entries}
         new = [e for e in entries if e.seq not in have and not self.deleted(e.seq)]
         if not new:
             return self
+        low = min(e.seq for e in new)
+        if void_gaps and low > self.high + 1:
+            return self.removed(range(self.high + 1, low)).published(new)
         merged = tuple(sorted([*self.entries, *new], key=lambda e: e.seq))
         return replace(self, entries=merged, high=max(self.high, merged[-1].seq))
 

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import pyarrow as pa
 
 from .. import format as fmt
 from ..config import StoreConfig
+from ..control.lease import Lease
 from ..errors import CorruptionError, SegmentMissingError, WalFailedError
 from ..fs import FileIO
 from ..ranges import RangeSet
 from ..seams import NO_DELETIONS, DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
+from ..segment.catalog import SeqTakenError
 from ..wal import (
     WalCarry,
     WalDecoder,
@@ -43,12 +46,19 @@ from .model import OpenSegment, RecoveryReport, Txn
 
 log = logging.getLogger(__name__)
 
+ACT_MARGIN = 0.5
+"""A writer on an object root publishes without a request only while more than this
+share of its lease's ttl is left since its last renewal; otherwise it renews first (§12.3)."""
+_MOVES = 16
+"""Seqs in a row found taken by another lease holder before a publication gives up."""
+
 
 class PartitionRecovery:
     """The state of a partition writer and how it is rebuilt from disk."""
 
     pid: str
     config: StoreConfig
+    lease: Lease | None
     segments: SegmentLocation
     io: FileIO
     wal_dir: str
@@ -91,6 +101,50 @@ class PartitionRecovery:
 
     def _check_open(self) -> None:
         raise NotImplementedError
+
+    # -- publication on an object root (§12.4) --------------------------------------------
+    def _check_lease(self) -> None:
+        """Before a publication on an object root: the writer still holds its lease.
+        A lost one raises LeaseLostError; one with less than half its ttl left since
+        its last renewal (the process was paused, its keeper fell behind) is renewed
+        first, which raises LeaseLostError when another holder took it over."""
+        lease = self.lease
+        if lease is None:
+            return
+        keeper = lease.keeper
+        if keeper is not None and keeper.error is not None:
+            raise keeper.error
+        if lease.lost() or lease.remaining() < lease.ttl_s * ACT_MARGIN:
+            lease.renew()
+
+    def _publish_own(self, meta: SegmentMeta, commit: Callable[[SegmentMeta], None]) -> SegmentMeta:
+        """Publish this writer's segment ``meta`` on an object root. When another
+        holder's ``.meta`` took its seq, the seq is recorded void in the MANIFEST (a
+        later holder's epoch there raises LeaseLostError: this writer was fenced) and
+        the same bytes are uploaded again at the next free seq; ``commit`` makes STATE
+        name the moved segment (its new commit point) before it is published. Returns
+        the metadata published."""
+        for _ in range(_MOVES):
+            try:
+                self.segments.publish(meta)
+                return meta
+            except SeqTakenError:
+                pass
+            self.segments.void(self.pid, meta.seq)
+            seq = max(self._next_seq, meta.seq + 1)
+            for _ in range(_MOVES):
+                try:
+                    moved = self.segments.move_data(meta, seq)
+                    break
+                except SeqTakenError:
+                    self.segments.void(self.pid, seq)
+                    seq += 1
+            else:
+                raise OSError(f"partition {self.pid}: {_MOVES} seqs in a row taken after {seq}")
+            self._next_seq = moved.seq + 1
+            commit(moved)
+            meta = moved
+        raise OSError(f"partition {self.pid}: segment {meta.seq} taken {_MOVES} times in a row")
 
     # -- recovery ------------------------------------------------------------------
     def _read_state(self) -> dict:
@@ -151,7 +205,38 @@ class PartitionRecovery:
         state_missing = "partition" not in state
         if self._deleted is not None and (state_missing or publishing):
             deleted = self._deleted.deleted_marks(self.pid)
-        if publishing:
+        if self.segments.manifest_publishes:
+            self._check_lease()  # a fenced writer learns it here, before touching anything
+        if publishing and self.segments.manifest_publishes:
+            # an object root: the MANIFEST is the publication point, and this STATE is
+            # the one word that the segment is this writer's (its .meta may be there
+            # already: a crash before the manifest step); never any other .meta
+            meta = SegmentMeta.from_body(self.state_path, publishing)
+            if deleted.holds(meta.seq):
+                log.info(
+                    "quiver.recovery.published_then_deleted partition=%s seq=%d",
+                    self.pid,
+                    meta.seq,
+                )
+            else:
+                self._state_durable(state)
+
+                def commit(moved: SegmentMeta) -> None:
+                    state["next_seq"] = moved.seq + 1
+                    state["publishing"] = moved.to_body()
+                    self._state_durable(state)
+
+                try:
+                    rep.republished_seq = self._publish_own(meta, commit).seq
+                except SegmentMissingError as e:
+                    if e.kind != "missing":
+                        raise
+                    log.info(
+                        "quiver.recovery.published_then_deleted partition=%s seq=%d",
+                        self.pid,
+                        meta.seq,
+                    )
+        elif publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
             if republish and not deleted.holds(meta.seq):
                 self._state_durable(state)

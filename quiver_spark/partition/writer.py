@@ -25,6 +25,7 @@ from ..config import StoreConfig, validate_name
 from ..control.lease import Lease
 from ..errors import (
     BatchTooLargeError,
+    LeaseLostError,
     StoreAtCapacityError,
     StoreClosedError,
     WalFailedError,
@@ -33,12 +34,13 @@ from ..fs import DEFAULT_IO, FileIO, PartitionLock
 from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
+from ..segment.catalog import SeqTakenError
 from ..wal import (
     WalCarry,
     encode_txn,
 )
 from .model import HEARTBEAT_PENDING, OpenSegment, Txn, partition_dir
-from .recovery import PartitionRecovery
+from .recovery import _MOVES, PartitionRecovery
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ class PartitionWriter(PartitionRecovery):
         self.last_write_ns: int | None = None
         self.finalized_total = 0
         self.last_finalized: SegmentMeta | None = None
+        self.last_published: SegmentMeta | None = None
         self._unpublished: SegmentMeta | None = None
         # WAL seqs being admitted into the open segment right now: a finalize that
         # an admission triggers must not delete the WAL file holding them
@@ -328,11 +331,22 @@ class PartitionWriter(PartitionRecovery):
         """
         if self._unpublished is not None:
             try:
-                self.segments.publish(self._unpublished)
+                if self.segments.manifest_publishes:
+                    self._check_lease()
+                    self._unpublished = self._publish_own(self._unpublished, self._moved)
+                else:
+                    self.segments.publish(self._unpublished)
             except BaseException as e:
                 self._poison(e)
                 raise
+            self.last_published = self._unpublished
             self._unpublished = None
+
+    def _moved(self, meta: SegmentMeta) -> None:
+        """Object root: this writer's segment now goes out as ``meta`` (its seq was
+        taken by another holder): STATE names it, its new commit point."""
+        self._unpublished = meta
+        self._write_state(meta)
 
     def finalize(self) -> SegmentMeta | None:
         """Seal the open segment into a published segment; None when it is empty."""
@@ -355,18 +369,39 @@ class PartitionWriter(PartitionRecovery):
                 self._open = OpenSegment()
             return None
         seq = self._next_seq
+        if self.segments.manifest_publishes:
+            try:
+                self._check_lease()
+            except LeaseLostError as e:
+                self._poison(e)
+                raise
         # A failure here changes nothing recovery would not redo: the rows stay open
         # and the retry writes the same seq again (any orphan .arrow is replaced).
-        meta = self.segments.write_data(
-            self.pid,
-            seq,
-            batches,
-            min_ingestion_ns=seg.min_ns,
-            max_ingestion_ns=seg.max_ns,
-            wal_ranges=ranges_of(seg.seqs),
-            event_time_column=self.config.segment.event_time_column,
-            target_batch_rows=self.config.segment.target_batch_rows,
-        )
+        for _ in range(_MOVES):
+            try:
+                meta = self.segments.write_data(
+                    self.pid,
+                    seq,
+                    batches,
+                    min_ingestion_ns=seg.min_ns,
+                    max_ingestion_ns=seg.max_ns,
+                    wal_ranges=ranges_of(seg.seqs),
+                    event_time_column=self.config.segment.event_time_column,
+                    target_batch_rows=self.config.segment.target_batch_rows,
+                )
+                break
+            except SeqTakenError:
+                # object root: another lease holder's objects are under this seq; it
+                # is recorded void (fenced: LeaseLostError) and the next one is used
+                try:
+                    self.segments.void(self.pid, seq)
+                except BaseException as e:
+                    self._poison(e)
+                    raise
+                seq += 1
+                self._next_seq = seq
+        else:
+            raise OSError(f"partition {self.pid}: {_MOVES} seqs in a row taken up to {seq}")
         try:
             for lo, hi in meta.wal_ranges:
                 self._covered.add(lo, hi)
@@ -378,6 +413,7 @@ class PartitionWriter(PartitionRecovery):
             self._open = OpenSegment()
             self._unpublished = meta
             self._publish_pending()
+            meta = self.last_published or meta  # moved to another seq on an object root
             self.finalized_total += 1
             self.last_finalized = meta
             log.info(

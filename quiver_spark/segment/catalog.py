@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -34,6 +34,7 @@ from ..format import (
     REASON_SUFFIX,
     SEGMENT_SUFFIX,
     TMP_SUFFIX,
+    checksum,
     decode_frame,
     decode_reason,
     encode_frame,
@@ -54,6 +55,22 @@ from .urls import check_url, is_local_url
 from .writer import Serialized, coalesce, event_time_range, prepare, serialize
 
 log = logging.getLogger(__name__)
+
+
+class SeqTakenError(SegmentExistsError):
+    """On an object root: the objects of seq ``seq`` hold bytes this writer did not
+    write (another holder of the partition's lease made them). The writer records
+    the seq void in the MANIFEST and publishes at the next seq (ARCHITECTURE.md §12.4)."""
+
+    def __init__(self, path: str, partition: str, seq: int) -> None:
+        super().__init__(path)
+        self.partition = partition
+        self.seq = seq
+
+
+_FOREIGN_ARROW_ATTEMPTS = 3
+"""Times a create of a segment's ``.arrow`` that found another holder's bytes (and no
+``.meta``) removes them and creates again before it gives up (an ``OSError``: retried)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +133,19 @@ class SegmentSurvey:
     damaged: list[DamagedSegment]
 
 
+def _copied(consume: Consume, data: bytes, meta: SegmentMeta) -> Serialized:
+    """Fill an upload with the bytes of segment ``meta`` (checked by their CRC-32C)."""
+    crc = checksum(data)
+    if crc != meta.checksum:
+        raise CorruptionError(
+            f"{meta.partition}/{meta.seq}",
+            0,
+            f"segment bytes crc {crc:#x}, meta {meta.checksum:#x}",
+        )
+    consume(memoryview(data))
+    return Serialized(len(data), crc, meta.batches, meta.rows)
+
+
 class SegmentLocation:
     """All finalized segments of a store, local or behind fsspec.
 
@@ -143,6 +173,13 @@ class SegmentLocation:
         self.url = url
         self.manifests = manifests
         """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
+        self.manifest_publishes = objects is not None and manifests is not None
+        """On an object root the MANIFEST is the publication point (§12.4): a segment
+        is published iff its partition's MANIFEST lists it; a ``.meta`` it does not
+        list is an orphan of another lease holder, never read."""
+        # partition -> the MANIFEST as this instance last read or wrote it: what the
+        # probes of an object root accept without reading it again
+        self._copies: dict[str, Manifest] = {}
         if objects is None:
             check_url("segment.path", url)  # a missing backend or bad URL: one clear error
         self.is_local = objects is None and is_local_url(url)
@@ -244,7 +281,10 @@ class SegmentLocation:
             stats = fill(lambda _view: None)  # checksum only: is this a retry?
             return self._same_or_raise(partition, seq, stats.checksum, stats.size_bytes, ranges)
         self._b.makedirs(self._b.join(partition))
-        stats = self._b.put(arrow_path, fill, atomic=False)
+        if self.manifest_publishes:
+            stats = self._create_arrow(partition, seq, fill)
+        else:
+            stats = self._b.put(arrow_path, fill, atomic=False)
         return SegmentMeta(
             partition=partition,
             seq=seq,
@@ -262,6 +302,73 @@ class SegmentLocation:
             created_ns=time.time_ns(),
         )
 
+    def _create_arrow(
+        self, partition: str, seq: int, fill: Callable[[Consume], Serialized]
+    ) -> Serialized:
+        """Object root: create ``<seq>.arrow``. Another holder's bytes there without a
+        ``.meta`` (an upload it never published) are removed and the create made
+        again; a ``.meta`` found there makes the seq taken (:class:`SeqTakenError`),
+        so a seq is made void only where its ``.meta`` exists and probes pass it."""
+        arrow_path, meta_path = self._paths(partition, seq)
+        for _ in range(_FOREIGN_ARROW_ATTEMPTS):
+            try:
+                return self._b.put(arrow_path, fill, atomic=False)
+            except FileExistsError:
+                if self._b.exists(meta_path):
+                    raise SeqTakenError(self._b.display(meta_path), partition, seq) from None
+                log.warning(
+                    "quiver.segment.foreign_arrow partition=%s seq=%d path=%s: removed, "
+                    "created again",
+                    partition,
+                    seq,
+                    self._b.display(arrow_path),
+                )
+                self._b.remove([arrow_path])
+        raise OSError(
+            f"{self._b.display(arrow_path)}: another holder created it again "
+            f"{_FOREIGN_ARROW_ATTEMPTS} times; retried later"
+        )
+
+    def move_data(self, meta: SegmentMeta, seq: int) -> SegmentMeta:
+        """Object root: the bytes of this writer's segment ``meta`` (whose ``.meta``
+        key another holder took) uploaded again as segment ``seq`` (same content,
+        same checksum); :class:`SeqTakenError` when ``seq`` is taken too."""
+        arrow_path, _ = self._paths(meta.partition, meta.seq)
+        data = self._b.read(arrow_path)
+        if len(data) != meta.size_bytes:
+            raise SegmentMissingError(
+                meta.partition,
+                meta.seq,
+                f"not movable ({self._b.display(arrow_path)} holds {len(data)} bytes, "
+                f"expected {meta.size_bytes})",
+                kind="corrupt",
+            )
+        new = replace(meta, seq=seq, created_ns=time.time_ns())
+        _, meta_path = self._paths(meta.partition, seq)
+        if self._b.exists(meta_path):
+            raise SeqTakenError(self._b.display(meta_path), meta.partition, seq)
+        self._create_arrow(
+            meta.partition,
+            seq,
+            lambda consume: _copied(consume, data, meta),
+        )
+        log.info(
+            "quiver.segment.moved partition=%s from_seq=%d to_seq=%d", meta.partition, meta.seq, seq
+        )
+        return new
+
+    def void(self, partition: str, seq: int) -> None:
+        """Object root: record ``seq`` void in the MANIFEST (gone: never published,
+        never waited for, never a loss). Raises ``FencedError`` (a
+        ``LeaseLostError``) when a later lease holder wrote the MANIFEST."""
+        assert self.manifests is not None
+        log.warning("quiver.segment.void partition=%s seq=%d", partition, seq)
+        self._copies[partition] = self.manifests.update(
+            partition,
+            lambda m: m if m.lists(seq) else m.removed([seq]),
+            build=lambda: self.manifest_from_listing(partition),
+        )
+
     def publish(self, meta: SegmentMeta, *, again: bool = False) -> None:
         """Phase two of :meth:`write`: durably create the ``.meta``, making it visible.
 
@@ -275,7 +382,12 @@ class SegmentLocation:
         arrow_path, meta_path = self._paths(meta.partition, meta.seq)
         if self._b.exists(meta_path):
             self._same_or_raise(
-                meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
+                meta.partition,
+                meta.seq,
+                meta.checksum,
+                meta.size_bytes,
+                meta.wal_ranges,
+                taken=self.manifest_publishes,
             )
             if not again:
                 self._manifest_publish(meta.partition, [meta])
@@ -290,7 +402,19 @@ class SegmentLocation:
                 kind="missing" if size is None else "corrupt",
             )
         encoded = meta.encode()
-        self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))
+        try:
+            self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))
+        except FileExistsError:
+            if not self.manifest_publishes:
+                raise
+            self._same_or_raise(
+                meta.partition,
+                meta.seq,
+                meta.checksum,
+                meta.size_bytes,
+                meta.wal_ranges,
+                taken=True,
+            )
         log.info(
             "quiver.segment.publish partition=%s seq=%d rows=%d bytes=%d batches=%d",
             meta.partition,
@@ -309,11 +433,14 @@ class SegmentLocation:
         if self.manifests is None:
             return
         entries = [ManifestEntry.from_meta(m) for m in metas]
-        self.manifests.update(
+        gaps = self.manifest_publishes  # seqs the writer passed over are void
+        out = self.manifests.update(
             partition,
-            lambda m: m.published(entries),
+            lambda m: m.published(entries, void_gaps=gaps),
             build=lambda: self.manifest_from_listing(partition),
         )
+        if self.manifest_publishes:
+            self._copies[partition] = out
 
     def manifest_from_listing(self, partition: str) -> Manifest:
         """The manifest a listing gives (every ``.meta`` read once): the one-time
@@ -344,6 +471,15 @@ class SegmentLocation:
         if self.manifests is None:
             return None
         self.manifests.forget(partition)
+        if self.manifest_publishes:
+            # the MANIFEST is the publication point: a .meta it does not list is not
+            # published, and only this writer's STATE may say one is its own (§7.3);
+            # the change claims the writer's epoch (a write only when it is new)
+            m = self.manifests.update(
+                partition, lambda m: m, build=lambda: self.manifest_from_listing(partition)
+            )
+            self._copies[partition] = m
+            return m
 
         def add_published(m: Manifest) -> Manifest:
             found = self.probe_next({partition: max(m.high, floor) + 1})[partition]
@@ -392,6 +528,8 @@ class SegmentLocation:
                     )
         if m is None:
             return self.listed_view(partition)
+        if self.manifest_publishes:
+            self._copies[partition] = m
         errors = m.damaged_errors()
         entries = [e for e in m.entries if e.seq not in errors]
         damaged = [
@@ -403,6 +541,8 @@ class SegmentLocation:
             if e.seq in errors
         ]  # fmt: skip
         high = m.high
+        if self.manifest_publishes:  # what it lists is what is published (§12.4)
+            return PartitionView(entries, damaged, high, True)
         for f in self.probe_next({partition: m.high + 1})[partition]:
             if isinstance(f, SegmentMeta):
                 entries.append(ManifestEntry.from_meta(f))
@@ -412,7 +552,11 @@ class SegmentLocation:
         return PartitionView(entries, damaged, high, True)
 
     def listed_view(self, partition: str) -> PartitionView:
-        """:meth:`view` from a listing, every ``.meta`` read (cached once read)."""
+        """:meth:`view` from a listing, every ``.meta`` read (cached once read). On an
+        object root this listing (the periodic safety net, ``quiver gc --full``) also
+        removes the orphans of other lease holders (:meth:`remove_orphans`)."""
+        if self.manifest_publishes:
+            self.remove_orphans(partition)
         survey = self.survey(partition)
         entries = [ManifestEntry.from_meta(m) for m in survey.metas]
         high = max([e.seq for e in entries] + [d.seq for d in survey.damaged], default=0)
@@ -442,13 +586,32 @@ class SegmentLocation:
         return self._b.has_file(self._paths(partition, seq)[1])
 
     def _same_or_raise(
-        self, partition: str, seq: int, crc: int, size: int, ranges: tuple[tuple[int, int], ...]
+        self,
+        partition: str,
+        seq: int,
+        crc: int,
+        size: int,
+        ranges: tuple[tuple[int, int], ...],
+        *,
+        taken: bool | None = None,
     ) -> SegmentMeta:
-        old = self.read_meta(partition, seq)
+        """The published metadata when it is this very segment (a retry); else
+        SegmentExistsError, or on an object root (``taken``) SeqTakenError: another
+        holder's ``.meta``, damaged or not."""
+        taken = self.manifest_publishes if taken is None else taken
+        shown = self._b.display(self._paths(partition, seq)[1])
+        try:
+            old = self.read_meta(partition, seq)
+        except CorruptionError:
+            if taken:
+                raise SeqTakenError(shown, partition, seq) from None
+            raise
         if (old.checksum, old.size_bytes, old.wal_ranges) == (crc, size, ranges):
             log.info("quiver.segment.publish_repeat partition=%s seq=%d", partition, seq)
             return old
-        raise SegmentExistsError(self._b.display(self._paths(partition, seq)[1]))
+        if taken:
+            raise SeqTakenError(shown, partition, seq)
+        raise SegmentExistsError(shown)
 
     # -- reading ------------------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -457,8 +620,67 @@ class SegmentLocation:
 
     def published_seqs(self, partition: str) -> list[int]:
         """Seqs of the published segments of ``partition``, sorted, from one listing
-        (no ``.meta`` is read or verified)."""
-        return self.listing(partition).published
+        (no ``.meta`` is read or verified); on an object root only those its MANIFEST
+        lists (one more read; §12.4)."""
+        listed = self.listing(partition).published
+        m = self._publication(partition)
+        return listed if m is None else [s for s in listed if m.lists(s)]
+
+    def _publication(self, partition: str, *, fresh: bool = True) -> Manifest | None:
+        """Object root: the MANIFEST that decides what is published (read again unless
+        ``fresh`` is False and a copy is at hand); None on a POSIX root, or when the
+        partition has no readable MANIFEST (a store not upgraded yet, a damaged one:
+        the files decide, §6.7)."""
+        if not self.manifest_publishes:
+            return None
+        assert self.manifests is not None
+        if not fresh and partition in self._copies:
+            return self._copies[partition]
+        try:
+            m = self.manifests.read(partition)
+        except CorruptionError as e:
+            log.warning(
+                "quiver.manifest.damaged path=%s error=%s: the partition is listed instead",
+                self.manifests.display(partition),
+                e,
+            )
+            return None
+        if m is not None:
+            self._copies[partition] = m
+        return m
+
+    def void_seqs(self, partition: str) -> tuple[int, frozenset[int]]:
+        """``(floor, above)``: on an object root the seqs its MANIFEST records gone
+        (deleted, moved aside or void: never published), from the copy at hand; every
+        seq <= ``floor`` and those in ``above``. Nothing on a POSIX root."""
+        m = self._publication(partition, fresh=False)
+        if m is None:
+            return 0, frozenset()
+        return m.deleted_floor, m.deleted_above
+
+    def orphans(self, partition: str) -> builtins.list[int]:
+        """Object root: seqs with objects (``.arrow`` or ``.meta``) the MANIFEST does not
+        list, that are void or below its ``high`` (never seqs above it: a publication
+        may be between its ``.meta`` and its manifest step), from one listing and one
+        read. Nothing on a POSIX root or without a readable MANIFEST."""
+        m = self._publication(partition)
+        if m is None:
+            return []
+        listing = self.listing(partition)
+        found = {*listing.published, *listing.unpublished}
+        return sorted(s for s in found if not m.lists(s) and (s <= m.high or m.deleted(s)))
+
+    def remove_orphans(self, partition: str) -> builtins.list[int]:
+        """Object root: delete the objects of :meth:`orphans` (``.meta`` first, as a
+        deletion does). Returns the seqs removed."""
+        seqs = self.orphans(partition)
+        if seqs:
+            pairs = [self._paths(partition, q) for q in seqs]
+            self.forget(partition, seqs)
+            self._b.remove([m for _, m in pairs])
+            self._b.remove([a for a, _ in pairs])
+            log.info("quiver.segment.orphans_removed partition=%s seqs=%s", partition, seqs)
+        return seqs
 
     def listing(self, partition: str) -> SegmentListing:
         """Published and unpublished segment seqs of ``partition`` from one listing."""
@@ -541,7 +763,7 @@ class SegmentLocation:
         validate_name("partition", partition)
         metas: list[SegmentMeta] = []
         damaged: list[DamagedSegment] = []
-        listed = self.published_seqs(partition)
+        listed = self.published_seqs(partition)  # on an object root: those the MANIFEST lists
         cache = self._meta_cache.setdefault(partition, {})
         for gone in set(cache) - set(listed):  # deleted or moved aside since
             del cache[gone]
@@ -583,8 +805,46 @@ class SegmentLocation:
         (asked first: cached metadata of a segment deleted since is not served).
 
         One read per new segment plus one per partition for the miss; on an object
-        store each round's reads (one per partition) are sent together.
+        store each round's reads (one per partition) are sent together. On an object
+        root a segment counts only if the partition's MANIFEST lists it: a ``.meta``
+        the copy at hand does not list makes the probe read the MANIFEST again (one
+        read), and what it lists from ``starts[p]`` on is the answer (§12.4).
         """
+        found = self._probe_files(starts, skip)
+        if not self.manifest_publishes:
+            return found
+        return {p: self._listed(p, starts[p], got, skip) for p, got in found.items()}
+
+    def _listed(
+        self,
+        partition: str,
+        start: int,
+        found: builtins.list[SegmentMeta | DamagedSegment],
+        skip: Callable[[str, int], bool] | None,
+    ) -> builtins.list[SegmentMeta | DamagedSegment]:
+        copy = self._copies.get(partition)
+        if copy is not None and all(copy.lists(f.seq) for f in found):
+            return found
+        m = self._publication(partition)
+        if m is None:
+            return found
+        have = {f.seq: f for f in found}
+        orphans = [s for s in have if not m.lists(s)]
+        if orphans:
+            log.info("quiver.segment.orphan_passed partition=%s seqs=%s", partition, orphans)
+        out: builtins.list[SegmentMeta | DamagedSegment] = []
+        for e in m.entries:
+            if e.seq < start or (skip is not None and skip(partition, e.seq)):
+                continue
+            got = have.get(e.seq) or self.probe(partition, e.seq)
+            if got is not None:
+                out.append(got)
+        return out
+
+    def _probe_files(
+        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None
+    ) -> dict[str, builtins.list[SegmentMeta | DamagedSegment]]:
+        """:meth:`probe_next` by the files alone (the ``.meta`` decides)."""
         out: dict[str, builtins.list[SegmentMeta | DamagedSegment]] = {p: [] for p in starts}
         nxt = {validate_name("partition", p): s for p, s in starts.items()}
         while nxt:
@@ -644,6 +904,24 @@ class SegmentLocation:
         if cache:
             for seq in seqs:
                 cache.pop(seq, None)
+
+    def published_meta(self, partition: str, seq: int) -> SegmentMeta:
+        """The metadata of segment ``seq`` if it is published (cached once verified);
+        SegmentMissingError if not. On an object root it must be listed by the
+        MANIFEST: one the copy at hand does not list makes it read the MANIFEST again
+        (a ``.meta`` no MANIFEST lists is an orphan, §12.4)."""
+        if self.manifest_publishes:
+            copy = self._copies.get(partition)
+            if copy is None or not copy.lists(seq):
+                m = self._publication(partition)
+                if m is not None and not m.lists(seq):
+                    assert self.manifests is not None
+                    raise SegmentMissingError(
+                        partition,
+                        seq,
+                        f"not published ({self.manifests.display(partition)} does not list it)",
+                    )
+        return self.cached(partition, seq) or self.read_meta(partition, seq)
 
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
         """The published metadata of one segment; SegmentMissingError if unpublished."""
