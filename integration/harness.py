@@ -232,7 +232,10 @@ def _base_python() -> str:
 
 
 def _pip_into(python: Path, *args: str, cwd: Path) -> None:
-    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args], cwd=cwd)
+    # without PYTHONPATH: a checkout on it (its egg-info) reads as "already installed"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args],
+        cwd=cwd, env=env)  # fmt: skip
 
 
 def _heavy_deps_venv(scratch: Path) -> Path:
@@ -878,9 +881,9 @@ class Machine:
         """``inside`` (a path as this machine's processes see it) seen from the host
         through one of its processes' root (``/proc/<pid>/root``): for inspection only."""
         for pid in self.pids():
-            p = Path(f"/proc/{pid}/root") / inside.relative_to("/")
-            if p.parent.exists() or p.exists():
-                return p
+            root = Path(f"/proc/{pid}/root")
+            if root.exists():
+                return root / inside.relative_to("/")
         raise AssertionError(f"machine {self.name} has no live process")
 
     def files(self, under: Path | None = None) -> list[Path]:

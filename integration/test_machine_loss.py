@@ -60,6 +60,31 @@ def _client(endpoint: str, secret: str):  # type: ignore[no-untyped-def]
                         aws_secret_access_key=secret, region_name="us-east-1")  # fmt: skip
 
 
+def decisions(store: str, storage: dict[str, str]) -> dict[int, frozenset[tuple[str, int]]]:
+    """The sink's commit decisions in the bucket: batch id -> winning ``(partition, txn)``."""
+    from quiver_spark.commits import CommitLog
+    from quiver_spark.objects.urls import open_objects
+
+    objects = open_objects(store, storage)
+    log = CommitLog(objects)
+    out: dict[int, frozenset[tuple[str, int]]] = {}
+    for key in (o.key for o in objects.list("commits/")):
+        _, app, name = key.split("/")
+        record = log.get(app, int(name.split(".")[0]))
+        if record is not None:
+            out[record.version] = record.winners
+    return out
+
+
+def segments_of(store: str, storage: dict[str, str], host: str) -> int:
+    """How many segments partitions of machine ``host`` have published in the bucket."""
+    from quiver_spark import QuiverStore
+
+    with QuiverStore.open(store, partition=None, create=False, background=False,
+                          storage_options=storage) as qs:  # fmt: skip
+        return sum(m.partition.startswith(f"{host}-") for m in qs.segments())
+
+
 def _keys(out: Path) -> set[int]:
     return set(pc.cast(delivered(out, ("key",))["key"], pa.int64()).to_pylist())
 
@@ -146,13 +171,19 @@ def test_rows_committed_on_a_lost_machine_reach_every_subscriber_exactly_once(
             assert_machines_are_separate(cluster, run)
 
             # -- the loss ----------------------------------------------------------
-            committed = run.committed_batches()
-            before = min(TOTAL, committed * ROWS_PER_BATCH)
+            store = f"s3://{bucket}/store"
+            assert segments_of(store, storage, "w1") == 0, "w1's rows should be in open segments"
+            checkpointed = run.committed_batches()
             t_loss = time.monotonic()
             run.lose_machine("w1")
-            print(f"[machine-loss] rows committed before the loss: {before} "
-                  f"({committed} micro-batches)")  # fmt: skip
             run.kill_driver()
+            decided = decisions(store, storage)  # the driver is gone: nothing more is decided
+            on_w1 = sorted(v for v, w in decided.items() if any(p.startswith("w1-") for p, _ in w))
+            before = min(TOTAL, len(decided) * ROWS_PER_BATCH)
+            assert sorted(decided) == list(range(len(decided))), sorted(decided)
+            print(f"[machine-loss] rows committed before the loss: {before} (batches decided "
+                  f"in the bucket {sorted(decided)}, {on_w1} with a winner on w1; Spark "
+                  f"checkpoint commits {checkpointed}); segments of w1 in the bucket: 0")  # fmt: skip
             cluster.start_machine("w3")
             cluster.wait_alive(2)
             run.driver.args = [
@@ -184,6 +215,11 @@ def test_rows_committed_on_a_lost_machine_reach_every_subscriber_exactly_once(
                 readable_after = time.monotonic() - t_loss
             assert _probe_hosts(run) == {"w2", "w3"}, _probe_hosts(run)
             recovered = {name: len(wanted & k) for name, k in got.items()}
+            lost_by_batch: dict[int, int] = {}
+            for k in sorted(set(range(TOTAL)) - got["fast"]):
+                lost_by_batch[k // ROWS_PER_BATCH] = lost_by_batch.get(k // ROWS_PER_BATCH, 0) + 1
+            print(f"[machine-loss] keys missing at the fast subscriber by batch: {lost_by_batch}; "
+                  f"segments of w1 in the bucket now: {segments_of(store, storage, 'w1')}")  # fmt: skip
             readable = f"{readable_after:.0f}s" if readable_after is not None else (
                 f"not within {time.monotonic() - t_loss:.0f}s")  # fmt: skip
             print(f"[machine-loss] rows committed before the loss {before}; recovered "
