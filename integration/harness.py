@@ -323,7 +323,16 @@ logger.master.level = info
 
 @dataclass
 class StandaloneCluster:
-    """One master and ``workers`` workers of one core each, all on 127.0.0.1."""
+    """One master and ``workers`` workers of one core each, all on 127.0.0.1.
+
+    With ``isolated_workers`` each worker is a :class:`Machine` (``w1``, ``w2``, ...;
+    :meth:`lose_machine`, :meth:`start_machine` for a replacement): the worker JVM runs
+    in the foreground (``spark-class``, not ``spark-daemon.sh``, whose ``nohup``
+    would leave the namespace's process tree) inside ``unshare``, and its executors
+    inherit its environment: ``SPARK_WORKER_DIR``, ``SPARK_LOCAL_DIRS`` (which replaces
+    an application's ``spark.local.dir`` on the executors), ``XDG_CACHE_HOME`` and
+    ``TMPDIR`` all on the machine's private disk.
+    """
 
     venv: FreshVenv
     root: Path

@@ -34,13 +34,15 @@ import pyarrow.compute as pc
 import pytest
 
 from integration.audit import delivered
-from integration.harness import FreshVenv, StandaloneCluster, moto_s3
+from integration.harness import FreshVenv, StandaloneCluster, moto_s3, processes_under
 from integration.scenario import (
     SINK_OPTIONS,
     SUBSCRIBERS,
     Pipeline,
     assert_exactly_once,
     assert_loopback_only,
+    audit_run,
+    report,
 )
 
 ROWS_PER_BATCH = 1000
@@ -99,20 +101,25 @@ def _probe_hosts(run: Pipeline) -> set[str]:
     return {host for host, *_ in probes[-1]["executors"]} if probes else set()
 
 
-def assert_machines_are_separate(cluster: StandaloneCluster, run: Pipeline) -> dict[str, set[str]]:
+def assert_machines_are_separate(
+    cluster: StandaloneCluster, run: Pipeline
+) -> dict[str, list[Path]]:
     """Each executor runs on its machine (host name), and what it writes on its disk
     is seen neither by the other machine nor by the host. Returns each machine's WAL
-    partitions."""
+    files."""
     hosts = _probe_hosts(run)
     assert hosts == {"w1", "w2"}, f"executors report host names {hosts}, expected w1 and w2"
     disk = cluster.machine_dir
     assert not any(disk.iterdir()), f"the host sees files on the machines' disk: {disk}"
     partitions: dict[str, set[str]] = {}
+    files: dict[str, list[Path]] = {}
     for name in ("w1", "w2"):
         me = cluster.machines[name]
         other = cluster.machines["w2" if name == "w1" else "w1"]
         assert me.hostname() == name
-        wal = [f for f in me.files(disk / "cache") if "wal" in f.parts]
+        unfound = set(me.pids()) - set(processes_under(cluster.root.parent))
+        assert not unfound, f"processes of {name} the teardown would not find: {unfound}"
+        wal = files[name] = [f for f in me.files(disk / "cache") if "wal" in f.parts]
         partitions[name] = _wal_partitions(wal)
         assert partitions[name] and all(p.startswith(f"{name}-") for p in partitions[name]), (
             f"machine {name} holds WAL partitions {partitions[name]}"
@@ -121,7 +128,7 @@ def assert_machines_are_separate(cluster: StandaloneCluster, run: Pipeline) -> d
             assert not f.exists(), f"{f}, written on {name}, is visible from the host"
             assert not other.path(f).exists(), f"{f}, written on {name}, is visible on {other.name}"
     print(f"[machines] host names {sorted(hosts)}; WAL partitions {partitions}; host disk empty")
-    return partitions
+    return files
 
 
 @pytest.mark.soak
@@ -168,7 +175,7 @@ def test_rows_committed_on_a_lost_machine_reach_every_subscriber_exactly_once(
                 420,
             )
             assert_loopback_only(cluster)
-            assert_machines_are_separate(cluster, run)
+            wal_files = assert_machines_are_separate(cluster, run)
 
             # -- the loss ----------------------------------------------------------
             store = f"s3://{bucket}/store"
@@ -184,8 +191,9 @@ def test_rows_committed_on_a_lost_machine_reach_every_subscriber_exactly_once(
             print(f"[machine-loss] rows committed before the loss: {before} (batches decided "
                   f"in the bucket {sorted(decided)}, {on_w1} with a winner on w1; Spark "
                   f"checkpoint commits {checkpointed}); segments of w1 in the bucket: 0")  # fmt: skip
-            cluster.start_machine("w3")
+            w3 = cluster.start_machine("w3")
             cluster.wait_alive(2)
+            assert w3.hostname() == "w3" and not any(w3.path(f).exists() for f in wal_files["w1"])
             run.driver.args = [
                 f"segment.max_open_duration={AFTER_RESTART_OPEN_FOR}"
                 if a == f"segment.max_open_duration={OPEN_FOR}" else a
@@ -234,4 +242,11 @@ def test_rows_committed_on_a_lost_machine_reach_every_subscriber_exactly_once(
             survivors = cluster.stop()
             assert not survivors, f"processes survived the cluster teardown: {survivors}"
         print(f"[machine-loss] one run took {time.monotonic() - t_start:.0f}s")
+        audits, reclaim = audit_run(run)
+        print(report(run, audits, reclaim))
+        assert all(n == len(wanted) for n in recovered.values()), (
+            f"rows the sink committed before machine w1 was lost are lost: of {len(wanted)} "
+            f"committed, delivered {recovered}; missing by batch {lost_by_batch} "
+            f"(batches with a winner on w1: {on_w1}); {audits['fast'].line()}"
+        )
         assert_exactly_once(run)
