@@ -7,6 +7,7 @@ the processes it started by pid (``processes_under``), never by name.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +145,21 @@ def _decode_ip(hex_ip: str, v6: bool) -> str:
     return socket.inet_ntop(socket.AF_INET6, words)
 
 
+@contextlib.contextmanager
+def moto_s3() -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 (a free port) for the duration; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://{LOOPBACK}:{port}"
+    finally:
+        server.stop()
+
+
 # -- wheel and venv ------------------------------------------------------------------
 
 
@@ -216,7 +232,10 @@ def _base_python() -> str:
 
 
 def _pip_into(python: Path, *args: str, cwd: Path) -> None:
-    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args], cwd=cwd)
+    # without PYTHONPATH: a checkout on it (its egg-info) reads as "already installed"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args],
+        cwd=cwd, env=env)  # fmt: skip
 
 
 def _heavy_deps_venv(scratch: Path) -> Path:
@@ -304,7 +323,16 @@ logger.master.level = info
 
 @dataclass
 class StandaloneCluster:
-    """One master and ``workers`` workers of one core each, all on 127.0.0.1."""
+    """One master and ``workers`` workers of one core each, all on 127.0.0.1.
+
+    With ``isolated_workers`` each worker is a :class:`Machine` (``w1``, ``w2``, ...;
+    :meth:`lose_machine`, :meth:`start_machine` for a replacement): the worker JVM runs
+    in the foreground (``spark-class``, not ``spark-daemon.sh``, whose ``nohup``
+    would leave the namespace's process tree) inside ``unshare``, and its executors
+    inherit its environment: ``SPARK_WORKER_DIR``, ``SPARK_LOCAL_DIRS`` (which replaces
+    an application's ``spark.local.dir`` on the executors), ``XDG_CACHE_HOME`` and
+    ``TMPDIR`` all on the machine's private disk.
+    """
 
     venv: FreshVenv
     root: Path
@@ -313,14 +341,26 @@ class StandaloneCluster:
     webui_port: int = 0
     worker_ports: list[int] = field(default_factory=list)
     started: list[tuple[str, int]] = field(default_factory=list)
+    isolated_workers: bool = False
+    """Each worker a machine of its own (:class:`Machine`): its own mount and UTS
+    namespace, host name ``w<N>``, and a private tmpfs at :attr:`machine_dir` holding
+    its work dir, Spark local dirs, ``XDG_CACHE_HOME`` and ``TMPDIR``."""
+    machines: dict[str, Machine] = field(default_factory=dict)
+    """The isolated workers started so far, by host name (lost ones included)."""
 
     @property
     def master_url(self) -> str:
         return f"spark://{LOOPBACK}:{self.master_port}"
 
     @property
+    def machine_dir(self) -> Path:
+        """Where each isolated worker mounts its private disk: the same path on every
+        machine (as a cluster's hosts share one configuration); empty on the host."""
+        return self.root / "machine"
+
+    @property
     def work_dir(self) -> Path:
-        return self.root / "work"
+        return self.machine_dir / "work" if self.isolated_workers else self.root / "work"
 
     @property
     def conf_dir(self) -> Path:
@@ -353,6 +393,12 @@ class StandaloneCluster:
         self._daemon("start", MASTER_CLASS, 1, "--host", LOOPBACK, "--port", str(self.master_port),
                      "--webui-port", str(self.webui_port))  # fmt: skip
         self._wait_port(self.master_port, "master RPC port", 120)
+        if self.isolated_workers:
+            self.machine_dir.mkdir(exist_ok=True)
+            for n in range(1, self.workers + 1):
+                self.start_machine(f"w{n}")
+            self.wait_alive(self.workers)
+            return
         for n in range(1, self.workers + 1):  # workers retry registering until it is ALIVE
             port, ui = free_port(), free_port()
             self.worker_ports.append(port)
@@ -423,6 +469,8 @@ class StandaloneCluster:
 
     def stop(self) -> list[int]:
         """Stop the daemons, then kill whatever of this cluster still runs; returns leftovers."""
+        for machine in self.machines.values():  # a machine's processes go at once
+            machine.lose()
         for cls, n in reversed(self.started):
             try:
                 self._daemon("stop", cls, n)
@@ -432,6 +480,59 @@ class StandaloneCluster:
         leftovers = processes_under(self.root.parent)
         kill_pids(leftovers)
         return wait_gone(leftovers, 20)
+
+    # -- isolated workers ----------------------------------------------------------
+    def alive_workers(self, st: dict) -> int:
+        return sum(w.get("state") == "ALIVE" for w in st.get("workers", []))
+
+    def wait_alive(self, n: int, timeout_s: float = 180) -> dict:
+        """Wait until the master is ALIVE with exactly ``n`` ALIVE workers."""
+        return self.wait_for(
+            lambda s: s.get("status") == "ALIVE" and self.alive_workers(s) == n,
+            f"master and {n} workers ALIVE",
+            timeout_s,
+        )
+
+    def start_machine(self, name: str) -> Machine:
+        """Start a worker as machine ``name`` (see :class:`Machine`); returns at once
+        (the worker registers with the master by itself: :meth:`wait_alive`)."""
+        assert self.isolated_workers, "machines are the workers of an isolated cluster"
+        assert name not in self.machines, f"machine {name} was started before"
+        port, ui = free_port(), free_port()
+        self.worker_ports.append(port)
+        m = self.machine_dir
+        env = self.env()
+        env.update(
+            SPARK_WORKER_DIR=str(m / "work"),
+            SPARK_LOCAL_DIRS=str(m / "local"),
+            XDG_CACHE_HOME=str(m / "cache"),
+            TMPDIR=str(m / "tmp"),
+            SPARK_DAEMON_JAVA_OPTS=f"-Djava.io.tmpdir={m / 'tmp'} -XX:-UsePerfData",
+        )
+        worker = [str(self.venv.spark_home / "bin" / "spark-class"), WORKER_CLASS,
+                  "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui),
+                  "--cores", "1", "--memory", "2g", "--work-dir", str(m / "work"),
+                  self.master_url]  # fmt: skip
+        cmd = [*machine_command(name, m), *worker]
+        log_file = self.root / "logs" / f"machine-{name}.out"
+        with open(log_file, "ab") as out:
+            out.write(("$ " + " ".join(cmd) + "\n").encode())
+            out.flush()
+            proc = subprocess.Popen(
+                cmd, cwd=self.root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        machine = Machine(name, proc, m, port, log_file)
+        self.machines[name] = machine
+        machine.wait_started(60)
+        log.info("machine %s: worker port %d, namespace %s", name, port, machine.mnt_ns)
+        return machine
+
+    def lose_machine(self, name: str) -> list[int]:
+        """Machine ``name`` is lost: every process of it (worker, executors, Python
+        workers) killed by SIGKILL at once, and its private disk gone with its mount
+        namespace. Returns the pids killed."""
+        return self.machines[name].lose()
 
 
 def jobs_copy(dest: Path) -> Path:
@@ -689,3 +790,135 @@ def _worker_child(pid: int) -> bool:
     except (OSError, ValueError, IndexError):
         return False
     return "org.apache.spark.deploy.worker.Worker" in parent
+
+
+# -- machines: isolated workers ------------------------------------------------------
+
+MACHINE_SETUP = """\
+set -eu
+hostname "$1"
+mount -t tmpfs -o size=2g,mode=0755 "quiver-$1" "$2"
+mkdir -p "$2/work" "$2/local" "$2/cache" "$2/tmp"
+shift 2
+exec "$@"
+"""
+"""Run as root inside the new namespaces: host name, private disk, then the worker."""
+
+
+def machine_command(name: str, disk: Path) -> list[str]:
+    """``argv`` prefix running a command as machine ``name``: in a new mount and UTS
+    namespace (``unshare --mount --uts --propagation private --fork --kill-child``), with
+    host name ``name`` and a tmpfs mounted at ``disk`` (invisible outside it, and gone
+    with the namespace's last process)."""
+    return ["unshare", "--mount", "--uts", "--propagation", "private", "--fork",
+            "--kill-child=SIGKILL", "--", "/bin/sh", "-c", MACHINE_SETUP,
+            "machine-setup", name, str(disk)]  # fmt: skip
+
+
+def namespace_of(pid: int, kind: str = "mnt") -> str | None:
+    """``mnt:[4026532177]``-style identity of ``pid``'s namespace (None once it is gone)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def pids_in_namespace(ns: str, kind: str = "mnt") -> list[int]:
+    """Every live process whose ``kind`` namespace is ``ns``."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and namespace_of(int(entry.name), kind) == ns:
+            if _exists(int(entry.name)):
+                out.append(int(entry.name))
+    return sorted(out)
+
+
+@dataclass
+class Machine:
+    """A standalone worker as a machine of its own on loopback.
+
+    Its processes (the worker JVM, the executors it launches, their Python workers)
+    share a mount and a UTS namespace of their own: host name ``name``, and a tmpfs at
+    ``disk`` that only they see (work dir, Spark local dirs, ``XDG_CACHE_HOME``,
+    ``TMPDIR``). Nothing else they write is shared with another machine; the network
+    (127.0.0.1: master, driver, the object store) is. ``proc`` is the ``unshare``
+    process in the host's namespaces; the machine is found by its namespace.
+    """
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    disk: Path
+    port: int
+    log_file: Path
+    mnt_ns: str | None = None
+    uts_ns: str | None = None
+    lost: bool = False
+
+    def wait_started(self, timeout_s: float) -> None:
+        """Wait until the machine's first process runs in its own namespaces."""
+        host_ns = namespace_of(os.getpid())
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for pid in descendants(self.proc.pid)[1:]:
+                ns = namespace_of(pid)
+                if ns is not None and ns != host_ns:
+                    self.mnt_ns, self.uts_ns = ns, namespace_of(pid, "uts")
+                    if self.hostname() == self.name:
+                        return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(
+            f"machine {self.name}: no process in its own namespace within {timeout_s}s "
+            f"(unshare exit {self.proc.poll()})\n{tail(self.log_file)}"
+        )
+
+    def pids(self) -> list[int]:
+        """Every live process of this machine."""
+        return pids_in_namespace(self.mnt_ns) if self.mnt_ns and not self.lost else []
+
+    def hostname(self) -> str | None:
+        """The host name its processes see (from one of them)."""
+        for pid in pids_in_namespace(self.mnt_ns) if self.mnt_ns else []:
+            got = subprocess.run(["nsenter", "--target", str(pid), "--uts", "hostname"],
+                                 capture_output=True, text=True, timeout=10)  # fmt: skip
+            if got.returncode == 0:
+                return got.stdout.strip()
+        return None
+
+    def path(self, inside: Path) -> Path:
+        """``inside`` (a path as this machine's processes see it) seen from the host
+        through one of its processes' root (``/proc/<pid>/root``): for inspection only."""
+        for pid in self.pids():
+            root = Path(f"/proc/{pid}/root")
+            if root.exists():
+                return root / inside.relative_to("/")
+        raise AssertionError(f"machine {self.name} has no live process")
+
+    def files(self, under: Path | None = None) -> list[Path]:
+        """Every file on this machine's disk (or under ``under`` on it), as the machine
+        names them."""
+        top = under if under is not None else self.disk
+        seen = self.path(top)
+        if not seen.exists():
+            return []
+        return sorted(top / p.relative_to(seen) for p in seen.rglob("*") if p.is_file())
+
+    def lose(self) -> list[int]:
+        """SIGKILL every process of the machine at once; returns their pids."""
+        if self.lost:
+            return []
+        victims = self.pids()
+        kill_pids(victims)
+        self.lost = True
+        survivors = wait_gone(victims, 30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        leftover = pids_in_namespace(self.mnt_ns) if self.mnt_ns else []
+        assert not survivors and not leftover, (
+            f"machine {self.name}: processes survived kill -9: {survivors or leftover}"
+        )
+        return victims

@@ -178,6 +178,24 @@ class Pipeline:
         leftover = wait_gone(self.cluster.executor_pids(), 60)
         assert not leftover, f"executors of the killed driver still run: {leftover}"
 
+    def lose_machine(self, name: str) -> list[int]:
+        """Machine ``name`` of an isolated cluster is lost: its worker, executors and
+        Python workers killed by SIGKILL at once, its private disk gone."""
+        assert self.cluster is not None and self.cluster.isolated_workers, (
+            "a machine loss needs a cluster of isolated workers"
+        )
+        victims = self.cluster.lose_machine(name)
+        self.kills.append(f"machine {name}@{self.elapsed()}")
+        print(f"[pipeline] {self.elapsed()} machine {name} lost (kill -9 of pids {victims})")
+        return victims
+
+    def committed_batches(self, query: str = "producer") -> int:
+        """How many micro-batches ``query`` committed (its checkpoint's ``commits/``)."""
+        commits = self.root / "ckpt" / query / "commits"
+        if not commits.is_dir():
+            return 0
+        return sum(p.name.isdigit() for p in commits.iterdir())
+
     def start_driver(self) -> None:
         self.driver.start()
         print(f"[pipeline] {self.elapsed()} driver attempt {self.driver.attempts} submitted")
