@@ -203,3 +203,35 @@ def test_an_idle_trigger_and_poll_ask_the_same_whatever_the_segments_retained(
             seen[name] = (trigger, Counter(c.counts))
         counted.clear()
     assert seen["large"] == seen["small"]
+
+
+def _idle_sub(shop: Shop, counted: list[KeyedCounts]) -> tuple[Subscription, KeyedCounts]:
+    sub = Subscription.open(shop.url, "idle", config=shop.config)
+    assert sub.poll() is None  # the first look reads the manifests
+    sub._state.last_retention = float("inf")  # no rate-limited pass in what is counted
+    (c,) = counted
+    c.reset()
+    return sub, c
+
+
+def test_an_idle_poll_catches_the_ack_log_up_and_lists_the_partitions_once(
+    shops: dict[str, Shop], counted: list[KeyedCounts]
+) -> None:
+    sub, c = _idle_sub(shops["small"], counted)
+    with sub:
+        assert sub.poll() is None
+        assert c.of("list", "subscribers/log/") == 1
+        assert c.of("list", "segments/") == 1
+
+
+def test_an_idle_trigger_of_the_spark_source_catches_the_ack_log_up_and_lists_the_partitions_once(
+    shops: dict[str, Shop], counted: list[KeyedCounts]
+) -> None:
+    sub, c = _idle_sub(shops["small"], counted)
+    with sub:
+        start = sub.acked()
+        c.reset()
+        with sub.one_call():  # as the source's latestOffset does
+            _idle_trigger(sub, start)
+        assert c.of("list", "subscribers/log/") == 1
+        assert c.of("list", "segments/") == 1
