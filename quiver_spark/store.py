@@ -75,6 +75,15 @@ log = logging.getLogger(__name__)
 
 LEASE_FILE = "LEASE"
 
+IDLE_RETENTION_PERIOD_S = 60.0
+"""On an object root, how often a writer's maintenance runs a retention pass with
+nothing new of its own (no finalize) while it is not throttled (ARCHITECTURE.md §8.7):
+every pass is requests (about a dozen: the ack log, the records, the next-seq reads,
+the metrics file). Nothing waits on this pass: the writer that adds bytes runs one
+after each finalize (the size cap), a subscription after each acknowledgement (what
+it frees), and the time and expiry bounds are hours; a throttled writer keeps the
+short period so room is seen as soon as it is made."""
+
 
 def default_wal_root(root: str) -> str:
     """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
@@ -145,7 +154,7 @@ class QuiverStore:
         # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
         # this handle's last retention pass and what it admitted since
         self._admission = Admission(root, self.metrics)
-        self._last_retention = 0.0
+        self._last_retention = float("-inf")  # the first tick runs a pass
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
@@ -501,8 +510,9 @@ class QuiverStore:
         after a failed finalize, which is raised after the pass: a full disk is what the
         pass may free).
 
-        Retention runs after a finalize and otherwise at most every
-        ``segment.max_open_duration`` (it lists every segment's metadata).
+        Retention runs after a finalize, after a failed pass or finalize, and otherwise
+        every ``segment.max_open_duration`` (at least 1 s); on an object root, while
+        not throttled, every :data:`IDLE_RETENTION_PERIOD_S` (each pass is requests).
         """
         done: dict[str, Any] = {"finalized": [], "deleted": {}}
         if self.writer is not None and not self._closed:
@@ -515,9 +525,7 @@ class QuiverStore:
             if meta is not None:
                 done["finalized"].append((meta.partition, meta.seq))
             self.writer.write_heartbeat()
-            due = time.monotonic() - self._last_retention >= max(
-                1.0, self.config.segment.max_open_duration_s
-            )
+            due = time.monotonic() - self._last_retention >= self._idle_retention_period()
             if meta is not None or due or failure is not None:
                 try:
                     done["deleted"] = self.run_retention().deleted
@@ -528,6 +536,13 @@ class QuiverStore:
             if failure is not None:
                 raise failure
         return done
+
+    def _idle_retention_period(self) -> float:
+        """Seconds between a writer's retention passes with nothing new (see :meth:`maintain`)."""
+        period = max(1.0, self.config.segment.max_open_duration_s)
+        if self.on_objects and not self._admission.throttled:
+            period = max(period, IDLE_RETENTION_PERIOD_S)
+        return period
 
     def finalize_idle_partitions(self) -> list[tuple[str, int]]:
         """Finalize committed data of partitions whose writer is gone.
