@@ -84,6 +84,12 @@ after each finalize (the size cap), a subscription after each acknowledgement (w
 it frees), and the time and expiry bounds are hours; a throttled writer keeps the
 short period so room is seen as soon as it is made."""
 
+RECORDS_PERIOD_S = 60.0
+"""How long a handle's retention passes reuse what the subscription records said about
+subscribers the ack log does not register (:meth:`QuiverStore.unregistered_records`)
+while the registered set is unchanged: records of other names change only with a
+registration (which changes the set) or by an operator's hand."""
+
 
 def default_wal_root(root: str) -> str:
     """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
@@ -158,6 +164,8 @@ class QuiverStore:
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
+        # the last answer of unregistered_records: registered names, when, the answer
+        self._unregistered: tuple[frozenset[str], float, list[str]] | None = None
         self._expiry = SubscriberExpiry(root, self.objects)
         self._closed = False
         self._maint_stop = threading.Event()
@@ -464,11 +472,19 @@ class QuiverStore:
     def unregistered_records(self, registry: SubscriberNames | None) -> list[str]:
         """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
         last read) does not register: the ack log lost their registration, so
-        retention keeps their data until an operator adds or removes them."""
-        return records.unregistered(
-            self.objects,
-            registry.subscribers() if registry is not None else [],
-        )
+        retention keeps their data until an operator adds or removes them.
+
+        One listing of the records, and a read of each one whose name is not
+        registered; the answer is reused for :data:`RECORDS_PERIOD_S` while the
+        registered names stay the same (a registration lost or made changes them)."""
+        names = frozenset(registry.subscribers() if registry is not None else [])
+        now = time.monotonic()
+        last = self._unregistered
+        if last is not None and last[0] == names and now - last[1] < RECORDS_PERIOD_S:
+            return list(last[2])
+        found = records.unregistered(self.objects, names)
+        self._unregistered = (names, now, found)
+        return list(found)
 
     def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
         """Refresh in-process gauges from the index the retention pass kept current, and

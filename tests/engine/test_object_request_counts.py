@@ -235,3 +235,46 @@ def test_an_idle_trigger_of_the_spark_source_catches_the_ack_log_up_and_lists_th
             _idle_trigger(sub, start)
         assert c.of("list", "subscribers/log/") == 1
         assert c.of("list", "segments/") == 1
+
+
+RECORDS = "subscribers/records/"
+
+
+def _record_reads(c: KeyedCounts) -> int:
+    return sum(n for (op, key), n in c.keys.items() if op == "get" and key.startswith(RECORDS))
+
+
+def test_a_retention_pass_reads_no_record_of_a_registered_subscriber(
+    shops: dict[str, Shop], counted: list[KeyedCounts]
+) -> None:
+    with QuiverStore.open(shops["small"].url, shops["small"].config, partition=None) as s:
+        (c,) = counted
+        s.run_retention()
+        assert c.of("list", RECORDS) == 1
+        assert _record_reads(c) == 0
+
+
+def test_a_second_pass_asks_nothing_of_the_records_while_the_subscribers_stay_the_same(
+    shops: dict[str, Shop], counted: list[KeyedCounts]
+) -> None:
+    with QuiverStore.open(shops["small"].url, shops["small"].config, partition=None) as s:
+        (c,) = counted
+        s.run_retention()
+        c.reset()
+        s.run_retention()
+        assert c.of("list", RECORDS) == 0 and _record_reads(c) == 0
+
+
+def test_a_new_subscriber_makes_the_next_pass_look_at_the_records_again(
+    tmp_path: Path, counted: list[KeyedCounts]
+) -> None:
+    shop = _build(tmp_path, {"p-0": 2})
+    counted.clear()
+    with QuiverStore.open(shop.url, shop.config, partition=None) as s:
+        c = counted[0]
+        s.run_retention()
+        with Subscription.open(shop.url, "new", config=shop.config) as sub:
+            sub.start("earliest")
+        c.reset()
+        s.run_retention()
+        assert c.of("list", RECORDS) == 1
