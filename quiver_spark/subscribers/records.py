@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -274,7 +274,7 @@ def remove_record(objects: ObjectStore, name: str) -> None:
         objects.delete(key)
 
 
-def unregistered(objects: ObjectStore, registered: set[str] | list[str]) -> list[str]:
+def unregistered(objects: ObjectStore, registered: Iterable[str]) -> list[str]:
     """Names with an unexpired record that ``registered`` (the ack log's subscribers)
     lacks: the ack log lost their registration (§8.10), so retention keeps their data."""
     known = set(registered)
