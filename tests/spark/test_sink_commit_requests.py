@@ -105,3 +105,50 @@ def test_a_commit_while_the_slot_lives_creates_its_record_and_asks_nothing_else(
     finally:
         slots.evict(writer.root, writer.config, None, writer.storage)
         reset_memory()
+
+
+CHILD = """
+import os, sys
+import pyarrow as pa
+from quiver_spark import QuiverStore
+s = QuiverStore.open(sys.argv[1], partition=sys.argv[2], background=False)
+txn = s.begin_txn("app", 1, "0")
+s.append(pa.record_batch({"k": pa.array([7, 8], pa.int64()), "v": pa.array(["x", "y"])}),
+         txn_id=txn)
+s.flush()
+print(txn, flush=True)
+os._exit(0)  # a worker that dies: its WAL holds the transaction, its lock is free
+"""
+
+
+def test_the_next_commit_still_seals_the_batch_of_a_slot_whose_worker_died(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from quiver_spark import QuiverStore
+
+    root = str(tmp_path / "store")
+    options = {"path": root, "segment.max_open_duration": "600s"}
+    writer = QuiverStreamWriter(options, SCHEMA, False)
+    store = slots.slot_store(writer.root, writer.config, writer.storage)
+    try:
+        txn = store.begin_txn(app="app", version=0, tag="0")
+        store.append(
+            pa.record_batch({"k": pa.array([1], pa.int64()), "v": pa.array(["a"])}), txn_id=txn
+        )
+        store.flush()
+        pid = store.writer.pid if store.writer is not None else ""
+        writer.commit([QuiverCommitMessage("app", 0, pid, txn, 1, 8, "0")], 0)  # live slot
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, root, "dead-0"],
+            check=True, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        dead_txn = int(out.stdout.split()[0])
+        msg = QuiverCommitMessage("app", 1, "dead-0", dead_txn, 2, 16, "0")
+        QuiverStreamWriter(options, SCHEMA, False).commit([msg], 1)
+        with QuiverStore.open(root, partition=None, create=False, background=False) as r:
+            assert sorted(x for b in r.scan() for x in b.column("k").to_pylist()) == [7, 8]
+    finally:
+        slots.evict(writer.root, writer.config, None, writer.storage)
