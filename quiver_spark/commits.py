@@ -43,6 +43,8 @@ class CommitLog:
 
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
+        self.on_objects = local_of(objects) is None
+        """Whether the records are objects in a bucket (each read a request)."""
         # decisions this instance has made durable (on POSIX: their names fsynced):
         # only these are ever returned without reading (and syncing) them again
         self._cache: dict[tuple[str, int], CommitRecord] = {}
@@ -100,16 +102,23 @@ class CommitLog:
             }
             data = fmt.encode_frame(fmt.MAGIC_COMMIT, body)
         mine = self._parse(app, version, data)
-        decided = self.get(app, version)
-        if decided is not None:
-            return self._decided(decided, mine, replayed=True)
+        # On an object root the create's answer says whether it was already decided:
+        # no read first (one request fewer). On POSIX the read comes first: a name left
+        # by a failed call is made durable (or the failure named) before any create.
+        known = (
+            self.get(app, version)
+            if local_of(self.objects) is not None
+            else self._cache.get((app, version))
+        )
+        if known is not None:
+            return self._decided(known, mine)
         try:
             retry_conflicts(lambda: self.objects.create(key, data))
         except ObjectExists:
-            decided = self.get(app, version)
+            decided = self.get(app, version)  # and on POSIX made durable before any answer
             if decided is None:  # removed meanwhile: only by hand; nothing is reported
                 raise OSError(f"{self.path(app, version)} appeared and vanished; retry") from None
-            return self._decided(decided, mine, replayed=False)
+            return self._decided(decided, mine)
         except OSError:  # outcome unknown: the retry of this decision recognises its bytes
             self._own[(app, version)] = (mine, data)
             raise
@@ -121,7 +130,7 @@ class CommitLog:
         log.info("quiver.txn.commit app=%s version=%d winners=%d", app, version, len(pairs))
         return True
 
-    def _decided(self, decided: CommitRecord, mine: CommitRecord, replayed: bool) -> bool:
+    def _decided(self, decided: CommitRecord, mine: CommitRecord) -> bool:
         """The answer to a committer that found ``decided`` recorded: True when it is
         this instance's own earlier attempt of the same decision (the same bytes)."""
         app, version = decided.app, decided.version
@@ -129,15 +138,13 @@ class CommitLog:
         if own is not None and own[0] == decided == mine:
             log.info("quiver.txn.commit_recognised app=%s version=%d", app, version)
             return True
-        if replayed:
-            log.info("quiver.txn.commit_replayed app=%s version=%d", app, version)
-        else:
-            log.info(
-                "quiver.txn.commit_lost_race app=%s version=%d winners=%d",
-                app,
-                version,
-                len(decided.winners),
-            )
+        log.info(
+            "quiver.txn.commit_already_decided app=%s version=%d winners=%d "
+            "(a replay, or another committer won)",
+            app,
+            version,
+            len(decided.winners),
+        )
         return False
 
     def get(self, app: str, version: int) -> CommitRecord | None:

@@ -17,6 +17,7 @@ import bisect
 import heapq
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import CorruptionError, SegmentMissingError
@@ -78,9 +79,20 @@ class SegmentPlanner:
     """One consumer's view of the segments of ``store`` (see the module docstring);
     ``registry`` tells which seqs retention deleted."""
 
-    def __init__(self, store: QuiverStore, registry: SubscriberRegistry) -> None:
+    def __init__(
+        self,
+        store: QuiverStore,
+        registry: SubscriberRegistry,
+        *,
+        refresh: Callable[[], None] | None = None,
+        partitions: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
+        self._refresh = refresh or registry.refresh
+        """Catches the ack log up (a subscription's: once per call of it)."""
+        self._partitions = partitions or store.partitions
+        """Lists the store's partitions (a subscription's: once per call of it)."""
         self.metas: dict[tuple[str, int], SegmentMeta | None] = {}
         self.meta_errors: dict[tuple[str, int], CorruptionError] = {}
         self.known: dict[str, list[int]] = {}
@@ -163,7 +175,7 @@ class SegmentPlanner:
         ):
             known: dict[str, list[int]] = {}
             quarantined: dict[str, set[int]] = {}
-            for p in self.store.partitions():
+            for p in self._partitions():
                 if first:  # a new consumer: the partition's MANIFEST and a probe past it
                     view = self.location.view(p)
                     known[p] = sorted([e.seq for e in view.entries] + [d.seq for d in view.damaged])
@@ -176,9 +188,9 @@ class SegmentPlanner:
             self.known, self.quarantined = known, quarantined
             self._last_full_listing, self._quarantine_mark = now, mark
             return self.known, self.quarantined
-        self.registry.refresh()
+        self._refresh()
         starts = {}
-        for p in self.store.partitions():  # one listing of partition names
+        for p in self._partitions():  # one listing of partition names
             seqs = self.known.setdefault(p, [])
             # every seq up to the ack log's deleted floor is gone: a partition whose
             # segments were all deleted is probed past its history, not through it
@@ -197,7 +209,7 @@ class SegmentPlanner:
         return Position(
             {
                 p: top
-                for p in self.store.partitions()
+                for p in self._partitions()
                 if (
                     top := max(
                         [*self.location.published_seqs(p), *self.location.quarantined(p)],

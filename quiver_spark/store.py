@@ -75,6 +75,21 @@ log = logging.getLogger(__name__)
 
 LEASE_FILE = "LEASE"
 
+IDLE_RETENTION_PERIOD_S = 60.0
+"""On an object root, how often a writer's maintenance runs a retention pass with
+nothing new of its own (no finalize) while it is not throttled (ARCHITECTURE.md §8.7):
+every pass is requests (about a dozen: the ack log, the records, the next-seq reads,
+the metrics file). Nothing waits on this pass: the writer that adds bytes runs one
+after each finalize (the size cap), a subscription after each acknowledgement (what
+it frees), and the time and expiry bounds are hours; a throttled writer keeps the
+short period so room is seen as soon as it is made."""
+
+RECORDS_PERIOD_S = 60.0
+"""How long a handle's retention passes reuse what the subscription records said about
+subscribers the ack log does not register (:meth:`QuiverStore.unregistered_records`)
+while the registered set is unchanged: records of other names change only with a
+registration (which changes the set) or by an operator's hand."""
+
 
 def default_wal_root(root: str) -> str:
     """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
@@ -145,10 +160,12 @@ class QuiverStore:
         # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
         # this handle's last retention pass and what it admitted since
         self._admission = Admission(root, self.metrics)
-        self._last_retention = 0.0
+        self._last_retention = float("-inf")  # the first tick runs a pass
         self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
         # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
         self._retained = RetainedIndex()
+        # the last answer of unregistered_records: registered names, when, the answer
+        self._unregistered: tuple[frozenset[str], float, list[str]] | None = None
         self._expiry = SubscriberExpiry(root, self.objects)
         self._closed = False
         self._maint_stop = threading.Event()
@@ -455,11 +472,19 @@ class QuiverStore:
     def unregistered_records(self, registry: SubscriberNames | None) -> list[str]:
         """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
         last read) does not register: the ack log lost their registration, so
-        retention keeps their data until an operator adds or removes them."""
-        return records.unregistered(
-            self.objects,
-            registry.subscribers() if registry is not None else [],
-        )
+        retention keeps their data until an operator adds or removes them.
+
+        One listing of the records, and a read of each one whose name is not
+        registered; the answer is reused for :data:`RECORDS_PERIOD_S` while the
+        registered names stay the same (a registration lost or made changes them)."""
+        names = frozenset(registry.subscribers() if registry is not None else [])
+        now = time.monotonic()
+        last = self._unregistered
+        if last is not None and last[0] == names and now - last[1] < RECORDS_PERIOD_S:
+            return list(last[2])
+        found = records.unregistered(self.objects, names)
+        self._unregistered = (names, now, found)
+        return list(found)
 
     def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
         """Refresh in-process gauges from the index the retention pass kept current, and
@@ -501,8 +526,9 @@ class QuiverStore:
         after a failed finalize, which is raised after the pass: a full disk is what the
         pass may free).
 
-        Retention runs after a finalize and otherwise at most every
-        ``segment.max_open_duration`` (it lists every segment's metadata).
+        Retention runs after a finalize, after a failed pass or finalize, and otherwise
+        every ``segment.max_open_duration`` (at least 1 s); on an object root, while
+        not throttled, every :data:`IDLE_RETENTION_PERIOD_S` (each pass is requests).
         """
         done: dict[str, Any] = {"finalized": [], "deleted": {}}
         if self.writer is not None and not self._closed:
@@ -515,9 +541,7 @@ class QuiverStore:
             if meta is not None:
                 done["finalized"].append((meta.partition, meta.seq))
             self.writer.write_heartbeat()
-            due = time.monotonic() - self._last_retention >= max(
-                1.0, self.config.segment.max_open_duration_s
-            )
+            due = time.monotonic() - self._last_retention >= self._idle_retention_period()
             if meta is not None or due or failure is not None:
                 try:
                     done["deleted"] = self.run_retention().deleted
@@ -528,6 +552,13 @@ class QuiverStore:
             if failure is not None:
                 raise failure
         return done
+
+    def _idle_retention_period(self) -> float:
+        """Seconds between a writer's retention passes with nothing new (see :meth:`maintain`)."""
+        period = max(1.0, self.config.segment.max_open_duration_s)
+        if self.on_objects and not self._admission.throttled:
+            period = max(period, IDLE_RETENTION_PERIOD_S)
+        return period
 
     def finalize_idle_partitions(self) -> list[tuple[str, int]]:
         """Finalize committed data of partitions whose writer is gone.

@@ -20,6 +20,7 @@ for a missing sequence, acknowledgements) runs without a JVM.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -89,6 +90,15 @@ def open_store(
 
 # -- the subscription -------------------------------------------------------------------------
 @dataclass
+class _Call:
+    """What one call of a subscription already looked at (see :meth:`Subscription.one_call`)."""
+
+    depth: int = 0
+    refreshed: bool = False
+    partitions: list[str] | None = None
+
+
+@dataclass
 class _State:
     last_seal: float = 0.0
     last_retention: float = 0.0
@@ -139,6 +149,7 @@ class Subscription:
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
+        self._call = _Call()
         if live:
             claim_live(store.root, name, self, store.objects)
         try:
@@ -147,7 +158,9 @@ class Subscription:
             if live:
                 release_live(store.root, name, self, store.objects)
             raise
-        self.planner = SegmentPlanner(store, self.registry)
+        self.planner = SegmentPlanner(
+            store, self.registry, refresh=self._refresh, partitions=self._partitions
+        )
 
     @classmethod
     def open(
@@ -169,6 +182,41 @@ class Subscription:
             store.close()
             raise
 
+    # -- one look per call ------------------------------------------------------------------
+    @contextlib.contextmanager
+    def one_call(self) -> Iterator[None]:
+        """Within the block (and within every public call, which opens one), the ack log
+        is caught up and the partitions are listed at most once: what the first look
+        found serves the rest of the call (a trigger's ack and plan, a poll's
+        registration check, position and plan). Each look is a request on an object
+        root. A look that failed is made again by the next call."""
+        c = self._call
+        c.depth += 1
+        try:
+            yield
+        finally:
+            c.depth -= 1
+            if c.depth == 0:
+                c.refreshed, c.partitions = False, None
+
+    def _refresh(self) -> None:
+        """Catch the ack log up, once per call."""
+        c = self._call
+        if c.depth and c.refreshed:
+            return
+        self.registry.refresh()
+        c.refreshed = c.depth > 0
+
+    def _partitions(self) -> list[str]:
+        """The store's partitions, listed once per call."""
+        c = self._call
+        if c.depth and c.partitions is not None:
+            return list(c.partitions)
+        parts = self.store.partitions()
+        if c.depth:
+            c.partitions = parts
+        return list(parts)
+
     # -- facts ------------------------------------------------------------------------------
     @property
     def location(self) -> SegmentLocation:
@@ -184,7 +232,7 @@ class Subscription:
         return self.loss.lost
 
     def registered(self) -> bool:
-        self.registry.refresh()
+        self._refresh()
         self._registered = self.name in self.registry.subscribers()
         return self._registered
 
@@ -233,11 +281,12 @@ class Subscription:
     # -- positions ------------------------------------------------------------------------------
     def acked(self) -> Position:
         """Per partition, the highest seq through which everything is acknowledged."""
-        self._require_registered(new_ok=False)
-        self.registry.refresh()
-        return Position(
-            {p: h for p in self.store.partitions() if (h := self.registry.hwm(self.name, p)) > 0}
-        )
+        with self.one_call():
+            self._require_registered(new_ok=False)
+            self._refresh()
+            return Position(
+                {p: h for p in self._partitions() if (h := self.registry.hwm(self.name, p)) > 0}
+            )
 
     def start(
         self, position: StartPosition | str | None = None, *, since_ns: int | None = None
@@ -332,9 +381,10 @@ class Subscription:
         """The end of the next batch after ``after``: segments admitted oldest first
         (by ingestion time, across partitions) under ``caps``, never past ``until``;
         at least one segment when any is available (:meth:`SegmentPlanner.plan`)."""
-        self._require_registered(new_ok=True)
-        self.seal_idle()
-        return self.planner.plan(after, caps, until)
+        with self.one_call():
+            self._require_registered(new_ok=True)
+            self.seal_idle()
+            return self.planner.plan(after, caps, until)
 
     plan = next_batch_end
     """The earlier name of :meth:`next_batch_end`, kept for callers that use it."""
@@ -396,10 +446,10 @@ class Subscription:
         """Per partition, the seqs nacked and not delivered again since (loaded from the
         ack log once: a nack outlives the process that made it)."""
         if self._given_back is None:
-            self.registry.refresh()
+            self._refresh()
             self._given_back = {
                 p: set(seqs)
-                for p in self.store.partitions()
+                for p in self._partitions()
                 if (seqs := self.registry.nacked(self.name, p))
             }
         return self._given_back
@@ -426,13 +476,14 @@ class Subscription:
     def poll(self, caps: Caps = UNLIMITED) -> Batch | None:
         """The next batch after what is acknowledged (registering the subscriber on
         first use), or None when nothing new is available."""
-        if not self.registered():
-            self.start()
-        begin = self.acked()
-        end = self.next_batch_end(begin, caps)
-        if not end.is_after(begin):
-            return None
-        return Batch(begin, end, self.segments(begin, end, pending_only=True))
+        with self.one_call():
+            if not self.registered():
+                self.start()
+            begin = self.acked()
+            end = self.next_batch_end(begin, caps)
+            if not end.is_after(begin):
+                return None
+            return Batch(begin, end, self.segments(begin, end, pending_only=True))
 
     def read(self, meta: SegmentMeta, *, verify: bool = True) -> Iterator[pa.RecordBatch]:
         """The rows of one planned segment, verified (size and CRC-32C) before the
@@ -453,10 +504,14 @@ class Subscription:
         so the subscriber's mark moves past them. A seq nacked and not delivered again
         since (by :meth:`poll` or :meth:`segments`) is passed over: it stays pending.
         """
+        with self.one_call():
+            return self._ack(through)
+
+    def _ack(self, through: Position) -> int:
         self._require_registered(new_ok=False)
         if self._live:  # a consumer whose lease was taken over must not acknowledge
             check_live(self.name, self, self.store.objects)
-        self.registry.refresh()
+        self._refresh()
         self._check_assigned(through)
         given_back = self._nacked()
         todo: dict[str, list[int]] = {}

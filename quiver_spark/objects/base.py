@@ -13,11 +13,14 @@ Blob all have (ARCHITECTURE.md §12):
 ``put``            unconditional write (advisory objects only: metrics, notes)
 ``delete``         remove; a missing object is not an error
 ``list``           keys under a prefix in key order, optionally starting after a key
+``list_dirs``      the names of the directories directly under a prefix (S3
+                   ``delimiter=/``): grows with the directories, not their objects
 =================  ============================================================
 
 A *version* is an opaque string that changes on every successful write of the key
 (never reused for the same key while it exists). Every call is one request to the
-storage, so request counts (:class:`CountingObjects`) are what a bill shows.
+storage (a listing: one request a page of :data:`LIST_PAGE` names), so request counts
+(:class:`CountingObjects`) are what a bill shows.
 
 Failures: ObjectExists / VersionMismatch when the precondition did not hold (the
 write did not happen); ObjectConflict when the storage refused a conditional write
@@ -34,10 +37,38 @@ injectable faults, for tests), ``local.py`` (a POSIX directory through
 
 from __future__ import annotations
 
+import builtins
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+LIST_PAGE = 1000
+"""Names one listing request returns at most (S3, GCS and Azure all page by 1,000)."""
+
+
+def list_pages(names: int) -> int:
+    """Requests a listing that returned ``names`` names took (an empty one is one)."""
+    return max(1, -(-names // LIST_PAGE))
+
+
+def check_directory(prefix: str) -> str:
+    """``prefix`` if it names a directory (``""`` or ending in ``/``), else ValueError."""
+    if prefix and not prefix.endswith("/"):
+        raise ValueError(f"directory prefix {prefix!r}: must be '' or end with '/'")
+    return prefix
+
+
+def dirs_of(prefix: str, keys: Iterable[str]) -> list[str]:
+    """The directory names directly under ``prefix`` that ``keys`` (full keys) show."""
+    out = set()
+    for key in keys:
+        if key.startswith(prefix):
+            head, slash, _ = key[len(prefix) :].partition("/")
+            if slash and head:
+                out.add(head)
+    return sorted(out)
 
 
 class PreconditionFailed(Exception):
@@ -112,6 +143,14 @@ class ObjectStore(ABC):
         """Objects whose key starts with ``prefix``, in key order, only keys greater
         than ``after`` when given (one request a page)."""
 
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
+        """The names of the directories directly under ``prefix`` (``""`` or a prefix
+        ending in ``/``; else ValueError), sorted: each ``d`` such that a key starts
+        with ``prefix + d + "/"``. Its cost grows with those names, never with the
+        objects inside them (one request a page: S3 ``delimiter=/``). This default
+        derives them from :meth:`list`; every implementation here overrides it."""
+        return dirs_of(check_directory(prefix), (i.key for i in self.list(prefix)))
+
     def display(self, key: str) -> str:
         return f"{self.url.rstrip('/')}/{key}"
 
@@ -134,7 +173,9 @@ def create_or_same(store: ObjectStore, key: str, data: bytes, *, attempts: int =
 
 
 class CountingObjects(ObjectStore):
-    """Wraps a store and counts its requests by kind (``get``, ``create``...)."""
+    """Wraps a store and counts its requests by kind (``get``, ``create``...); a
+    listing counts one ``list`` request a page of :data:`LIST_PAGE` names, as a bill
+    does."""
 
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
@@ -142,9 +183,9 @@ class CountingObjects(ObjectStore):
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def _n(self, op: str) -> None:
+    def _n(self, op: str, n: int = 1) -> None:
         with self._lock:
-            self.counts[op] += 1
+            self.counts[op] += n
 
     def total(self) -> int:
         return sum(self.counts.values())
@@ -178,5 +219,19 @@ class CountingObjects(ObjectStore):
         self.inner.delete(key)
 
     def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
-        self._n("list")
-        return self.inner.list(prefix, after=after)
+        try:
+            found = self.inner.list(prefix, after=after)
+        except BaseException:
+            self._n("list")
+            raise
+        self._n("list", list_pages(len(found)))
+        return found
+
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
+        try:
+            found = self.inner.list_dirs(prefix)
+        except BaseException:
+            self._n("list")
+            raise
+        self._n("list", list_pages(len(found)))
+        return found

@@ -24,10 +24,13 @@ HTTP client options).
 - ``list``: obstore lists by path segment (``a/b`` is not a prefix of ``a/bc``), so the
   listing asks for the prefix's directory and keeps the keys that start with the
   prefix; ``after`` is obstore's ``offset`` (S3 ``start-after``).
+- ``list_dirs``: obstore's ``list_with_delimiter`` (S3 ``delimiter=/``): the common
+  prefixes, one request a page of them, whatever the objects inside.
 """
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -43,7 +46,15 @@ from obstore.exceptions import (
 )
 
 from ..errors import ConfigError
-from .base import ObjectConflict, ObjectExists, ObjectInfo, ObjectStore, Stored, VersionMismatch
+from .base import (
+    ObjectConflict,
+    ObjectExists,
+    ObjectInfo,
+    ObjectStore,
+    Stored,
+    VersionMismatch,
+    check_directory,
+)
 from .urls import FAMILIES, StorageOptions, object_scheme
 
 R = TypeVar("R")
@@ -214,3 +225,16 @@ class CloudObjects(ObjectStore):
             return []
         found.sort(key=lambda i: i.key)
         return found
+
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
+        check_directory(prefix)
+
+        def run() -> list[str]:
+            got = obstore.list_with_delimiter(self._store, prefix=prefix.rstrip("/") or None)
+            names = (str(p)[len(prefix) :].strip("/") for p in got["common_prefixes"])
+            return sorted({n for n in names if n and "/" not in n})
+
+        try:
+            return self._call("list", prefix, run)
+        except FileNotFoundError:
+            return []

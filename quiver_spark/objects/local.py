@@ -16,10 +16,18 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 
 from ..fs import DEFAULT_IO, FileIO, file_lock
-from .base import ObjectExists, ObjectInfo, ObjectStore, Stored, VersionMismatch
+from .base import (
+    ObjectExists,
+    ObjectInfo,
+    ObjectStore,
+    Stored,
+    VersionMismatch,
+    check_directory,
+)
 
 LOCK_NAME = ".objects.lock"
 
@@ -133,3 +141,15 @@ class LocalObjects(ObjectStore):
                     out.append(ObjectInfo(key, st.st_size, _version(st)))
         out.sort(key=lambda i: i.key)
         return out
+
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
+        """The subdirectories of ``prefix``'s directory (one ``scandir``); a directory
+        whose objects were all deleted may still be named."""
+        check_directory(prefix)
+        top = self.path(prefix.rstrip("/")) if prefix else self.root
+        self.io.before("listdir", top)
+        try:
+            with os.scandir(top) as it:
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return []

@@ -9,12 +9,21 @@ each operation; see :class:`Faults`.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import ObjectExists, ObjectInfo, ObjectStore, Stored, VersionMismatch
+from .base import (
+    ObjectExists,
+    ObjectInfo,
+    ObjectStore,
+    Stored,
+    VersionMismatch,
+    check_directory,
+    dirs_of,
+)
 
 _LOCK = threading.RLock()
 _BUCKETS: dict[str, dict[str, tuple[bytes, str]]] = {}
@@ -128,6 +137,17 @@ class MemoryObjects(ObjectStore):
                 for k, v in sorted(source.items())
                 if k.startswith(full) and (start is None or k > start)
             ]
+        self._after("list", prefix)
+        return out
+
+    def list_dirs(self, prefix: str) -> builtins.list[str]:
+        """A listing with ``delimiter=/`` (its faults are those of ``list``)."""
+        check_directory(prefix)
+        self._before("list", prefix)
+        with _LOCK:
+            source = self.faults.stale_list if self.faults.stale_list is not None else self._data
+            full = self._k(prefix)
+            out = dirs_of(full, source)
         self._after("list", prefix)
         return out
 

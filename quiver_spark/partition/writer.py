@@ -42,6 +42,13 @@ from ..wal import (
 from .model import HEARTBEAT_PENDING, OpenSegment, Txn, partition_dir
 from .recovery import _MOVES, PartitionRecovery
 
+RESOLVE_GRACE_S = 5.0
+"""How long after its first record a pending transaction's commit record is looked for
+at every maintenance tick (a micro-batch's decision comes within it)."""
+RESOLVE_CAP_S = 30.0
+"""The longest wait between two looks for the commit record of a transaction still
+pending after :data:`RESOLVE_GRACE_S` on an object root (each look is a request)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -74,6 +81,7 @@ class PartitionWriter(PartitionRecovery):
         self._lock = threading.RLock()
         self._open = OpenSegment()
         self._pending: dict[int, Txn] = {}
+        self._recheck: dict[int, tuple[float, float]] = {}  # txn -> (next look, interval)
         self._closed = False
         self.last_write_ns: int | None = None
         self.finalized_total = 0
@@ -290,14 +298,31 @@ class PartitionWriter(PartitionRecovery):
             self._finalize()
 
     # -- transactions ------------------------------------------------------------------
-    def _resolve(self) -> None:
-        """Move committed transactions into the open segment; drop losers."""
+    def _resolve(self, *, backoff: bool = False) -> None:
+        """Move committed transactions into the open segment; drop losers.
+
+        ``backoff`` (the maintenance tick's calls, on an object root, where each look
+        is a request): a transaction undecided :data:`RESOLVE_GRACE_S` after its first
+        record is looked at again after 1 s, then 2, 4... at most every
+        :data:`RESOLVE_CAP_S` (a batch never rerun stays pending for good)."""
+        now = time.monotonic()
+        patient = backoff and self.commits.on_objects
+        for gone in set(self._recheck) - set(self._pending):
+            del self._recheck[gone]
         for txn_id in sorted(self._pending):
             txn = self._pending[txn_id]
+            if patient and now < self._recheck.get(txn_id, (now, 0.0))[0]:
+                continue
             rec = self.commits.get(txn.app, txn.version)
             if rec is None:
+                if patient and now - (txn.first_mono or now) >= RESOLVE_GRACE_S:
+                    interval = min(
+                        RESOLVE_CAP_S, max(1.0, 2 * self._recheck.get(txn_id, (0, 0.5))[1])
+                    )
+                    self._recheck[txn_id] = (now + interval, interval)
                 continue
             del self._pending[txn_id]
+            self._recheck.pop(txn_id, None)
             if (self.pid, txn_id) in rec.winners:
                 # the REC_TXN marker is covered with (never before) its data
                 self._admit(txn.records, since=txn.first_mono, marker=txn_id)
@@ -478,7 +503,7 @@ class PartitionWriter(PartitionRecovery):
             try:
                 self._ready(foreground=False)
                 self._publish_pending()
-                self._resolve()
+                self._resolve(backoff=True)
                 due = self._open and (
                     time.monotonic() - self._open.opened_mono
                     >= self.config.segment.max_open_duration_s

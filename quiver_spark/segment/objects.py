@@ -5,7 +5,9 @@ Paths are object keys (``segments/p-0/00000000000000000001.arrow``) under :attr:
 A file is one create-if-absent upload (:func:`~quiver_spark.objects.create_or_same`):
 visible whole or not at all, never replacing another file, and a retry after a lost
 response that finds its own bytes is a success. Directories do not exist as objects:
-``makedirs`` does nothing, ``entries``/``subdirs`` are derived from one listing.
+``makedirs`` does nothing, ``entries`` is derived from one listing of the directory's
+keys, ``subdirs`` is one listing with a delimiter (its cost grows with the
+subdirectories, never with the segments inside them).
 ``move`` is a copy (get + create) and a delete.
 """
 
@@ -48,7 +50,7 @@ class ObjectBackend(SegmentBackend):
         return self._children(directory)[0]
 
     def subdirs(self, directory: str) -> list[str]:
-        return sorted(self._children(directory)[1])
+        return self.objects.list_dirs(f"{directory}/" if directory else "")
 
     def _info_size(self, path: str) -> int | None:
         got = self.objects.info(path)  # one HEAD: a listing may lag or fail as absent

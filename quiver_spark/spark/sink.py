@@ -21,6 +21,7 @@ later rerun of the same batch id lose its rows.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,8 +35,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .. import format as fmt
 from ..commits import CommitLog
-from ..config import StoreConfig
+from ..config import NAME_RE, StoreConfig
 from ..errors import (
     ConfigError,
     QuiverError,
@@ -43,6 +45,7 @@ from ..errors import (
     StoreClosedError,
     WalFailedError,
 )
+from ..fs import partition_locked
 from ..objects import ObjectStore
 from ..objects.urls import open_objects
 from ..store import QuiverStore
@@ -244,7 +247,16 @@ class _QuiverWriterBase:
         return fresh
 
     def _finalize_orphans(self) -> None:
-        """Seal committed data of slots whose writer process is gone (best effort)."""
+        """Seal committed data of slots whose writer process is gone (best effort).
+
+        Only the WALs on this machine can be sealed here, and a slot whose WAL lock a
+        live writer holds is no orphan: once the WAL directory of the root is known
+        (from the first commit of this process), a commit that finds no WAL with data
+        and a free lock asks nothing of the store (no open, no lease or manifest read)."""
+        key = (self.root, self.config.wal.path)
+        wal_root = _WAL_ROOTS.get(key)
+        if wal_root is not None and not _orphans_possible(wal_root):
+            return
         try:
             store = QuiverStore.open(
                 self.root,
@@ -254,7 +266,10 @@ class _QuiverWriterBase:
                 storage_options=self.storage or None,
             )
             try:
-                sealed = store.finalize_idle_partitions()
+                _WAL_ROOTS[key] = store.wal_root
+                sealed = (
+                    store.finalize_idle_partitions() if _orphans_possible(store.wal_root) else []
+                )
             finally:
                 store.close()
         except (QuiverError, OSError) as e:  # the decision is durable; sealing can wait
@@ -275,6 +290,30 @@ class _QuiverWriterBase:
             len(messages),
             [(m.partition, m.txn_id) for m in msgs],
         )
+
+
+_WAL_ROOTS: dict[tuple[str, str | None], str] = {}
+"""The local WAL directory of each (root, ``wal.path``) the driver committed to."""
+
+
+def _orphans_possible(wal_root: str) -> bool:
+    """Whether ``wal_root`` holds a partition's WAL with files whose writer lock no
+    live process holds (local probes only: a listing and a non-blocking ``flock``)."""
+    try:
+        pids = os.listdir(wal_root)
+    except FileNotFoundError:
+        return False
+    for pid in pids:
+        if not NAME_RE.fullmatch(pid):
+            continue
+        try:
+            if not os.listdir(os.path.join(wal_root, pid, fmt.WAL_DIR)):
+                continue
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not partition_locked(os.path.join(wal_root, pid, fmt.LOCK_FILE)):
+            return True
+    return False
 
 
 class QuiverStreamWriter(_QuiverWriterBase, DataSourceStreamArrowWriter):

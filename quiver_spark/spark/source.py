@@ -173,10 +173,12 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         is acknowledged here, so a subscriber run with Trigger.AvailableNow does not
         pin its last batch's segments until new data arrives.
         """
-        if start:
-            self.commit(start)
-        begin = Position.from_json(start)
-        return self._sub().next_batch_end(begin, self._caps(limit), until=self._target).to_json()
+        sub = self._sub()
+        with sub.one_call():  # the ack log caught up and the partitions listed once
+            if start:
+                self.commit(start)
+            begin = Position.from_json(start)
+            return sub.next_batch_end(begin, self._caps(limit), until=self._target).to_json()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """Everything available at the last plan (query progress: lag = latest - end)."""

@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -274,12 +274,25 @@ def remove_record(objects: ObjectStore, name: str) -> None:
         objects.delete(key)
 
 
-def unregistered(objects: ObjectStore, registered: set[str] | list[str]) -> list[str]:
+def unregistered(objects: ObjectStore, registered: Iterable[str]) -> list[str]:
     """Names with an unexpired record that ``registered`` (the ack log's subscribers)
     lacks: the ack log lost their registration (§8.10), so retention keeps their data."""
     known = set(registered)
-    recs = list_records(objects)
-    return sorted(n for n, rec in recs.items() if rec.expired_ns is None and n not in known)
+    out = []
+    for info in objects.list(RECORDS_PREFIX):  # only the records of other names are read
+        entry = info.key[len(RECORDS_PREFIX) :]
+        if "/" in entry or not entry.endswith(RECORD_SUFFIX):
+            continue
+        name = entry[: -len(RECORD_SUFFIX)]
+        if name in known:
+            continue
+        try:
+            rec = read_record(objects, name)
+        except (CorruptionError, ValueError):
+            continue
+        if rec is not None and rec.expired_ns is None:
+            out.append(rec.name)
+    return sorted(out)
 
 
 def unregistered_message(root: str, name: str) -> str:

@@ -116,6 +116,27 @@ def test_a_listing_is_in_key_order_under_a_string_prefix_and_starts_after_the_ke
     assert [(i.key, i.size) for i in objects.list("z")] == [("z", 1)]
 
 
+def test_a_directory_listing_names_the_directories_under_a_prefix_once_and_not_their_objects(
+    objects: ObjectStore,
+) -> None:
+    for key in [
+        "segments/p-0/00000000000000000001.arrow",
+        "segments/p-0/00000000000000000001.meta",
+        "segments/p-0/quarantine/00000000000000000002.meta",
+        "segments/p-10/00000000000000000001.meta",
+        "segments/QUARANTINE",
+        "segmentsX/p-9/a",
+        "STORE",
+    ]:
+        objects.create(key, b"x")
+    assert objects.list_dirs("segments/") == ["p-0", "p-10"]
+    assert objects.list_dirs("segments/p-0/") == ["quarantine"]
+    assert objects.list_dirs("") == ["segments", "segmentsX"]
+    assert objects.list_dirs("nothing/") == []
+    with pytest.raises(ValueError):
+        objects.list_dirs("segments")
+
+
 def test_deleting_removes_the_key_and_a_missing_key_is_not_an_error(objects: ObjectStore) -> None:
     objects.create("readers/s.lease", b"held")
     objects.delete("readers/s.lease")

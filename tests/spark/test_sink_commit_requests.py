@@ -1,7 +1,9 @@
 """The driver's commit of one micro-batch on an object root costs a handful of requests,
-bounded by the store's partitions: it reads and creates the batch's commit record, then
-seals orphaned slots from the STORE, POLICY and each partition's MANIFEST and LEASE. It
-never lists the bucket, so its cost does not grow with the segments or commits stored."""
+bounded by the store's partitions: it creates the batch's commit record (no read
+first), then seals orphaned slots from the STORE, POLICY and each partition's MANIFEST
+and LEASE, and only when this machine holds a slot WAL with data whose lock no live
+writer holds. It never lists the bucket, so its cost does not grow with the segments
+or commits stored."""
 
 from __future__ import annotations
 
@@ -28,9 +30,9 @@ class MainThreadCounts(CountingObjects):
     """Counts only the requests of the calling (driver) thread, not the slot's
     background maintenance that shares this process in the test."""
 
-    def _n(self, op: str) -> None:
+    def _n(self, op: str, n: int = 1) -> None:
         if threading.current_thread() is threading.main_thread():
-            super()._n(op)
+            super()._n(op, n)
 
 
 def test_one_commit_costs_four_requests_and_two_per_partition_without_a_listing(
@@ -67,3 +69,86 @@ def test_one_commit_costs_four_requests_and_two_per_partition_without_a_listing(
     finally:
         slots.evict(writer.root, writer.config, None, writer.storage)
         reset_memory()
+
+
+def test_a_commit_while_the_slot_lives_creates_its_record_and_asks_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reset_memory()
+    url = "memory://commit-live-slot/store"
+    options = {"path": url, "segment.max_open_duration": "600s"}
+    writer = QuiverStreamWriter(options, SCHEMA, False)
+    store = slots.slot_store(writer.root, writer.config, writer.storage)
+    try:
+        opened: list[MainThreadCounts] = []
+
+        def counting(*a: Any, **k: Any) -> MainThreadCounts:
+            opened.append(MainThreadCounts(open_objects(*a, **k)))
+            return opened[-1]
+
+        monkeypatch.setattr(store_module, "open_objects", counting)
+        monkeypatch.setattr(sink_module, "open_objects", counting)
+        for version in range(3):
+            txn = store.begin_txn(app="app", version=version, tag="0")
+            batch = pa.record_batch({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"])})
+            store.append(batch, txn_id=txn)
+            store.flush()
+            pid = store.writer.pid if store.writer is not None else None
+            msg = QuiverCommitMessage("app", version, pid, txn, 2, 16, "0")
+            opened.clear()
+            QuiverStreamWriter(options, SCHEMA, False).commit([msg], version)
+            counts: Counter[str] = Counter()
+            for objects in opened[1:]:  # past streamWriter()'s own open (STORE, POLICY)
+                counts.update(objects.counts)
+            if version > 0:  # the first commit of the process learns where the WALs are
+                assert dict(counts) == {"create": 1}, f"commit {version}: {dict(counts)}"
+    finally:
+        slots.evict(writer.root, writer.config, None, writer.storage)
+        reset_memory()
+
+
+CHILD = """
+import os, sys
+import pyarrow as pa
+from quiver_spark import QuiverStore
+s = QuiverStore.open(sys.argv[1], partition=sys.argv[2], background=False)
+txn = s.begin_txn("app", 1, "0")
+s.append(pa.record_batch({"k": pa.array([7, 8], pa.int64()), "v": pa.array(["x", "y"])}),
+         txn_id=txn)
+s.flush()
+print(txn, flush=True)
+os._exit(0)  # a worker that dies: its WAL holds the transaction, its lock is free
+"""
+
+
+def test_the_next_commit_still_seals_the_batch_of_a_slot_whose_worker_died(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from quiver_spark import QuiverStore
+
+    root = str(tmp_path / "store")
+    options = {"path": root, "segment.max_open_duration": "600s"}
+    writer = QuiverStreamWriter(options, SCHEMA, False)
+    store = slots.slot_store(writer.root, writer.config, writer.storage)
+    try:
+        txn = store.begin_txn(app="app", version=0, tag="0")
+        store.append(
+            pa.record_batch({"k": pa.array([1], pa.int64()), "v": pa.array(["a"])}), txn_id=txn
+        )
+        store.flush()
+        pid = store.writer.pid if store.writer is not None else ""
+        writer.commit([QuiverCommitMessage("app", 0, pid, txn, 1, 8, "0")], 0)  # live slot
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, root, "dead-0"],
+            check=True, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        dead_txn = int(out.stdout.split()[0])
+        msg = QuiverCommitMessage("app", 1, "dead-0", dead_txn, 2, 16, "0")
+        QuiverStreamWriter(options, SCHEMA, False).commit([msg], 1)
+        with QuiverStore.open(root, partition=None, create=False, background=False) as r:
+            assert sorted(x for b in r.scan() for x in b.column("k").to_pylist()) == [7, 8]
+    finally:
+        slots.evict(writer.root, writer.config, None, writer.storage)
