@@ -49,6 +49,8 @@ class StagedTxn:
     version: int
     rows: int
     table: pa.Table
+    created_ns: int = 0
+    """When it was staged (wall clock of the task): the segment's ingestion time."""
 
     def batches(self) -> list[pa.RecordBatch]:
         return self.table.to_batches()
@@ -88,6 +90,7 @@ def decode_staged(where: str, raw: bytes) -> StagedTxn:
             int(body["version"]),
             int(body["rows"]),
             table,
+            int(body.get("created_ns", 0)),
         )
     except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as e:
         raise CorruptionError(where, FRAME_SIZE, f"undecodable staged transaction: {e}") from e
