@@ -400,9 +400,7 @@ class SegmentLocation:
                 taken=self.manifest_publishes,
             )
             if not again:
-                self._manifest_publish(
-                    meta.partition, [meta], *((txns, sealed_by) if txns else ())
-                )
+                self._manifest_publish(meta.partition, [meta], *((txns, sealed_by) if txns else ()))
                 return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
