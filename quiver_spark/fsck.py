@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import format as fmt
-from . import policy
+from . import policy, staging
 from .config import NAME_RE
 from .control.lease import Lease
 from .control.lease import _decode as decode_lease
@@ -142,6 +142,8 @@ class StoreChecker:
                 key = f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}"
                 tasks.append((1, lambda key=key, pid=pid: self._check_lease(key, pid)))  # type: ignore[misc]
         tasks.append((1, self._check_quarantine_mark))
+        if self.store.on_objects:
+            tasks.extend(self._staged_checks())
         tasks.extend(self._commit_checks())
         tasks.extend(self._subscriber_checks())
         tasks.extend(self._advisory_checks())
@@ -691,6 +693,40 @@ class StoreChecker:
         self.report.quarantined += 1
 
     # -- commits ----------------------------------------------------------------------------
+    def _staged_checks(self) -> list[Task]:
+        """Object root: every staged transaction ``partitions/<pid>/txns/<id>.txn``
+        (§12.6) verifies and names itself."""
+        keys = [
+            k
+            for k in self._keys(f"{fmt.PARTITIONS_DIR}/")
+            if k.split("/")[2:3] == [staging.STAGED_DIR] and k.endswith(staging.STAGED_SUFFIX)
+        ]
+        return [(1, lambda key=key: self._check_staged(key)) for key in keys]  # type: ignore[misc]
+
+    def _check_staged(self, key: str) -> None:
+        checked = self.report.checked  # object roots only: counted once there is one
+        checked["staged"] = checked.get("staged", 0) + 1
+        shown = self._shown(key)
+        pid = key.split("/")[1]
+        try:
+            st = staging.decode_staged(shown, self._read(key))
+            stem = key.rsplit("/", 1)[-1].removesuffix(staging.STAGED_SUFFIX)
+            if (st.partition, str(st.txn_id).zfill(len(stem))) != (pid, stem):
+                raise CorruptionError(
+                    shown, fmt.FRAME_SIZE, f"names transaction {st.txn_id} of {st.partition}"
+                )
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            self._problem("staged", shown, f"cannot read: {e}", partition=pid)
+        except CorruptionError as e:
+            self._problem(
+                "staged", e.path, f"{e.reason} (damaged staged transaction: if its batch was "
+                "committed and its writer's machine is lost, its rows cannot be sealed; an "
+                "observer pass leaves it, a live writer seals its rows from its WAL)",
+                offset=e.offset, partition=pid,
+            )  # fmt: skip
+
     def _commit_checks(self) -> list[Task]:
         keys = [k for k in self._keys(f"{fmt.COMMITS_DIR}/") if k.endswith(".commit")]
         return [(1, lambda key=key: self._check_commit(key)) for key in keys]  # type: ignore[misc]

@@ -20,17 +20,18 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
 
 from . import format as fmt
+from . import staging
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
-from .control.lease import Lease, current_holder
+from .control.lease import DEFAULT_TTL_S, Lease, current_holder
 from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
@@ -43,6 +44,7 @@ from .descriptor import (
 from .errors import (
     ConfigError,
     CorruptionError,
+    LeaseLostError,
     LockedError,
     PolicyConflictError,
     QuiverError,
@@ -74,6 +76,9 @@ from .subscribers import SubscriberRegistry, records
 log = logging.getLogger(__name__)
 
 LEASE_FILE = "LEASE"
+WRITER_LEASE_TTL_S = DEFAULT_TTL_S
+"""The ttl of the writer leases this process takes (§12.3); an observer judges a lease
+expired by the ttl its holder wrote in it."""
 
 IDLE_RETENTION_PERIOD_S = 60.0
 """On an object root, how often a writer's maintenance runs a retention pass with
@@ -170,6 +175,8 @@ class QuiverStore:
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
+        self.lease_clock: Callable[[], float] = time.monotonic
+        """The monotonic clock this handle observes other holders' leases by (§12.3)."""
         self.idle_failures: dict[str, str] = {}
         """Partitions the last :meth:`finalize_idle_partitions` could not recover, with why."""
         self.maintenance_error: BaseException | None = None
@@ -332,6 +339,23 @@ class QuiverStore:
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
         return self._w().begin_txn(app, version, tag)
+
+    def stage_txn(self, txn_id: int, batches: Sequence[pa.RecordBatch] | None = None) -> int:
+        """On an object root, write transaction ``txn_id``'s rows to the root as
+        ``partitions/<pid>/txns/<txn_id:020d>.txn`` (ARCHITECTURE.md §12.6), so that
+        its rows survive the loss of this machine once it is committed: call it after
+        :meth:`flush` and before the transaction is decided. ``batches``: its rows
+        (default: what the writer holds of it). Returns the bytes written: 0 on a
+        POSIX root (the WAL is on the store's own disk) or for a transaction without
+        rows. A failure raises: the transaction must not be reported then."""
+        w = self._w()
+        if not self.on_objects:
+            return 0
+        app, version, held = w.pending_txn(txn_id)
+        rows = [b for b in (held if batches is None else batches) if b.num_rows]
+        if not rows:
+            return 0
+        return staging.stage(self.objects, w.pid, txn_id, app, version, rows)
 
     def commit_txn(
         self, app: str, version: int, winners: list[tuple[str, int]], rows: int = 0
@@ -560,17 +584,25 @@ class QuiverStore:
             period = max(period, IDLE_RETENTION_PERIOD_S)
         return period
 
-    def finalize_idle_partitions(self) -> list[tuple[str, int]]:
+    def finalize_idle_partitions(
+        self, *, local: bool = True, staged: bool = True
+    ) -> list[tuple[str, int]]:
         """Finalize committed data of partitions whose writer is gone.
 
         Takes each free partition lock briefly (skipping held ones), which recovers the
         partition and seals whatever committed data its WAL holds. Any process that can
         reach the WAL root may run this: a source's planning, ``quiver gc``, the driver.
+        On an object root it then seals, from their staged objects, the committed
+        transactions of every partition whose writer lease is free (released, or seen
+        expired by this process), whichever machine wrote them (§12.6). ``local`` and
+        ``staged`` choose the two halves (the driver runs the second at most every few
+        seconds).
         """
         sealed: list[tuple[str, int]] = []
         self.idle_failures = {}
         mine = self.writer.pid if self.writer else None
-        for pid in self.io.listdir(self.wal_root):
+        done: set[str] = set()
+        for pid in self.io.listdir(self.wal_root) if local else []:
             if pid == mine or not NAME_RE.fullmatch(pid):
                 continue
             if not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
@@ -587,11 +619,123 @@ class QuiverStore:
                 w.close(finalize=True)
                 if w.last_finalized is not None:
                     sealed.append((pid, w.last_finalized.seq))
+                done.add(pid)
             except (QuiverError, OSError) as e:
                 log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
                 self.idle_failures[pid] = str(e)
             finally:
                 w.close(finalize=False)
+        if self.on_objects and staged:
+            sealed += self._seal_staged(skip=done | ({mine} if mine else set()))
+        return sealed
+
+    def staged(self) -> dict[str, list[int]]:
+        """Object root: the staged transaction ids of every partition (one listing of
+        ``partitions/``, §12.6)."""
+        out: dict[str, list[int]] = {}
+        root = f"{fmt.PARTITIONS_DIR}/"
+        for info in self.objects.list(root):
+            parts = info.key[len(root) :].split("/")
+            if len(parts) != 3 or parts[1] != staging.STAGED_DIR:
+                continue
+            stem = parts[2].removesuffix(staging.STAGED_SUFFIX)
+            if parts[2].endswith(staging.STAGED_SUFFIX) and stem.isdigit():
+                out.setdefault(parts[0], []).append(int(stem))
+        return {pid: sorted(ids) for pid, ids in out.items()}
+
+    def _seal_staged(self, skip: set[str]) -> list[tuple[str, int]]:
+        """Seal the staged transactions of partitions whose writer lease is free."""
+        sealed: list[tuple[str, int]] = []
+        for pid, ids in sorted(self.staged().items()):
+            if pid in skip or not NAME_RE.fullmatch(pid):
+                continue
+            try:
+                sealed += self._seal_partition(pid, ids)
+            except LockedError:
+                continue  # its writer lives (or another observer is sealing it)
+            except (QuiverError, OSError) as e:  # one partition must not stop the rest
+                log.error("quiver.seal_staged.failed partition=%s: %s", pid, e)
+                self.idle_failures[pid] = str(e)
+        return sealed
+
+    def _seal_partition(self, pid: str, ids: list[int]) -> list[tuple[str, int]]:
+        """Take ``pid``'s free writer lease, publish its committed staged transactions
+        not sealed yet (the MANIFEST step is the publication and fences the lost
+        writer), drop those sealed or decided without them, leave undecided ones,
+        release the lease. Raises LeaseHeldError while a writer holds it."""
+        try:
+            current = self.manifests.read(pid)
+        except CorruptionError as e:  # its recorded transactions are unknown: never guess
+            raise QuiverError(
+                f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
+                f"be read ({e}); repair it (the partition's next writer rewrites it)"
+            ) from e
+        lease = Lease.acquire(
+            self.objects,
+            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
+            purpose="sealer",
+            ttl_s=WRITER_LEASE_TTL_S,
+            min_epoch=current.epoch if current is not None else 0,
+            clock=self.lease_clock,
+        )
+        sealed: list[tuple[str, int]] = []
+        garbage: list[int] = []
+        try:
+            lease.keep()
+            self.manifests.claim(pid, lease.epoch)
+            known = current.sealed_txns() if current is not None else set()
+            for txn_id in ids:
+                if txn_id in known:
+                    garbage.append(txn_id)
+                    continue
+                try:
+                    st = staging.read_staged(self.objects, pid, txn_id)
+                except CorruptionError as e:  # named by fsck (problem `staged`); left
+                    log.error("quiver.staged.damaged partition=%s txn=%d: %s", pid, txn_id, e)
+                    self.idle_failures[pid] = str(e)
+                    continue
+                if st is None:
+                    continue
+                rec = self.commits.get(st.app, st.version)
+                if rec is None:
+                    continue  # undecided: the driver may still commit it
+                if (pid, txn_id) not in rec.winners:
+                    garbage.append(txn_id)
+                    continue
+                keeper = lease.keeper
+                if lease.lost() or (keeper is not None and keeper.error is not None):
+                    raise (
+                        keeper.error
+                        if keeper and keeper.error
+                        else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
+                    )
+                meta = self.segment_location.publish_staged(
+                    pid,
+                    txn_id,
+                    st.batches(),
+                    ingestion_ns=st.created_ns,
+                    epoch=lease.epoch,
+                    target_batch_rows=self.config.segment.target_batch_rows,
+                    event_time_column=self.config.segment.event_time_column,
+                )
+                garbage.append(txn_id)
+                if meta is not None:
+                    sealed.append((pid, meta.seq))
+                    log.info(
+                        "quiver.staged.sealed partition=%s txn=%d seq=%d rows=%d epoch=%d",
+                        pid,
+                        txn_id,
+                        meta.seq,
+                        meta.rows,
+                        lease.epoch,
+                    )
+            try:
+                staging.drop_staged(self.objects, pid, garbage)
+            except OSError as e:  # garbage: the next pass removes it
+                log.warning("quiver.staged.drop_failed partition=%s: %s", pid, e)
+        finally:
+            self.manifests.unclaim(pid)
+            lease.release()
         return sealed
 
     def _partition_writer(self, pid: str) -> PartitionWriter:
@@ -628,6 +772,7 @@ class QuiverStore:
             self.objects,
             f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
             purpose="writer",
+            ttl_s=WRITER_LEASE_TTL_S,
             min_epoch=current.epoch if current is not None else 0,
         )
         lease.keep()

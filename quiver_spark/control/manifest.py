@@ -44,6 +44,13 @@ COLUMNS = (
 )
 """The entry columns of the body's ``segments`` map, in this order (§6.7)."""
 _OPTIONAL = {"min_event_time", "max_event_time"}
+TXN_COLUMNS = ("txns", "sealed_by")
+"""Optional entry columns of an object root (§6.7, §12.6): the ids of the transactions
+whose rows the segment holds (a list of int per entry) and, for a segment published
+from a staged transaction, the lease epoch of its sealer (int or nil). Written only
+when some entry has a value: a manifest without them reads as "no transactions"."""
+TXNS_GONE_KEEP = 4096
+"""Transaction ids of entries retention removed that the manifest keeps (newest)."""
 _ATTEMPTS = 64  # replace races lost in a row before giving up (each one means progress elsewhere)
 
 
@@ -101,9 +108,15 @@ class ManifestEntry(NamedTuple):
     max_ingestion_ns: int
     min_event_time: int | None = None
     max_event_time: int | None = None
+    txns: tuple[int, ...] = ()
+    """Object root: the transactions whose rows this segment holds (§12.6)."""
+    sealed_by: int | None = None
+    """Object root: the lease epoch that published it from a staged transaction."""
 
     @classmethod
-    def from_meta(cls, meta: _MetaLike) -> ManifestEntry:
+    def from_meta(
+        cls, meta: _MetaLike, txns: Iterable[int] = (), sealed_by: int | None = None
+    ) -> ManifestEntry:
         return cls(
             meta.partition,
             meta.seq,
@@ -115,6 +128,8 @@ class ManifestEntry(NamedTuple):
             meta.max_ingestion_ns,
             meta.min_event_time,
             meta.max_event_time,
+            tuple(sorted(int(t) for t in txns)),
+            sealed_by,
         )
 
     @property
@@ -137,6 +152,9 @@ class Manifest:
     damaged: tuple[tuple[int, str], ...] = ()
     """Entries whose ``.meta`` was found failing verification: ``(seq, error)``. They
     stay entries (their bytes count) and are never chosen by retention."""
+    txns_gone: tuple[int, ...] = ()
+    """Object root: transaction ids of entries retention removed (the newest
+    ``TXNS_GONE_KEEP``), so a staged object left behind is never sealed again."""
     version: str | None = field(default=None, compare=False)
 
     # -- questions --------------------------------------------------------------------
@@ -149,6 +167,13 @@ class Manifest:
 
     def damaged_errors(self) -> dict[int, str]:
         return dict(self.damaged)
+
+    def sealed_txns(self) -> set[int]:
+        """Transaction ids whose rows a segment published here holds or held (§12.6)."""
+        out = set(self.txns_gone)
+        for e in self.entries:
+            out.update(e.txns)
+        return out
 
     # -- changes (pure: each returns a new manifest) ------------------------------------
     def lists(self, seq: int) -> bool:
@@ -182,6 +207,7 @@ class Manifest:
         while floor + 1 in above:
             floor += 1
             above.discard(floor)
+        txns = [t for e in self.entries if e.seq in gone for t in e.txns]
         return replace(
             self,
             high=high,
@@ -189,6 +215,7 @@ class Manifest:
             deleted_above=frozenset(above),
             entries=tuple(e for e in self.entries if e.seq not in gone),
             damaged=tuple((s, err) for s, err in self.damaged if s not in gone),
+            txns_gone=(*self.txns_gone, *txns)[-TXNS_GONE_KEEP:] if txns else self.txns_gone,
         )
 
     def marked_damaged(self, found: Iterable[tuple[int, str]]) -> Manifest:
@@ -217,6 +244,13 @@ class Manifest:
             "segments": cols,
             "damaged": [[s, err] for s, err in self.damaged],
         }
+        # object roots only (§12.6): absent while empty, so other manifests keep their bytes
+        if any(e.txns for e in self.entries):
+            cols["txns"] = [list(e.txns) for e in self.entries]
+        if any(e.sealed_by is not None for e in self.entries):
+            cols["sealed_by"] = [e.sealed_by for e in self.entries]
+        if self.txns_gone:
+            body["txns_gone"] = list(self.txns_gone)
         return encode_frame(MAGIC_MANIFEST, body)
 
     @classmethod
@@ -234,6 +268,7 @@ class Manifest:
             above = frozenset(int(s) for s in body["deleted_above"])
             cols = body["segments"]
             damaged = tuple((int(s), str(err)) for s, err in body.get("damaged", []))
+            txns_gone = tuple(int(t) for t in body.get("txns_gone", []))
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"lacks or mistypes a required key ({e})") from e
         if not isinstance(partition, str) or not isinstance(cols, dict):
@@ -249,13 +284,24 @@ class Manifest:
             kinds = set(map(type, col))
             if not kinds <= ({int, type(None)} if c in _OPTIONAL else {int}):
                 raise bad(f"segments column {c} holds a value that is not an integer")
+        txns = cols.get("txns", [[]] * n)
+        sealed_by = cols.get("sealed_by", [None] * n)
+        if not isinstance(txns, list) or not isinstance(sealed_by, list):
+            raise bad("segments txns or sealed_by column mistyped")
+        if len(txns) != n or len(sealed_by) != n:
+            raise bad("segments columns differ in length")
+        if any(not isinstance(t, list) or not all(isinstance(i, int) for i in t) for t in txns):
+            raise bad("segments column txns holds a value that is not a list of integers")
+        if not set(map(type, sealed_by)) <= {int, type(None)}:
+            raise bad("segments column sealed_by holds a value that is not an integer")
+        columns += [[tuple(t) for t in txns], sealed_by]
         entries = tuple(map(ManifestEntry._make, zip(repeat(partition), *columns)))
         seqs = [e.seq for e in entries]
         if any(not isinstance(s, int) or s < 1 for s in seqs) or seqs != sorted(set(seqs)):
             raise bad("segment seqs are not increasing positive integers")
         if seqs and seqs[-1] > high:
             raise bad(f"segment {seqs[-1]} is above high {high}")
-        return cls(partition, epoch, high, floor, above, entries, damaged, version)
+        return cls(partition, epoch, high, floor, above, entries, damaged, txns_gone, version)
 
 
 def empty(partition: str) -> Manifest:
@@ -294,6 +340,11 @@ class ManifestStore:
         fences this handle. Partitions not claimed (a retention pass of another
         process) are changed at whatever epoch they hold, never fenced."""
         self._claimed[partition] = epoch
+        self._last.pop(partition, None)
+
+    def unclaim(self, partition: str) -> None:
+        """This handle no longer writes ``partition`` (a sealer that released its lease)."""
+        self._claimed.pop(partition, None)
         self._last.pop(partition, None)
 
     def _epoch(self, partition: str) -> int:

@@ -27,6 +27,8 @@ class RecoveryReport:
     republished_seq: int | None = None
     pending_txns: int = 0
     discarded_txns: int = 0
+    sealed_elsewhere: int = 0
+    """Object root: transactions of its WAL another holder had sealed (skipped)."""
     next_segment_seq: int = 1
     duration_s: float = 0.0
 
@@ -65,6 +67,8 @@ class OpenSegment:
     def __init__(self) -> None:
         self.batches: list[pa.RecordBatch] = []
         self.seqs: list[int] = []
+        self.txns: list[int] = []
+        """Transactions whose rows it holds (recorded in the MANIFEST on object roots)."""
         self.rows = 0
         self.nbytes = 0
         self.min_ns = 0

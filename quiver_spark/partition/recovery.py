@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ from ..ranges import RangeSet
 from ..seams import NO_DELETIONS, DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..segment.catalog import SeqTakenError
+from ..staging import drop_staged, staged_ids
 from ..wal import (
     WalCarry,
     WalDecoder,
@@ -45,6 +46,24 @@ from ..wal import (
 from .model import OpenSegment, RecoveryReport, Txn
 
 log = logging.getLogger(__name__)
+
+
+def _minus(covered: RangeSet, ranges: Iterable[tuple[int, int]]) -> RangeSet:
+    """``covered`` without ``ranges`` (inclusive seq ranges)."""
+    pieces = list(covered)
+    for a, b in ranges:
+        nxt: list[tuple[int, int]] = []
+        for x, y in pieces:
+            if b < x or a > y:
+                nxt.append((x, y))
+                continue
+            if x < a:
+                nxt.append((x, a - 1))
+            if b < y:
+                nxt.append((b + 1, y))
+        pieces = nxt
+    return RangeSet(pieces)
+
 
 ACT_MARGIN = 0.5
 """A writer on an object root publishes without a request only while more than this
@@ -69,6 +88,7 @@ class PartitionRecovery:
     _open: OpenSegment
     _pending: dict[int, Txn]
     _unpublished: SegmentMeta | None
+    _unpublished_txns: tuple[int, ...]
     _admitting: set[int]
     _covered: RangeSet
     _next_seq: int
@@ -117,7 +137,23 @@ class PartitionRecovery:
         if lease.lost() or lease.remaining() < lease.ttl_s * ACT_MARGIN:
             lease.renew()
 
-    def _publish_own(self, meta: SegmentMeta, commit: Callable[[SegmentMeta], None]) -> SegmentMeta:
+    def _drop_staged(self, txns: tuple[int, ...]) -> None:
+        """Object root: the staged objects of transactions now in the MANIFEST are
+        garbage (§12.6); removed best effort (the next observer pass removes leftovers)."""
+        if not txns or not self.segments.manifest_publishes:
+            return
+        assert self.segments.manifests is not None
+        try:
+            drop_staged(self.segments.manifests.objects, self.pid, txns)
+        except OSError as e:
+            log.warning("quiver.staged.drop_failed partition=%s txns=%s: %s", self.pid, txns, e)
+
+    def _publish_own(
+        self,
+        meta: SegmentMeta,
+        commit: Callable[[SegmentMeta], None],
+        txns: tuple[int, ...] = (),
+    ) -> SegmentMeta:
         """Publish this writer's segment ``meta`` on an object root. When another
         holder's ``.meta`` took its seq, the seq is recorded void in the MANIFEST (a
         later holder's epoch there raises LeaseLostError: this writer was fenced) and
@@ -126,7 +162,7 @@ class PartitionRecovery:
         the metadata published."""
         for _ in range(_MOVES):
             try:
-                self.segments.publish(meta)
+                self.segments.publish(meta, txns=txns)
                 return meta
             except SeqTakenError:
                 pass
@@ -145,6 +181,17 @@ class PartitionRecovery:
             commit(moved)
             meta = moved
         raise OSError(f"partition {self.pid}: segment {meta.seq} taken {_MOVES} times in a row")
+
+    def _sealed_txns(self) -> set[int]:
+        """Object root: the transaction ids the partition's MANIFEST records (one GET)."""
+        manifests = self.segments.manifests
+        if manifests is None or not self.segments.manifest_publishes:
+            return set()
+        try:
+            m = manifests.read(self.pid)
+        except CorruptionError:
+            return set()
+        return m.sealed_txns() if m is not None else set()
 
     # -- recovery ------------------------------------------------------------------
     def _read_state(self) -> dict:
@@ -170,6 +217,8 @@ class PartitionRecovery:
             "next_record_seq": self.wal.next_seq,
             "updated_ns": time.time_ns(),
         }
+        if publishing is not None and self._unpublished_txns:  # object roots only (§12.6)
+            body["publishing_txns"] = list(self._unpublished_txns)
         if self._wal_limit:
             body["wal_limit"] = sorted([k, v] for k, v in self._wal_limit.items())
         self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
@@ -193,6 +242,7 @@ class PartitionRecovery:
         self._open = OpenSegment()
         self._pending = {}
         self._unpublished = None
+        self._unpublished_txns = ()
         self._admitting = set()
         state = self._read_state()
         self._covered = RangeSet(tuple(r) for r in state["covered"])
@@ -212,12 +262,25 @@ class PartitionRecovery:
             # the one word that the segment is this writer's (its .meta may be there
             # already: a crash before the manifest step); never any other .meta
             meta = SegmentMeta.from_body(self.state_path, publishing)
+            txns = tuple(int(t) for t in state.get("publishing_txns", ()))
+            taken = set(txns) & self._sealed_txns() if txns else set()
             if deleted.holds(meta.seq):
                 log.info(
                     "quiver.recovery.published_then_deleted partition=%s seq=%d",
                     self.pid,
                     meta.seq,
                 )
+            elif taken:
+                # a sealer published some of its transactions from their staged objects
+                # while this writer was away (§12.6): the segment is never published;
+                # its WAL records are read again, and those transactions skipped
+                log.warning(
+                    "quiver.recovery.sealed_elsewhere partition=%s seq=%d txns=%s",
+                    self.pid,
+                    meta.seq,
+                    sorted(taken),
+                )
+                self._covered = _minus(self._covered, meta.wal_ranges)
             else:
                 self._state_durable(state)
 
@@ -227,7 +290,8 @@ class PartitionRecovery:
                     self._state_durable(state)
 
                 try:
-                    rep.republished_seq = self._publish_own(meta, commit).seq
+                    rep.republished_seq = self._publish_own(meta, commit, txns).seq
+                    self._drop_staged(txns)
                 except SegmentMissingError as e:
                     if e.kind != "missing":
                         raise
@@ -284,6 +348,17 @@ class PartitionRecovery:
         floor = max(cleanup.max_published_seq, deleted.highest, high) + 1
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
+        # object root (§12.6): transactions another holder sealed are never sealed
+        # again, and this writer's transaction ids start above every id the MANIFEST
+        # or a staged object names (no id of another incarnation is ever reused)
+        sealed: set[int] = set()
+        txn_floor = 0
+        if self.segments.manifest_publishes and manifest is not None:
+            assert self.segments.manifests is not None
+            sealed = manifest.sealed_txns()
+            staged = staged_ids(self.segments.manifests.objects, self.pid)
+            txn_floor = max([*sealed, *staged], default=0)
+            self._drop_staged(tuple(sorted(sealed.intersection(staged))))
 
         self._wal_limit = wal_limits(self.state_path, state)
         wal = recover_wal(
@@ -300,7 +375,10 @@ class PartitionRecovery:
         # from the durable floor, never from 1, or new records would look covered.
         covered_top = max((hi for _, hi in self._covered), default=0)
         next_record_seq = max(
-            wal.next_record_seq, int(state.get("next_record_seq", 1)), covered_top + 1
+            wal.next_record_seq,
+            int(state.get("next_record_seq", 1)),
+            covered_top + 1,
+            txn_floor + 1,
         )
         skipped = next_record_seq > wal.next_record_seq and bool(wal.files)
         if skipped:
@@ -315,6 +393,18 @@ class PartitionRecovery:
         self._recovering = True  # no WAL file is deleted before the whole WAL is replayed
         try:
             self._replay(wal, rep, old)
+            for txn_id in sorted(sealed.intersection(self._pending)):
+                txn = self._pending.pop(txn_id)  # sealed by another holder: covered
+                for seq in (txn_id, *(r[0] for r in txn.records)):
+                    self._covered.add(seq, seq)
+                rep.sealed_elsewhere += 1
+                log.warning(
+                    "quiver.recovery.sealed_elsewhere partition=%s txn=%d app=%s version=%d",
+                    self.pid,
+                    txn_id,
+                    txn.app,
+                    txn.version,
+                )
             before = len(self._pending)
             self._resolve()
             rep.discarded_txns = before - len(self._pending) if before else 0

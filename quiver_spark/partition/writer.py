@@ -88,6 +88,7 @@ class PartitionWriter(PartitionRecovery):
         self.last_finalized: SegmentMeta | None = None
         self.last_published: SegmentMeta | None = None
         self._unpublished: SegmentMeta | None = None
+        self._unpublished_txns: tuple[int, ...] = ()
         # WAL seqs being admitted into the open segment right now: a finalize that
         # an admission triggers must not delete the WAL file holding them
         self._admitting: set[int] = set()
@@ -251,17 +252,31 @@ class PartitionWriter(PartitionRecovery):
         self._admitting = {seq for seq, _, _ in records}
         if marker is not None:
             self._admitting.add(marker)
+        target = self.config.segment.target_size_bytes
+        # object root: a transaction's rows stay in one segment (but for a schema change
+        # within it), so a MANIFEST entry that names it holds all of it (§12.6)
+        whole = marker is not None and self.segments.manifest_publishes
         try:
+            if (
+                whole
+                and self._open
+                and (self._open.nbytes + sum(b.nbytes for _, _, b in records) >= target)
+            ):
+                self._finalize()
             for seq, ns, batch in records:
                 schema = self._open.schema
                 if schema is not None and not batch.schema.equals(schema):
                     self._finalize()
+                if marker is not None and marker not in self._open.txns:
+                    self._open.txns.append(marker)
                 self._open.add(seq, ns, batch, since)
                 self._admitting.discard(seq)
-                if self._open.nbytes >= self.config.segment.target_size_bytes:
+                if not whole and self._open.nbytes >= target:
                     self._finalize()
             if marker is not None:
                 self._open.seqs.append(marker)
+            if whole and self._open.nbytes >= target:
+                self._finalize()
         except BaseException as e:
             self._poison(e)
             raise
@@ -340,6 +355,16 @@ class PartitionWriter(PartitionRecovery):
                     txn.version,
                 )
 
+    def pending_txn(self, txn_id: int) -> tuple[str, int, list[pa.RecordBatch]]:
+        """``(app, version, batches)`` of a transaction not decided yet (ValueError if
+        it is unknown or decided)."""
+        with self._lock:
+            self._ready()
+            txn = self._pending.get(txn_id)
+            if txn is None:
+                raise ValueError(f"unknown or already decided transaction {txn_id}")
+            return txn.app, txn.version, [b for _, _, b in txn.records]
+
     def pending_txns(self) -> list[tuple[int, str, int, str]]:
         with self._lock:
             return [(t.txn_id, t.app, t.version, t.tag) for t in self._pending.values()]
@@ -358,7 +383,9 @@ class PartitionWriter(PartitionRecovery):
             try:
                 if self.segments.manifest_publishes:
                     self._check_lease()
-                    self._unpublished = self._publish_own(self._unpublished, self._moved)
+                    self._unpublished = self._publish_own(
+                        self._unpublished, self._moved, self._unpublished_txns
+                    )
                 else:
                     self.segments.publish(self._unpublished)
             except BaseException as e:
@@ -366,6 +393,8 @@ class PartitionWriter(PartitionRecovery):
                 raise
             self.last_published = self._unpublished
             self._unpublished = None
+            self._drop_staged(self._unpublished_txns)
+            self._unpublished_txns = ()
 
     def _moved(self, meta: SegmentMeta) -> None:
         """Object root: this writer's segment now goes out as ``meta`` (its seq was
@@ -394,6 +423,7 @@ class PartitionWriter(PartitionRecovery):
                 self._open = OpenSegment()
             return None
         seq = self._next_seq
+        txns = tuple(seg.txns) if self.segments.manifest_publishes else ()
         if self.segments.manifest_publishes:
             try:
                 self._check_lease()
@@ -431,6 +461,7 @@ class PartitionWriter(PartitionRecovery):
             for lo, hi in meta.wal_ranges:
                 self._covered.add(lo, hi)
             self._next_seq = seq + 1
+            self._unpublished_txns = txns  # STATE names them with the segment
             # commit point: these rows now belong to ``meta``. A failed write may
             # have replaced STATE all the same (its directory fsync failed after the
             # rename): only recovery knows, so the state is discarded (§7.4).

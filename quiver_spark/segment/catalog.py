@@ -369,7 +369,14 @@ class SegmentLocation:
             build=lambda: self.manifest_from_listing(partition),
         )
 
-    def publish(self, meta: SegmentMeta, *, again: bool = False) -> None:
+    def publish(
+        self,
+        meta: SegmentMeta,
+        *,
+        again: bool = False,
+        txns: Iterable[int] = (),
+        sealed_by: int | None = None,
+    ) -> None:
         """Phase two of :meth:`write`: durably create the ``.meta``, making it visible.
 
         Refuses (SegmentMissingError) when the ``.arrow`` is absent or has another
@@ -377,8 +384,11 @@ class SegmentLocation:
         under this seq raises :class:`SegmentExistsError`. ``again`` writes the same
         ``.meta`` anew even when it exists (a new file, renamed over it, then the
         directory fsynced): for a publication that failed after its rename, whose
-        name may not be durable.
+        name may not be durable. ``txns`` (object root): the transactions whose rows
+        the segment holds, recorded in its MANIFEST entry (§12.6); ``sealed_by``: the
+        epoch of a sealer publishing a staged transaction.
         """
+        txns = tuple(txns)
         arrow_path, meta_path = self._paths(meta.partition, meta.seq)
         if self._b.exists(meta_path):
             self._same_or_raise(
@@ -390,7 +400,7 @@ class SegmentLocation:
                 taken=self.manifest_publishes,
             )
             if not again:
-                self._manifest_publish(meta.partition, [meta])
+                self._manifest_publish(meta.partition, [meta], *((txns, sealed_by) if txns else ()))
                 return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
@@ -423,21 +433,83 @@ class SegmentLocation:
             meta.size_bytes,
             meta.batches,
         )
-        self._manifest_publish(meta.partition, [meta])
+        self._manifest_publish(meta.partition, [meta], *((txns, sealed_by) if txns else ()))
+
+    def publish_staged(
+        self,
+        partition: str,
+        txn_id: int,
+        batches: builtins.list[pa.RecordBatch],
+        *,
+        ingestion_ns: int,
+        epoch: int,
+        target_batch_rows: int = SegmentConfig.target_batch_rows,
+        event_time_column: str | None = None,
+    ) -> SegmentMeta | None:
+        """Object root: publish the rows of committed staged transaction ``txn_id`` as
+        the partition's next segment, by a sealer holding the partition's lease at
+        ``epoch`` (ARCHITECTURE.md §12.6). The MANIFEST step is the publication: it
+        records the transaction in the entry (``sealed_by`` = ``epoch``) and is a
+        no-op when the transaction is sealed already (None is returned then). A seq
+        whose ``.meta`` another holder made is recorded void and the next one used; a
+        later epoch in the MANIFEST raises ``FencedError``."""
+        assert self.manifests is not None and self.manifest_publishes
+        self.manifests.forget(partition)
+        current = self.manifests.update(
+            partition, lambda m: m, build=lambda: self.manifest_from_listing(partition)
+        )
+        if txn_id in current.sealed_txns():
+            return None
+        seq = current.high + 1
+        for _ in range(_FOREIGN_ARROW_ATTEMPTS * 8):
+            try:
+                meta = self.write_data(
+                    partition,
+                    seq,
+                    batches,
+                    min_ingestion_ns=ingestion_ns,
+                    max_ingestion_ns=ingestion_ns,
+                    wal_ranges=(),
+                    event_time_column=event_time_column,
+                    target_batch_rows=target_batch_rows,
+                )
+                self.publish(meta, txns=(txn_id,), sealed_by=epoch)
+            except SeqTakenError:
+                self.void(partition, seq)
+                seq += 1
+                continue
+            published = self._copies.get(partition)
+            if published is None or not published.lists(meta.seq):
+                return None  # sealed meanwhile under another entry: this seq stays an orphan
+            return meta
+        raise OSError(f"partition {partition}: seqs taken in a row up to {seq}")
 
     # -- the manifest (§6.7) ----------------------------------------------------------
-    def _manifest_publish(self, partition: str, metas: builtins.list[SegmentMeta]) -> None:
+    def _manifest_publish(
+        self,
+        partition: str,
+        metas: builtins.list[SegmentMeta],
+        txns: tuple[int, ...] = (),
+        sealed_by: int | None = None,
+    ) -> None:
         """After the ``.meta`` is durable (the publication point on a POSIX root): add
         the entries to the partition's MANIFEST. A failure raises (the caller's state
-        is discarded and its recovery adds them: ``sync_manifest``)."""
+        is discarded and its recovery adds them: ``sync_manifest``). ``txns`` are
+        recorded only on an object root (§12.6)."""
         if self.manifests is None:
             return
-        entries = [ManifestEntry.from_meta(m) for m in metas]
+        if not self.manifest_publishes:
+            txns, sealed_by = (), None
+        entries = [ManifestEntry.from_meta(m, txns, sealed_by) for m in metas]
         gaps = self.manifest_publishes  # seqs the writer passed over are void
+
+        def change(m: Manifest) -> Manifest:
+            if sealed_by is not None and set(txns) & m.sealed_txns():
+                return m  # a staged transaction sealed already: never twice
+            return m.published(entries, void_gaps=gaps)
+
         out = self.manifests.update(
-            partition,
-            lambda m: m.published(entries, void_gaps=gaps),
-            build=lambda: self.manifest_from_listing(partition),
+            partition, change, build=lambda: self.manifest_from_listing(partition)
         )
         if self.manifest_publishes:
             self._copies[partition] = out

@@ -21,7 +21,9 @@ later rerun of the same batch id lose its rows.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +50,7 @@ from ..errors import (
 from ..fs import partition_locked
 from ..objects import ObjectStore
 from ..objects.urls import open_objects
+from ..segment.urls import is_object_root
 from ..store import QuiverStore
 from . import slots
 from .options import as_given, storage_options, validate_sink_options
@@ -174,6 +177,7 @@ class _QuiverWriterBase:
     ) -> QuiverCommitMessage:
         store: QuiverStore | None = None
         txn = rows = nbytes = 0
+        kept: list[pa.RecordBatch] = []  # staged on an object root (§12.6)
         try:
             for batch in iterator:
                 if batch.num_rows == 0:
@@ -183,10 +187,14 @@ class _QuiverWriterBase:
                     txn = store.begin_txn(app=app, version=version, tag=tag)
                 batch = conform(batch, self.target)
                 store.append(batch, txn_id=txn)
+                if store.on_objects:
+                    kept.append(batch)
                 rows += batch.num_rows
                 nbytes += batch.nbytes
             if store is not None:
                 store.flush()  # durable: this is the task's acknowledgement
+                if kept:  # and in the bucket: no committed row lives on one machine only
+                    store.stage_txn(txn, kept)
         except StoreAtCapacityError as e:
             raise StoreAtCapacityError(
                 f"quiver sink: store {self.root} is at capacity (retention.size_cap / "
@@ -247,7 +255,10 @@ class _QuiverWriterBase:
         return fresh
 
     def _finalize_orphans(self) -> None:
-        """Seal committed data of slots whose writer process is gone (best effort).
+        """Seal committed data of slots whose writer process is gone (best effort), and
+        on an object root, at most every :data:`STAGED_PASS_PERIOD_S`, the committed
+        staged transactions of partitions whose writer lease is free (a lost machine's,
+        §12.6).
 
         Only the WALs on this machine can be sealed here, and a slot whose WAL lock a
         live writer holds is no orphan: once the WAL directory of the root is known
@@ -255,7 +266,11 @@ class _QuiverWriterBase:
         and a free lock asks nothing of the store (no open, no lease or manifest read)."""
         key = (self.root, self.config.wal.path)
         wal_root = _WAL_ROOTS.get(key)
-        if wal_root is not None and not _orphans_possible(wal_root):
+        now = time.monotonic()
+        staged_due = is_object_root(self.root) and (
+            now - _STAGED_PASSES.get(key, -math.inf) >= STAGED_PASS_PERIOD_S
+        )
+        if wal_root is not None and not _orphans_possible(wal_root) and not staged_due:
             return
         try:
             store = QuiverStore.open(
@@ -267,8 +282,13 @@ class _QuiverWriterBase:
             )
             try:
                 _WAL_ROOTS[key] = store.wal_root
+                local = _orphans_possible(store.wal_root)
+                if staged_due:
+                    _STAGED_PASSES[key] = now
                 sealed = (
-                    store.finalize_idle_partitions() if _orphans_possible(store.wal_root) else []
+                    store.finalize_idle_partitions(local=local, staged=staged_due)
+                    if local or staged_due
+                    else []
                 )
             finally:
                 store.close()
@@ -294,6 +314,12 @@ class _QuiverWriterBase:
 
 _WAL_ROOTS: dict[tuple[str, str | None], str] = {}
 """The local WAL directory of each (root, ``wal.path``) the driver committed to."""
+
+STAGED_PASS_PERIOD_S = 10.0
+"""How often, at most, a driver's commits look for a lost machine's staged transactions
+(one listing of ``partitions/``; a lost writer's lease must also be seen unchanged for
+its ttl first, so the loss-to-readable time is the ttl plus at most this)."""
+_STAGED_PASSES: dict[tuple[str, str | None], float] = {}
 
 
 def _orphans_possible(wal_root: str) -> bool:

@@ -35,6 +35,7 @@ FLIPPED: dict[str, tuple[str, str]] = {
     "POLICY.copy": ("warning", "policy_copy"),
     "partitions/p-0/MANIFEST": ("problem", "manifest"),
     "partitions/p-0/LEASE": ("problem", "lease"),
+    "partitions/p-0/txns/*.txn": ("problem", "staged"),
     "segments/p-0/00000000000000000004.arrow": ("problem", "segment"),
     "segments/p-0/00000000000000000004.meta": ("problem", "segment_meta"),
     "segments/QUARANTINE": ("warning", "quarantine_mark"),
@@ -51,7 +52,7 @@ FLIPPED: dict[str, tuple[str, str]] = {
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Every object kind present under ``memory://kinds/src``: p-0 (segments 3-4,
-    the 4th by a transaction; 1 quarantined, 2 reclaimed), subscriber a (acknowledged through 2,
+    the 4th by a transaction; 1 quarantined, 2 reclaimed; one staged transaction), subscriber a (acknowledged through 2,
     with a checkpoint between two acknowledgements and one lost-log line)."""
     reset_memory()
     url = f"memory://{BUCKET}/src"
@@ -68,6 +69,10 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             s.flush()
             s.commit_txn("q", 0, [("p-0", txn)], 10)
             s.finalize()
+            undecided = s.begin_txn("q", 1)  # staged, its batch not decided yet
+            s.append(batch(400, 5), txn_id=undecided)
+            s.flush()
+            s.stage_txn(undecided)
             sub.ack(Position({"p-0": 1}))
             sub.lost.record("p-0", 1, "quarantined", skipped=False, evidence=None)
         s.subscribers.checkpoint()
@@ -138,6 +143,7 @@ def test_the_undamaged_object_store_is_healthy_and_its_released_leases_are_only_
     assert any(kind == "wal" for kind, _ in notes)  # what it cannot see, said
     assert doc["checked"]["manifests"] == 1 and doc["checked"]["leases"] == 2
     assert doc["checked"]["segments"] == 2 and doc["checked"]["commits"] == 1
+    assert doc["checked"]["staged"] == 1
 
 
 @pytest.mark.parametrize("pattern", sorted(FLIPPED))
