@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,6 +28,17 @@ FLUSHED_BY_CALLER = StoreConfig(
     wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
 )
 """The WAL is fsynced by the caller's ``flush`` only; segments are finalized by the test."""
+
+
+def wal_in(wal: str | Path, **sections: Any) -> StoreConfig:
+    """The WAL in the local directory ``wal`` (all an object root keeps on local disk;
+    a handle per host has its own), every append fsynced before it returns; segments
+    are finalized by the test. ``sections`` sets the others (``retention=...``)."""
+    return StoreConfig(
+        wal=WalConfig(path=str(wal), flush_interval_s=0),
+        segment=SegmentConfig(max_open_duration_s=3600),
+        **sections,
+    )
 
 
 def int_segments(
