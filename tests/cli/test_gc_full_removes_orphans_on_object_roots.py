@@ -11,19 +11,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.control import lease as lease_mod
-from quiver_spark.errors import LeaseLostError
 from quiver_spark.objects.urls import open_objects
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
-from tests.stores import id_batch, wal_in
+from tests.stores import fenced_finalize, id_batch, taken_over_while_paused, wal_in
 
 from .conftest import REPO
 
@@ -60,27 +56,15 @@ def test_gc_full_removes_the_orphans_a_fenced_writer_left_and_nothing_published(
     zombie.append(id_batch(0, 3))
     zombie.flush()
     zombie.finalize()
-    assert zombie.writer is not None and zombie.writer.lease is not None
-    assert zombie.writer.lease.keeper is not None
-    zombie.writer.lease.keeper.stop()  # the process pauses past its lease's ttl
-    objects = open_objects(url, opts)
-    key = "partitions/p-0/LEASE"
-    got = objects.get(key)
-    assert got is not None
-    lease_mod._seen[(objects.url, key)] = lease_mod._Seen(
-        got.version, time.monotonic() - 10 * lease_mod.DEFAULT_TTL_S, time.monotonic
-    )
-    with mock.patch.object(lease_mod, "_me", lambda: lease_mod._Identity("host-2", 7, 1, "n-2")):
-        successor = open_writer("wal-b")
-    zombie.append(id_batch(100, 3))
-    zombie.flush()
-    with pytest.raises(LeaseLostError):
-        zombie.finalize()  # its segment objects stay behind, unpublished
+    successor = taken_over_while_paused(zombie, lambda: open_writer("wal-b"))
+    fenced_finalize(zombie)  # its segment objects stay behind, unpublished
     successor.append(id_batch(200, 3))
     successor.flush()
     assert successor.finalize() is not None
     successor.close()
     zombie.close()
+
+    objects = open_objects(url, opts)
 
     def segment_keys() -> list[str]:
         return sorted(o.key.rsplit("/", 1)[1] for o in objects.list("segments/p-0/"))

@@ -11,21 +11,15 @@ published as if the zombie had never written.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.control import lease as lease_mod
-from quiver_spark.errors import LeaseLostError
-from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscription import Subscription
-from tests.stores import id_batch, scanned_ids, wal_in
+from tests.stores import fenced_finalize, id_batch, scanned_ids, taken_over_while_paused, wal_in
 
 ROOT = "memory://zb/s"
-LEASE_KEY = "partitions/p-0/LEASE"
 
 
 pytestmark = pytest.mark.usefixtures("fresh_memory")
@@ -39,39 +33,20 @@ def take_over_from_a_paused_writer(tmp_path: Path) -> tuple[QuiverStore, QuiverS
     zombie.append(id_batch(0, 3))
     zombie.flush()
     assert zombie.finalize() is not None
-    assert zombie.writer is not None and zombie.writer.lease is not None
-    assert zombie.writer.lease.keeper is not None
-    zombie.writer.lease.keeper.stop()  # the process pauses: no renewal any more
-
-    objects = MemoryObjects("zb", "s")
-    got = objects.get(LEASE_KEY)
-    assert got is not None
-    # the successor's process has watched this version for longer than the ttl
-    lease_mod._seen[(objects.url, LEASE_KEY)] = lease_mod._Seen(
-        got.version, time.monotonic() - 10 * lease_mod.DEFAULT_TTL_S, time.monotonic
-    )
-    other = lease_mod._Identity("host-2", 5002, 1, "node-2")
-    with mock.patch.object(lease_mod, "_me", lambda: other):
-        successor = QuiverStore.open(
+    successor = taken_over_while_paused(
+        zombie,
+        lambda: QuiverStore.open(
             ROOT, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
-        )
-    assert successor.writer is not None and successor.writer.lease is not None
-    assert successor.writer.lease.epoch == zombie.writer.lease.epoch + 1
+        ),
+    )
     return zombie, successor
-
-
-def zombie_resumes_and_finalizes(zombie: QuiverStore) -> None:
-    zombie.append(id_batch(100, 3))
-    zombie.flush()
-    with pytest.raises(LeaseLostError):
-        zombie.finalize()
 
 
 def test_rows_a_fenced_writer_sealed_after_its_lease_moved_are_never_read(
     tmp_path: Path,
 ) -> None:
     zombie, _successor = take_over_from_a_paused_writer(tmp_path)
-    zombie_resumes_and_finalizes(zombie)
+    fenced_finalize(zombie)
     with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False) as reader:
         assert scanned_ids(reader) == [0, 1, 2]
         assert [m.seq for m in reader.segments("p-0")] == [1]
@@ -81,7 +56,7 @@ def test_the_successor_publishes_its_rows_after_a_fenced_writer_left_a_segment_b
     tmp_path: Path,
 ) -> None:
     zombie, successor = take_over_from_a_paused_writer(tmp_path)
-    zombie_resumes_and_finalizes(zombie)
+    fenced_finalize(zombie)
     successor.append(id_batch(200, 3))
     successor.flush()
     meta = successor.finalize()
@@ -94,7 +69,7 @@ def test_a_subscriber_never_reads_rows_a_fenced_writer_sealed_after_its_lease_mo
     tmp_path: Path,
 ) -> None:
     zombie, _successor = take_over_from_a_paused_writer(tmp_path)
-    zombie_resumes_and_finalizes(zombie)
+    fenced_finalize(zombie)
     handle = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False)
     with Subscription(handle, "fwd", owns_store=True) as sub:
         sub.start("earliest")

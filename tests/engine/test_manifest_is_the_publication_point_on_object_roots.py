@@ -11,23 +11,19 @@ next open, from its STATE: nothing is lost and nothing is read twice.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.cli.gc import run_gc
-from quiver_spark.control import lease as lease_mod
 from quiver_spark.dataloss import evidence
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscription import Subscription
-from tests.stores import id_batch, scanned_ids, wal_in
+from tests.stores import fenced_finalize, id_batch, scanned_ids, taken_over_while_paused, wal_in
 
 ROOT = "memory://pp/s"
-LEASE_KEY = "partitions/p-0/LEASE"
 MANIFEST_KEY = "partitions/p-0/MANIFEST"
 
 
@@ -61,34 +57,20 @@ def take_over(tmp_path: Path) -> tuple[QuiverStore, QuiverStore]:
     partition over after watching its lease unchanged past the ttl."""
     zombie = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-a"), partition="p-0", background=False)
     write(zombie, 0)
-    assert zombie.writer is not None and zombie.writer.lease is not None
-    assert zombie.writer.lease.keeper is not None
-    zombie.writer.lease.keeper.stop()
-    got = objects().get(LEASE_KEY)
-    assert got is not None
-    lease_mod._seen[(objects().url, LEASE_KEY)] = lease_mod._Seen(
-        got.version, time.monotonic() - 10 * lease_mod.DEFAULT_TTL_S, time.monotonic
-    )
-    other = lease_mod._Identity("host-2", 5002, 1, "node-2")
-    with mock.patch.object(lease_mod, "_me", lambda: other):
-        successor = QuiverStore.open(
+    successor = taken_over_while_paused(
+        zombie,
+        lambda: QuiverStore.open(
             ROOT, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
-        )
+        ),
+    )
     return zombie, successor
-
-
-def zombie_leaves_an_orphan(zombie: QuiverStore) -> None:
-    zombie.append(id_batch(100, 3))
-    zombie.flush()
-    with pytest.raises(LeaseLostError):
-        zombie.finalize()
 
 
 def test_every_row_of_the_successor_is_read_exactly_once_after_an_orphan_at_its_next_seq(
     tmp_path: Path,
 ) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     assert segment_seqs() == [1, 2]  # the orphan sits at the successor's next seq
     seqs = [write(successor, 200 + 10 * i) for i in range(3)]
     assert seqs == [3, 4, 5]
@@ -124,7 +106,7 @@ def test_a_reader_following_the_partition_passes_an_orphan_and_reads_what_comes_
         first = sub.poll()
         assert first is not None and [m.seq for m in first.segments] == [1]
         sub.ack(first.end)
-        zombie_leaves_an_orphan(zombie)
+        fenced_finalize(zombie)
         assert sub.poll() is None  # the orphan's rows are never read
         write(successor, 300)
         nxt = sub.poll()
@@ -154,7 +136,7 @@ def test_a_writer_paused_past_half_its_ttl_checks_its_lease_and_creates_nothing(
 
 def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     with reader(tmp_path) as r:
         loc = r.segment_location
         assert [m.seq for m in r.segments()] == [1]
@@ -168,7 +150,7 @@ def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
 
 def test_a_writer_opening_after_an_orphan_starts_above_it(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     successor.close()  # the successor wrote nothing; a later writer opens the partition
     with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-b"), partition="p-0") as w:
         assert write(w, 400) == 3
@@ -211,7 +193,7 @@ def test_a_crash_between_a_meta_and_the_manifest_step_is_finished_by_the_next_op
 
 def test_gc_full_removes_orphans_and_nothing_published(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     write(successor, 500)
     successor.close()
     assert segment_seqs() == [1, 2, 3]
