@@ -437,16 +437,11 @@ class ObjectAckJournal(AckLogJournal):
 
     # -- stats ---------------------------------------------------------------------------------
     def acklog_stats(self) -> dict[str, int]:
+        """The POSIX log's figures, the head delta standing for the log generation."""
         return {
-            "records_since_checkpoint": self._since_ckpt,
-            "bytes_since_checkpoint": self._since_ckpt * acklog.RECORD_SIZE,
-            "records_total": self._records_total,
-            "checkpoint_gen": self._ckpt_gen,
+            **super().acklog_stats(),
             "current_gen": self._head,
             "deltas_since_checkpoint": self._head - self._ckpt_gen,
-            "torn_bytes_cut": 0,
-            "salvaged_records": self.salvaged_records,
-            "orphan_records": self.state.orphans,
         }
 
 
