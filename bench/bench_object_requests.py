@@ -39,13 +39,10 @@ Run: ``.venv/bin/python bench/bench_object_requests.py [--large 2000] [--json]``
 from __future__ import annotations
 
 import argparse
-import contextlib
-import http.client
 import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -56,8 +53,6 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +65,10 @@ from quiver_spark import QuiverStore  # noqa: E402
 from quiver_spark.config import SegmentConfig, StoreConfig  # noqa: E402
 from quiver_spark.position import Position  # noqa: E402
 from quiver_spark.subscription import Subscription  # noqa: E402
+from tests.moto_server import ForwardingProxy, moto_server  # noqa: E402
 
 PY = sys.executable
 QUIVER = str(Path(sys.executable).with_name("quiver"))
-MOTO = str(Path(sys.executable).with_name("moto_server"))
 BUCKET = "qbench"
 PARTITIONS = 4
 KINDS = ["GET", "HEAD", "LIST", "PUT", "CPUT", "COPY", "POST", "DELETE"]
@@ -88,44 +83,6 @@ PRICES = {
 
 
 # -- moto and the counting proxy -------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def moto_server() -> Iterator[str]:
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [MOTO, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.1)
-        req = urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT")
-        urllib.request.urlopen(req, timeout=10).read()
-        yield endpoint
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def s3_options(endpoint: str) -> dict[str, str]:
     return {
         "aws_endpoint": endpoint,
@@ -153,58 +110,25 @@ def shape(key: str) -> str:
     return key
 
 
-class CountingProxy:
+class CountingProxy(ForwardingProxy):
     """Forwards every request to ``target`` and records ``(kind, key shape, status)``;
     ``GET /__mark__/<label>`` (or :meth:`mark`) records a marker instead."""
 
     def __init__(self, target: str) -> None:
-        host, port = target.removeprefix("http://").split(":")
-        proxy = self
         self.events: list[tuple[str, str, int]] = []
         self._lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _forward(self) -> None:
-                if self.path.startswith("/__mark__/"):
-                    proxy.mark(urllib.parse.unquote(self.path.removeprefix("/__mark__/")))
-                    self.send_response(204)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                headers["Host"] = f"{host}:{port}"
-                conn = http.client.HTTPConnection(host, int(port), timeout=60)
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                finally:
-                    conn.close()
-                proxy.record(self.command, self.path, self.headers, resp.status)
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
-                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
-                self.send_header("Content-Length", length or str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
         self.prefixes: list[str] = []  # root prefixes (stripped from keys)
+        super().__init__(target)
+
+    def intercept(self, path: str) -> bool:
+        if not path.startswith("/__mark__/"):
+            return False
+        self.mark(urllib.parse.unquote(path.removeprefix("/__mark__/")))
+        return True
+
+    def answered(self, method: str, path: str, headers: Any, status: int) -> bool:
+        self.record(method, path, headers, status)
+        return False
 
     def record(self, method: str, path: str, headers: Any, status: int) -> None:
         url = urllib.parse.urlsplit(path)
@@ -228,10 +152,6 @@ class CountingProxy:
     def mark(self, label: str) -> None:
         with self._lock:
             self.events.append(("MARK", label, 0))
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     def between(self, start: str, end: str) -> list[tuple[str, str, int]]:
         """The requests recorded between the markers ``start`` and ``end``."""
@@ -694,7 +614,7 @@ def main() -> int:
     os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")  # the WALs of object roots
     res: dict[str, Any] = {"args": vars(args)}
     try:
-        with moto_server() as endpoint:
+        with moto_server(BUCKET) as endpoint:
             if args.only != "latency":
                 res.update(requests(endpoint, args))
             if args.only != "requests":

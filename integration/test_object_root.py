@@ -11,7 +11,6 @@ disk (the WAL lives in the cache directory), and the secret appears in no log.
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.harness import LOOPBACK, FreshVenv, free_port
+from integration.harness import FreshVenv, moto_s3
 from integration.scenario import Pipeline, assert_exactly_once
 
 SECRET = "quiver-secret-" + uuid.uuid4().hex[:8]
@@ -27,16 +26,8 @@ SECRET = "quiver-secret-" + uuid.uuid4().hex[:8]
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://{LOOPBACK}:{port}"
-    finally:
-        server.stop()
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 def _client(endpoint: str):  # type: ignore[no-untyped-def]

@@ -20,7 +20,6 @@ Python workers). Two tests:
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from integration.harness import LOOPBACK, FreshVenv, free_port
+from integration.harness import FreshVenv, moto_s3
 from integration.scenario import SINK_OPTIONS, Pipeline, assert_exactly_once
 from quiver_spark import QuiverStore
 from quiver_spark.config import SegmentConfig, StoreConfig, WalConfig
@@ -40,16 +39,8 @@ from quiver_spark.segment.remote import RemoteBackend
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://{LOOPBACK}:{port}"
-    finally:
-        server.stop()
+    with moto_s3() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

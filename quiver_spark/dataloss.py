@@ -38,10 +38,10 @@ from .format import LOST_SUFFIX, READERS_DIR
 from .fs import DEFAULT_IO, FileIO
 from .metrics import SOURCE_DROPPED, SOURCE_LOST, Metrics
 from .objects import ObjectStore, PreconditionFailed
+from .objects.writes import non_posix
 from .seams import NO_DELETIONS, DeletedSegments
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .subscribers import open_registry
-from .subscribers.objects_journal import uses_objects
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ class LostLog:
         name = f"{subscriber or BATCH_READS}{LOST_SUFFIX}"
         self.path = os.path.join(root, READERS_DIR, name)
         self.io = io
-        self.objects = objects if objects is not None and uses_objects(objects) else None
+        self.objects = objects if non_posix(objects) else None
         """On an object root the log is the object ``readers/<name>``, rewritten whole
         (read, append a line, replace If-Match; advisory, like the file)."""
         self.key = f"{READERS_DIR}/{name}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,25 +291,29 @@ class Metrics:
         The file is advisory: one that cannot be read back (damaged bytes, not the text
         format) is logged and the counters start from zero; it never fails the caller.
         """
-        try:
-            families = read_exposition(path)
-        except (FileNotFoundError, IsADirectoryError):
-            return 0
-        except (OSError, ValueError) as e:
-            log.warning(
-                "quiver.metrics.unreadable path=%s error=%s; counters restart at 0", path, e
-            )
-            return 0
-        return self._restore(families)
+
+        def read() -> list[Metric] | None:
+            try:
+                return read_exposition(path)
+            except FileNotFoundError:
+                return None
+
+        return self._restore_read(path, read)
 
     def restore_counters_from(self, objects: ObjectStore, key: str) -> int:
         """:meth:`restore_counters` from the object ``key`` of a store's root."""
-        shown = objects.display(key)
-        try:
+
+        def read() -> list[Metric] | None:
             got = objects.get(key)
-            if got is None:
-                return 0
-            families = parse_exposition(got.data)
+            return None if got is None else parse_exposition(got.data)
+
+        return self._restore_read(objects.display(key), read)
+
+    def _restore_read(self, shown: str, read: Callable[[], list[Metric] | None]) -> int:
+        """Restore what ``read()`` returns (None: there is none); a read that fails is
+        logged and the counters start from zero."""
+        try:
+            families = read()
         except IsADirectoryError:
             return 0
         except (OSError, ValueError) as e:
@@ -317,7 +321,7 @@ class Metrics:
                 "quiver.metrics.unreadable path=%s error=%s; counters restart at 0", shown, e
             )
             return 0
-        return self._restore(families)
+        return 0 if families is None else self._restore(families)
 
     def _restore(self, families: list[Metric]) -> int:
         by_prom = {prom_name(n).removesuffix("_total"): n for n in COUNTERS}

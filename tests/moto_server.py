@@ -2,13 +2,16 @@
 
 A conftest makes the fixture available with ``from tests.moto_server import moto_s3``;
 a test then opens ``f"{moto_s3.url}/{unique_prefix()}"`` with ``moto_s3.options`` so
-tests sharing the bucket never see each other's keys. :class:`LossyProxy` sits between
-a client and the server and drops the response of chosen requests after the server
-has carried them out (a success whose answer was lost).
+tests sharing the bucket never see each other's keys. :func:`moto_server` is the same
+server as a context manager (the benches start theirs with it). :class:`LossyProxy` sits
+between a client and the server and drops the response of chosen requests after the
+server has carried them out (a success whose answer was lost); both it and the benches'
+counting proxy are a :class:`ForwardingProxy`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import socket
@@ -21,6 +24,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -75,9 +79,10 @@ def _wait_until_up(endpoint: str, proc: subprocess.Popen[bytes], timeout_s: floa
     raise RuntimeError(f"moto_server did not answer at {endpoint} within {timeout_s}s")
 
 
-@pytest.fixture(scope="session")
-def moto_s3() -> Iterator[MotoS3]:
-    """A running moto S3 server with bucket ``qbucket``; stopped at the end of the session."""
+@contextlib.contextmanager
+def moto_server(bucket: str = BUCKET) -> Iterator[str]:
+    """``moto_server`` in a subprocess on a free loopback port with ``bucket`` created;
+    yields its endpoint (``http://127.0.0.1:<port>``) and stops it after."""
     binary = Path(sys.executable).parent / "moto_server"
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -89,9 +94,9 @@ def moto_s3() -> Iterator[MotoS3]:
     )
     try:
         _wait_until_up(endpoint, proc)
-        req = urllib.request.Request(f"{endpoint}/{BUCKET}", method="PUT")
+        req = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
         urllib.request.urlopen(req, timeout=10).read()
-        yield MotoS3(endpoint, f"s3://{BUCKET}", s3_options(endpoint))
+        yield endpoint
     finally:
         proc.terminate()
         try:
@@ -101,15 +106,22 @@ def moto_s3() -> Iterator[MotoS3]:
             proc.wait()
 
 
-class LossyProxy:
-    """An HTTP proxy to ``target`` that forwards every request and, for the ones
-    ``lose(method, path, headers)`` picks, closes the connection instead of answering
-    (after the target carried the request out). ``seen`` records every request."""
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    """A running moto S3 server with bucket ``qbucket``; stopped at the end of the session."""
+    with moto_server() as endpoint:
+        yield MotoS3(endpoint, f"s3://{BUCKET}", s3_options(endpoint))
 
-    def __init__(self, target: str, lose: Callable[[str, str, dict[str, str]], bool]) -> None:
+
+class ForwardingProxy:
+    """An HTTP proxy on 127.0.0.1 to ``target``: every request is forwarded and its
+    answer copied back once :meth:`answered` saw it. :meth:`answered` returning True
+    loses the answer (the connection is closed after the target carried the request
+    out); :meth:`intercept` returning True answers 204 here without forwarding."""
+
+    def __init__(self, target: str) -> None:
         host, port = target.removeprefix("http://").split(":")
         proxy = self
-        self.seen: list[tuple[str, str, bool]] = []
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -118,16 +130,22 @@ class LossyProxy:
                 pass
 
             def _forward(self) -> None:
+                if proxy.intercept(self.path):
+                    self.send_response(204)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 headers["Host"] = f"{host}:{port}"
-                conn = http.client.HTTPConnection(host, int(port), timeout=30)
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                lost = lose(self.command, self.path, dict(self.headers.items()))
-                proxy.seen.append((self.command, self.path, lost))
-                if lost:
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                if proxy.answered(self.command, self.path, self.headers, resp.status):
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
@@ -144,10 +162,35 @@ class LossyProxy:
             do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
+    def intercept(self, path: str) -> bool:
+        """True when the request for ``path`` is answered here (nothing forwarded)."""
+        return False
+
+    def answered(self, method: str, path: str, headers: Message, status: int) -> bool:
+        """Called once the target answered ``status``; True loses the answer."""
+        return False
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class LossyProxy(ForwardingProxy):
+    """Forwards every request to ``target`` and, for the ones
+    ``lose(method, path, headers)`` picks, closes the connection instead of answering
+    (after the target carried the request out). ``seen`` records every request."""
+
+    def __init__(self, target: str, lose: Callable[[str, str, dict[str, str]], bool]) -> None:
+        self.lose = lose
+        self.seen: list[tuple[str, str, bool]] = []
+        super().__init__(target)
+
+    def answered(self, method: str, path: str, headers: Message, status: int) -> bool:
+        lost = self.lose(method, path, dict(headers.items()))
+        self.seen.append((method, path, lost))
+        return lost

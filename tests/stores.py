@@ -4,13 +4,19 @@ store holds (in an open handle, or reopened from its directory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pyarrow as pa
+import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark.control import lease
+from quiver_spark.errors import LeaseLostError
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.segment import SegmentMeta
 from tests.faults import CrashSimulator, FaultyIO
@@ -27,6 +33,17 @@ FLUSHED_BY_CALLER = StoreConfig(
     wal=WalConfig(flush_interval_s=3600), segment=SegmentConfig(max_open_duration_s=3600)
 )
 """The WAL is fsynced by the caller's ``flush`` only; segments are finalized by the test."""
+
+
+def wal_in(wal: str | Path, **sections: Any) -> StoreConfig:
+    """The WAL in the local directory ``wal`` (all an object root keeps on local disk;
+    a handle per host has its own), every append fsynced before it returns; segments
+    are finalized by the test. ``sections`` sets the others (``retention=...``)."""
+    return StoreConfig(
+        wal=WalConfig(path=str(wal), flush_interval_s=0),
+        segment=SegmentConfig(max_open_duration_s=3600),
+        **sections,
+    )
 
 
 def int_segments(
@@ -107,3 +124,35 @@ def traced_new_store(
     sim = CrashSimulator.snapshot(root)
     io = FaultyIO(record_data=True)
     return QuiverStore.open(root, config, io=io, background=False), io, sim
+
+
+# -- writers on object roots whose lease moved ------------------------------------------
+def taken_over_while_paused(
+    zombie: QuiverStore, open_successor: Callable[[], QuiverStore]
+) -> QuiverStore:
+    """``zombie``'s process pauses (its writer lease is renewed no more) and a writer of
+    another host, having watched that lease unchanged for longer than its ttl, takes the
+    partition over: the store ``open_successor()`` opens there, at the next epoch."""
+    held = zombie.writer.lease if zombie.writer is not None else None
+    assert held is not None and held.keeper is not None
+    held.keeper.stop()
+    got = held.objects.get(held.key)
+    assert got is not None
+    lease._seen[(held.objects.url, held.key)] = lease._Seen(
+        got.version, time.monotonic() - 10 * lease.DEFAULT_TTL_S, time.monotonic
+    )
+    other = lease._Identity("host-2", 5002, 1, "node-2")
+    with mock.patch.object(lease, "_me", lambda: other):
+        successor = open_successor()
+    assert successor.writer is not None and successor.writer.lease is not None
+    assert successor.writer.lease.epoch == held.epoch + 1
+    return successor
+
+
+def fenced_finalize(zombie: QuiverStore, lo: int = 100) -> None:
+    """The paused writer resumes: it appends rows ``lo .. lo + 2`` and its finalize is
+    fenced (:class:`LeaseLostError`), after it created that segment's objects."""
+    zombie.append(id_batch(lo, 3))
+    zombie.flush()
+    with pytest.raises(LeaseLostError):
+        zombie.finalize()

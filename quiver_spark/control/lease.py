@@ -32,7 +32,6 @@ import msgpack
 from ..errors import ConfigError, CorruptionError, LeaseHeldError, LeaseLostError
 from ..format import decode_frame, encode_frame
 from ..objects.base import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
-from ..objects.local import LocalObjects
 
 log = logging.getLogger(__name__)
 
@@ -598,12 +597,6 @@ def current_holder(
         return None
     watched = _observe(_ident(objects, key), got.version, clock)
     return None if watched >= body.holder.ttl_s else body.holder
-
-
-def needs_lease(objects: ObjectStore | None) -> bool:
-    """True when ``objects`` is a root whose exclusive claims are leases: an object root
-    other than a POSIX directory (None, or a POSIX root, keeps ``flock``)."""
-    return objects is not None and not isinstance(objects, LocalObjects)
 
 
 # -- hand-over between a claimant and the writer it opens ------------------------------

@@ -43,6 +43,13 @@ def local_of(objects: ObjectStore) -> LocalObjects | None:
     return objects if isinstance(objects, LocalObjects) else None
 
 
+def non_posix(objects: ObjectStore | None) -> bool:
+    """True when ``objects`` (a root's store) is an object store rather than a POSIX
+    directory: its claims are leases and its ack log is objects (§12.3, §12.5). None, or
+    a :class:`~.local.LocalObjects` under any counting wrapper, is POSIX."""
+    return objects is not None and local_of(objects) is None
+
+
 def put_advisory(objects: ObjectStore, key: str, data: bytes) -> None:
     """Write an advisory object whole, whatever is there (see module docstring)."""
     local = local_of(objects)

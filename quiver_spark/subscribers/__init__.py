@@ -22,8 +22,8 @@ from typing import Any
 
 from ..format import SUBSCRIBERS_DIR
 from ..objects import ObjectStore
+from ..objects.writes import non_posix
 from .journal import OpenReport
-from .objects_journal import uses_objects
 from .registry import Outcome, StartPosition, SubscriberRegistry, to_runs
 
 __all__ = [
@@ -58,7 +58,7 @@ def open_registry(
     log; any other: the object ack log, §12.5, whose open creates nothing and costs
     one GET and one LIST when there is none). ``kw`` goes to
     :meth:`SubscriberRegistry.open` (``io``, ``checkpoint_records``, ``salvage``)."""
-    if uses_objects(objects):
+    if non_posix(objects):
         reg = SubscriberRegistry.open(root, objects=objects, **kw)
         if create or getattr(reg, "exists", lambda: True)():
             return reg

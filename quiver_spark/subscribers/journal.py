@@ -60,7 +60,14 @@ class AckLogJournal:
     (exclusive); reads use the state as of the last write or :meth:`refresh`.
     """
 
-    def __init__(self, root: str, io: FileIO, checkpoint_records: int, salvage: bool) -> None:
+    def __init__(
+        self,
+        root: str,
+        io: FileIO,
+        checkpoint_records: int,
+        salvage: bool,
+        objects: ObjectStore | None = None,
+    ) -> None:
         self.root = root
         self.dir = os.path.join(root, SUBSCRIBERS_DIR)
         self.io = io
@@ -93,36 +100,50 @@ class AckLogJournal:
         salvage: bool = False,
         objects: ObjectStore | None = None,
     ) -> Self:
-        """Open (creating ``<root>/subscribers`` if needed) and replay checkpoint + tail.
+        """Open the ack log of the store at ``root`` and replay checkpoint + tail
+        (:meth:`_replay`), as :meth:`_implementation` picks for ``objects`` (the root's
+        object store; None is POSIX).
 
         ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
         instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`.
-        ``objects`` is accepted for the signature the registry shares with the object
-        journal (§12.5) and unused here: these files are POSIX.
         """
-        reg = cls(root, io, checkpoint_records, salvage)
+        reg = cls._implementation(objects)(root, io, checkpoint_records, salvage, objects)
         t0 = time.perf_counter()
-        io.mkdir(reg.dir)
-        reg._lock_fd = io.open_append(os.path.join(reg.dir, LOCK_NAME))
         try:
-            with reg._locked(exclusive=True, refresh=False):
-                reg._load_checkpoint()
-                reg._catch_up(exclusive=True)
+            reg._replay()
         except BaseException:
             reg.close()
             raise
         reg.report.records_replayed = reg._since_ckpt
         reg.report.duration_s = time.perf_counter() - t0
         log.info(
-            "quiver.acklog.open dir=%s checkpoint_gen=%d records=%d torn=%d salvaged=%d ms=%.1f",
+            "quiver.acklog.open dir=%s checkpoint_gen=%d records=%d %s salvaged=%d ms=%.1f",
             reg.dir,
             reg._ckpt_gen,
             reg._since_ckpt,
-            len(reg.report.torn),
+            reg._replay_detail(),
             len(reg.report.salvaged),
             reg.report.duration_s * 1000,
         )
         return reg
+
+    @classmethod
+    def _implementation(cls, objects: ObjectStore | None) -> type[Self]:
+        """The class :meth:`open` opens for the root's object store (this one)."""
+        return cls
+
+    def _replay(self) -> None:
+        """Create ``<root>/subscribers`` if needed and replay checkpoint + tail under an
+        exclusive lock (the files are POSIX: ``objects`` is not used)."""
+        self.io.mkdir(self.dir)
+        self._lock_fd = self.io.open_append(os.path.join(self.dir, LOCK_NAME))
+        with self._locked(exclusive=True, refresh=False):
+            self._load_checkpoint()
+            self._catch_up(exclusive=True)
+
+    def _replay_detail(self) -> str:
+        """What the open log line adds for this kind of ack log."""
+        return f"torn={len(self.report.torn)}"
 
     def close(self) -> None:
         with self._mutex:

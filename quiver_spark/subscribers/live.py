@@ -25,11 +25,12 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..control.lease import DEFAULT_TTL_S, Lease, current_holder, needs_lease
+from ..control.lease import DEFAULT_TTL_S, Lease, current_holder
 from ..errors import LeaseLostError, LockedError, SubscriberError
 from ..format import READERS_DIR
 from ..fs import PartitionLock, partition_locked
 from ..objects.base import ObjectStore
+from ..objects.writes import non_posix
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class _LiveHolder:
 
 def uses_lease(objects: ObjectStore | None) -> bool:
     """True when the root's live-consumer lock is a lease: an object root not on POSIX."""
-    return needs_lease(objects)
+    return non_posix(objects)
 
 
 ACT_MARGIN = 0.5

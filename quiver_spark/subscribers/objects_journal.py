@@ -37,7 +37,7 @@ from typing import Any, Self
 
 from ..errors import CorruptionError, QuiverError, StoreClosedError
 from ..format import MAGIC_CHECKPOINT, checksum, decode_frame, encode_frame
-from ..fs import DEFAULT_IO, FileIO
+from ..fs import FileIO
 from ..objects import (
     ObjectConflict,
     ObjectExists,
@@ -45,7 +45,6 @@ from ..objects import (
     PreconditionFailed,
     Stored,
 )
-from ..objects.local import LocalObjects
 from . import log as acklog
 from .journal import AckLogJournal
 from .registry import SubscriberRegistry
@@ -68,19 +67,6 @@ TOKEN_WINDOW = 1024
 """A checkpoint keeps the tokens of the deltas above ``log_gen - TOKEN_WINDOW``."""
 CONFLICT_ATTEMPTS = 32
 UNKNOWN_ATTEMPTS = 3
-
-
-def uses_objects(objects: ObjectStore | None) -> bool:
-    """True when ``objects`` (a root's store) takes the object ack log: any store but
-    None or a POSIX :class:`~quiver_spark.objects.local.LocalObjects` (looked for
-    under wrappers such as :class:`~quiver_spark.objects.CountingObjects`)."""
-    inner = objects
-    while inner is not None and not isinstance(inner, LocalObjects):
-        nxt = getattr(inner, "inner", None)
-        if not isinstance(nxt, ObjectStore):
-            return True
-        inner = nxt
-    return False
 
 
 def delta_key(n: int) -> str:
@@ -134,36 +120,16 @@ class ObjectAckJournal(AckLogJournal):
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
-    @classmethod
-    def open(
-        cls,
-        root: str,
-        *,
-        io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
-        salvage: bool = False,
-        objects: ObjectStore | None = None,
-    ) -> Self:
+    def _replay(self) -> None:
         """Read CHECKPOINT, list the deltas above it and replay them (creates nothing).
 
         Cost: 1 GET + 1 LIST + one GET per delta above the checkpoint (fewer than
         about ``2 * checkpoint_deltas``), whatever the subscribers' history."""
-        reg = cls(root, io, checkpoint_records, salvage, objects)
-        t0 = time.perf_counter()
-        with reg._mutex:
-            reg._reload()
-        reg.report.records_replayed = reg._since_ckpt
-        reg.report.duration_s = time.perf_counter() - t0
-        log.info(
-            "quiver.acklog.open dir=%s checkpoint_gen=%d deltas=%d records=%d salvaged=%d ms=%.1f",
-            reg.dir,
-            reg._ckpt_gen,
-            reg._head - reg._ckpt_gen,
-            reg._since_ckpt,
-            len(reg.report.salvaged),
-            reg.report.duration_s * 1000,
-        )
-        return reg
+        with self._mutex:
+            self._reload()
+
+    def _replay_detail(self) -> str:
+        return f"deltas={self._head - self._ckpt_gen}"
 
     def exists(self) -> bool:
         """True once anything was ever appended (a CHECKPOINT or a delta was found)."""
@@ -471,16 +437,11 @@ class ObjectAckJournal(AckLogJournal):
 
     # -- stats ---------------------------------------------------------------------------------
     def acklog_stats(self) -> dict[str, int]:
+        """The POSIX log's figures, the head delta standing for the log generation."""
         return {
-            "records_since_checkpoint": self._since_ckpt,
-            "bytes_since_checkpoint": self._since_ckpt * acklog.RECORD_SIZE,
-            "records_total": self._records_total,
-            "checkpoint_gen": self._ckpt_gen,
+            **super().acklog_stats(),
             "current_gen": self._head,
             "deltas_since_checkpoint": self._head - self._ckpt_gen,
-            "torn_bytes_cut": 0,
-            "salvaged_records": self.salvaged_records,
-            "orphan_records": self.state.orphans,
         }
 
 

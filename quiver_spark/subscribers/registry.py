@@ -16,6 +16,7 @@ from ..config import validate_name
 from ..errors import ConfigError, SubscriberError, UnknownSegmentError
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
+from ..objects.writes import non_posix
 from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
@@ -89,41 +90,27 @@ class SubscriberRegistry(AckLogJournal):
     appended; reads use the state as of the last write or :meth:`refresh`.
     """
 
-    def __init__(self, root: str, io: FileIO, checkpoint_records: int, salvage: bool) -> None:
-        super().__init__(root, io, checkpoint_records, salvage)
+    def __init__(
+        self,
+        root: str,
+        io: FileIO,
+        checkpoint_records: int,
+        salvage: bool,
+        objects: ObjectStore | None = None,
+    ) -> None:
+        super().__init__(root, io, checkpoint_records, salvage, objects)
         self._claims: dict[tuple[int, str], set[int]] = {}
 
     @classmethod
-    def open(
-        cls,
-        root: str,
-        *,
-        io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
-        salvage: bool = False,
-        objects: ObjectStore | None = None,
-    ) -> Self:
-        """Open the registry of the store at ``root`` (see :meth:`AckLogJournal.open`).
-
-        ``objects`` is the root's object store: None or a (wrapped)
-        :class:`~quiver_spark.objects.local.LocalObjects` keeps the POSIX ack log under
-        ``<root>/subscribers/`` (§8); any other store opens the object ack log
+    def _implementation(cls, objects: ObjectStore | None) -> type[Self]:
+        """What :meth:`AckLogJournal.open` opens for the root's object store: None or a
+        (wrapped) :class:`~quiver_spark.objects.local.LocalObjects` keeps the POSIX ack
+        log under ``<root>/subscribers/`` (§8); any other store opens the object ack log
         (``subscribers/CHECKPOINT`` + ``subscribers/log/``, §12.5), which creates
         nothing until the first append."""
-        from .objects_journal import ObjectSubscriberRegistry, uses_objects
+        from .objects_journal import ObjectSubscriberRegistry
 
-        if uses_objects(objects):
-            return cast(
-                "Self",
-                ObjectSubscriberRegistry.open(
-                    root,
-                    io=io,
-                    checkpoint_records=checkpoint_records,
-                    salvage=salvage,
-                    objects=objects,
-                ),
-            )
-        return super().open(root, io=io, checkpoint_records=checkpoint_records, salvage=salvage)
+        return cast("type[Self]", ObjectSubscriberRegistry) if non_posix(objects) else cls
 
     @classmethod
     def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:

@@ -11,41 +11,22 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
-from quiver_spark.control import lease as lease_mod
-from quiver_spark.errors import LeaseLostError
+from quiver_spark import QuiverStore
 from quiver_spark.objects.urls import open_objects
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
+from tests.stores import fenced_finalize, id_batch, taken_over_while_paused, wal_in
 
 from .conftest import REPO
 
 __all__ = ["moto_s3"]
 
 
-@pytest.fixture(autouse=True)
-def forget_observed_leases() -> Iterator[None]:
-    yield
-    lease_mod._seen.clear()
-
-
-def config(wal: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
+pytestmark = pytest.mark.usefixtures("observed_leases_forgotten")
 
 
 def gc(url: str, s3: MotoS3, home: Path, *flags: str) -> dict[str, Any]:
@@ -68,34 +49,22 @@ def test_gc_full_removes_the_orphans_a_fenced_writer_left_and_nothing_published(
 
     def open_writer(wal: str) -> QuiverStore:
         return QuiverStore.open(
-            url, config(tmp_path / wal), partition="p-0", background=False, storage_options=opts
+            url, wal_in(tmp_path / wal), partition="p-0", background=False, storage_options=opts
         )
 
     zombie = open_writer("wal-a")
-    zombie.append(ids(0, 3))
+    zombie.append(id_batch(0, 3))
     zombie.flush()
     zombie.finalize()
-    assert zombie.writer is not None and zombie.writer.lease is not None
-    assert zombie.writer.lease.keeper is not None
-    zombie.writer.lease.keeper.stop()  # the process pauses past its lease's ttl
-    objects = open_objects(url, opts)
-    key = "partitions/p-0/LEASE"
-    got = objects.get(key)
-    assert got is not None
-    lease_mod._seen[(objects.url, key)] = lease_mod._Seen(
-        got.version, time.monotonic() - 10 * lease_mod.DEFAULT_TTL_S, time.monotonic
-    )
-    with mock.patch.object(lease_mod, "_me", lambda: lease_mod._Identity("host-2", 7, 1, "n-2")):
-        successor = open_writer("wal-b")
-    zombie.append(ids(100, 3))
-    zombie.flush()
-    with pytest.raises(LeaseLostError):
-        zombie.finalize()  # its segment objects stay behind, unpublished
-    successor.append(ids(200, 3))
+    successor = taken_over_while_paused(zombie, lambda: open_writer("wal-b"))
+    fenced_finalize(zombie)  # its segment objects stay behind, unpublished
+    successor.append(id_batch(200, 3))
     successor.flush()
     assert successor.finalize() is not None
     successor.close()
     zombie.close()
+
+    objects = open_objects(url, opts)
 
     def segment_keys() -> list[str]:
         return sorted(o.key.rsplit("/", 1)[1] for o in objects.list("segments/p-0/"))
@@ -116,7 +85,7 @@ def test_gc_full_removes_the_orphans_a_fenced_writer_left_and_nothing_published(
         "00000000000000000003.meta",
     ]
     with QuiverStore.open(
-        url, config(tmp_path / "wal-r"), partition=None, create=False, storage_options=opts
+        url, wal_in(tmp_path / "wal-r"), partition=None, create=False, storage_options=opts
     ) as r:
         assert sorted(x for b in r.scan() for x in b.column("id").to_pylist()) == [
             0, 1, 2, 200, 201, 202,

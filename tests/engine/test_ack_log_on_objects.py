@@ -6,15 +6,13 @@ named by its key and salvage skips it."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from quiver_spark.config import RetentionConfig
 from quiver_spark.errors import ChecksumMismatchError, CorruptionError
 from quiver_spark.objects import CountingObjects
 from quiver_spark.objects.local import LocalObjects
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retention import apply_retention
 from quiver_spark.subscribers import Outcome, SubscriberRegistry, open_registry
 from quiver_spark.subscribers import log as acklog
@@ -28,13 +26,6 @@ from quiver_spark.subscribers.objects_journal import (
 from tests.engine.subscriber_helpers import MemCatalog
 
 P = "p-0"
-
-
-@pytest.fixture
-def bucket():
-    reset_memory()
-    yield f"b-{uuid.uuid4().hex[:8]}"
-    reset_memory()
 
 
 def _open(bucket: str, objects=None, **kw) -> SubscriberRegistry:

@@ -11,24 +11,18 @@ it already acknowledged).
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
 from tests.faults import FaultyIO
 from tests.stores import int_segments
 
-
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def _metas(root: Path) -> list[int]:

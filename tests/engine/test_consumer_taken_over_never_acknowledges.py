@@ -10,38 +10,22 @@ old consumer comes back, its next ``ack`` must not be recorded: it raises
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.errors import LeaseLostError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscribers import live
 from quiver_spark.subscription import Subscription
+from tests.stores import id_batch, wal_in
 
 ROOT = "memory://cb/s"
 
 
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
-
-
-def config(wal: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def test_a_consumer_replaced_while_it_was_paused_cannot_acknowledge_when_it_resumes(
@@ -49,12 +33,12 @@ def test_a_consumer_replaced_while_it_was_paused_cannot_acknowledge_when_it_resu
 ) -> None:
     objects = MemoryObjects("cb", "s")
     key = live.live_lease_key("fwd")
-    with QuiverStore.open(ROOT, config(tmp_path / "wal"), partition="p-0", background=False) as w:
-        sub = Subscription(QuiverStore.open(ROOT, config(tmp_path / "wal"), partition=None),
+    with QuiverStore.open(ROOT, wal_in(tmp_path / "wal"), partition="p-0", background=False) as w:
+        sub = Subscription(QuiverStore.open(ROOT, wal_in(tmp_path / "wal"), partition=None),
                            "fwd", owns_store=True)  # fmt: skip
         try:
             sub.start("earliest")
-            w.append(ids(0, 4))
+            w.append(id_batch(0, 4))
             w.finalize()
             batch = sub.poll()
             assert batch is not None

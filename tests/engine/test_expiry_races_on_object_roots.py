@@ -22,30 +22,24 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.errors import SubscriberError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.position import Position
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
-from tests.stores import int_segments
+from tests.stores import int_segments, wal_in
 
 URL = "memory://bkt/s"
 AFTER_S = 60.0
 LATER_NS = 10**13  # far past subscriber.expire_after
 
 
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def config(tmp_path: Path, name: str) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(tmp_path / name)), segment=SegmentConfig(max_open_duration_s=3600)
-    )
+    return wal_in(tmp_path / name)
 
 
 def handle(tmp_path: Path, name: str) -> QuiverStore:

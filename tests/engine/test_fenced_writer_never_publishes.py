@@ -11,91 +11,44 @@ published as if the zombie had never written.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
-from quiver_spark.control import lease as lease_mod
-from quiver_spark.errors import LeaseLostError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark import QuiverStore
 from quiver_spark.subscription import Subscription
+from tests.stores import fenced_finalize, id_batch, scanned_ids, taken_over_while_paused, wal_in
 
 ROOT = "memory://zb/s"
-LEASE_KEY = "partitions/p-0/LEASE"
 
 
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
-    lease_mod._seen.clear()
-
-
-def config(wal: Path) -> StoreConfig:
-    """Each handle has its own WAL directory, as writers on two hosts do."""
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
-
-
-def rows(store: QuiverStore) -> list[int]:
-    return sorted(x for b in store.scan() for x in b.column("id").to_pylist())
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def take_over_from_a_paused_writer(tmp_path: Path) -> tuple[QuiverStore, QuiverStore]:
     """A writer publishes rows 0..2 then pauses (its renewals stop); a writer of
     another host, having seen the lease unchanged for longer than its ttl, takes the
     partition over. Returns (zombie, successor)."""
-    zombie = QuiverStore.open(ROOT, config(tmp_path / "wal-a"), partition="p-0", background=False)
-    zombie.append(ids(0, 3))
+    zombie = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-a"), partition="p-0", background=False)
+    zombie.append(id_batch(0, 3))
     zombie.flush()
     assert zombie.finalize() is not None
-    assert zombie.writer is not None and zombie.writer.lease is not None
-    assert zombie.writer.lease.keeper is not None
-    zombie.writer.lease.keeper.stop()  # the process pauses: no renewal any more
-
-    objects = MemoryObjects("zb", "s")
-    got = objects.get(LEASE_KEY)
-    assert got is not None
-    # the successor's process has watched this version for longer than the ttl
-    lease_mod._seen[(objects.url, LEASE_KEY)] = lease_mod._Seen(
-        got.version, time.monotonic() - 10 * lease_mod.DEFAULT_TTL_S, time.monotonic
+    successor = taken_over_while_paused(
+        zombie,
+        lambda: QuiverStore.open(
+            ROOT, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
+        ),
     )
-    other = lease_mod._Identity("host-2", 5002, 1, "node-2")
-    with mock.patch.object(lease_mod, "_me", lambda: other):
-        successor = QuiverStore.open(
-            ROOT, config(tmp_path / "wal-b"), partition="p-0", background=False
-        )
-    assert successor.writer is not None and successor.writer.lease is not None
-    assert successor.writer.lease.epoch == zombie.writer.lease.epoch + 1
     return zombie, successor
-
-
-def zombie_resumes_and_finalizes(zombie: QuiverStore) -> None:
-    zombie.append(ids(100, 3))
-    zombie.flush()
-    with pytest.raises(LeaseLostError):
-        zombie.finalize()
 
 
 def test_rows_a_fenced_writer_sealed_after_its_lease_moved_are_never_read(
     tmp_path: Path,
 ) -> None:
     zombie, _successor = take_over_from_a_paused_writer(tmp_path)
-    zombie_resumes_and_finalizes(zombie)
-    with QuiverStore.open(ROOT, config(tmp_path / "wal-r"), partition=None, create=False) as reader:
-        assert rows(reader) == [0, 1, 2]
+    fenced_finalize(zombie)
+    with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False) as reader:
+        assert scanned_ids(reader) == [0, 1, 2]
         assert [m.seq for m in reader.segments("p-0")] == [1]
 
 
@@ -103,21 +56,21 @@ def test_the_successor_publishes_its_rows_after_a_fenced_writer_left_a_segment_b
     tmp_path: Path,
 ) -> None:
     zombie, successor = take_over_from_a_paused_writer(tmp_path)
-    zombie_resumes_and_finalizes(zombie)
-    successor.append(ids(200, 3))
+    fenced_finalize(zombie)
+    successor.append(id_batch(200, 3))
     successor.flush()
     meta = successor.finalize()
     assert meta is not None
-    with QuiverStore.open(ROOT, config(tmp_path / "wal-r"), partition=None, create=False) as reader:
-        assert rows(reader) == [0, 1, 2, 200, 201, 202]
+    with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False) as reader:
+        assert scanned_ids(reader) == [0, 1, 2, 200, 201, 202]
 
 
 def test_a_subscriber_never_reads_rows_a_fenced_writer_sealed_after_its_lease_moved(
     tmp_path: Path,
 ) -> None:
     zombie, _successor = take_over_from_a_paused_writer(tmp_path)
-    zombie_resumes_and_finalizes(zombie)
-    handle = QuiverStore.open(ROOT, config(tmp_path / "wal-r"), partition=None, create=False)
+    fenced_finalize(zombie)
+    handle = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False)
     with Subscription(handle, "fwd", owns_store=True) as sub:
         sub.start("earliest")
         seen: list[int] = []

@@ -9,15 +9,13 @@ for ``ttl_s`` of observation: never taken at once, never a crash.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.control.lease import HolderInfo, Lease
 from quiver_spark.errors import LeaseHeldError, LeaseLostError
 from quiver_spark.objects.base import ObjectConflict
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 
 KEY = "readers/fwd.lease"
 
@@ -33,11 +31,7 @@ class FakeClock:
         self.t += s
 
 
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def fail_once(op: str, exc: BaseException) -> object:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -22,7 +21,7 @@ from quiver_spark.control import lease as lease_mod
 from quiver_spark.control.lease import Lease
 from quiver_spark.errors import LeaseLostError, SubscriberError
 from quiver_spark.objects.local import LocalObjects
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscribers import live
 
 
@@ -31,11 +30,8 @@ class Consumer:
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    reset_memory()
+def _fresh(fresh_memory: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(live, "LIVE_LEASE_WAIT_S", 0.0)
-    yield
-    reset_memory()
 
 
 def test_a_second_consumer_in_this_process_is_refused_in_one_line_naming_the_lease() -> None:

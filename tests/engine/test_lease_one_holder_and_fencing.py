@@ -20,7 +20,7 @@ import pytest
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.control.lease import HolderInfo, Lease, LeaseKeeper, current_holder
 from quiver_spark.errors import LeaseHeldError, LeaseLostError, LockedError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 
 KEY = "partitions/h-0/LEASE"
 
@@ -38,11 +38,7 @@ class FakeClock:
         self.t += s
 
 
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 @contextmanager

@@ -11,48 +11,23 @@ next open, from its STATE: nothing is lost and nothing is read twice.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.cli.gc import run_gc
-from quiver_spark.control import lease as lease_mod
 from quiver_spark.dataloss import evidence
 from quiver_spark.errors import LeaseLostError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscription import Subscription
+from tests.stores import fenced_finalize, id_batch, scanned_ids, taken_over_while_paused, wal_in
 
 ROOT = "memory://pp/s"
-LEASE_KEY = "partitions/p-0/LEASE"
 MANIFEST_KEY = "partitions/p-0/MANIFEST"
 
 
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
-    lease_mod._seen.clear()
-
-
-def config(wal: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
-
-
-def rows(store: QuiverStore) -> list[int]:
-    return sorted(x for b in store.scan() for x in b.column("id").to_pylist())
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def objects() -> MemoryObjects:
@@ -66,11 +41,11 @@ def segment_seqs() -> list[int]:
 
 
 def reader(tmp_path: Path) -> QuiverStore:
-    return QuiverStore.open(ROOT, config(tmp_path / "wal-r"), partition=None, create=False)
+    return QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False)
 
 
 def write(store: QuiverStore, lo: int, n: int = 3) -> int:
-    store.append(ids(lo, n))
+    store.append(id_batch(lo, n))
     store.flush()
     meta = store.finalize()
     assert meta is not None
@@ -80,41 +55,27 @@ def write(store: QuiverStore, lo: int, n: int = 3) -> int:
 def take_over(tmp_path: Path) -> tuple[QuiverStore, QuiverStore]:
     """A writer publishes rows 0..2 and pauses; a writer of another host takes the
     partition over after watching its lease unchanged past the ttl."""
-    zombie = QuiverStore.open(ROOT, config(tmp_path / "wal-a"), partition="p-0", background=False)
+    zombie = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-a"), partition="p-0", background=False)
     write(zombie, 0)
-    assert zombie.writer is not None and zombie.writer.lease is not None
-    assert zombie.writer.lease.keeper is not None
-    zombie.writer.lease.keeper.stop()
-    got = objects().get(LEASE_KEY)
-    assert got is not None
-    lease_mod._seen[(objects().url, LEASE_KEY)] = lease_mod._Seen(
-        got.version, time.monotonic() - 10 * lease_mod.DEFAULT_TTL_S, time.monotonic
+    successor = taken_over_while_paused(
+        zombie,
+        lambda: QuiverStore.open(
+            ROOT, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
+        ),
     )
-    other = lease_mod._Identity("host-2", 5002, 1, "node-2")
-    with mock.patch.object(lease_mod, "_me", lambda: other):
-        successor = QuiverStore.open(
-            ROOT, config(tmp_path / "wal-b"), partition="p-0", background=False
-        )
     return zombie, successor
-
-
-def zombie_leaves_an_orphan(zombie: QuiverStore) -> None:
-    zombie.append(ids(100, 3))
-    zombie.flush()
-    with pytest.raises(LeaseLostError):
-        zombie.finalize()
 
 
 def test_every_row_of_the_successor_is_read_exactly_once_after_an_orphan_at_its_next_seq(
     tmp_path: Path,
 ) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     assert segment_seqs() == [1, 2]  # the orphan sits at the successor's next seq
     seqs = [write(successor, 200 + 10 * i) for i in range(3)]
     assert seqs == [3, 4, 5]
     with reader(tmp_path) as r:
-        assert rows(r) == [0, 1, 2, *range(200, 203), *range(210, 213), *range(220, 223)]
+        assert scanned_ids(r) == [0, 1, 2, *range(200, 203), *range(210, 213), *range(220, 223)]
         manifest = r.manifests.read("p-0")
         assert manifest is not None and manifest.seqs() == [1, 3, 4, 5]
         assert manifest.deleted(2)  # void: recorded gone, never published
@@ -145,7 +106,7 @@ def test_a_reader_following_the_partition_passes_an_orphan_and_reads_what_comes_
         first = sub.poll()
         assert first is not None and [m.seq for m in first.segments] == [1]
         sub.ack(first.end)
-        zombie_leaves_an_orphan(zombie)
+        fenced_finalize(zombie)
         assert sub.poll() is None  # the orphan's rows are never read
         write(successor, 300)
         nxt = sub.poll()
@@ -162,7 +123,7 @@ def test_a_writer_paused_past_half_its_ttl_checks_its_lease_and_creates_nothing(
     assert zombie.writer is not None and zombie.writer.lease is not None
     lease = zombie.writer.lease
     lease._renewed_at -= lease.ttl_s  # its clock moved on while it was paused
-    zombie.append(ids(100, 3))
+    zombie.append(id_batch(100, 3))
     zombie.flush()
     with pytest.raises(LeaseLostError):
         zombie.finalize()
@@ -175,7 +136,7 @@ def test_a_writer_paused_past_half_its_ttl_checks_its_lease_and_creates_nothing(
 
 def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     with reader(tmp_path) as r:
         loc = r.segment_location
         assert [m.seq for m in r.segments()] == [1]
@@ -183,18 +144,18 @@ def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
         assert [e.seq for e in loc.view("p-0").entries] == [1]
         assert [e.seq for e in loc.listed_view("p-0").entries] == [1]
         assert loc.probe_next({"p-0": 2})["p-0"] == []
-        assert rows(r) == [0, 1, 2]
+        assert scanned_ids(r) == [0, 1, 2]
     successor.close()
 
 
 def test_a_writer_opening_after_an_orphan_starts_above_it(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     successor.close()  # the successor wrote nothing; a later writer opens the partition
-    with QuiverStore.open(ROOT, config(tmp_path / "wal-b"), partition="p-0") as w:
+    with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-b"), partition="p-0") as w:
         assert write(w, 400) == 3
     with reader(tmp_path) as r:
-        assert rows(r) == [0, 1, 2, 400, 401, 402]
+        assert scanned_ids(r) == [0, 1, 2, 400, 401, 402]
         assert evidence(r.segment_location, None, "p-0").losses() == []
 
 
@@ -202,7 +163,7 @@ def test_a_crash_between_a_meta_and_the_manifest_step_is_finished_by_the_next_op
     tmp_path: Path,
 ) -> None:
     wal = tmp_path / "wal-a"
-    w = QuiverStore.open(ROOT, config(wal), partition="p-0", background=False)
+    w = QuiverStore.open(ROOT, wal_in(wal), partition="p-0", background=False)
     write(w, 0)
     objs = w.objects
     assert isinstance(objs, MemoryObjects)
@@ -212,27 +173,27 @@ def test_a_crash_between_a_meta_and_the_manifest_step_is_finished_by_the_next_op
             raise OSError("injected: manifest step lost")
 
     objs.faults.before = before
-    w.append(ids(10, 3))
+    w.append(id_batch(10, 3))
     w.flush()
     with pytest.raises(OSError, match="injected"):
         w.finalize()
     objs.faults.before = None
     assert segment_seqs() == [1, 2]  # the .meta of seq 2 exists, the manifest lacks it
     with reader(tmp_path) as r:
-        assert rows(r) == [0, 1, 2]  # not published yet
+        assert scanned_ids(r) == [0, 1, 2]  # not published yet
     w.close()  # its state was discarded: nothing more is written
-    with QuiverStore.open(ROOT, config(wal), partition="p-0", background=False) as again:
+    with QuiverStore.open(ROOT, wal_in(wal), partition="p-0", background=False) as again:
         assert again.recovery is not None and again.recovery.republished_seq == 2
         assert write(again, 20) == 3
     with reader(tmp_path) as r:
-        assert rows(r) == [0, 1, 2, 10, 11, 12, 20, 21, 22]
+        assert scanned_ids(r) == [0, 1, 2, 10, 11, 12, 20, 21, 22]
         manifest = r.manifests.read("p-0")
         assert manifest is not None and manifest.seqs() == [1, 2, 3]
 
 
 def test_gc_full_removes_orphans_and_nothing_published(tmp_path: Path) -> None:
     zombie, successor = take_over(tmp_path)
-    zombie_leaves_an_orphan(zombie)
+    fenced_finalize(zombie)
     write(successor, 500)
     successor.close()
     assert segment_seqs() == [1, 2, 3]
@@ -243,5 +204,5 @@ def test_gc_full_removes_orphans_and_nothing_published(tmp_path: Path) -> None:
         doc = run_gc(r, dry_run=False, full=True)
         assert doc["orphans"] == [{"partition": "p-0", "seq": 2}]
         assert segment_seqs() == [1, 3]
-        assert rows(r) == [0, 1, 2, 500, 501, 502]
+        assert scanned_ids(r) == [0, 1, 2, 500, 501, 502]
         assert run_gc(r, dry_run=False, full=True)["orphans"] == []

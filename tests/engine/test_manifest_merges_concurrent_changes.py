@@ -16,12 +16,9 @@ from quiver_spark.control.manifest import (
 )
 from quiver_spark.errors import CorruptionError
 from quiver_spark.format import encode_frame
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 
-
-@pytest.fixture(autouse=True)
-def _fresh_memory() -> None:
-    reset_memory()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def entry(seq: int) -> ManifestEntry:

@@ -8,14 +8,13 @@ silently, and a reader idle that long never counts a delta nobody else counts.""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable
 
 import pytest
 
 from quiver_spark.errors import SubscriberError
 from quiver_spark.objects import ObjectConflict
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from quiver_spark.subscribers.objects_journal import (
     DELTA_PREFIX,
@@ -24,13 +23,6 @@ from quiver_spark.subscribers.objects_journal import (
 )
 
 P = "p-0"
-
-
-@pytest.fixture
-def bucket():
-    reset_memory()
-    yield f"b-{uuid.uuid4().hex[:8]}"
-    reset_memory()
 
 
 class Clock:

@@ -12,37 +12,24 @@ stays behind, no reader returns its rows, and a MANIFEST rebuilt from a listing 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.config import RetentionConfig
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
+from tests.stores import id_batch, wal_in
 
 ROOT = "memory://rd/s"
 HOUR_NS = 3600 * 10**9
 
 
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def config(wal: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-        retention=RetentionConfig(max_age_hours=1),
-    )
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
+    return wal_in(wal, retention=RetentionConfig(max_age_hours=1))
 
 
 def fail_first_segment_delete(objects: MemoryObjects) -> None:
@@ -63,7 +50,7 @@ def segment_keys() -> list[str]:
 def test_a_later_pass_deletes_the_objects_a_failed_deletion_left(tmp_path: Path) -> None:
     with QuiverStore.open(ROOT, config(tmp_path / "w"), partition="p-0", background=False) as w:
         for i in range(3):
-            w.append(ids(10 * i, 3))
+            w.append(id_batch(10 * i, 3))
             w.flush()
             w.finalize()
         later = time.time_ns() + 3 * HOUR_NS  # every segment is past the time window

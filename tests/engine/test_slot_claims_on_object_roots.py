@@ -13,18 +13,16 @@ import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.control.lease import current_holder
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.spark import slots
 
 URL = "memory://slots/s"
 
 
 @pytest.fixture(autouse=True)
-def fresh() -> Iterator[None]:
-    reset_memory()
+def fresh(fresh_memory: None) -> Iterator[None]:
     yield
     slots.close_all()
-    reset_memory()
 
 
 def config(tmp_path: Path) -> StoreConfig:

@@ -5,34 +5,17 @@ root, with nothing but the WAL on local disk (ARCHITECTURE.md §12)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.errors import LockedError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscription import Subscription
+from tests.stores import id_batch, wal_in
 
-
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    yield
-    reset_memory()
-
-
-def config(wal: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def keys(store: MemoryObjects) -> list[str]:
@@ -40,12 +23,12 @@ def keys(store: MemoryObjects) -> list[str]:
 
 
 def test_rows_written_through_an_object_root_are_read_by_another_handle(tmp_path: Path) -> None:
-    cfg = config(tmp_path / "wal")
+    cfg = wal_in(tmp_path / "wal")
     with QuiverStore.open("memory://bkt/s", cfg, partition="p-0", background=False) as w:
-        w.append(ids(0, 10))
+        w.append(id_batch(0, 10))
         w.flush()
         assert w.finalize() is not None
-        w.append(ids(10, 5))
+        w.append(id_batch(10, 5))
         assert w.finalize() is not None
     with QuiverStore.open("memory://bkt/s", cfg, partition=None, create=False) as r:
         got = sorted(x for b in r.scan() for x in b.column("id").to_pylist())
@@ -61,22 +44,22 @@ def test_an_object_root_creates_no_local_directory_but_the_wal(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     wal = tmp_path / "wal"
-    with QuiverStore.open("memory://bkt/s", config(wal), partition="p-0", background=False) as w:
-        w.append(ids(0, 3))
+    with QuiverStore.open("memory://bkt/s", wal_in(wal), partition="p-0", background=False) as w:
+        w.append(id_batch(0, 3))
         w.finalize()
     assert sorted(os.listdir(tmp_path)) == ["wal"]
 
 
 def test_a_subscriber_on_an_object_root_reads_acks_and_retention_reclaims(tmp_path: Path) -> None:
-    cfg = config(tmp_path / "wal")
+    cfg = wal_in(tmp_path / "wal")
     with QuiverStore.open("memory://bkt/s", cfg, partition="p-0", background=False) as w:
         with Subscription(
             QuiverStore.open("memory://bkt/s", cfg, partition=None), "fwd", owns_store=True
         ) as sub:
             sub.start("earliest")
-            w.append(ids(0, 4))
+            w.append(id_batch(0, 4))
             w.finalize()
-            w.append(ids(4, 4))
+            w.append(id_batch(4, 4))
             w.finalize()
             batch = sub.poll()
             assert batch is not None
@@ -91,10 +74,10 @@ def test_a_subscriber_on_an_object_root_reads_acks_and_retention_reclaims(tmp_pa
 
 
 def test_a_batch_is_decided_once_on_an_object_root(tmp_path: Path) -> None:
-    cfg = config(tmp_path / "wal")
+    cfg = wal_in(tmp_path / "wal")
     with QuiverStore.open("memory://bkt/s", cfg, partition="p-0", background=False) as w:
         txn = w.begin_txn("app", 7)
-        w.append(ids(0, 3), txn_id=txn)
+        w.append(id_batch(0, 3), txn_id=txn)
         w.flush()
         assert w.commit_txn("app", 7, [("p-0", txn)], rows=3) is True
         with QuiverStore.open("memory://bkt/s", cfg, partition=None, create=False) as other:
@@ -106,7 +89,7 @@ def test_a_batch_is_decided_once_on_an_object_root(tmp_path: Path) -> None:
 
 
 def test_a_second_writer_of_a_partition_on_an_object_root_is_refused(tmp_path: Path) -> None:
-    cfg = config(tmp_path / "wal")
+    cfg = wal_in(tmp_path / "wal")
     with QuiverStore.open("memory://bkt/s", cfg, partition="p-0", background=False):
         with pytest.raises(LockedError):
-            QuiverStore.open("memory://bkt/s", config(tmp_path / "wal2"), partition="p-0")
+            QuiverStore.open("memory://bkt/s", wal_in(tmp_path / "wal2"), partition="p-0")
