@@ -143,8 +143,13 @@ class PartitionRecovery:
         if not txns or not self.segments.manifest_publishes:
             return
         assert self.segments.manifests is not None
+        # never the staged object of a transaction the MANIFEST does not name: its rows
+        # would be nowhere else once this writer's WAL is gone
+        named = tuple(t for t in txns if t in self.segments.names_txns(self.pid))
+        if not named:
+            return
         try:
-            drop_staged(self.segments.manifests.objects, self.pid, txns)
+            drop_staged(self.segments.manifests.objects, self.pid, named)
         except OSError as e:
             log.warning("quiver.staged.drop_failed partition=%s txns=%s: %s", self.pid, txns, e)
 

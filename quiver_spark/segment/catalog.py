@@ -513,6 +513,20 @@ class SegmentLocation:
         )
         if self.manifest_publishes:
             self._copies[partition] = out
+            if sealed_by is None:
+                # a writer's own segment: published only if the MANIFEST lists it now; a
+                # seq another holder recorded void (its .meta taken for theirs while this
+                # writer was away) makes the writer move the segment (§12.4)
+                for m in metas:
+                    if not out.lists(m.seq):
+                        _, meta_path = self._paths(partition, m.seq)
+                        raise SeqTakenError(self._b.display(meta_path), partition, m.seq)
+
+    def names_txns(self, partition: str) -> set[int]:
+        """Object root: the transaction ids the MANIFEST this handle last read or wrote
+        for ``partition`` names as sealed (empty when it holds none)."""
+        copy = self._copies.get(partition)
+        return copy.sealed_txns() if copy is not None else set()
 
     def manifest_from_listing(self, partition: str) -> Manifest:
         """The manifest a listing gives (every ``.meta`` read once): the one-time
