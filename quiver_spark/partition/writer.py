@@ -112,6 +112,9 @@ class PartitionWriter(PartitionRecovery):
         self._cut: tuple[int, list[WalCarry]] | None = None
         # the cut is durable and its records written again (kept until a recovery succeeds)
         self._cut_settled = False
+        # object root: staged transactions the MANIFEST names whose delete failed
+        # (retried with the next publication, §12.6)
+        self._undropped: set[int] = set()
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -384,7 +387,10 @@ class PartitionWriter(PartitionRecovery):
                 if self.segments.manifest_publishes:
                     self._check_lease()
                     self._unpublished = self._publish_own(
-                        self._unpublished, self._moved, self._unpublished_txns
+                        self._unpublished,
+                        self._moved,
+                        self._unpublished_txns,
+                        self._txn_floor(),
                     )
                 else:
                     self.segments.publish(self._unpublished)
@@ -395,6 +401,14 @@ class PartitionWriter(PartitionRecovery):
             self._unpublished = None
             self._drop_staged(self._unpublished_txns)
             self._unpublished_txns = ()
+
+    def _txn_floor(self) -> int:
+        """Object root: the highest transaction id at or below which every transaction
+        of this partition is sealed or decided against (§12.6): below the lowest one
+        this writer has not sealed yet (pending, or committed in the open segment),
+        else its highest id."""
+        open_ids = [*self._pending, *self._open.txns]
+        return min(open_ids) - 1 if open_ids else self.wal.next_seq - 1
 
     def _moved(self, meta: SegmentMeta) -> None:
         """Object root: this writer's segment now goes out as ``meta`` (its seq was
