@@ -101,6 +101,7 @@ class PartitionRecovery:
     _cut: tuple[int, list[WalCarry]] | None
     _cut_settled: bool
     _undropped: set[int]
+    _foreign: dict[int, tuple[float, float]]
 
     # -- what replay admits into: the live writer's ---------------------------------------
     def _admit(
@@ -425,6 +426,17 @@ class PartitionRecovery:
         if self._open:  # recovered data is old: let maintenance finalize it promptly
             self._open.opened_mono = min(self._open.opened_mono, old)
         rep.pending_txns = len(self._pending)
+        if self.segments.manifest_publishes and manifest is not None:
+            # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
+            # §12.6): this writer holds the lease, so no observer seals them; it seals
+            # the committed ones itself (``_seal_foreign``), next look at once
+            held = {*self._pending, *self._open.txns, *self._unpublished_txns}
+            keep = {
+                t: self._foreign.get(t, (0.0, 0.0))
+                for t in staged
+                if not manifest.seals(t) and t not in held
+            }
+            self._foreign = keep
         if (
             publishing
             or rep.torn_tails

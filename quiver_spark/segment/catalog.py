@@ -447,6 +447,7 @@ class SegmentLocation:
         epoch: int,
         target_batch_rows: int = SegmentConfig.target_batch_rows,
         event_time_column: str | None = None,
+        first_seq: int = 0,
     ) -> SegmentMeta | None:
         """Object root: publish the rows of committed staged transaction ``txn_id`` as
         the partition's next segment, by a sealer holding the partition's lease at
@@ -462,7 +463,7 @@ class SegmentLocation:
         )
         if current.seals(txn_id):
             return None
-        seq = current.high + 1
+        seq = max(current.high + 1, first_seq)  # first_seq: the partition's writer's next
         for _ in range(_FOREIGN_ARROW_ATTEMPTS * 8):
             try:
                 meta = self.write_data(
