@@ -683,9 +683,8 @@ class QuiverStore:
         try:
             lease.keep()
             self.manifests.claim(pid, lease.epoch)
-            known = current.sealed_txns() if current is not None else set()
             for txn_id in ids:
-                if txn_id in known:
+                if current is not None and current.seals(txn_id):
                     garbage.append(txn_id)
                     continue
                 try:

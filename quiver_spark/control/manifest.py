@@ -155,6 +155,10 @@ class Manifest:
     txns_gone: tuple[int, ...] = ()
     """Object root: transaction ids of entries retention removed (the newest
     ``TXNS_GONE_KEEP``), so a staged object left behind is never sealed again."""
+    txn_floor: int = 0
+    """Object root: every transaction id <= it is sealed or decided against (the
+    partition's writer records it at each publication, §12.6): a staged object of such
+    an id is garbage. 0 in a manifest written without it."""
     version: str | None = field(default=None, compare=False)
 
     # -- questions --------------------------------------------------------------------
@@ -175,7 +179,16 @@ class Manifest:
             out.update(e.txns)
         return out
 
+    def seals(self, txn_id: int) -> bool:
+        """Whether staged transaction ``txn_id`` needs no seal: a segment published
+        here holds or held it, or it is at or below ``txn_floor`` (§12.6)."""
+        return txn_id <= self.txn_floor or txn_id in self.sealed_txns()
+
     # -- changes (pure: each returns a new manifest) ------------------------------------
+    def with_txn_floor(self, floor: int) -> Manifest:
+        """``txn_floor`` raised to ``floor`` (it never decreases)."""
+        return self if floor <= self.txn_floor else replace(self, txn_floor=floor)
+
     def lists(self, seq: int) -> bool:
         """Whether ``seq`` is a live entry (on an object root: published)."""
         i = bisect.bisect_left(self.entries, seq, key=lambda e: e.seq)
@@ -251,6 +264,8 @@ class Manifest:
             cols["sealed_by"] = [e.sealed_by for e in self.entries]
         if self.txns_gone:
             body["txns_gone"] = list(self.txns_gone)
+        if self.txn_floor:
+            body["txn_floor"] = self.txn_floor
         return encode_frame(MAGIC_MANIFEST, body)
 
     @classmethod
@@ -269,6 +284,7 @@ class Manifest:
             cols = body["segments"]
             damaged = tuple((int(s), str(err)) for s, err in body.get("damaged", []))
             txns_gone = tuple(int(t) for t in body.get("txns_gone", []))
+            txn_floor = int(body.get("txn_floor", 0))
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"lacks or mistypes a required key ({e})") from e
         if not isinstance(partition, str) or not isinstance(cols, dict):
@@ -301,7 +317,9 @@ class Manifest:
             raise bad("segment seqs are not increasing positive integers")
         if seqs and seqs[-1] > high:
             raise bad(f"segment {seqs[-1]} is above high {high}")
-        return cls(partition, epoch, high, floor, above, entries, damaged, txns_gone, version)
+        return cls(
+            partition, epoch, high, floor, above, entries, damaged, txns_gone, txn_floor, version
+        )
 
 
 def empty(partition: str) -> Manifest:

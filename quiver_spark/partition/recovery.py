@@ -100,6 +100,8 @@ class PartitionRecovery:
     _drop_from: int | None
     _cut: tuple[int, list[WalCarry]] | None
     _cut_settled: bool
+    _undropped: set[int]
+    _foreign: dict[int, tuple[float, float]]
 
     # -- what replay admits into: the live writer's ---------------------------------------
     def _admit(
@@ -139,30 +141,41 @@ class PartitionRecovery:
 
     def _drop_staged(self, txns: tuple[int, ...]) -> None:
         """Object root: the staged objects of transactions now in the MANIFEST are
-        garbage (§12.6); removed best effort (the next observer pass removes leftovers)."""
-        if not txns or not self.segments.manifest_publishes:
+        garbage (§12.6); removed best effort: a failed delete is retried with the
+        writer's next publication (and the next observer pass removes leftovers)."""
+        if not self.segments.manifest_publishes:
             return
         assert self.segments.manifests is not None
+        # never the staged object of a transaction the MANIFEST does not name: its rows
+        # would be nowhere else once this writer's WAL is gone
+        wanted = sorted({*txns, *self._undropped})
+        named = tuple(t for t in wanted if self.segments.seals_txn(self.pid, t))
+        if not named:
+            return
         try:
-            drop_staged(self.segments.manifests.objects, self.pid, txns)
+            drop_staged(self.segments.manifests.objects, self.pid, named)
         except OSError as e:
-            log.warning("quiver.staged.drop_failed partition=%s txns=%s: %s", self.pid, txns, e)
+            self._undropped.update(named)
+            log.warning("quiver.staged.drop_failed partition=%s txns=%s: %s", self.pid, named, e)
+        else:
+            self._undropped.difference_update(named)
 
     def _publish_own(
         self,
         meta: SegmentMeta,
         commit: Callable[[SegmentMeta], None],
         txns: tuple[int, ...] = (),
+        txn_floor: int = 0,
     ) -> SegmentMeta:
         """Publish this writer's segment ``meta`` on an object root. When another
         holder's ``.meta`` took its seq, the seq is recorded void in the MANIFEST (a
         later holder's epoch there raises LeaseLostError: this writer was fenced) and
         the same bytes are uploaded again at the next free seq; ``commit`` makes STATE
         name the moved segment (its new commit point) before it is published. Returns
-        the metadata published."""
+        the metadata published. ``txn_floor``: recorded in the MANIFEST with it (§12.6)."""
         for _ in range(_MOVES):
             try:
-                self.segments.publish(meta, txns=txns)
+                self.segments.publish(meta, txns=txns, txn_floor=txn_floor)
                 return meta
             except SeqTakenError:
                 pass
@@ -357,8 +370,8 @@ class PartitionRecovery:
             assert self.segments.manifests is not None
             sealed = manifest.sealed_txns()
             staged = staged_ids(self.segments.manifests.objects, self.pid)
-            txn_floor = max([*sealed, *staged], default=0)
-            self._drop_staged(tuple(sorted(sealed.intersection(staged))))
+            txn_floor = max([*sealed, *staged, manifest.txn_floor], default=0)
+            self._drop_staged(tuple(t for t in staged if manifest.seals(t)))
 
         self._wal_limit = wal_limits(self.state_path, state)
         wal = recover_wal(
@@ -413,6 +426,17 @@ class PartitionRecovery:
         if self._open:  # recovered data is old: let maintenance finalize it promptly
             self._open.opened_mono = min(self._open.opened_mono, old)
         rep.pending_txns = len(self._pending)
+        if self.segments.manifest_publishes and manifest is not None:
+            # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
+            # §12.6): this writer holds the lease, so no observer seals them; it seals
+            # the committed ones itself (``_seal_foreign``), next look at once
+            held = {*self._pending, *self._open.txns, *self._unpublished_txns}
+            keep = {
+                t: self._foreign.get(t, (0.0, 0.0))
+                for t in staged
+                if not manifest.seals(t) and t not in held
+            }
+            self._foreign = keep
         if (
             publishing
             or rep.torn_tails

@@ -25,7 +25,9 @@ from ..config import StoreConfig, validate_name
 from ..control.lease import Lease
 from ..errors import (
     BatchTooLargeError,
+    CorruptionError,
     LeaseLostError,
+    QuiverError,
     StoreAtCapacityError,
     StoreClosedError,
     WalFailedError,
@@ -35,6 +37,7 @@ from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..segment.catalog import SeqTakenError
+from ..staging import drop_staged, read_staged
 from ..wal import (
     WalCarry,
     encode_txn,
@@ -112,6 +115,12 @@ class PartitionWriter(PartitionRecovery):
         self._cut: tuple[int, list[WalCarry]] | None = None
         # the cut is durable and its records written again (kept until a recovery succeeds)
         self._cut_settled = False
+        # object root: staged transactions the MANIFEST names whose delete failed
+        # (retried with the next publication, §12.6)
+        self._undropped: set[int] = set()
+        # object root: staged transactions of this partition that neither this WAL nor
+        # the MANIFEST holds -> (next look, interval); sealed by this writer (§12.6)
+        self._foreign: dict[int, tuple[float, float]] = {}
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -384,7 +393,10 @@ class PartitionWriter(PartitionRecovery):
                 if self.segments.manifest_publishes:
                     self._check_lease()
                     self._unpublished = self._publish_own(
-                        self._unpublished, self._moved, self._unpublished_txns
+                        self._unpublished,
+                        self._moved,
+                        self._unpublished_txns,
+                        self._txn_floor(),
                     )
                 else:
                     self.segments.publish(self._unpublished)
@@ -395,6 +407,75 @@ class PartitionWriter(PartitionRecovery):
             self._unpublished = None
             self._drop_staged(self._unpublished_txns)
             self._unpublished_txns = ()
+
+    def _txn_floor(self) -> int:
+        """Object root: the highest transaction id at or below which every transaction
+        of this partition is sealed or decided against (§12.6): below the lowest one
+        this writer has not sealed yet (pending, or committed in the open segment),
+        else its highest id."""
+        open_ids = [*self._pending, *self._open.txns, *self._foreign]
+        return min(open_ids) - 1 if open_ids else self.wal.next_seq - 1
+
+    def _seal_foreign(self) -> None:
+        """Object root: seal the committed staged transactions this writer's WAL does
+        not hold (another incarnation's, whose disk was lost) as a sealer would
+        (§12.6), at this writer's epoch; drop those decided without them; look at an
+        undecided one again after 1 s, 2, 4... at most every :data:`RESOLVE_CAP_S`.
+        Runs only with nothing past the commit point (``_unpublished`` is None)."""
+        if not self._foreign or self._unpublished is not None or self.lease is None:
+            return
+        assert self.segments.manifests is not None
+        objects = self.segments.manifests.objects
+        now = time.monotonic()
+        garbage: list[int] = []
+        for txn_id in sorted(self._foreign):
+            due, interval = self._foreign[txn_id]
+            if now < due:
+                continue
+            try:
+                st = read_staged(objects, self.pid, txn_id)
+            except CorruptionError as e:  # named by fsck (problem `staged`); left
+                log.error("quiver.staged.damaged partition=%s txn=%d: %s", self.pid, txn_id, e)
+                del self._foreign[txn_id]
+                continue
+            if st is None:
+                del self._foreign[txn_id]
+                continue
+            rec = self.commits.get(st.app, st.version)
+            if rec is None:  # undecided: the driver may still commit it
+                interval = min(RESOLVE_CAP_S, max(1.0, 2 * interval))
+                self._foreign[txn_id] = (now + interval, interval)
+                continue
+            if (self.pid, txn_id) in rec.winners:
+                self._check_lease()
+                meta = self.segments.publish_staged(
+                    self.pid,
+                    txn_id,
+                    st.batches(),
+                    ingestion_ns=st.created_ns,
+                    epoch=self.lease.epoch,
+                    target_batch_rows=self.config.segment.target_batch_rows,
+                    event_time_column=self.config.segment.event_time_column,
+                    first_seq=self._next_seq,
+                )
+                if meta is not None:
+                    self._next_seq = max(self._next_seq, meta.seq + 1)
+                    log.info(
+                        "quiver.staged.sealed partition=%s txn=%d seq=%d rows=%d epoch=%d",
+                        self.pid,
+                        txn_id,
+                        meta.seq,
+                        meta.rows,
+                        self.lease.epoch,
+                    )
+            garbage.append(txn_id)
+            del self._foreign[txn_id]
+        if garbage:
+            try:
+                drop_staged(objects, self.pid, garbage)
+            except OSError as e:  # garbage: retried with the next publication
+                self._undropped.update(garbage)
+                log.warning("quiver.staged.drop_failed partition=%s: %s", self.pid, e)
 
     def _moved(self, meta: SegmentMeta) -> None:
         """Object root: this writer's segment now goes out as ``meta`` (its seq was
@@ -414,6 +495,15 @@ class PartitionWriter(PartitionRecovery):
 
     def _finalize(self) -> SegmentMeta | None:
         self._publish_pending()
+        if self._foreign:
+            try:
+                self._seal_foreign()
+            except LeaseLostError as e:
+                self._poison(e)
+                raise
+            except (QuiverError, OSError) as e:  # kept and retried; never raised into a write
+                self.maintenance_error = e
+                log.error("quiver.staged.seal_failed partition=%s: %s", self.pid, e)
         seg = self._open
         batches = seg.batches
         if not batches:
@@ -534,6 +624,7 @@ class PartitionWriter(PartitionRecovery):
             try:
                 self._ready(foreground=False)
                 self._publish_pending()
+                self._seal_foreign()
                 self._resolve(backoff=True)
                 due = self._open and (
                     time.monotonic() - self._open.opened_mono

@@ -376,6 +376,7 @@ class SegmentLocation:
         again: bool = False,
         txns: Iterable[int] = (),
         sealed_by: int | None = None,
+        txn_floor: int = 0,
     ) -> None:
         """Phase two of :meth:`write`: durably create the ``.meta``, making it visible.
 
@@ -386,7 +387,8 @@ class SegmentLocation:
         directory fsynced): for a publication that failed after its rename, whose
         name may not be durable. ``txns`` (object root): the transactions whose rows
         the segment holds, recorded in its MANIFEST entry (§12.6); ``sealed_by``: the
-        epoch of a sealer publishing a staged transaction.
+        epoch of a sealer publishing a staged transaction; ``txn_floor``: the
+        writer's transaction floor, recorded with the entry (§12.6).
         """
         txns = tuple(txns)
         arrow_path, meta_path = self._paths(meta.partition, meta.seq)
@@ -400,7 +402,7 @@ class SegmentLocation:
                 taken=self.manifest_publishes,
             )
             if not again:
-                self._manifest_publish(meta.partition, [meta], *((txns, sealed_by) if txns else ()))
+                self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
                 return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
@@ -433,7 +435,7 @@ class SegmentLocation:
             meta.size_bytes,
             meta.batches,
         )
-        self._manifest_publish(meta.partition, [meta], *((txns, sealed_by) if txns else ()))
+        self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
 
     def publish_staged(
         self,
@@ -445,6 +447,7 @@ class SegmentLocation:
         epoch: int,
         target_batch_rows: int = SegmentConfig.target_batch_rows,
         event_time_column: str | None = None,
+        first_seq: int = 0,
     ) -> SegmentMeta | None:
         """Object root: publish the rows of committed staged transaction ``txn_id`` as
         the partition's next segment, by a sealer holding the partition's lease at
@@ -458,9 +461,9 @@ class SegmentLocation:
         current = self.manifests.update(
             partition, lambda m: m, build=lambda: self.manifest_from_listing(partition)
         )
-        if txn_id in current.sealed_txns():
+        if current.seals(txn_id):
             return None
-        seq = current.high + 1
+        seq = max(current.high + 1, first_seq)  # first_seq: the partition's writer's next
         for _ in range(_FOREIGN_ARROW_ATTEMPTS * 8):
             try:
                 meta = self.write_data(
@@ -491,6 +494,7 @@ class SegmentLocation:
         metas: builtins.list[SegmentMeta],
         txns: tuple[int, ...] = (),
         sealed_by: int | None = None,
+        txn_floor: int = 0,
     ) -> None:
         """After the ``.meta`` is durable (the publication point on a POSIX root): add
         the entries to the partition's MANIFEST. A failure raises (the caller's state
@@ -499,20 +503,36 @@ class SegmentLocation:
         if self.manifests is None:
             return
         if not self.manifest_publishes:
-            txns, sealed_by = (), None
+            txns, sealed_by, txn_floor = (), None, 0
+        if not txns:
+            sealed_by = None
         entries = [ManifestEntry.from_meta(m, txns, sealed_by) for m in metas]
         gaps = self.manifest_publishes  # seqs the writer passed over are void
 
         def change(m: Manifest) -> Manifest:
-            if sealed_by is not None and set(txns) & m.sealed_txns():
+            if sealed_by is not None and any(m.seals(t) for t in txns):
                 return m  # a staged transaction sealed already: never twice
-            return m.published(entries, void_gaps=gaps)
+            return m.published(entries, void_gaps=gaps).with_txn_floor(txn_floor)
 
         out = self.manifests.update(
             partition, change, build=lambda: self.manifest_from_listing(partition)
         )
         if self.manifest_publishes:
             self._copies[partition] = out
+            if sealed_by is None:
+                # a writer's own segment: published only if the MANIFEST lists it now; a
+                # seq another holder recorded void (its .meta taken for theirs while this
+                # writer was away) makes the writer move the segment (§12.4)
+                for m in metas:
+                    if not out.lists(m.seq):
+                        _, meta_path = self._paths(partition, m.seq)
+                        raise SeqTakenError(self._b.display(meta_path), partition, m.seq)
+
+    def seals_txn(self, partition: str, txn_id: int) -> bool:
+        """Object root: whether the MANIFEST this handle last read or wrote for
+        ``partition`` says staged transaction ``txn_id`` needs no seal (§12.6)."""
+        copy = self._copies.get(partition)
+        return copy is not None and copy.seals(txn_id)
 
     def manifest_from_listing(self, partition: str) -> Manifest:
         """The manifest a listing gives (every ``.meta`` read once): the one-time
