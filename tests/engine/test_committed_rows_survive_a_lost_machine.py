@@ -11,109 +11,29 @@ comes back (or a paused one that resumes mid-seal) never publishes a transaction
 
 from __future__ import annotations
 
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
-import pyarrow as pa
 import pytest
 
 import quiver_spark.store as store_mod
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.errors import LeaseLostError
-from quiver_spark.objects.memory import MemoryObjects, reset_memory
-from quiver_spark.staging import staged_ids
+from quiver_spark.objects.memory import MemoryObjects
+from tests.lost_machines import (
+    APP,
+    Clock,
+    dies_at_its_manifest_step,
+    lose,
+    machine,
+    observer,
+    seal_after_expiry,
+    staged,
+    task,
+)
+from tests.stores import scanned_ids
 
-ROOT = "memory://lost/s"
-APP = "query-1"
-
-
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    reset_memory()
-    lease_mod._seen.clear()
-    yield
-    reset_memory()
-    lease_mod._seen.clear()
-
-
-class Clock:
-    """The observer's monotonic clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def config(wal: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(wal), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
-
-
-def machine(tmp_path: Path, name: str) -> QuiverStore:
-    """A writer of partition p-0 on another machine (its own host, its own WAL disk)."""
-    ident = lease_mod._Identity(f"host-{name}", 4000 + len(name), 1, f"node-{name}")
-    with mock.patch.object(lease_mod, "_me", lambda: ident):
-        return QuiverStore.open(
-            ROOT, config(tmp_path / f"wal-{name}"), partition="p-0", background=False
-        )
-
-
-def observer(tmp_path: Path, clock: Clock | None = None) -> QuiverStore:
-    """The driver (a long-lived process of this host) that writes no partition."""
-    obs = QuiverStore.open(ROOT, config(tmp_path / "wal-driver"), partition=None)
-    if clock is not None:
-        obs.lease_clock = clock
-    return obs
-
-
-def ids(lo: int, n: int) -> pa.RecordBatch:
-    return pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())})
-
-
-def task(store: QuiverStore, version: int, lo: int, n: int) -> int:
-    """What a Spark write task does: its rows as one transaction, durable, staged."""
-    txn = store.begin_txn(APP, version)
-    store.append(ids(lo, n), txn_id=txn)
-    store.flush()
-    assert store.stage_txn(txn) > 0
-    return txn
-
-
-def lose(store: QuiverStore, wal: Path | None, *, process_dies: bool = True) -> None:
-    """The machine is gone: its lease is no longer renewed and (``wal``) its disk lost.
-    The handle is abandoned, never closed; unless it is only paused, its process is
-    dead (the kernel dropped its local lock)."""
-    assert store.writer is not None and store.writer.lease is not None
-    keeper = store.writer.lease.keeper
-    assert keeper is not None
-    keeper.stop()
-    if process_dies:
-        store.writer._flock.release()
-    if wal is not None:
-        shutil.rmtree(wal)
-
-
-def rows(store: QuiverStore) -> list[int]:
-    return sorted(x for b in store.scan() for x in b.column("id").to_pylist())
-
-
-def staged() -> list[int]:
-    return staged_ids(MemoryObjects("lost", "s"), "p-0")
-
-
-def seal_after_expiry(obs: QuiverStore, clock: Clock) -> list[tuple[str, int]]:
-    """Two observer passes a lease ttl apart (the driver commits every trigger)."""
-    assert obs.finalize_idle_partitions() == []  # the lease is seen for the first time
-    clock.t += lease_mod.DEFAULT_TTL_S
-    return obs.finalize_idle_partitions()
+pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
 def test_committed_rows_of_a_lost_machine_are_readable_after_the_next_observer_pass_exactly_once(
@@ -127,13 +47,13 @@ def test_committed_rows_of_a_lost_machine_are_readable_after_the_next_observer_p
 
     clock = Clock()
     obs = observer(tmp_path, clock)
-    assert rows(obs) == []  # only the lost WAL held them
+    assert scanned_ids(obs) == []  # only the lost WAL held them
     sealed = seal_after_expiry(obs, clock)
     assert [p for p, _ in sealed] == ["p-0", "p-0"]
-    assert rows(obs) == [0, 1, 2, 3, 4]
+    assert scanned_ids(obs) == [0, 1, 2, 3, 4]
     assert staged() == []  # sealed: the staged objects are garbage, removed
     assert obs.finalize_idle_partitions() == []  # the next pass seals nothing again
-    assert rows(obs) == [0, 1, 2, 3, 4]
+    assert scanned_ids(obs) == [0, 1, 2, 3, 4]
     m = obs.manifests.read("p-0")
     assert m is not None and m.sealed_txns() == {t1, t2}
     assert {e.sealed_by for e in m.entries} == {m.epoch}
@@ -150,10 +70,10 @@ def test_a_lost_machine_is_sealed_for_once_a_real_short_lease_ttl_has_passed(
 
     obs = observer(tmp_path)
     assert obs.finalize_idle_partitions() == []  # held: watched from now on
-    assert rows(obs) == []
+    assert scanned_ids(obs) == []
     time.sleep(0.6)
     assert [p for p, _ in obs.finalize_idle_partitions()] == ["p-0"]
-    assert rows(obs) == [0, 1, 2, 3]
+    assert scanned_ids(obs) == [0, 1, 2, 3]
 
 
 def test_an_undecided_transaction_is_left_until_its_batch_is_decided(tmp_path: Path) -> None:
@@ -165,11 +85,11 @@ def test_an_undecided_transaction_is_left_until_its_batch_is_decided(tmp_path: P
     obs = observer(tmp_path, clock)
     assert seal_after_expiry(obs, clock) == []
     assert staged() == [t1]  # the driver may still commit it
-    assert rows(obs) == []
+    assert scanned_ids(obs) == []
 
     assert obs.commit_txn(APP, 7, [("p-0", t1)], rows=3)
     assert [p for p, _ in obs.finalize_idle_partitions()] == ["p-0"]  # released: at once
-    assert rows(obs) == [0, 1, 2]
+    assert scanned_ids(obs) == [0, 1, 2]
     assert staged() == []
 
 
@@ -183,7 +103,7 @@ def test_a_transaction_its_batch_was_decided_without_is_dropped(tmp_path: Path) 
     clock = Clock()
     obs = observer(tmp_path, clock)
     assert len(seal_after_expiry(obs, clock)) == 1
-    assert rows(obs) == [0, 1]
+    assert scanned_ids(obs) == [0, 1]
     assert retried not in staged() and staged() == []
 
 
@@ -206,7 +126,7 @@ def test_the_lost_machine_returning_never_duplicates_what_was_sealed_without_it(
     assert t2 > t1
     assert back.commit_txn(APP, 2, [("p-0", t2)], rows=2)
     back.close()
-    assert rows(obs) == [0, 1, 2, 10, 11]
+    assert scanned_ids(obs) == [0, 1, 2, 10, 11]
     assert staged() == []
 
 
@@ -216,29 +136,18 @@ def test_a_return_between_its_commit_point_and_its_manifest_step_publishes_nothi
     lost = machine(tmp_path, "a")
     t1 = task(lost, 1, 0, 3)
     assert lost.commit_txn(APP, 1, [("p-0", t1)], rows=3)
-    assert lost.writer is not None
-    lost.writer.maintain()  # resolved into the open segment
-
-    def die_at_manifest(op: str, key: str) -> None:
-        if key.endswith("MANIFEST") and op in ("replace", "create"):
-            raise OSError("the machine is gone")
-
-    lost_objects = lost.objects
-    assert isinstance(lost_objects, MemoryObjects)
-    lost_objects.faults.before = die_at_manifest
-    with pytest.raises(OSError, match="gone"):
-        lost.finalize()  # .arrow, STATE (the commit point), .meta: no manifest step
+    dies_at_its_manifest_step(lost)  # .arrow, STATE (the commit point), .meta: no manifest step
     lose(lost, None)
 
     clock = Clock()
     obs = observer(tmp_path, clock)
     assert len(seal_after_expiry(obs, clock)) == 1
-    assert rows(obs) == [0, 1, 2]
+    assert scanned_ids(obs) == [0, 1, 2]
 
     back = machine(tmp_path, "a")
     assert back.recovery is not None and back.recovery.sealed_elsewhere == 1
     back.close()
-    assert rows(obs) == [0, 1, 2]
+    assert scanned_ids(obs) == [0, 1, 2]
 
 
 def test_a_writer_that_renews_its_lease_is_never_sealed_for(tmp_path: Path) -> None:
@@ -254,13 +163,13 @@ def test_a_writer_that_renews_its_lease_is_never_sealed_for(tmp_path: Path) -> N
         live.writer.lease.renew()
         clock.t += 2 * lease_mod.DEFAULT_TTL_S
     assert obs.finalize_idle_partitions() == []
-    assert staged() == [t1] and rows(obs) == []
+    assert staged() == [t1] and scanned_ids(obs) == []
 
     live.close()  # its writer seals from its WAL, then drops the staged object
-    assert rows(obs) == [0, 1, 2]
+    assert scanned_ids(obs) == [0, 1, 2]
     assert staged() == []
     assert obs.finalize_idle_partitions() == []
-    assert rows(obs) == [0, 1, 2]
+    assert scanned_ids(obs) == [0, 1, 2]
 
 
 def test_a_paused_writer_that_resumes_mid_seal_is_fenced(tmp_path: Path) -> None:
@@ -291,5 +200,5 @@ def test_a_paused_writer_that_resumes_mid_seal_is_fenced(tmp_path: Path) -> None
     obs_objects.faults.before = resume
     assert len(obs.finalize_idle_partitions()) == 1
     assert len(seen) == 1 and isinstance(seen[0], LeaseLostError)
-    assert rows(obs) == [0, 1, 2]
+    assert scanned_ids(obs) == [0, 1, 2]
     assert staged() == []
