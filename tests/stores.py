@@ -19,6 +19,7 @@ from quiver_spark.control import lease
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.segment import SegmentMeta
+from quiver_spark.subscription import Subscription
 from tests.faults import CrashSimulator, FaultyIO
 
 HAND_SEALED = StoreConfig(segment=SegmentConfig(max_open_duration_s=3600))
@@ -104,6 +105,16 @@ def scanned_ids(store: QuiverStore) -> list[int]:
     return sorted(i for b in store.scan() for i in b.column("id").to_pylist())
 
 
+def acked_ids(sub: Subscription) -> list[int]:
+    """Every ``id`` ``sub`` polls from where it stands to the end, in the order read
+    (a row read twice is listed twice); each batch is acknowledged once read."""
+    seen: list[int] = []
+    while (batch := sub.poll()) is not None:
+        seen += [x for m in batch.segments for b in sub.read(m) for x in b.column("id").to_pylist()]
+        sub.ack(batch.end)
+    return seen
+
+
 def reopened_ids(root: str | Path, config: StoreConfig, *, maintain: bool = False) -> list[int]:
     """Every ``id`` the store at ``root`` holds when opened again: its writer recovers,
     ticks once first when ``maintain``, then seals what it left open."""
@@ -147,6 +158,24 @@ def taken_over_while_paused(
     assert successor.writer is not None and successor.writer.lease is not None
     assert successor.writer.lease.epoch == held.epoch + 1
     return successor
+
+
+def taken_over_after_publishing(root: str, tmp_path: Path) -> tuple[QuiverStore, QuiverStore]:
+    """A writer of p-0 at ``root`` (its WAL in ``tmp_path / "wal-a"``) publishes rows
+    0..2 then pauses; a writer of another host (its WAL in ``wal-b``), having watched
+    its lease unchanged for longer than its ttl, takes the partition over. Returns
+    (zombie, successor)."""
+    zombie = QuiverStore.open(root, wal_in(tmp_path / "wal-a"), partition="p-0", background=False)
+    zombie.append(id_batch(0, 3))
+    zombie.flush()
+    assert zombie.finalize() is not None
+    successor = taken_over_while_paused(
+        zombie,
+        lambda: QuiverStore.open(
+            root, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
+        ),
+    )
+    return zombie, successor
 
 
 def fenced_finalize(zombie: QuiverStore, lo: int = 100) -> None:

@@ -17,7 +17,14 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.subscription import Subscription
-from tests.stores import fenced_finalize, id_batch, scanned_ids, taken_over_while_paused, wal_in
+from tests.stores import (
+    acked_ids,
+    fenced_finalize,
+    id_batch,
+    scanned_ids,
+    taken_over_after_publishing,
+    wal_in,
+)
 
 ROOT = "memory://zb/s"
 
@@ -25,27 +32,10 @@ ROOT = "memory://zb/s"
 pytestmark = pytest.mark.usefixtures("fresh_memory")
 
 
-def take_over_from_a_paused_writer(tmp_path: Path) -> tuple[QuiverStore, QuiverStore]:
-    """A writer publishes rows 0..2 then pauses (its renewals stop); a writer of
-    another host, having seen the lease unchanged for longer than its ttl, takes the
-    partition over. Returns (zombie, successor)."""
-    zombie = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-a"), partition="p-0", background=False)
-    zombie.append(id_batch(0, 3))
-    zombie.flush()
-    assert zombie.finalize() is not None
-    successor = taken_over_while_paused(
-        zombie,
-        lambda: QuiverStore.open(
-            ROOT, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
-        ),
-    )
-    return zombie, successor
-
-
 def test_rows_a_fenced_writer_sealed_after_its_lease_moved_are_never_read(
     tmp_path: Path,
 ) -> None:
-    zombie, _successor = take_over_from_a_paused_writer(tmp_path)
+    zombie, _successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False) as reader:
         assert scanned_ids(reader) == [0, 1, 2]
@@ -55,7 +45,7 @@ def test_rows_a_fenced_writer_sealed_after_its_lease_moved_are_never_read(
 def test_the_successor_publishes_its_rows_after_a_fenced_writer_left_a_segment_behind(
     tmp_path: Path,
 ) -> None:
-    zombie, successor = take_over_from_a_paused_writer(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     successor.append(id_batch(200, 3))
     successor.flush()
@@ -68,15 +58,9 @@ def test_the_successor_publishes_its_rows_after_a_fenced_writer_left_a_segment_b
 def test_a_subscriber_never_reads_rows_a_fenced_writer_sealed_after_its_lease_moved(
     tmp_path: Path,
 ) -> None:
-    zombie, _successor = take_over_from_a_paused_writer(tmp_path)
+    zombie, _successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     handle = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-r"), partition=None, create=False)
     with Subscription(handle, "fwd", owns_store=True) as sub:
         sub.start("earliest")
-        seen: list[int] = []
-        while (batch := sub.poll()) is not None:
-            seen += [
-                x for m in batch.segments for b in sub.read(m) for x in b.column("id").to_pylist()
-            ]
-            sub.ack(batch.end)
-        assert sorted(seen) == [0, 1, 2]
+        assert sorted(acked_ids(sub)) == [0, 1, 2]

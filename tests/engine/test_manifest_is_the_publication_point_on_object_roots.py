@@ -21,7 +21,14 @@ from quiver_spark.dataloss import evidence
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscription import Subscription
-from tests.stores import fenced_finalize, id_batch, scanned_ids, taken_over_while_paused, wal_in
+from tests.stores import (
+    acked_ids,
+    fenced_finalize,
+    id_batch,
+    scanned_ids,
+    taken_over_after_publishing,
+    wal_in,
+)
 
 ROOT = "memory://pp/s"
 MANIFEST_KEY = "partitions/p-0/MANIFEST"
@@ -52,24 +59,10 @@ def write(store: QuiverStore, lo: int, n: int = 3) -> int:
     return meta.seq
 
 
-def take_over(tmp_path: Path) -> tuple[QuiverStore, QuiverStore]:
-    """A writer publishes rows 0..2 and pauses; a writer of another host takes the
-    partition over after watching its lease unchanged past the ttl."""
-    zombie = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-a"), partition="p-0", background=False)
-    write(zombie, 0)
-    successor = taken_over_while_paused(
-        zombie,
-        lambda: QuiverStore.open(
-            ROOT, wal_in(tmp_path / "wal-b"), partition="p-0", background=False
-        ),
-    )
-    return zombie, successor
-
-
 def test_every_row_of_the_successor_is_read_exactly_once_after_an_orphan_at_its_next_seq(
     tmp_path: Path,
 ) -> None:
-    zombie, successor = take_over(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     assert segment_seqs() == [1, 2]  # the orphan sits at the successor's next seq
     seqs = [write(successor, 200 + 10 * i) for i in range(3)]
@@ -84,12 +77,7 @@ def test_every_row_of_the_successor_is_read_exactly_once_after_an_orphan_at_its_
     handle = reader(tmp_path)
     with Subscription(handle, "all", owns_store=True) as sub:
         sub.start("earliest")
-        seen: list[int] = []
-        while (batch := sub.poll()) is not None:
-            seen += [
-                x for m in batch.segments for b in sub.read(m) for x in b.column("id").to_pylist()
-            ]
-            sub.ack(batch.end)
+        seen = acked_ids(sub)
         assert sorted(seen) == [0, 1, 2, *range(200, 203), *range(210, 213), *range(220, 223)]
         assert len(seen) == len(set(seen))
         assert sub.lost.report()["segments"] == []  # no seq reported lost or dropped
@@ -99,7 +87,7 @@ def test_every_row_of_the_successor_is_read_exactly_once_after_an_orphan_at_its_
 def test_a_reader_following_the_partition_passes_an_orphan_and_reads_what_comes_after(
     tmp_path: Path,
 ) -> None:
-    zombie, successor = take_over(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     handle = reader(tmp_path)
     with Subscription(handle, "live", owns_store=True) as sub:
         sub.start("earliest")
@@ -119,7 +107,7 @@ def test_a_reader_following_the_partition_passes_an_orphan_and_reads_what_comes_
 def test_a_writer_paused_past_half_its_ttl_checks_its_lease_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
-    zombie, successor = take_over(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     assert zombie.writer is not None and zombie.writer.lease is not None
     lease = zombie.writer.lease
     lease._renewed_at -= lease.ttl_s  # its clock moved on while it was paused
@@ -135,7 +123,7 @@ def test_a_writer_paused_past_half_its_ttl_checks_its_lease_and_creates_nothing(
 
 
 def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
-    zombie, successor = take_over(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     with reader(tmp_path) as r:
         loc = r.segment_location
@@ -149,7 +137,7 @@ def test_no_listing_of_a_reader_returns_an_orphan(tmp_path: Path) -> None:
 
 
 def test_a_writer_opening_after_an_orphan_starts_above_it(tmp_path: Path) -> None:
-    zombie, successor = take_over(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     successor.close()  # the successor wrote nothing; a later writer opens the partition
     with QuiverStore.open(ROOT, wal_in(tmp_path / "wal-b"), partition="p-0") as w:
@@ -192,7 +180,7 @@ def test_a_crash_between_a_meta_and_the_manifest_step_is_finished_by_the_next_op
 
 
 def test_gc_full_removes_orphans_and_nothing_published(tmp_path: Path) -> None:
-    zombie, successor = take_over(tmp_path)
+    zombie, successor = taken_over_after_publishing(ROOT, tmp_path)
     fenced_finalize(zombie)
     write(successor, 500)
     successor.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +21,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import quiver_spark.spark.sink as sink_module
 import quiver_spark.store as store_module
+from quiver_spark import QuiverStore
 from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import reset_memory
 from quiver_spark.objects.urls import open_objects
@@ -44,11 +47,14 @@ class MainThreadCounts(CountingObjects):
     listed: list[str] = []
 
 
-def test_one_commit_costs_four_requests_and_two_per_partition_without_a_listing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@contextmanager
+def commits_counted(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[dict[str, str], QuiverStreamWriter, QuiverStore, list[MainThreadCounts]]]:
+    """A sink writer of the store at ``url`` (fresh memory) and this process's slot of
+    it; every object store opened from then on counts the driver thread's requests, in
+    ``opened`` in the order opened. Yields (options, writer, slot store, opened)."""
     reset_memory()
-    url = "memory://commit-requests/store"
     options = {"path": url, "segment.max_open_duration": "600s"}
     writer = QuiverStreamWriter(options, SCHEMA, False)
     store = slots.slot_store(writer.root, writer.config, writer.storage)
@@ -61,13 +67,30 @@ def test_one_commit_costs_four_requests_and_two_per_partition_without_a_listing(
 
         monkeypatch.setattr(store_module, "open_objects", counting)
         monkeypatch.setattr(sink_module, "open_objects", counting)
+        yield options, writer, store, opened
+    finally:
+        slots.evict(writer.root, writer.config, None, writer.storage)
+        reset_memory()
+
+
+def task_message(store: QuiverStore, version: int) -> QuiverCommitMessage:
+    """A write task of batch ``version`` appends two rows to the slot as one
+    transaction, durable in its WAL, and reports this message."""
+    txn = store.begin_txn(app="app", version=version, tag="0")
+    batch = pa.record_batch({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"])})
+    store.append(batch, txn_id=txn)
+    store.flush()
+    pid = store.writer.pid if store.writer is not None else None
+    return QuiverCommitMessage("app", version, pid, txn, 2, 16, "0")
+
+
+def test_one_commit_costs_four_requests_and_two_per_partition_without_a_listing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "memory://commit-requests/store"
+    with commits_counted(url, monkeypatch) as (_options, writer, store, opened):
         for version in range(3):  # the cost stays flat as commits accumulate
-            txn = store.begin_txn(app="app", version=version, tag="0")
-            batch = pa.record_batch({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"])})
-            store.append(batch, txn_id=txn)
-            store.flush()
-            pid = store.writer.pid if store.writer is not None else None
-            msg = QuiverCommitMessage("app", version, pid, txn, 2, 16, "0")
+            msg = task_message(store, version)
             opened.clear()
             MainThreadCounts.listed = []
             writer.commit([msg], version)
@@ -78,35 +101,15 @@ def test_one_commit_costs_four_requests_and_two_per_partition_without_a_listing(
             assert set(listed) <= {"partitions/"}, f"commit {version} listed {listed}"
             assert len(listed) <= 1, f"commit {version} listed {listed}"
             assert sum(counts.values()) <= 4 + 2 * 1 + 1, f"commit {version}: {dict(counts)}"
-    finally:
-        slots.evict(writer.root, writer.config, None, writer.storage)
-        reset_memory()
 
 
 def test_a_commit_while_the_slot_lives_creates_its_record_and_asks_nothing_else(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    reset_memory()
     url = "memory://commit-live-slot/store"
-    options = {"path": url, "segment.max_open_duration": "600s"}
-    writer = QuiverStreamWriter(options, SCHEMA, False)
-    store = slots.slot_store(writer.root, writer.config, writer.storage)
-    try:
-        opened: list[MainThreadCounts] = []
-
-        def counting(*a: Any, **k: Any) -> MainThreadCounts:
-            opened.append(MainThreadCounts(open_objects(*a, **k)))
-            return opened[-1]
-
-        monkeypatch.setattr(store_module, "open_objects", counting)
-        monkeypatch.setattr(sink_module, "open_objects", counting)
+    with commits_counted(url, monkeypatch) as (options, _writer, store, opened):
         for version in range(3):
-            txn = store.begin_txn(app="app", version=version, tag="0")
-            batch = pa.record_batch({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"])})
-            store.append(batch, txn_id=txn)
-            store.flush()
-            pid = store.writer.pid if store.writer is not None else None
-            msg = QuiverCommitMessage("app", version, pid, txn, 2, 16, "0")
+            msg = task_message(store, version)
             opened.clear()
             QuiverStreamWriter(options, SCHEMA, False).commit([msg], version)
             counts: Counter[str] = Counter()
@@ -114,9 +117,6 @@ def test_a_commit_while_the_slot_lives_creates_its_record_and_asks_nothing_else(
                 counts.update(objects.counts)
             if version > 0:  # the first commit of the process learns where the WALs are
                 assert dict(counts) == {"create": 1}, f"commit {version}: {dict(counts)}"
-    finally:
-        slots.evict(writer.root, writer.config, None, writer.storage)
-        reset_memory()
 
 
 CHILD = """
