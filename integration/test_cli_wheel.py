@@ -109,8 +109,10 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
 def test_installed_quiver_without_s3fs_names_the_extra(
     fresh_venv: FreshVenv, tmp_path: Path
 ) -> None:
-    """A user who installed the wheel without ``[s3]``: one line naming the fix, and a
-    failed ``--create`` leaves no store behind."""
+    """A user who installed the wheel without ``[s3]`` and puts segments on S3 through
+    fsspec: one line naming the fix, and a failed ``--create`` leaves no store behind (a
+    root on S3 needs no extra: obstore is a dependency); a root of an unknown kind is
+    refused in one line naming the kinds taken."""
     stub = tmp_path / "no-s3fs" / "s3fs"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("raise ImportError(\"No module named 's3fs'\")\n")
@@ -121,8 +123,9 @@ def test_installed_quiver_without_s3fs_names_the_extra(
     assert "pip install 'quiver-spark[s3]'" in made.stderr, made.stderr
     assert "Traceback" not in made.stderr and len(made.stderr.strip().splitlines()) == 1
     assert not root.exists()
-    remote = quiver(fresh_venv, "status", "s3://bucket/store", code=2, env=env)
-    assert "is not a local directory" in remote.stderr and "Traceback" not in remote.stderr
+    other = quiver(fresh_venv, "status", "hdfs://nn/store", code=2, env=env)
+    assert "is not a store root" in other.stderr and "Traceback" not in other.stderr
+    assert "s3://bucket/prefix" in other.stderr  # names the roots it takes
 
     quiver(fresh_venv, "subscribers", root, "add", "exporter", "--create", env=env)
     assert "exporter" in quiver(fresh_venv, "status", f"file://{root}", "-v", env=env).stdout
