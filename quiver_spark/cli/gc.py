@@ -55,6 +55,7 @@ from .. import format as fmt
 from ..errors import CorruptionError
 from ..fs import partition_locked
 from ..ranges import RangeSet
+from ..segment.catalog import DamagedSegment
 from ..store import QuiverStore
 from ..subscribers import has_registry
 from ..wal import list_wal_files, scan_wal_file, wal_limits
@@ -146,6 +147,7 @@ def _retention(
     """Plan (dry run) or apply one retention pass; the ``deleted``... part of the document."""
     result = store.run_retention(now_ns, dry_run=dry_run, listing=full)
     plan, dropped, damaged, sizes = result.plan, result.dropped, result.damaged, result.sizes
+    damaged = [*damaged, *_damaged_retained(store, {(d.partition, d.seq) for d in damaged})]
     deleted = [
         {"partition": pid, "seq": seq, "bytes": sizes.get((pid, seq), 0), "reason": reason}
         for attr, reason in REASONS
@@ -168,6 +170,24 @@ def _retention(
             for d in sorted(damaged, key=lambda d: (d.partition, d.seq))
         ],
     }
+
+
+def _damaged_retained(store: QuiverStore, known: set[tuple[str, int]]) -> list[DamagedSegment]:
+    """The retained segments whose ``.meta`` fails verification, beyond ``known``.
+
+    A pass reads only the ``.meta`` of the segments it chose to delete (a new process
+    starts from each partition's MANIFEST, §6.7); gc, the maintenance step, also reads
+    those of the segments it keeps, so that damage is named where it was found."""
+    loc = store.segment_location
+    found: list[DamagedSegment] = []
+    for pid in store.partitions():
+        for entry in loc.view(pid).entries:
+            if (pid, entry.seq) in known:
+                continue
+            got = loc.probe(pid, entry.seq)
+            if isinstance(got, DamagedSegment):
+                found.append(got)
+    return found
 
 
 def run_gc(

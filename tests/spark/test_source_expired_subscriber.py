@@ -14,6 +14,7 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.options import store_config_from_options
+from quiver_spark.subscribers.live import is_live
 from tests.stores import int_segments
 
 from .source_helpers import Collector, run_available_now, stream
@@ -33,6 +34,12 @@ def test_a_query_resuming_an_expired_subscriber_from_its_checkpoint_gets_the_exp
     run_available_now(stream(spark, root, "E"), ckpt, seen)
     assert seen.keys() == list(range(10))
     int_segments(root, [(10, 5)], config=CFG)
+    # PySpark runs the reader's stop() when its worker sees the socket close, after the
+    # query has terminated: until then the consumer is live, and live is never expired
+    deadline = time.monotonic() + 60
+    while is_live(root, "E") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not is_live(root, "E"), "the stopped query's reader never released 'E'"
     with QuiverStore.open(root, CFG, partition=None, background=False) as s:
         assert s.run_retention(now_ns=time.time_ns() + 2 * HOUR_NS).expired == ["E"]
     before = len(seen.calls)
