@@ -31,7 +31,7 @@ def test_a_new_reader_reads_one_manifest_and_misses_no_segment_published_after_i
     with QuiverStore.open(str(tmp_path), HAND_SEALED, partition="p-0", background=False) as w:
         publish(w, 3)
         real = w.segment_location._manifest_publish
-        w.segment_location._manifest_publish = lambda p, m: None  # type: ignore[method-assign]
+        w.segment_location._manifest_publish = lambda *_publication: None  # type: ignore[method-assign]
         publish(w, 1)  # its .meta is durable, its manifest step never ran
         w.segment_location._manifest_publish = real  # type: ignore[method-assign]
     on_disk = Manifest.decode("m", _manifest(tmp_path).read_bytes())
