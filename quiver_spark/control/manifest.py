@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Protocol
 from ..errors import CorruptionError, LeaseLostError
 from ..format import FRAME_SIZE, decode_frame, encode_frame
 from ..objects import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
+from ..seams import SegmentInfo
 
 log = logging.getLogger(__name__)
 
@@ -69,21 +70,14 @@ class FencedError(LeaseLostError):
         )
 
 
-class _MetaLike(Protocol):
-    @property
-    def partition(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def size_bytes(self) -> int: ...
+class _MetaLike(SegmentInfo, Protocol):
+    """What a manifest entry takes of a segment's metadata: what retention reads of it
+    (:class:`~quiver_spark.seams.SegmentInfo`) and what planning and status read."""
+
     @property
     def rows(self) -> int: ...
     @property
     def batches(self) -> int: ...
-    @property
-    def min_ingestion_ns(self) -> int: ...
-    @property
-    def max_ingestion_ns(self) -> int: ...
     @property
     def min_event_time(self) -> int | None: ...
     @property
