@@ -62,8 +62,25 @@ def encode_staged(
     """The bytes of a staged transaction (at least one batch, all of one schema)."""
     if not batches:
         raise ValueError("a staged transaction holds at least one batch")
+    schema = batches[0].schema
+    if any(not b.schema.equals(schema, check_metadata=True) for b in batches[1:]):
+        # the store takes batches that differ in nullability or metadata as one schema
+        # (§5); one IPC stream has one: nullable where any batch is, the first's metadata
+        try:
+            schema = pa.unify_schemas([b.schema for b in batches])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise ValueError(
+                f"a staged transaction's batches must have one schema (nullability and "
+                f"metadata aside): {e}"
+            ) from e
+        batches = [
+            b
+            if b.schema.equals(schema, check_metadata=True)
+            else pa.RecordBatch.from_arrays(b.columns, schema=schema)
+            for b in batches
+        ]
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batches[0].schema) as w:
+    with pa.ipc.new_stream(sink, schema) as w:
         for b in batches:
             w.write_batch(b)
     body = {
