@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno as errno_mod
+import logging
 import os
 import shutil
 import time
@@ -228,6 +229,14 @@ class Txn:
     keys: list[int] = field(default_factory=list)
     durable: bool = True
     state: str = "open"  # open | dead (died unflushed) | won | lost | abandoned | gone
+    # object root (§12.6): the batches appended, kept as the Spark sink keeps them;
+    # staged once flushed (a commit candidate), or its staging failed (a failed task)
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    staged: bool = False
+    stage_failed: bool = False
+    # its staged object was damaged when its machine was lost: its rows cannot be
+    # sealed by anyone (a named loss, §11)
+    unsealable: bool = False
 
 
 @dataclass
@@ -1853,6 +1862,17 @@ class StoreHarness:
             self.observe()
 
 
+class _LogLines(logging.Handler):
+    """The store's error lines while a finisher runs (what names a damaged object)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def _span(keys: Any) -> str:
     ks = sorted(keys)
     if len(ks) <= 8:
@@ -1869,7 +1889,7 @@ nothing happened), ``conflict`` (``ObjectConflict``, a 409: nothing written, ret
 
 OBJECT_FLIP_KINDS = (
     "manifest", "lease", "acklog", "checkpoint", "store", "policy", "commit", "sub",
-    "arrow", "meta",
+    "arrow", "meta", "staged",
 )  # fmt: skip
 """Kinds of object the object-root test flips a byte in."""
 
@@ -1892,6 +1912,11 @@ OBJECT_FLIP_OUTCOMES = {
     "arrow": "refused by name: a reader of that segment fails naming it; every other "
     "segment, writer and retention goes on",
     "meta": "refused by name, as .arrow",
+    "staged": "recovered while its writer lives or returns with its disk: the rows are "
+    "sealed from its WAL and the object removed; with its machine lost too, refused by "
+    "name: the finisher leaves it (an observer names it in idle_failures, a writer logs "
+    "quiver.staged.damaged), fsck reports problem `staged`, and exactly that "
+    "transaction's rows are lost",
 }
 """What the store does when an object of each kind is damaged (asserted by the flip walk
 of ``test_state_space_objects.py``; see ARCHITECTURE.md §11, §6.7, §12.3)."""
@@ -1921,6 +1946,8 @@ def object_kind(key: str) -> str:
             return "meta"
         return "segments"
     if top == "partitions":
+        if name.endswith(".txn") or parts[2:3] == ["txns"]:
+            return "staged"  # a staged transaction, or the listing of them (§12.6)
         return {"LEASE": "lease", "MANIFEST": "manifest", "HEARTBEAT": "heartbeat"}.get(
             name, "partitions"
         )
@@ -2040,6 +2067,8 @@ class ObjectStoreHarness(StoreHarness):
         os.makedirs(os.path.abspath(base), exist_ok=True)
         opts = dataclasses.replace(opts or Options(), layout="external", segments="local")
         self.objfaults: ObjectFaultHooks | None = None
+        # partitions whose LEASE a lost machine left, not yet seen expired here
+        self.lost_leases: set[str] = set()
         super().__init__(base, opts)
 
     def _make_root(self) -> str:
@@ -2090,6 +2119,8 @@ class ObjectStoreHarness(StoreHarness):
         self.reader = self._open(None)
 
     def _open_writer(self, p: str) -> None:
+        if p in self.lost_leases:
+            self._watch_lost_lease(p)
         self.writers[p] = self._open(p)
         self.gen[p] += 1
         STATS["writer_opens"] += 1
@@ -2107,6 +2138,310 @@ class ObjectStoreHarness(StoreHarness):
             if keeper is not None:
                 keeper.stop()
             lease._forget()
+
+    # -- staged transactions (§12.6) ----------------------------------------------------
+    def txn_append(self, t: Txn, variant: str, n: int) -> None:
+        """As :meth:`StoreHarness.txn_append`; the batch is kept, as the sink keeps the
+        batches it appended, to be staged after the flush."""
+        before = len(t.keys)
+        super().txn_append(t, variant, n)
+        if len(t.keys) > before:
+            t.batches.append(make_batch(variant, t.keys[before:]))
+
+    def flush(self, p: str) -> None:
+        """As :meth:`StoreHarness.flush`; then, as the sink does after its flush, each
+        durable open transaction of this writer not staged yet is staged."""
+        super().flush(p)
+        self._stage_flushed(p)
+
+    def _stage_flushed(self, p: str) -> None:
+        store = self.writers[p]
+        assert store is not None
+        for t in self.txns:
+            if (
+                t.partition != p
+                or t.state != "open"
+                or not t.durable
+                or t.gen != self.gen[p]
+                or t.staged
+                or t.stage_failed
+                or not t.keys  # a task without rows stages nothing and reports nothing
+            ):
+                continue
+            try:
+                wrote, _ = self._engine(
+                    f"stage_txn {t.txn_id} of {p}",
+                    lambda t=t: store.stage_txn(t.txn_id, list(t.batches)),
+                )
+            except (Crashed, Outage):
+                t.stage_failed = True  # the task failed: Spark runs it again as a new one
+                raise
+            if not wrote:
+                raise WrongError(f"stage_txn of {p}'s transaction {t.txn_id} wrote nothing")
+            t.staged = True
+            STATS["txns_staged"] += 1
+
+    def candidates(self, app: str) -> list[Txn]:
+        """On this root only staged transactions are reported, so only they may win."""
+        return [t for t in super().candidates(app) if t.staged]
+
+    def open_txns(self, p: str | None = None) -> list[Txn]:
+        """A staged transaction was reported: its task appends nothing more."""
+        return [t for t in super().open_txns(p) if not (t.staged or t.stage_failed)]
+
+    def commit(self, app: str, winners: list[Txn]) -> None:
+        """As :meth:`StoreHarness.commit`; a winner whose staged object was damaged when
+        its machine was lost has no rows left anywhere (§11: a named loss)."""
+        super().commit(app, winners)
+        for t in winners:
+            if t.unsealable:
+                for k in t.keys:
+                    if self.status[k] == COMMITTED:
+                        self.status[k] = MAYBE
+
+    def _foreign_due(self) -> None:
+        """Time passes for every live writer's look at another incarnation's undecided
+        staged transactions (after 1 s, 2, 4...): the test moves the next look to now
+        instead of waiting (a batch decided since is sealed at the next tick)."""
+        for p in self.live_writers():
+            store = self.writers[p]
+            w = store.writer if store is not None else None
+            foreign = getattr(w, "_foreign", None)
+            if foreign:
+                for txn_id, (_, interval) in list(foreign.items()):
+                    foreign[txn_id] = (0.0, interval)
+
+    def live_check(self) -> None:
+        self._foreign_due()
+        super().live_check()
+
+    def _staged_damage(self, p: str | None = None) -> list[Damage]:
+        return [d for d in self.damage if d.kind == "staged" and p in (None, d.partition)]
+
+    def _forget_removed_staged_damage(self) -> None:
+        """A damaged staged object the store removed (its rows sealed, or its batch
+        decided without it) is no longer damage anywhere."""
+        damaged = self._staged_damage()
+        if not damaged:
+            return
+        objects = self.bucket_objects()
+        for d in damaged:
+            if objects.get(self._key(d.path)) is None:
+                self.damage.remove(d)
+                STATS["staged_damage_removed"] += 1
+
+    def _open_failed(self, p: str, e: Exception) -> None:
+        """A damaged staged object must never keep its partition's writer from opening
+        (§11: only a lost machine's rows depend on it)."""
+        if isinstance(e, QuiverError) and any(
+            os.path.basename(d.path) in str(e) for d in self._staged_damage(p)
+        ):
+            raise DamageNotContained(
+                f"partition {p} does not open because of a damaged staged transaction: {e}"
+            ) from e
+        super()._open_failed(p, e)
+
+    # -- a lost machine (§12.6) ----------------------------------------------------------
+    LOST_HOST = "lost-machine"
+
+    def _lease_of_a_lost_machine(self, p: str) -> None:
+        """``p``'s LEASE as its lost machine left it: held, by a process of another host
+        (whose liveness nobody here can know): it is free once a process watched it
+        unchanged for its ttl."""
+        from quiver_spark.control import lease as lease_mod
+
+        objects = self.bucket_objects()
+        key = f"partitions/{p}/LEASE"
+        got = objects.get(key)
+        if got is None:
+            return
+        try:
+            body = lease_mod._decode(key, got.data)
+        except CorruptionError:
+            return  # damaged: already an unknown holder, watched for its ttl alike
+        if body.released:
+            return
+        holder = dataclasses.replace(
+            body.holder, host=self.LOST_HOST, pid=1, pid_start=1, node=self.LOST_HOST
+        )
+        objects.put(key, lease_mod._encode(body.epoch, holder, seq=body.seq + 1))
+        self.lost_leases.add(p)
+
+    def _watch_lost_lease(self, p: str) -> None:
+        """A new writer of ``p`` meets the lease a lost machine left: refused (naming the
+        LEASE) until this process has watched it unchanged for its ttl, then taken over."""
+        from quiver_spark.control import lease as lease_mod
+        from quiver_spark.errors import LeaseHeldError
+
+        self.lost_leases.discard(p)
+        got = self.bucket_objects().get(f"partitions/{p}/LEASE")
+        try:
+            body = lease_mod._decode("LEASE", got.data) if got is not None else None
+        except CorruptionError:
+            body = None
+        if body is None or body.released or body.holder.host != self.LOST_HOST:
+            return  # taken and released since (an observer sealed the partition)
+        ident = (self.root, f"partitions/{p}/LEASE")
+        seen = lease_mod._seen.get(ident)
+        if seen is not None and seen.clock() - seen.first > body.holder.ttl_s:
+            return  # this process watched it for its ttl already: free
+        with self.io.no_faults():  # the test's probe, not the workload
+            try:
+                probe = self._open(p)
+            except LeaseHeldError as e:
+                if "LEASE" not in str(e):
+                    raise WrongError(
+                        f"a lost machine's lease refused without naming it: {e}"
+                    ) from e
+            else:
+                self._kill_handle(probe)
+                raise WrongError(
+                    f"a writer of {p} took at once the lease of a lost machine it never saw "
+                    "before: a live writer on another machine could be fenced before its ttl"
+                )
+        self._expire_observed(p)
+
+    def lose_machine(self, p: str, observer: bool) -> None:
+        """The machine of ``p``'s writer is lost: the process dies (its handle abandoned,
+        its lease left held by a host nobody here knows) and its local disk (``p``'s WAL,
+        STATE, LOCK) is gone. Committed staged transactions are sealed by whoever comes
+        next (``observer``: a pass of the reader handle's ``finalize_idle_partitions``
+        while no writer of ``p`` is open, else ``p``'s next writer), each exactly once;
+        undecided staged ones stay candidates; everything else the WAL alone held is
+        lost (transactions never staged are discarded, rows outside transactions are
+        maybe: ARCHITECTURE.md §12.6 "Limits"); a damaged staged object loses exactly its
+        transaction's rows, named."""
+        assert self.wal_path is not None
+        observer = observer and self.reader is not None
+        self.observe_quiet()
+        self.kill(p)
+        self._lease_of_a_lost_machine(p)
+        shutil.rmtree(os.path.join(self.wal_path, p), ignore_errors=True)
+        sealed = {k for key, (_, fp) in self.segs.items() if key[0] == p for k in fp}
+        damaged = {d.seq: d for d in self._staged_damage(p)}
+        named: list[Damage] = []  # damaged staged objects whose loss must be named
+        for t in self.txns:
+            if t.partition != p:
+                continue
+            if t.staged and t.txn_id in damaged:
+                t.unsealable = True
+                unsealed = [k for k in t.keys if k not in sealed and self.status[k] == COMMITTED]
+                for k in unsealed:
+                    self.status[k] = MAYBE
+                if unsealed:
+                    named.append(damaged[t.txn_id])
+            elif not t.staged and t.state in ("open", "dead"):
+                t.state = "lost"  # never reported: lost with the machine
+                for k in t.keys:
+                    if self.status[k] == TXN:
+                        self.status[k] = DISCARDED
+            elif not t.staged and t.state == "won":
+                for k in t.keys:
+                    if k not in sealed and self.status[k] == COMMITTED:
+                        self.status[k] = MAYBE
+        for k, part in self.key_part.items():
+            if part == p and k not in sealed and self.status[k] in (ACKED, PENDING):
+                self.status[k] = MAYBE  # only its WAL held it (§12.6 "Limits")
+        STATS["machine_losses"] += 1
+        STATS[f"machine_losses:{'observer' if observer else 'writer'}"] += 1
+        logged = _LogLines()
+        logging.getLogger("quiver_spark").addHandler(logged)
+        try:
+            if observer:
+                if not self._observer_seals(p):
+                    return  # a fault fired in the pass: its half takes over
+            else:
+                self.start_writer(p)
+                if self.writers[p] is None:
+                    return
+                self.maintain(p)  # its first tick seals what the lost machine committed
+                if self.any_fired():
+                    return
+                self.recover_and_check()
+        finally:
+            logging.getLogger("quiver_spark").removeHandler(logged)
+        self._check_loss_named(p, named, logged.lines, observer=observer)
+        if observer:
+            self.recover_and_check()
+
+    def _observer_seals(self, p: str) -> bool:
+        """Two passes of the observer a lease ttl apart; after the second, every
+        committed staged transaction of ``p`` is readable. False: a fault fired."""
+        reader = self.reader
+        assert reader is not None
+        first, _ = self._engine("an observer's pass", reader.finalize_idle_partitions)
+        if self.any_fired():
+            return False
+        if any(pid == p for pid, _ in first):
+            raise WrongError(
+                f"an observer sealed {p} at its first sight of a lost machine's lease: a "
+                "live writer on another machine could be fenced before its ttl"
+            )
+        self._expire_observed(p)
+        self._engine("an observer's pass after the ttl", reader.finalize_idle_partitions)
+        if self.any_fired():
+            return False
+        self._compare(self.observe(), parts={p})
+        STATS["observer_seal_checks"] += 1
+        return True
+
+    def _check_loss_named(
+        self, p: str, named: list[Damage], logged: list[str], *, observer: bool
+    ) -> None:
+        """Each damaged staged object whose committed rows are lost with the machine is
+        named: logged ``quiver.staged.damaged`` (an observer also puts it in
+        ``idle_failures``) and reported by fsck as problem ``staged``."""
+        if not named:
+            return
+        from quiver_spark.fsck import check_store
+
+        if self.reader is None:
+            self._open_reader()
+        assert self.reader is not None
+        with self.io.no_faults():
+            report = check_store(self.reader)
+        problems = [f.file for f in report.problems if f.kind == "staged"]
+        failures = " ".join(self.reader.idle_failures.values()) if observer else ""
+        for d in named:
+            name = os.path.basename(d.path)
+            if not any("quiver.staged.damaged" in m and name in m for m in logged):
+                raise DamageNotContained(
+                    f"the committed rows of a lost machine's damaged staged transaction "
+                    f"{d.path} were lost without quiver.staged.damaged naming it: {logged}"
+                )
+            if observer and name not in failures:
+                raise DamageNotContained(
+                    f"an observer pass left the damaged staged transaction {d.path} without "
+                    f"naming it in idle_failures: {self.reader.idle_failures}"
+                )
+            if not any(name in f for f in problems):
+                raise DamageNotContained(
+                    f"fsck does not report the damaged staged transaction {d.path} "
+                    f"(problem `staged`): {[f.line() for f in report.problems]}"
+                )
+        STATS["flips_refused_by_name:staged"] += 1
+
+    def _flip_staged(
+        self, index: int, frac: float, path: str | None = None, check: bool = True
+    ) -> bool:
+        """A byte of one staged object flipped while its writer lives: the writer seals
+        its rows from its WAL, as if nothing happened (``check``: every handle is checked
+        now); the damage matters only if the machine is lost too (:meth:`lose_machine`)."""
+        self.observe_quiet()
+        if path is None:
+            files = self.damage_files()["staged"]
+            if not files:
+                return False
+            path = files[index % len(files)]
+        size = self._size(path)
+        self._flip(path, min(size - 1, int(frac * size)))
+        key = self._key(path)
+        txn_id = int(key.rsplit("/", 1)[-1].split(".")[0])
+        self.damage.append(Damage("staged", path, partition=key.split("/")[1], seq=txn_id))
+        STATS["flips:staged"] += 1
+        if check:
+            self.recover_and_check()
+        return True
 
     # -- faults ---------------------------------------------------------------------------
     def _fired(self) -> int:
@@ -2165,7 +2500,9 @@ class ObjectStoreHarness(StoreHarness):
 
     def recover_and_check(self) -> None:
         self._hooks().clear()
+        self._foreign_due()
         super().recover_and_check()
+        self._forget_removed_staged_damage()
         self._hooks().clear()
         OBJ_SEEN.update(self._hooks().pairs)
         self._hooks().pairs.clear()
@@ -2213,6 +2550,8 @@ class ObjectStoreHarness(StoreHarness):
     def flip(self, kind: str, index: int, frac: float, quarantine: bool) -> bool:
         """As :meth:`StoreHarness.flip` (no ``quiver fsck`` here); a damaged LEASE is
         checked for its own outcome (:data:`OBJECT_FLIP_OUTCOMES`)."""
+        if kind == "staged":
+            return self._flip_staged(index, frac)
         if kind != "lease":
             return super().flip(kind, index, frac, False)
         self.observe_quiet()

@@ -56,12 +56,17 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
     list:quarantine create:checkpoint get:arrow head:manifest
     create:readers get:readers
     replace:lease replace:manifest replace:readers-lease replace:sub replace:checkpoint
+    create:staged delete:staged get:staged list:staged list:partitions
     """.split()
 ]
 """Every (request, object kind) the workload makes on an object root after a store and
 its partitions exist (the report lists requests seen but missing here). ``head:manifest``
 is met only when a damaged MANIFEST is rewritten, ``*:readers`` (the lost log) only
-when a live consumer skips a damaged segment: their walk steps bring that about."""
+when a live consumer skips a damaged segment: their walk steps bring that about.
+Staging (§12.6): a flushed transaction's object is created, listed by its writer's
+recovery (``list:staged``) and by an observer pass (``list:partitions``), deleted once
+sealed or decided against, and read (``get:staged``) only by whoever seals for a lost
+machine: its walk step loses one."""
 
 OBJECT_CREATION_PAIRS: list[tuple[str, str]] = [
     ("create", "store"), ("create", "policy"), ("create", "policy-copy"),
@@ -131,6 +136,14 @@ class ObjectStateSpace(StoreStateSpace):
         if len(self.h.damage) < 2 and kind not in ("store", "lease"):
             self._run(self.h.flip, kind, index, frac, False)
 
+    @rule(data=st.data(), observer=st.booleans())
+    def lose_machine(self, data: st.DataObject, observer: bool) -> None:
+        """A writer's machine is lost (process and disk); the partition's next writer,
+        or an observer's pass while none is open, seals what was committed and staged."""
+        p = self._writer(data)
+        if p is not None:
+            self._run(self.h.lose_machine, p, observer)
+
     @rule(
         pair=st.sampled_from(OBJECT_PAIRS + OBJECT_CREATION_PAIRS),
         mode=st.integers(0, 2),
@@ -180,9 +193,20 @@ class ObjectStateSpace(StoreStateSpace):
     def _reach(self, op: str, kind: str) -> None:
         """A ``.sub`` record and a consumer's lease are created only for a name never
         registered before: a new subscriber starts (and is removed again, so that it
-        pins nothing); every other pair gets the rounds of work of the POSIX test."""
+        pins nothing); a staged object is read only for a lost machine: a committed
+        transaction is staged and its machine lost (the finishers taken in turn); every
+        other pair gets the rounds of work of the POSIX test."""
         h = self.h
         assert h is not None
+        if (op, kind) == ("get", "staged"):
+            live = [p for p in h.live_writers() if p not in h.damaged_parts]
+            if live and h.reader is not None:
+                self._commit_a_staged_txn(live[-1])
+                if h.writers.get(live[-1]) is not None and not h.any_fired():
+                    observer = sm.STATS["machine_losses"] % 2 == 0
+                    self._run(h.lose_machine, live[-1], observer)
+                if h.any_fired() or not h.active_faults():
+                    return
         if op == "create" and kind in ("sub", "readers-lease"):
             name = f"n{sm.STATS['fresh_subscribers']}"
             sm.STATS["fresh_subscribers"] += 1
@@ -192,6 +216,20 @@ class ObjectStateSpace(StoreStateSpace):
             if h.any_fired() or not h.active_faults():
                 return
         super()._reach(op, kind)
+
+    def _commit_a_staged_txn(self, p: str) -> None:
+        """A task writes a transaction to ``p`` (staged after its flush); the driver
+        commits its batch."""
+        h = self.h
+        assert h is not None
+        before = len(h.txns)
+        self._run(h.begin, p, APPS[1])
+        if len(h.txns) > before and h.writers.get(p) is not None:
+            self._run(h.txn_append, h.txns[-1], "base", 7)
+            if h.writers.get(p) is not None:
+                self._run(h.flush, p)
+        if h.reader is not None and not h.any_fired():
+            self._run(h.commit, APPS[1], h.candidates(APPS[1]))
 
 
 def _warm_up(m: ObjectStateSpace) -> None:
@@ -267,7 +305,9 @@ def _make_kind(m: ObjectStateSpace, kind: str) -> None:
     """Bring about an object of ``kind`` a store with history may lack."""
     h = m.h
     assert h is not None
-    if kind == "checkpoint":
+    if kind == "staged":  # a committed transaction of p-1, staged, not sealed yet
+        m._commit_a_staged_txn("p-1")
+    elif kind == "checkpoint":
         for _ in range(8):
             if h.damage_files()["checkpoint"]:
                 break
@@ -297,6 +337,8 @@ def walk_every_object_flip() -> dict[str, str]:
                 continue
             if kind in ("arrow", "meta"):
                 _read_damaged_segment(h)
+            if kind == "staged":
+                _staged_object_removed(h)
             h.rule = "walk"
             h.kill_all()
             h.recover_and_check()
@@ -304,7 +346,46 @@ def walk_every_object_flip() -> dict[str, str]:
             seen[kind] = "refused" if refused else "recovered"
         finally:
             m.teardown()
+        if kind == "staged":
+            seen[kind] += "; " + _flip_staged_and_lose_its_machine(i)
     return seen
+
+
+def _staged_object_removed(h: sm.StoreHarness) -> None:
+    """The writer lived: it sealed the committed transaction's rows from its WAL and
+    removed the damaged object."""
+    assert isinstance(h, ObjectStoreHarness)
+    if h.damage_files()["staged"] or any(d.kind == "staged" for d in h.damage):
+        raise sm.DamageNotContained(
+            f"a damaged staged object whose rows its writer sealed is left: {h.damage}"
+        )
+
+
+def _flip_staged_and_lose_its_machine(i: int) -> str:
+    """A committed transaction's staged object is damaged and its machine lost, with an
+    observer to seal for it: exactly its rows are lost, named (or ``silent``)."""
+    m = ObjectStateSpace()
+    try:
+        opts = _options(i + 1)
+        m.start(opts.flush, opts.policy, opts.time_retention, 0)
+        _warm_up(m)
+        _make_kind(m, "staged")
+        h = m.h
+        assert isinstance(h, ObjectStoreHarness)
+        from quiver_spark.staging import staged_key
+
+        t = h.txns[-1]
+        assert t.staged and t.state == "won", t
+        h.rule = "flip"
+        named = sm.STATS["flips_refused_by_name:staged"]
+        h._flip_staged(0, 0.5, f"{h.root}/{staged_key(t.partition, t.txn_id)}", check=False)
+        h.lose_machine(t.partition, observer=True)
+        h.rule = "walk"
+        h.kill_all()
+        h.recover_and_check()
+        return "refused" if sm.STATS["flips_refused_by_name:staged"] > named else "silent"
+    finally:
+        m.teardown()
 
 
 def _read_damaged_segment(h: sm.StoreHarness) -> None:
@@ -351,7 +432,9 @@ def test_every_object_kind_is_flipped_with_its_stated_outcome():
     seen = walk_every_object_flip()
     assert "missing" not in seen.values(), seen
     for kind, outcome in sm.OBJECT_FLIP_OUTCOMES.items():
-        if outcome.startswith("refused by name (") or outcome.startswith("refused by name,"):
+        if "; with its machine lost too, refused by name" in outcome:
+            want = {"recovered; refused"}
+        elif outcome.startswith("refused by name (") or outcome.startswith("refused by name,"):
             want = {"refused"}
         elif " or recovered" in outcome:
             want = {"refused", "recovered"}
@@ -423,7 +506,18 @@ def object_state_space_report(request: pytest.FixtureRequest):
         },
         "fired": {":".join(k): v for k, v in sorted(sm.OBJ_FIRED.items())},
         "pairs_seen_not_known": sorted(f"{o}:{k}" for o, k in set(sm.OBJ_SEEN) - known),
-        "flips": {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("flips")},
+        "flips": {k.removeprefix("flips:"): v for k, v in s.items() if k.startswith("flips")},
+        "staging": {
+            k: s[k]
+            for k in (
+                "txns_staged",
+                "machine_losses",
+                "machine_losses:observer",
+                "machine_losses:writer",
+                "observer_seal_checks",
+                "staged_damage_removed",
+            )
+        },
         "wall_s": round(time.monotonic() - t0, 1),
     }
     line = "object state space: " + json.dumps(figures, sort_keys=True)
