@@ -2323,6 +2323,10 @@ class ObjectStoreHarness(StoreHarness):
         for t in self.txns:
             if t.partition != p:
                 continue
+            if t.staged and t.state == "won" and any(k not in sealed for k in t.keys):
+                STATS["machine_losses:committed_unsealed_txns"] += 1
+            if t.staged and t.state == "open":
+                STATS["machine_losses:undecided_staged_txns"] += 1
             if t.staged and t.txn_id in damaged:
                 t.unsealable = True
                 unsealed = [k for k in t.keys if k not in sealed and self.status[k] == COMMITTED]

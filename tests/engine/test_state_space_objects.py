@@ -40,7 +40,7 @@ from hypothesis.stateful import initialize, rule
 
 from tests.engine import state_model as sm
 from tests.engine.state_model import SUBS, ObjectStoreHarness, Options
-from tests.engine.test_state_space import APPS, StoreStateSpace
+from tests.engine.test_state_space import APPS, SIZES, StoreStateSpace
 
 WRITES = ("create", "replace", "put", "delete")
 
@@ -136,13 +136,34 @@ class ObjectStateSpace(StoreStateSpace):
         if len(self.h.damage) < 2 and kind not in ("store", "lease"):
             self._run(self.h.flip, kind, index, frac, False)
 
-    @rule(data=st.data(), observer=st.booleans())
-    def lose_machine(self, data: st.DataObject, observer: bool) -> None:
+    @rule(
+        data=st.data(),
+        observer=st.booleans(),
+        task=st.booleans(),
+        decide=st.sampled_from(["commit", "commit", "none"]),
+    )
+    def lose_machine(self, data: st.DataObject, observer: bool, task: bool, decide: str) -> None:
         """A writer's machine is lost (process and disk); the partition's next writer,
-        or an observer's pass while none is open, seals what was committed and staged."""
+        or an observer's pass while none is open, seals what was committed and staged.
+        Mostly a task of that writer (``task``) and the driver's commit of its batch
+        (``decide``) come just before, so that committed rows are in no segment yet."""
+        h = self.h
         p = self._writer(data)
-        if p is not None:
-            self._run(self.h.lose_machine, p, observer)
+        if p is None:
+            return
+        app = data.draw(st.sampled_from(APPS), label="app")
+        if task:
+            before = len(h.txns)
+            self._run(h.begin, p, app)
+            if len(h.txns) > before and h.writers.get(p) is not None:
+                self._run(h.txn_append, h.txns[-1], "base", data.draw(SIZES, label="n"))
+                if h.writers.get(p) is not None:
+                    self._run(h.flush, p)
+        if decide == "commit" and h.reader is not None and h.writers.get(p) is not None:
+            winners = [t for t in h.candidates(app) if data.draw(st.booleans(), label="wins")]
+            self._run(h.commit, app, winners)
+        if h.writers.get(p) is not None and not h.any_fired():
+            self._run(h.lose_machine, p, observer)
 
     @rule(
         pair=st.sampled_from(OBJECT_PAIRS + OBJECT_CREATION_PAIRS),
@@ -514,6 +535,8 @@ def object_state_space_report(request: pytest.FixtureRequest):
                 "machine_losses",
                 "machine_losses:observer",
                 "machine_losses:writer",
+                "machine_losses:committed_unsealed_txns",
+                "machine_losses:undecided_staged_txns",
                 "observer_seal_checks",
                 "staged_damage_removed",
             )
