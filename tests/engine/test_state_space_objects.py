@@ -15,6 +15,20 @@ the bucket keeps what each request did, the leases are not released, and a new h
 invariants are the POSIX ones: no acknowledged row lost, none duplicated, nothing
 undecided visible, nothing a subscriber still needs deleted.
 
+Transactions are staged as the Spark sink stages them (ARCHITECTURE.md §12.6): after a
+successful flush each durable transaction of that writer not staged yet is written to
+the bucket with ``stage_txn`` (faults apply to it as to any request); only staged
+transactions are reported, so only they win; one whose staging failed is a failed
+task. A machine is lost (``lose_machine``): its writer dies and its local disk (WAL,
+STATE, LOCK) goes, its LEASE left held by a host nobody here knows; the partition's
+next writer, refused until the lease was seen unchanged for its ttl, or an observer's
+``finalize_idle_partitions`` while no writer of it is open (checked right after its
+pass), seals every committed staged row exactly once; undecided staged transactions
+stay candidates; what only the WAL held is lost (never-staged transactions discarded,
+rows outside transactions maybe). A damaged staged object is harmless while its writer
+lives; with its machine lost it loses exactly its transaction's rows, named in the log,
+an observer's ``idle_failures`` and fsck.
+
 Two deterministic walks run in every profile: every known (request, object kind) pair
 has a fault fire, cycling through the fault kinds and the two halves so that every
 fault kind fires in each half (the test fails naming a pair or a fault kind that never
