@@ -238,7 +238,7 @@ class ObjectStateSpace(StoreStateSpace):
             if live and h.reader is not None:
                 self._commit_a_staged_txn(live[-1])
                 if h.writers.get(live[-1]) is not None and not h.any_fired():
-                    observer = sm.STATS["machine_losses"] % 2 == 0
+                    observer = self.next_pair % 2 == 0
                     self._run(h.lose_machine, live[-1], observer)
                 if h.any_fired() or not h.active_faults():
                     return
