@@ -155,12 +155,16 @@ class ObjectStateSpace(StoreStateSpace):
         observer=st.booleans(),
         task=st.booleans(),
         decide=st.sampled_from(["commit", "commit", "none"]),
+        damage=st.integers(0, 7),
     )
-    def lose_machine(self, data: st.DataObject, observer: bool, task: bool, decide: str) -> None:
+    def lose_machine(
+        self, data: st.DataObject, observer: bool, task: bool, decide: str, damage: int
+    ) -> None:
         """A writer's machine is lost (process and disk); the partition's next writer,
         or an observer's pass while none is open, seals what was committed and staged.
         Mostly a task of that writer (``task``) and the driver's commit of its batch
-        (``decide``) come just before, so that committed rows are in no segment yet."""
+        (``decide``) come just before, so that committed rows are in no segment yet;
+        now and then (``damage``) its newest staged object was damaged too."""
         h = self.h
         p = self._writer(data)
         if p is None:
@@ -176,8 +180,14 @@ class ObjectStateSpace(StoreStateSpace):
         if decide == "commit" and h.reader is not None and h.writers.get(p) is not None:
             winners = [t for t in h.candidates(app) if data.draw(st.booleans(), label="wins")]
             self._run(h.commit, app, winners)
-        if h.writers.get(p) is not None and not h.any_fired():
-            self._run(h.lose_machine, p, observer)
+        if h.writers.get(p) is None or h.any_fired():
+            return
+        if damage == 0 and len(h.damage) < 2:
+            assert isinstance(h, ObjectStoreHarness)
+            mine = [f for f in h.damage_files()["staged"] if f"/partitions/{p}/txns/" in f]
+            if mine:
+                h._flip_staged(0, 0.5, mine[-1], check=False)
+        self._run(h.lose_machine, p, observer)
 
     @rule(
         pair=st.sampled_from(OBJECT_PAIRS + OBJECT_CREATION_PAIRS),
