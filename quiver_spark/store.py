@@ -59,6 +59,7 @@ from .objects import ObjectStore
 from .objects.local import LocalObjects
 from .objects.urls import open_objects
 from .partition import PartitionWriter, RecoveryReport
+from .partition.staged_seal import seal_one
 from .policy import (
     StorePolicy,
     policy_of,
@@ -104,6 +105,18 @@ def default_wal_root(root: str) -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     digest = hashlib.sha256(root.encode()).hexdigest()[:16]
     return os.path.join(base, "quiver-spark", "wal", digest)
+
+
+def _check_sealer_lease(lease: Lease) -> None:
+    """Before a sealer's publication: it still holds ``lease`` (LeaseLostError, or its
+    keeper's error, when not)."""
+    keeper = lease.keeper
+    if lease.lost() or (keeper is not None and keeper.error is not None):
+        raise (
+            keeper.error
+            if keeper and keeper.error
+            else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
+        )
 
 
 class QuiverStore:
@@ -687,47 +700,23 @@ class QuiverStore:
                 if current is not None and current.seals(txn_id):
                     garbage.append(txn_id)
                     continue
-                try:
-                    st = staging.read_staged(self.objects, pid, txn_id)
-                except CorruptionError as e:  # named by fsck (problem `staged`); left
-                    log.error("quiver.staged.damaged partition=%s txn=%d: %s", pid, txn_id, e)
-                    self.idle_failures[pid] = str(e)
-                    continue
-                if st is None:
-                    continue
-                rec = self.commits.get(st.app, st.version)
-                if rec is None:
-                    continue  # undecided: the driver may still commit it
-                if (pid, txn_id) not in rec.winners:
-                    garbage.append(txn_id)
-                    continue
-                keeper = lease.keeper
-                if lease.lost() or (keeper is not None and keeper.error is not None):
-                    raise (
-                        keeper.error
-                        if keeper and keeper.error
-                        else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
-                    )
-                meta = self.segment_location.publish_staged(
+                done = seal_one(
+                    self.objects,
+                    self.commits,
+                    self.segment_location,
+                    self.config.segment,
                     pid,
                     txn_id,
-                    st.batches(),
-                    ingestion_ns=st.created_ns,
-                    epoch=lease.epoch,
-                    target_batch_rows=self.config.segment.target_batch_rows,
-                    event_time_column=self.config.segment.event_time_column,
+                    lease=lease,
+                    check_lease=lambda: _check_sealer_lease(lease),
+                    log=log,
                 )
-                garbage.append(txn_id)
-                if meta is not None:
-                    sealed.append((pid, meta.seq))
-                    log.info(
-                        "quiver.staged.sealed partition=%s txn=%d seq=%d rows=%d epoch=%d",
-                        pid,
-                        txn_id,
-                        meta.seq,
-                        meta.rows,
-                        lease.epoch,
-                    )
+                if done.error is not None:
+                    self.idle_failures[pid] = str(done.error)
+                if done.garbage:
+                    garbage.append(txn_id)
+                if done.meta is not None:
+                    sealed.append((pid, done.meta.seq))
             try:
                 staging.drop_staged(self.objects, pid, garbage)
             except OSError as e:  # garbage: the next pass removes it

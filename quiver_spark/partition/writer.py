@@ -25,7 +25,6 @@ from ..config import StoreConfig, validate_name
 from ..control.lease import Lease
 from ..errors import (
     BatchTooLargeError,
-    CorruptionError,
     LeaseLostError,
     QuiverError,
     StoreAtCapacityError,
@@ -37,13 +36,14 @@ from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..segment.catalog import SeqTakenError
-from ..staging import drop_staged, read_staged
+from ..staging import drop_staged
 from ..wal import (
     WalCarry,
     encode_txn,
 )
 from .model import HEARTBEAT_PENDING, OpenSegment, Txn, partition_dir
 from .recovery import _MOVES, PartitionRecovery
+from .staged_seal import Outcome, seal_one
 
 RESOLVE_GRACE_S = 5.0
 """How long after its first record a pending transaction's commit record is looked for
@@ -432,44 +432,27 @@ class PartitionWriter(PartitionRecovery):
             due, interval = self._foreign[txn_id]
             if now < due:
                 continue
-            try:
-                st = read_staged(objects, self.pid, txn_id)
-            except CorruptionError as e:  # named by fsck (problem `staged`); left
-                log.error("quiver.staged.damaged partition=%s txn=%d: %s", self.pid, txn_id, e)
-                del self._foreign[txn_id]
-                continue
-            if st is None:
-                del self._foreign[txn_id]
-                continue
-            rec = self.commits.get(st.app, st.version)
-            if rec is None:  # undecided: the driver may still commit it
+            done = seal_one(
+                objects,
+                self.commits,
+                self.segments,
+                self.config.segment,
+                self.pid,
+                txn_id,
+                lease=self.lease,
+                check_lease=self._check_lease,
+                log=log,
+                first_seq=self._next_seq,
+            )
+            if done.outcome is Outcome.UNDECIDED:
                 interval = min(RESOLVE_CAP_S, max(1.0, 2 * interval))
                 self._foreign[txn_id] = (now + interval, interval)
                 continue
-            if (self.pid, txn_id) in rec.winners:
-                self._check_lease()
-                meta = self.segments.publish_staged(
-                    self.pid,
-                    txn_id,
-                    st.batches(),
-                    ingestion_ns=st.created_ns,
-                    epoch=self.lease.epoch,
-                    target_batch_rows=self.config.segment.target_batch_rows,
-                    event_time_column=self.config.segment.event_time_column,
-                    first_seq=self._next_seq,
-                )
-                if meta is not None:
-                    self._next_seq = max(self._next_seq, meta.seq + 1)
-                    log.info(
-                        "quiver.staged.sealed partition=%s txn=%d seq=%d rows=%d epoch=%d",
-                        self.pid,
-                        txn_id,
-                        meta.seq,
-                        meta.rows,
-                        self.lease.epoch,
-                    )
-            garbage.append(txn_id)
-            del self._foreign[txn_id]
+            if done.meta is not None:
+                self._next_seq = max(self._next_seq, done.meta.seq + 1)
+            if done.garbage:
+                garbage.append(txn_id)
+            del self._foreign[txn_id]  # decided, damaged (named, left) or absent
         if garbage:
             try:
                 drop_staged(objects, self.pid, garbage)
