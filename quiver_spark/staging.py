@@ -56,29 +56,73 @@ class StagedTxn:
         return self.table.to_batches()
 
 
+def _conform(
+    partition: str, txn_id: int, batches: Sequence[pa.RecordBatch]
+) -> list[pa.RecordBatch]:
+    """The batches under one schema: the store takes batches whose columns have the same
+    names and types in the same order, nullability and metadata aside (§5), as one; an
+    IPC stream has one schema: theirs, nullable where any batch is, with the first
+    batch's metadata. A batch with the same (unique) column names in another order is
+    taken column by column by name; a column's values never move under another
+    column's name. Anything else is refused in one line naming the columns."""
+    first = batches[0].schema
+    if all(b.schema.equals(first, check_metadata=True) for b in batches[1:]):
+        return list(batches)
+    what = f"staged transaction {txn_id} of partition {partition}"
+    unique = len(set(first.names)) == len(first.names)
+    picks: list[list[int]] = []  # per batch: its column index for each of first's
+    for n, b in enumerate(batches):
+        names = b.schema.names
+        if names == first.names:
+            pick = list(range(len(names)))
+        elif unique and len(names) == len(first.names) and set(names) == set(first.names):
+            pick = [names.index(name) for name in first.names]
+        else:
+            differ = sorted(set(names) ^ set(first.names)) or names
+            raise ValueError(
+                f"{what}: batch {n} has columns {names}, batch 0 has {first.names} "
+                f"(differing: {differ}); a transaction's batches must have the same "
+                f"column names and types (nullability and metadata aside)"
+            )
+        bad = [
+            (i, j)
+            for i, j in enumerate(pick)
+            if not b.schema.field(j).type.equals(first.field(i).type)
+        ]
+        if bad:
+            raise ValueError(
+                f"{what}: batch {n} has columns {[first.names[i] for i, _ in bad]} of types "
+                f"{[str(b.schema.field(j).type) for _, j in bad]}, batch 0 of types "
+                f"{[str(first.field(i).type) for i, _ in bad]}; a transaction's batches must "
+                f"have the same column names and types (nullability and metadata aside)"
+            )
+        picks.append(pick)
+    schema = pa.schema(
+        [
+            f.with_nullable(
+                any(b.schema.field(p[i]).nullable for b, p in zip(batches, picks, strict=True))
+            )
+            for i, f in enumerate(first)
+        ],
+        metadata=first.metadata,
+    )
+    return [
+        b
+        if b.schema.equals(schema, check_metadata=True)
+        else pa.RecordBatch.from_arrays([b.column(j) for j in pick], schema=schema)
+        for b, pick in zip(batches, picks, strict=True)
+    ]
+
+
 def encode_staged(
     partition: str, txn_id: int, app: str, version: int, batches: Sequence[pa.RecordBatch]
 ) -> bytes:
-    """The bytes of a staged transaction (at least one batch, all of one schema)."""
+    """The bytes of a staged transaction (at least one batch, all of one schema as the
+    store takes it: ValueError naming the columns otherwise)."""
     if not batches:
         raise ValueError("a staged transaction holds at least one batch")
+    batches = _conform(partition, txn_id, batches)
     schema = batches[0].schema
-    if any(not b.schema.equals(schema, check_metadata=True) for b in batches[1:]):
-        # the store takes batches that differ in nullability or metadata as one schema
-        # (§5); one IPC stream has one: nullable where any batch is, the first's metadata
-        try:
-            schema = pa.unify_schemas([b.schema for b in batches])
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise ValueError(
-                f"a staged transaction's batches must have one schema (nullability and "
-                f"metadata aside): {e}"
-            ) from e
-        batches = [
-            b
-            if b.schema.equals(schema, check_metadata=True)
-            else pa.RecordBatch.from_arrays(b.columns, schema=schema)
-            for b in batches
-        ]
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as w:
         for b in batches:
@@ -95,8 +139,12 @@ def encode_staged(
     return encode_frame(MAGIC_STAGED, body)
 
 
-def decode_staged(where: str, raw: bytes) -> StagedTxn:
-    """Verify and decode; CorruptionError naming ``where`` when the bytes are damaged."""
+def decode_staged(
+    where: str, raw: bytes, partition: str | None = None, txn_id: int | None = None
+) -> StagedTxn:
+    """Verify and decode; CorruptionError naming ``where`` when the bytes are damaged,
+    or when ``partition``/``txn_id`` (its key's) are given and its body names another
+    transaction: an object under another key is never taken for the key's."""
     body = decode_frame(where, MAGIC_STAGED, raw)
     try:
         table = pa.ipc.open_stream(pa.py_buffer(body["ipc"])).read_all()
@@ -114,6 +162,15 @@ def decode_staged(where: str, raw: bytes) -> StagedTxn:
     if staged.rows != table.num_rows:
         raise CorruptionError(
             where, FRAME_SIZE, f"names {staged.rows} rows but holds {table.num_rows}"
+        )
+    if (partition is not None and staged.partition != partition) or (
+        txn_id is not None and staged.txn_id != txn_id
+    ):
+        raise CorruptionError(
+            where,
+            FRAME_SIZE,
+            f"names transaction {staged.txn_id} of partition {staged.partition}, "
+            f"not its key's transaction {txn_id} of partition {partition}",
         )
     return staged
 
@@ -135,7 +192,7 @@ def stage(
         got = objects.get(key)
         if got is not None:
             try:
-                old = decode_staged(objects.display(key), got.data)
+                old = decode_staged(objects.display(key), got.data, partition, txn_id)
             except CorruptionError:
                 old = None
             if old is not None and (old.app, old.version, old.rows) == (
@@ -161,10 +218,11 @@ def staged_ids(objects: ObjectStore, partition: str) -> list[int]:
 
 
 def read_staged(objects: ObjectStore, partition: str, txn_id: int) -> StagedTxn | None:
-    """The staged transaction, None when it is not (or no longer) there."""
+    """The staged transaction, None when it is not (or no longer) there; CorruptionError
+    when its bytes are damaged or name another transaction than its key."""
     key = staged_key(partition, txn_id)
     got = objects.get(key)
-    return None if got is None else decode_staged(objects.display(key), got.data)
+    return None if got is None else decode_staged(objects.display(key), got.data, partition, txn_id)
 
 
 def drop_staged(objects: ObjectStore, partition: str, txn_ids: Iterable[int]) -> None:

@@ -25,7 +25,8 @@ from ..staging import read_staged
 
 class Outcome(enum.Enum):
     DAMAGED = "damaged"
-    """Its bytes fail verification: left in place (fsck names it, problem ``staged``)."""
+    """Its bytes fail verification, or its body names another transaction or partition
+    than its key: left in place (fsck names it, problem ``staged``)."""
     ABSENT = "absent"
     """Not (or no longer) there."""
     UNDECIDED = "undecided"

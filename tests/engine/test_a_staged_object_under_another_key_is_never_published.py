@@ -18,6 +18,7 @@ import pytest
 from quiver_spark import QuiverStore
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.errors import LeaseHeldError
+from quiver_spark.fsck import check_store
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.staging import stage, staged_key
 from tests.lost_machines import APP, Clock, lose, machine, observer, seal_after_expiry, staged, task
@@ -38,6 +39,12 @@ def rebooted(tmp_path: Path) -> QuiverStore:
 
 def _bucket() -> MemoryObjects:
     return MemoryObjects("lost", "s")
+
+
+def fsck_names(store: QuiverStore, txn: int) -> bool:
+    """fsck reports p-0's staged object of ``txn`` as problem ``staged``."""
+    key = staged_key("p-0", txn)
+    return any(f.kind == "staged" and key in f.file for f in check_store(store).problems)
 
 
 def _a_winner_whose_object_holds_a_losers_rows(tmp_path: Path) -> int:
@@ -65,6 +72,7 @@ def test_an_observer_never_publishes_another_transactions_rows_under_a_winners_k
     assert 100 not in scanned_ids(obs)  # the loser's rows are never readable
     assert winner in staged()  # left in place for fsck
     assert "p-0" in obs.idle_failures  # and named
+    assert fsck_names(obs, winner)
 
 
 def test_the_next_writer_never_publishes_another_transactions_rows_under_a_winners_key(
@@ -98,3 +106,4 @@ def test_an_observer_never_publishes_another_partitions_object_as_its_own(
     m = obs.manifests.read("p-0")
     assert m is None or winner not in m.sealed_txns()  # p-9's rows are not p-0's
     assert 900 not in [i for b in obs.scan() for i in b.column("id").to_pylist()]
+    assert fsck_names(obs, winner)

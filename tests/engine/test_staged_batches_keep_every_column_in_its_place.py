@@ -56,8 +56,12 @@ def test_batches_with_their_columns_in_another_order_are_never_relabelled() -> N
 
 @pytest.mark.parametrize(
     "other",
-    [batch([("di", True, [2])]), batch([("id", True, [2]), ("x", True, [3])])],
-    ids=["renamed-column", "extra-column"],
+    [
+        batch([("di", True, [2])]),
+        batch([("id", True, [2]), ("x", True, [3])]),
+        pa.record_batch([pa.array(["2"])], names=["id"]),
+    ],
+    ids=["renamed-column", "extra-column", "retyped-column"],
 )
 def test_batches_of_other_columns_are_refused_in_one_line_naming_them(
     other: pa.RecordBatch,
