@@ -378,6 +378,21 @@ class PartitionWriter(PartitionRecovery):
         with self._lock:
             return [(t.txn_id, t.app, t.version, t.tag) for t in self._pending.values()]
 
+    def confirm_lease(self) -> None:
+        """Object root: this writer still holds its lease at its epoch (one GET of the
+        LEASE); :class:`LeaseLostError` when another holder took it over (§12.6: what
+        it staged before the call is then listed by any later holder's open)."""
+        if self.lease is not None:
+            self.lease.confirm()
+
+    def note_foreign(self, txn_id: int) -> None:
+        """Object root: the staged object under ``txn_id`` holds another incarnation's
+        transaction (met where this writer staged its own): resolved like those its
+        open listed, and kept out of the transaction floor until then (§12.6)."""
+        with self._lock:
+            if self.lease is not None and not self._closed:
+                self._foreign.setdefault(txn_id, (0.0, 0.0))
+
     # -- finalize ------------------------------------------------------------------
     def _publish_pending(self) -> None:
         """Publish the segment past the commit point; idempotent, retried until it lands.
