@@ -435,7 +435,8 @@ class PartitionWriter(PartitionRecovery):
         """Object root: seal the committed staged transactions this writer's WAL does
         not hold (another incarnation's, whose disk was lost) as a sealer would
         (§12.6), at this writer's epoch; drop those decided without them; look at an
-        undecided one again after 1 s, 2, 4... at most every :data:`RESOLVE_CAP_S`.
+        undecided one again after 1 s, 2, 4... at most every :data:`RESOLVE_CAP_S`, at
+        a damaged one every :data:`RESOLVE_CAP_S` (left for fsck, never floored).
         Runs only with nothing past the commit point (``_unpublished`` is None)."""
         if not self._foreign or self._unpublished is not None or self.lease is None:
             return
@@ -463,11 +464,17 @@ class PartitionWriter(PartitionRecovery):
                 interval = min(RESOLVE_CAP_S, max(1.0, 2 * interval))
                 self._foreign[txn_id] = (now + interval, interval)
                 continue
+            if done.outcome is Outcome.DAMAGED:
+                # left for fsck (its rows may be committed and nowhere else): kept out
+                # of the floor's reach, looked at again every RESOLVE_CAP_S (one GET)
+                # until someone repairs or removes it; logged quiver.staged.damaged
+                self._foreign[txn_id] = (now + RESOLVE_CAP_S, RESOLVE_CAP_S)
+                continue
             if done.meta is not None:
                 self._next_seq = max(self._next_seq, done.meta.seq + 1)
             if done.garbage:
                 garbage.append(txn_id)
-            del self._foreign[txn_id]  # decided, damaged (named, left) or absent
+            del self._foreign[txn_id]  # decided or absent
         if garbage:
             try:
                 drop_staged(objects, self.pid, garbage)
