@@ -55,6 +55,36 @@ pending after :data:`RESOLVE_GRACE_S` on an object root (each look is a request)
 log = logging.getLogger(__name__)
 
 
+def _one_schema(
+    records: list[tuple[int, int, pa.RecordBatch]],
+) -> list[tuple[int, int, pa.RecordBatch]]:
+    """A transaction's records conformed to one schema, the union of theirs (nullable
+    where any batch is, the first batch's metadata), each column taken by name; as
+    they are when their schemas do not unify (a schema change: they are split)."""
+    schemas = [b.schema for _, _, b in records]
+    if all(sc.equals(schemas[0]) for sc in schemas[1:]):
+        return records
+    try:
+        union = pa.unify_schemas(schemas)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return records
+    names = union.names
+    if len(set(names)) != len(names) or len(names) != len(schemas[0].names):
+        return records  # repeated or added columns: not one schema by name
+    out = []
+    for seq, ns, b in records:
+        if b.schema.equals(union):
+            out.append((seq, ns, b))
+            continue
+        if set(b.schema.names) != set(names) or len(b.schema.names) != len(names):
+            return records
+        cols = [b.column(b.schema.get_field_index(n)) for n in names]
+        if any(c.type != f.type for c, f in zip(cols, union, strict=True)):
+            return records
+        out.append((seq, ns, pa.RecordBatch.from_arrays(cols, schema=union)))
+    return out
+
+
 class PartitionWriter(PartitionRecovery):
     """Exclusive writer of one partition. Thread-safe; use through QuiverStore."""
 
@@ -265,6 +295,8 @@ class PartitionWriter(PartitionRecovery):
         # object root: a transaction's rows stay in one segment (but for a schema change
         # within it), so a MANIFEST entry that names it holds all of it (§12.6)
         whole = marker is not None and self.segments.manifest_publishes
+        if whole:
+            records = _one_schema(records)
         try:
             if (
                 whole
