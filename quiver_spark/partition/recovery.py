@@ -102,6 +102,7 @@ class PartitionRecovery:
     _cut_settled: bool
     _undropped: set[int]
     _foreign: dict[int, tuple[float, float]]
+    _txn_ceiling: int | None
 
     # -- what replay admits into: the live writer's ---------------------------------------
     def _admit(
@@ -443,6 +444,10 @@ class PartitionRecovery:
                 if not manifest.seals(t) and t not in held
             }
             self._foreign = keep
+        if self.segments.manifest_publishes:
+            # the listing above may lag behind the bucket: the floor this writer records
+            # stays at the MANIFEST's until a later listing is taken into account
+            self._txn_ceiling = manifest.txn_floor if manifest is not None else 0
         if (
             publishing
             or rep.torn_tails

@@ -36,7 +36,7 @@ from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..segment.catalog import SeqTakenError
-from ..staging import drop_staged
+from ..staging import drop_staged, staged_ids
 from ..wal import (
     WalCarry,
     encode_txn,
@@ -151,6 +151,9 @@ class PartitionWriter(PartitionRecovery):
         # object root: staged transactions of this partition that neither this WAL nor
         # the MANIFEST holds -> (next look, interval); sealed by this writer (§12.6)
         self._foreign: dict[int, tuple[float, float]] = {}
+        # object root: the highest txn_floor this writer may record until a listing
+        # of txns/ made after its open was taken into account (None: no limit)
+        self._txn_ceiling: int | None = None
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -458,10 +461,38 @@ class PartitionWriter(PartitionRecovery):
     def _txn_floor(self) -> int:
         """Object root: the highest transaction id at or below which every transaction
         of this partition is sealed or decided against (§12.6): below the lowest one
-        this writer has not sealed yet (pending, or committed in the open segment),
-        else its highest id."""
+        this writer has not sealed yet (pending, committed in the open segment, or
+        another incarnation's it looks at), else its highest id. Never above
+        ``_txn_ceiling`` (the MANIFEST's floor at open) until a listing of ``txns/``
+        made since the open noted every staged object it shows (the open's listing
+        may have lagged: a floor over an object it hid would make it garbage)."""
+        floor = self._floor_now()
+        if self._txn_ceiling is not None and floor > self._txn_ceiling:
+            if not self._list_foreign():
+                return self._txn_ceiling
+            self._txn_ceiling = None
+            floor = self._floor_now()
+        return floor
+
+    def _floor_now(self) -> int:
         open_ids = [*self._pending, *self._open.txns, *self._foreign]
         return min(open_ids) - 1 if open_ids else self.wal.next_seq - 1
+
+    def _list_foreign(self) -> bool:
+        """Object root: list ``txns/`` (one LIST) and note as foreign every staged
+        object this writer neither holds nor finds named by the MANIFEST; False when
+        the listing failed (the floor then stays where it was)."""
+        assert self.segments.manifests is not None
+        try:
+            listed = staged_ids(self.segments.manifests.objects, self.pid)
+        except OSError as e:
+            log.warning("quiver.staged.list_failed partition=%s: %s", self.pid, e)
+            return False
+        held = {*self._pending, *self._open.txns, *self._unpublished_txns, *self._foreign}
+        for t in listed:
+            if t not in held and not self.segments.seals_txn(self.pid, t):
+                self._foreign[t] = (0.0, 0.0)
+        return True
 
     def _seal_foreign(self) -> None:
         """Object root: seal the committed staged transactions this writer's WAL does
