@@ -475,7 +475,9 @@ class PartitionWriter(PartitionRecovery):
         return floor
 
     def _floor_now(self) -> int:
-        open_ids = [*self._pending, *self._open.txns, *self._foreign]
+        # ``_admitting``: a transaction being admitted (its marker among its seqs) is in
+        # neither ``_pending`` nor the open segment while a finalize it triggers runs
+        open_ids = [*self._pending, *self._open.txns, *self._foreign, *self._admitting]
         return min(open_ids) - 1 if open_ids else self.wal.next_seq - 1
 
     def _list_foreign(self) -> bool:
@@ -488,7 +490,13 @@ class PartitionWriter(PartitionRecovery):
         except OSError as e:
             log.warning("quiver.staged.list_failed partition=%s: %s", self.pid, e)
             return False
-        held = {*self._pending, *self._open.txns, *self._unpublished_txns, *self._foreign}
+        held = {
+            *self._pending,
+            *self._open.txns,
+            *self._unpublished_txns,
+            *self._foreign,
+            *self._admitting,
+        }
         for t in listed:
             if t not in held and not self.segments.seals_txn(self.pid, t):
                 self._foreign[t] = (0.0, 0.0)
