@@ -368,7 +368,22 @@ class QuiverStore:
         rows = [b for b in (held if batches is None else batches) if b.num_rows]
         if not rows:
             return 0
-        return staging.stage(self.objects, w.pid, txn_id, app, version, rows)
+        try:
+            n = staging.stage(self.objects, w.pid, txn_id, app, version, rows)
+        except FileExistsError:
+            w.note_foreign(txn_id)  # another incarnation's: resolved, never floored
+            raise
+        try:
+            # one GET: the object landed before any takeover, so the partition's next
+            # holder lists it at its open; a fenced writer's task fails instead (§12.6)
+            w.confirm_lease()
+        except LeaseLostError:
+            try:  # never committed: garbage (the next holder's floor covers it too)
+                staging.drop_staged(self.objects, w.pid, [txn_id])
+            except OSError as e:
+                log.warning("quiver.staged.drop_failed partition=%s txn=%d: %s", w.pid, txn_id, e)
+            raise
+        return n
 
     def commit_txn(
         self, app: str, version: int, winners: list[tuple[str, int]], rows: int = 0

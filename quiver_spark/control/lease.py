@@ -490,6 +490,17 @@ class Lease:
             assert failure is not None
             raise failure
 
+    def confirm(self) -> None:
+        """Read the lease (one GET) and raise :class:`LeaseLostError` unless this holder
+        still holds it at its epoch: whatever this holder wrote before the call landed
+        before any takeover."""
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            if self._released:
+                raise LeaseLostError(self.url, self.epoch, None, "this holder released it")
+            self._resolve(self._renewed_at)
+
     def _resolve(self, started: float) -> bool | None:
         """After a renewal's precondition failed or its outcome is unknown, read the
         lease: True when it holds our renewal (adopted), None when it holds our own

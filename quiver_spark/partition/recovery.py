@@ -102,6 +102,7 @@ class PartitionRecovery:
     _cut_settled: bool
     _undropped: set[int]
     _foreign: dict[int, tuple[float, float]]
+    _txn_ceiling: int | None
 
     # -- what replay admits into: the live writer's ---------------------------------------
     def _admit(
@@ -366,11 +367,13 @@ class PartitionRecovery:
         # or a staged object names (no id of another incarnation is ever reused)
         sealed: set[int] = set()
         txn_floor = 0
+        txn_floor_recorded = 0
         if self.segments.manifest_publishes and manifest is not None:
             assert self.segments.manifests is not None
             sealed = manifest.sealed_txns()
             staged = staged_ids(self.segments.manifests.objects, self.pid)
             txn_floor = max([*sealed, *staged, manifest.txn_floor], default=0)
+            txn_floor_recorded = manifest.txn_floor
             self._drop_staged(tuple(t for t in staged if manifest.seals(t)))
 
         self._wal_limit = wal_limits(self.state_path, state)
@@ -406,7 +409,11 @@ class PartitionRecovery:
         self._recovering = True  # no WAL file is deleted before the whole WAL is replayed
         try:
             self._replay(wal, rep, old)
-            for txn_id in sorted(sealed.intersection(self._pending)):
+            # named by the MANIFEST, or at or below its txn_floor (sealed or decided
+            # against: a retired transaction txns_gone no longer names is never sealed
+            # again, §12.6)
+            floored = {t for t in self._pending if t <= txn_floor_recorded}
+            for txn_id in sorted(sealed.intersection(self._pending) | floored):
                 txn = self._pending.pop(txn_id)  # sealed by another holder: covered
                 for seq in (txn_id, *(r[0] for r in txn.records)):
                     self._covered.add(seq, seq)
@@ -437,6 +444,10 @@ class PartitionRecovery:
                 if not manifest.seals(t) and t not in held
             }
             self._foreign = keep
+        if self.segments.manifest_publishes:
+            # the listing above may lag behind the bucket: the floor this writer records
+            # stays at the MANIFEST's until a later listing is taken into account
+            self._txn_ceiling = manifest.txn_floor if manifest is not None else 0
         if (
             publishing
             or rep.torn_tails

@@ -36,7 +36,7 @@ from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..segment.catalog import SeqTakenError
-from ..staging import drop_staged
+from ..staging import drop_staged, staged_ids
 from ..wal import (
     WalCarry,
     encode_txn,
@@ -53,6 +53,36 @@ RESOLVE_CAP_S = 30.0
 pending after :data:`RESOLVE_GRACE_S` on an object root (each look is a request)."""
 
 log = logging.getLogger(__name__)
+
+
+def _one_schema(
+    records: list[tuple[int, int, pa.RecordBatch]],
+) -> list[tuple[int, int, pa.RecordBatch]]:
+    """A transaction's records conformed to one schema, the union of theirs (nullable
+    where any batch is, the first batch's metadata), each column taken by name; as
+    they are when their schemas do not unify (a schema change: they are split)."""
+    schemas = [b.schema for _, _, b in records]
+    if all(sc.equals(schemas[0]) for sc in schemas[1:]):
+        return records
+    try:
+        union = pa.unify_schemas(schemas)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return records
+    names = union.names
+    if len(set(names)) != len(names) or len(names) != len(schemas[0].names):
+        return records  # repeated or added columns: not one schema by name
+    out = []
+    for seq, ns, b in records:
+        if b.schema.equals(union):
+            out.append((seq, ns, b))
+            continue
+        if set(b.schema.names) != set(names) or len(b.schema.names) != len(names):
+            return records
+        cols = [b.column(b.schema.get_field_index(n)) for n in names]
+        if any(c.type != f.type for c, f in zip(cols, union, strict=True)):
+            return records
+        out.append((seq, ns, pa.RecordBatch.from_arrays(cols, schema=union)))
+    return out
 
 
 class PartitionWriter(PartitionRecovery):
@@ -121,6 +151,9 @@ class PartitionWriter(PartitionRecovery):
         # object root: staged transactions of this partition that neither this WAL nor
         # the MANIFEST holds -> (next look, interval); sealed by this writer (§12.6)
         self._foreign: dict[int, tuple[float, float]] = {}
+        # object root: the highest txn_floor this writer may record until a listing
+        # of txns/ made after its open was taken into account (None: no limit)
+        self._txn_ceiling: int | None = None
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -265,6 +298,8 @@ class PartitionWriter(PartitionRecovery):
         # object root: a transaction's rows stay in one segment (but for a schema change
         # within it), so a MANIFEST entry that names it holds all of it (§12.6)
         whole = marker is not None and self.segments.manifest_publishes
+        if whole:
+            records = _one_schema(records)
         try:
             if (
                 whole
@@ -378,6 +413,21 @@ class PartitionWriter(PartitionRecovery):
         with self._lock:
             return [(t.txn_id, t.app, t.version, t.tag) for t in self._pending.values()]
 
+    def confirm_lease(self) -> None:
+        """Object root: this writer still holds its lease at its epoch (one GET of the
+        LEASE); :class:`LeaseLostError` when another holder took it over (§12.6: what
+        it staged before the call is then listed by any later holder's open)."""
+        if self.lease is not None:
+            self.lease.confirm()
+
+    def note_foreign(self, txn_id: int) -> None:
+        """Object root: the staged object under ``txn_id`` holds another incarnation's
+        transaction (met where this writer staged its own): resolved like those its
+        open listed, and kept out of the transaction floor until then (§12.6)."""
+        with self._lock:
+            if self.lease is not None and not self._closed:
+                self._foreign.setdefault(txn_id, (0.0, 0.0))
+
     # -- finalize ------------------------------------------------------------------
     def _publish_pending(self) -> None:
         """Publish the segment past the commit point; idempotent, retried until it lands.
@@ -411,16 +461,53 @@ class PartitionWriter(PartitionRecovery):
     def _txn_floor(self) -> int:
         """Object root: the highest transaction id at or below which every transaction
         of this partition is sealed or decided against (§12.6): below the lowest one
-        this writer has not sealed yet (pending, or committed in the open segment),
-        else its highest id."""
-        open_ids = [*self._pending, *self._open.txns, *self._foreign]
+        this writer has not sealed yet (pending, committed in the open segment, or
+        another incarnation's it looks at), else its highest id. Never above
+        ``_txn_ceiling`` (the MANIFEST's floor at open) until a listing of ``txns/``
+        made since the open noted every staged object it shows (the open's listing
+        may have lagged: a floor over an object it hid would make it garbage)."""
+        floor = self._floor_now()
+        if self._txn_ceiling is not None and floor > self._txn_ceiling:
+            if not self._list_foreign():
+                return self._txn_ceiling
+            self._txn_ceiling = None
+            floor = self._floor_now()
+        return floor
+
+    def _floor_now(self) -> int:
+        # ``_admitting``: a transaction being admitted (its marker among its seqs) is in
+        # neither ``_pending`` nor the open segment while a finalize it triggers runs
+        open_ids = [*self._pending, *self._open.txns, *self._foreign, *self._admitting]
         return min(open_ids) - 1 if open_ids else self.wal.next_seq - 1
+
+    def _list_foreign(self) -> bool:
+        """Object root: list ``txns/`` (one LIST) and note as foreign every staged
+        object this writer neither holds nor finds named by the MANIFEST; False when
+        the listing failed (the floor then stays where it was)."""
+        assert self.segments.manifests is not None
+        try:
+            listed = staged_ids(self.segments.manifests.objects, self.pid)
+        except OSError as e:
+            log.warning("quiver.staged.list_failed partition=%s: %s", self.pid, e)
+            return False
+        held = {
+            *self._pending,
+            *self._open.txns,
+            *self._unpublished_txns,
+            *self._foreign,
+            *self._admitting,
+        }
+        for t in listed:
+            if t not in held and not self.segments.seals_txn(self.pid, t):
+                self._foreign[t] = (0.0, 0.0)
+        return True
 
     def _seal_foreign(self) -> None:
         """Object root: seal the committed staged transactions this writer's WAL does
         not hold (another incarnation's, whose disk was lost) as a sealer would
         (§12.6), at this writer's epoch; drop those decided without them; look at an
-        undecided one again after 1 s, 2, 4... at most every :data:`RESOLVE_CAP_S`.
+        undecided one again after 1 s, 2, 4... at most every :data:`RESOLVE_CAP_S`, at
+        a damaged one every :data:`RESOLVE_CAP_S` (left for fsck, never floored).
         Runs only with nothing past the commit point (``_unpublished`` is None)."""
         if not self._foreign or self._unpublished is not None or self.lease is None:
             return
@@ -448,11 +535,17 @@ class PartitionWriter(PartitionRecovery):
                 interval = min(RESOLVE_CAP_S, max(1.0, 2 * interval))
                 self._foreign[txn_id] = (now + interval, interval)
                 continue
+            if done.outcome is Outcome.DAMAGED:
+                # left for fsck (its rows may be committed and nowhere else): kept out
+                # of the floor's reach, looked at again every RESOLVE_CAP_S (one GET)
+                # until someone repairs or removes it; logged quiver.staged.damaged
+                self._foreign[txn_id] = (now + RESOLVE_CAP_S, RESOLVE_CAP_S)
+                continue
             if done.meta is not None:
                 self._next_seq = max(self._next_seq, done.meta.seq + 1)
             if done.garbage:
                 garbage.append(txn_id)
-            del self._foreign[txn_id]  # decided, damaged (named, left) or absent
+            del self._foreign[txn_id]  # decided or absent
         if garbage:
             try:
                 drop_staged(objects, self.pid, garbage)
