@@ -56,7 +56,7 @@ class StagedTxn:
         return self.table.to_batches()
 
 
-def _conform(
+def one_schema(
     partition: str, txn_id: int, batches: Sequence[pa.RecordBatch]
 ) -> list[pa.RecordBatch]:
     """The batches under one schema: the store takes batches whose columns have the same
@@ -115,13 +115,20 @@ def _conform(
 
 
 def encode_staged(
-    partition: str, txn_id: int, app: str, version: int, batches: Sequence[pa.RecordBatch]
+    partition: str,
+    txn_id: int,
+    app: str,
+    version: int,
+    batches: Sequence[pa.RecordBatch],
+    created_ns: int | None = None,
 ) -> bytes:
     """The bytes of a staged transaction (at least one batch, all of one schema as the
-    store takes it: ValueError naming the columns otherwise)."""
+    store takes it: ValueError naming the columns otherwise). ``created_ns``: the
+    staging writer's stamp of the transaction (default: now); the same arguments and
+    stamp give the same bytes."""
     if not batches:
         raise ValueError("a staged transaction holds at least one batch")
-    batches = _conform(partition, txn_id, batches)
+    batches = one_schema(partition, txn_id, batches)
     schema = batches[0].schema
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as w:
@@ -133,7 +140,7 @@ def encode_staged(
         "app": app,
         "version": int(version),
         "rows": sum(b.num_rows for b in batches),
-        "created_ns": time.time_ns(),
+        "created_ns": time.time_ns() if created_ns is None else int(created_ns),
         "ipc": sink.getvalue().to_pybytes(),
     }
     return encode_frame(MAGIC_STAGED, body)
@@ -182,25 +189,17 @@ def stage(
     app: str,
     version: int,
     batches: Sequence[pa.RecordBatch],
+    created_ns: int | None = None,
 ) -> int:
-    """Write the staged object of a transaction (create if absent; a retry after a lost
-    response recognises its own bytes). Returns the bytes written. Raises
-    FileExistsError when another transaction's bytes hold the key."""
-    data = encode_staged(partition, txn_id, app, version, batches)
+    """Write the staged object of a transaction (create if absent). Returns the bytes
+    written: the key then holds exactly these bytes, this writer's (a retry with the
+    same ``created_ns`` after a lost response finds its own bytes). Raises
+    FileExistsError when the key holds any other bytes: another incarnation's
+    transaction of the same id, even of the same batch and rows, is never taken for
+    this one (its writer may still remove it, §12.6)."""
+    data = encode_staged(partition, txn_id, app, version, batches, created_ns)
     key = staged_key(partition, txn_id)
     if not create_or_same(objects, key, data):
-        got = objects.get(key)
-        if got is not None:
-            try:
-                old = decode_staged(objects.display(key), got.data, partition, txn_id)
-            except CorruptionError:
-                old = None
-            if old is not None and (old.app, old.version, old.rows) == (
-                app,
-                version,
-                sum(b.num_rows for b in batches),
-            ):
-                return len(data)  # the same transaction, staged by an earlier attempt
         raise FileExistsError(f"{objects.display(key)}: holds another transaction")
     return len(data)
 

@@ -369,7 +369,9 @@ class QuiverStore:
         if not rows:
             return 0
         try:
-            n = staging.stage(self.objects, w.pid, txn_id, app, version, rows)
+            n = staging.stage(
+                self.objects, w.pid, txn_id, app, version, rows, w.stage_stamp(txn_id)
+            )
         except FileExistsError:
             w.note_foreign(txn_id)  # another incarnation's: resolved, never floored
             raise
@@ -378,7 +380,9 @@ class QuiverStore:
             # holder lists it at its open; a fenced writer's task fails instead (§12.6)
             w.confirm_lease()
         except LeaseLostError:
-            try:  # never committed: garbage (the next holder's floor covers it too)
+            # the key holds this writer's own bytes (stage() returned): never committed,
+            # so garbage; another incarnation's object under the same id is never ours
+            try:
                 staging.drop_staged(self.objects, w.pid, [txn_id])
             except OSError as e:
                 log.warning("quiver.staged.drop_failed partition=%s txn=%d: %s", w.pid, txn_id, e)

@@ -36,7 +36,7 @@ from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..segment.catalog import SeqTakenError
-from ..staging import drop_staged, staged_ids
+from ..staging import drop_staged, one_schema, staged_ids
 from ..wal import (
     WalCarry,
     encode_txn,
@@ -56,33 +56,17 @@ log = logging.getLogger(__name__)
 
 
 def _one_schema(
-    records: list[tuple[int, int, pa.RecordBatch]],
+    pid: str, txn_id: int, records: list[tuple[int, int, pa.RecordBatch]]
 ) -> list[tuple[int, int, pa.RecordBatch]]:
-    """A transaction's records conformed to one schema, the union of theirs (nullable
-    where any batch is, the first batch's metadata), each column taken by name; as
-    they are when their schemas do not unify (a schema change: they are split)."""
-    schemas = [b.schema for _, _, b in records]
-    if all(sc.equals(schemas[0]) for sc in schemas[1:]):
-        return records
+    """A transaction's records under the one schema its staged object has
+    (:func:`~quiver_spark.staging.one_schema`: the same columns, taken by name or, for
+    repeated names, by position, nullable where any batch is); as they are when the
+    store took them as different schemas (a schema change: they are split)."""
     try:
-        union = pa.unify_schemas(schemas)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        batches = one_schema(pid, txn_id, [b for _, _, b in records])
+    except ValueError:
         return records
-    names = union.names
-    if len(set(names)) != len(names) or len(names) != len(schemas[0].names):
-        return records  # repeated or added columns: not one schema by name
-    out = []
-    for seq, ns, b in records:
-        if b.schema.equals(union):
-            out.append((seq, ns, b))
-            continue
-        if set(b.schema.names) != set(names) or len(b.schema.names) != len(names):
-            return records
-        cols = [b.column(b.schema.get_field_index(n)) for n in names]
-        if any(c.type != f.type for c, f in zip(cols, union, strict=True)):
-            return records
-        out.append((seq, ns, pa.RecordBatch.from_arrays(cols, schema=union)))
-    return out
+    return [(seq, ns, b) for (seq, ns, _), b in zip(records, batches, strict=True)]
 
 
 class PartitionWriter(PartitionRecovery):
@@ -298,8 +282,8 @@ class PartitionWriter(PartitionRecovery):
         # object root: a transaction's rows stay in one segment (but for a schema change
         # within it), so a MANIFEST entry that names it holds all of it (§12.6)
         whole = marker is not None and self.segments.manifest_publishes
-        if whole:
-            records = _one_schema(records)
+        if whole and marker is not None:
+            records = _one_schema(self.pid, marker, records)
         try:
             if (
                 whole
@@ -408,6 +392,18 @@ class PartitionWriter(PartitionRecovery):
             if txn is None:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
             return txn.app, txn.version, [b for _, _, b in txn.records]
+
+    def stage_stamp(self, txn_id: int) -> int:
+        """The stamp of pending transaction ``txn_id``'s staged object: taken at its
+        first staging, the same for every retry (ValueError if it is unknown or
+        decided)."""
+        with self._lock:
+            txn = self._pending.get(txn_id)
+            if txn is None:
+                raise ValueError(f"unknown or already decided transaction {txn_id}")
+            if not txn.stage_ns:
+                txn.stage_ns = time.time_ns()
+            return txn.stage_ns
 
     def pending_txns(self) -> list[tuple[int, str, int, str]]:
         with self._lock:
