@@ -28,8 +28,10 @@ venv: $(STAMP) ## create or update the virtualenv (.venv, or VENV=DIR) with ever
 demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print what happened
 	$(PY) examples/demo.py
 
-test: $(STAMP) ## run the test suite (engine, Spark, integration); fails when no test ran
-	$(PY) -m pytest tests integration -m "not soak" -q
+# Two workers (pytest-xdist), each taking whole groups: every Spark test (one SparkSession)
+# and each other file (tests/conftest.py).
+test: $(STAMP) ## run the test suite (engine, Spark, integration) on 2 workers; fails when no test ran
+	$(PY) -m pytest tests integration -m "not soak" -q -n 2 --no-loadscope-reorder
 
 test-engine: $(STAMP) ## run only the engine tests (no JVM)
 	$(PY) -m pytest tests -m "not spark and not soak" -q

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -44,3 +45,37 @@ def fresh_memory(observed_leases_forgotten: None) -> Iterator[None]:
 def bucket(fresh_memory: None) -> str:
     """A ``memory://`` bucket name no other test uses, in fresh memory."""
     return f"b-{uuid.uuid4().hex[:8]}"
+
+
+def _group(nodeid: str) -> tuple[int, str]:
+    """The unit one ``pytest -n`` worker runs whole, and its rank (lower is handed out
+    first): every test of the one SparkSession, then each integration file (the long
+    ones), the generative tests, then every other file."""
+    path = nodeid.split("::")[0]
+    if path.startswith("tests/spark/"):
+        return 0, "tests/spark"
+    if path.startswith("integration/"):
+        return 1, path
+    if "state_space" in path:
+        return 2, path
+    return 3, path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``make test`` (``pytest -n 2``): each worker takes whole groups (:func:`_group`),
+    so there is one SparkSession per run as in a single process, and a file's tests run
+    in their order in one process."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)[1]
+
+    return Groups(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``pytest -n`` the long groups come first (:func:`_group`): a worker's last
+    group is then a short one."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: _group(item.nodeid)[0])

@@ -8,12 +8,15 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import time
 from typing import Any
 
 import pytest
 
 from quiver_spark import QuiverStore
+from quiver_spark.control.lease import current_holder
+from quiver_spark.store import LEASE_FILE
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
 
 __all__ = ["moto_s3"]
@@ -26,6 +29,20 @@ def shown(explain: Any) -> str:
     with contextlib.redirect_stdout(buf):
         explain()
     return buf.getvalue()
+
+
+def store_state(url: str, storage: dict[str, str]) -> str:
+    """What the bucket and this machine's WAL hold, and who holds each lease: the message
+    of a batch write that never became readable."""
+    with QuiverStore.open(url, partition=None, create=False, storage_options=storage) as qs:
+        keys = [info.key for info in qs.objects.list("")]
+        holders = {k: current_holder(qs.objects, k) for k in keys if k.endswith(f"/{LEASE_FILE}")}
+        wal = sorted(
+            os.path.relpath(os.path.join(d, f), qs.wal_root)
+            for d, _, files in os.walk(qs.wal_root)
+            for f in files
+        )
+        return f"objects={keys} leases={holders} wal={wal}"
 
 
 def test_the_secret_appears_in_no_plan_progress_or_error(
@@ -45,7 +62,7 @@ def test_the_secret_appears_in_no_plan_progress_or_error(
         with QuiverStore.open(url, partition=None, create=False, storage_options=storage) as qs:
             qs.finalize_idle_partitions()
         time.sleep(0.5)
-    assert batch.count() == 1
+    assert batch.count() == 1, store_state(url, storage)
     for mode in ("simple", "extended", "formatted", "cost"):
         assert SECRET not in shown(lambda m=mode: batch.explain(m)), mode
 
