@@ -15,8 +15,7 @@ from .source_helpers import SCHEMA, TS_BASE_US, remove_segment_data, rows_of, wr
 
 
 def _rows_df(spark, start, n):
-    return spark.createDataFrame([tuple(r.values()) for r in rows_of(start, n).to_pylist()],
-                                 SCHEMA)
+    return spark.createDataFrame([tuple(r.values()) for r in rows_of(start, n).to_pylist()], SCHEMA)
 
 
 def test_batch_read_returns_every_retained_row(spark, tmp_path):
@@ -26,6 +25,20 @@ def test_batch_read_returns_every_retained_row(spark, tmp_path):
     actual = spark.read.format("quiver").load(root)
     expected = _rows_df(spark, 0, 30).unionByName(_rows_df(spark, 100, 20))
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_batch_dataframe_keeps_the_segments_of_its_first_plan_and_a_new_one_sees_more(
+    spark, tmp_path
+):
+    """As README says: a DataFrame used again reads what its first planning found; a
+    new ``load`` sees the segments sealed since."""
+    root = str(tmp_path / "store")
+    write_segments(root, 1)
+    first = spark.read.format("quiver").load(root)
+    assert first.count() == 10
+    write_segments(root, 1, partition="p-1", first_key=100)
+    assert first.count() == 10
+    assert spark.read.format("quiver").load(root).count() == 20
 
 
 def test_metadata_columns_come_from_segment_metadata(spark, tmp_path):
@@ -38,8 +51,10 @@ def test_metadata_columns_come_from_segment_metadata(spark, tmp_path):
         ingested = dt.datetime.fromtimestamp(m.max_ingestion_ns // 1000 / 1e6, dt.UTC)
         for r, row in enumerate(rows_of(i * 7, 7).to_pylist()):
             expected_rows.append((*row.values(), "p-0", m.seq, r, ingested))
-    schema = SCHEMA + (", _quiver_partition string, _quiver_segment long, _quiver_row long,"
-                       " _quiver_ingestion_time timestamp")
+    schema = SCHEMA + (
+        ", _quiver_partition string, _quiver_segment long, _quiver_row long,"
+        " _quiver_ingestion_time timestamp"
+    )
     expected = spark.createDataFrame(expected_rows, schema)
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
@@ -58,8 +73,13 @@ def test_ingestion_time_filters_prune_segments(spark, tmp_path):
     metas = write_segments(root, 4)
     cut = dt.datetime.fromtimestamp(metas[2].max_ingestion_ns // 1000 / 1e6, dt.UTC)
     remove_segment_data(root, [1, 2])  # ingested before the cut: never opened
-    df = (spark.read.format("quiver").option("includeMetadata", "true").load(root)
-          .where(F.col("_quiver_ingestion_time") >= F.lit(cut)).select("k"))
+    df = (
+        spark.read.format("quiver")
+        .option("includeMetadata", "true")
+        .load(root)
+        .where(F.col("_quiver_ingestion_time") >= F.lit(cut))
+        .select("k")
+    )
     assert sorted(r.k for r in df.collect()) == list(range(20, 40))
 
 
@@ -94,9 +114,15 @@ def test_sink_to_source_round_trip_equals_input(spark, tmp_path):
         writer = writer.option(k, v)
     writer.save(root)
     got = []
-    q = (spark.readStream.format("quiver").option("subscriber", "rt").load(root)
-         .writeStream.foreachBatch(lambda df, _id: got.extend(df.collect()))
-         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q = (
+        spark.readStream.format("quiver")
+        .option("subscriber", "rt")
+        .load(root)
+        .writeStream.foreachBatch(lambda df, _id: got.extend(df.collect()))
+        .option("checkpointLocation", str(tmp_path / "c"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert q.awaitTermination(120) and q.exception() is None
     actual = spark.createDataFrame(got, SCHEMA)
     assert_df_equality(actual, src, ignore_row_order=True, ignore_nullable=True)
