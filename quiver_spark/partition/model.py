@@ -55,9 +55,6 @@ class Txn:
     # monotonic time of the first record: the data's age counts from its append, not
     # from the commit that admits it, so visibility stays within max_open_duration
     first_mono: float | None = None
-    # wall-clock stamp of its staged object (§12.6), taken at its first staging: a
-    # retry encodes the same bytes, so a lost response is told from another's object
-    stage_ns: int = 0
 
 
 HEARTBEAT_PENDING = 256

@@ -394,16 +394,16 @@ class PartitionWriter(PartitionRecovery):
             return txn.app, txn.version, [b for _, _, b in txn.records]
 
     def stage_stamp(self, txn_id: int) -> int:
-        """The stamp of pending transaction ``txn_id``'s staged object: taken at its
-        first staging, the same for every retry (ValueError if it is unknown or
-        decided)."""
+        """The stamp of pending transaction ``txn_id``'s staged object: the ingestion
+        time of its first record, which its WAL keeps, so every retry (after a lost
+        response, an in-place recovery or a restart) encodes the same bytes; 0 when it
+        has no record (ValueError if it is unknown or decided)."""
         with self._lock:
+            self._ready()
             txn = self._pending.get(txn_id)
             if txn is None:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
-            if not txn.stage_ns:
-                txn.stage_ns = time.time_ns()
-            return txn.stage_ns
+            return txn.records[0][1] if txn.records else 0
 
     def pending_txns(self) -> list[tuple[int, str, int, str]]:
         with self._lock:
