@@ -130,6 +130,10 @@ def encode_staged(
         raise ValueError("a staged transaction holds at least one batch")
     batches = one_schema(partition, txn_id, batches)
     schema = batches[0].schema
+    try:  # the same rows give the same bytes however they are chunked (a retry's own)
+        batches = pa.Table.from_batches(batches, schema).combine_chunks().to_batches() or batches
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # kept as given
+        pass
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as w:
         for b in batches:

@@ -365,7 +365,17 @@ class QuiverStore:
         if not self.on_objects:
             return 0
         app, version, held = w.pending_txn(txn_id)
-        rows = [b for b in (held if batches is None else batches) if b.num_rows]
+        own = [b for b in held if b.num_rows]
+        rows = own if batches is None else [b for b in batches if b.num_rows]
+        if batches is not None and rows:  # its own rows, as the WAL holds them
+            if own:  # ValueError naming the columns of another type or name
+                staging.one_schema(w.pid, txn_id, [own[0], *rows])
+            if sum(b.num_rows for b in rows) != sum(b.num_rows for b in own):
+                raise ValueError(
+                    f"stage_txn: {sum(b.num_rows for b in rows)} rows given for transaction "
+                    f"{txn_id} of partition {w.pid}, which holds "
+                    f"{sum(b.num_rows for b in own)}; pass its own rows, or none"
+                )
         if not rows:
             return 0
         try:
