@@ -65,13 +65,17 @@ def _flushed_txn(store: QuiverStore) -> int:
     return txn
 
 
-def test_a_staging_retried_after_its_responses_were_lost_stages_once(tmp_path: Path) -> None:
-    store = _open(tmp_path)
-    txn = _flushed_txn(store)
+def _staging_failed_after_its_object_landed(store: QuiverStore, txn: int) -> None:
     _lose_every_create_response(store)
     with pytest.raises(OSError, match="response lost"):
         store.stage_txn(txn)
     _responses_back(store)
+
+
+def test_a_staging_retried_after_its_responses_were_lost_stages_once(tmp_path: Path) -> None:
+    store = _open(tmp_path)
+    txn = _flushed_txn(store)
+    _staging_failed_after_its_object_landed(store, txn)
     assert store.stage_txn(txn) > 0
     assert staged() == [txn]
     store.close()
@@ -83,10 +87,7 @@ def test_a_staging_retried_after_the_writer_recovered_from_a_failed_wal_write_st
     io = FaultyIO()
     store = _open(tmp_path, io)
     txn = _flushed_txn(store)
-    _lose_every_create_response(store)
-    with pytest.raises(OSError, match="response lost"):
-        store.stage_txn(txn)
-    _responses_back(store)
+    _staging_failed_after_its_object_landed(store, txn)
     # another task's append meets a full disk: the writer recovers in place
     io.fail("write", 1, errno.ENOSPC, path_contains=f"{os.sep}wal", partial=True)
     with pytest.raises(WalFailedError):
@@ -102,10 +103,7 @@ def test_a_staging_retried_after_a_reopen_in_the_same_process_stages_once(
 ) -> None:
     store = _open(tmp_path)
     txn = _flushed_txn(store)
-    _lose_every_create_response(store)
-    with pytest.raises(OSError, match="response lost"):
-        store.stage_txn(txn)
-    _responses_back(store)
+    _staging_failed_after_its_object_landed(store, txn)
     store.close()
     again = _open(tmp_path)
     assert again.writer is not None
@@ -123,10 +121,7 @@ def test_a_staging_retried_with_the_same_rows_in_other_batches_stages_once(
     store.append(id_batch(0, 2), txn_id=txn)
     store.append(id_batch(2, 2), txn_id=txn)
     store.flush()
-    _lose_every_create_response(store)
-    with pytest.raises(OSError, match="response lost"):
-        store.stage_txn(txn)
-    _responses_back(store)
+    _staging_failed_after_its_object_landed(store, txn)
     rows = pa.Table.from_batches([id_batch(0, 2), id_batch(2, 2)]).combine_chunks()
     assert store.stage_txn(txn, rows.to_batches()) > 0
     assert staged() == [txn]
