@@ -29,6 +29,19 @@ GROUP_FSYNC_ALWAYS_DUE = StoreConfig(
 )
 
 
+def _flusher_fsync_fails_after_an_acknowledged_flush(store: QuiverStore, io: FaultyIO) -> None:
+    """Rows acknowledged by a flush, then rows whose append returned and whose
+    background fsync fails."""
+    store.append(id_batch(0))
+    store.flush()  # acknowledged
+    fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
+    store.append(id_batch(10))  # returned; the flusher's fsync of it fails
+    deadline = time.monotonic() + 30
+    while not fault.fired and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fault.fired
+
+
 def test_rows_flushed_before_a_failed_background_fsync_become_visible_to_readers(
     tmp_path: Path,
 ) -> None:
@@ -36,14 +49,7 @@ def test_rows_flushed_before_a_failed_background_fsync_become_visible_to_readers
     io = FaultyIO()
     store = QuiverStore.open(root, GROUP_FSYNC_ALWAYS_DUE, io=io, background=False)
     try:
-        store.append(id_batch(0))
-        store.flush()  # acknowledged
-        fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-        store.append(id_batch(10))  # returned; the flusher's fsync of it fails
-        deadline = time.monotonic() + 30
-        while not fault.fired and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert fault.fired
+        _flusher_fsync_fails_after_an_acknowledged_flush(store, io)
         for _ in range(3):  # maintenance ticks; the writer makes no call of its own
             try:
                 store.writer.maintain()
@@ -65,14 +71,7 @@ def test_the_failure_still_reaches_the_next_caller_once_after_a_tick_recovered(
     root = str(tmp_path / "s")
     io = FaultyIO()
     store = QuiverStore.open(root, GROUP_FSYNC_ALWAYS_DUE, io=io, background=False)
-    store.append(id_batch(0))
-    store.flush()
-    fault = io.fail("fsync", 1, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
-    store.append(id_batch(10))  # returned; the flusher's fsync of it fails
-    deadline = time.monotonic() + 30
-    while not fault.fired and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert fault.fired
+    _flusher_fsync_fails_after_an_acknowledged_flush(store, io)
     store.writer.maintain()  # recovers and seals; the failure is not reported to a tick
     with pytest.raises(WalFailedError):
         store.append(id_batch(20))  # not written: the caller retries it
