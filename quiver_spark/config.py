@@ -138,11 +138,15 @@ class StoreConfig:
     """Write a subscriber checkpoint after this many ack-log records."""
     subscriber_expire_after_s: float | None = o.SUBSCRIBER_EXPIRE_AFTER_DEFAULT
     """Store policy: deregister a subscriber neither live nor acknowledging for this long."""
+    lease_ttl_s: float = o.LEASE_TTL_DEFAULT
+    """Object roots: this process's leases (writer, sealer, live consumer) are taken over
+    once an observer saw them unrenewed this long (ARCHITECTURE.md §12.3)."""
     explicit: frozenset[str] = frozenset()
     """Option names given explicitly (by options, YAML or CLI), as opposed to defaults:
     an explicit option that contradicts the store's recorded policy is an error."""
 
     def __post_init__(self) -> None:
+        _positive(o.LEASE_TTL, self.lease_ttl_s, "a positive duration")
         if self.subscriber_expire_after_s is not None:
             _positive(
                 o.SUBSCRIBER_EXPIRE_AFTER, self.subscriber_expire_after_s, "a positive duration"

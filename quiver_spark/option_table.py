@@ -127,6 +127,7 @@ RETENTION_MAX_AGE_HOURS_ALIAS = "retention.max_retain_after_ingestion_hours"
 RETENTION_STEADY_STATE_HEADROOM = "retention.steady_state_headroom"
 RETENTION_BACKPRESSURE_TIMEOUT = "retention.backpressure_timeout"
 SUBSCRIBER_EXPIRE_AFTER = "subscriber.expire_after"
+LEASE_TTL = "lease.ttl"
 
 # The one table of store options: parsing, defaults, `quiver` -o flags, errors and the
 # README's sink options table all come from it.
@@ -166,6 +167,10 @@ STORE_OPTION_TABLE: tuple[Option, ...] = (
     Option(SUBSCRIBER_EXPIRE_AFTER, "none", "store policy: deregister a subscriber that has "
            "not acknowledged for this long, releasing what it pinned",
            parse=_optional(_positive(parse_duration, "a duration greater than zero"))),
+    Option(LEASE_TTL, "30s", "object roots: a writer's, sealer's or live consumer's lease "
+           "is taken over once seen unrenewed this long (renewed every third of it); keep it "
+           "above the longest pause a process may take (this process's setting)",
+           parse=_positive(parse_duration, GREATER_THAN_ZERO)),
     Option(CONFIG, "none", "a YAML store config file (explicit options win)"),
 )  # fmt: skip
 
@@ -182,6 +187,7 @@ RETENTION_MAX_AGE_DEFAULT: float | None = OPTION[RETENTION_MAX_AGE].typed_defaul
 RETENTION_STEADY_STATE_HEADROOM_DEFAULT: int = OPTION[RETENTION_STEADY_STATE_HEADROOM].typed_default
 RETENTION_BACKPRESSURE_TIMEOUT_DEFAULT: float = OPTION[RETENTION_BACKPRESSURE_TIMEOUT].typed_default
 SUBSCRIBER_EXPIRE_AFTER_DEFAULT: float | None = OPTION[SUBSCRIBER_EXPIRE_AFTER].typed_default
+LEASE_TTL_DEFAULT: float = OPTION[LEASE_TTL].typed_default
 
 STORE_OPTIONS: dict[str, tuple[str, str]] = {
     o.name: (o.default, o.help) for o in STORE_OPTION_TABLE if o.parse is not None

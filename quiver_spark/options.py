@@ -164,6 +164,7 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
         segment=segment,
         retention=retention,
         subscriber_expire_after_s=setting(o.SUBSCRIBER_EXPIRE_AFTER),
+        lease_ttl_s=setting(o.LEASE_TTL),
         explicit=frozenset(opts),
     )
 

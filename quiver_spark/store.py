@@ -31,7 +31,7 @@ from . import staging
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
-from .control.lease import DEFAULT_TTL_S, Lease, current_holder
+from .control.lease import Lease, current_holder
 from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
@@ -77,9 +77,6 @@ from .subscribers import SubscriberRegistry, records
 log = logging.getLogger(__name__)
 
 LEASE_FILE = "LEASE"
-WRITER_LEASE_TTL_S = DEFAULT_TTL_S
-"""The ttl of the writer leases this process takes (§12.3); an observer judges a lease
-expired by the ttl its holder wrote in it."""
 
 IDLE_RETENTION_PERIOD_S = 60.0
 """On an object root, how often a writer's maintenance runs a retention pass with
@@ -716,7 +713,7 @@ class QuiverStore:
             self.objects,
             f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
             purpose="sealer",
-            ttl_s=WRITER_LEASE_TTL_S,
+            ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
             clock=self.lease_clock,
         )
@@ -789,7 +786,7 @@ class QuiverStore:
             self.objects,
             f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
             purpose="writer",
-            ttl_s=WRITER_LEASE_TTL_S,
+            ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
         )
         lease.keep()

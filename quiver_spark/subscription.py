@@ -151,7 +151,7 @@ class Subscription:
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
         self._call = _Call()
         if live:
-            claim_live(store.root, name, self, store.objects)
+            claim_live(store.root, name, self, store.objects, ttl_s=store.config.lease_ttl_s)
         try:
             self.registry: SubscriberRegistry = store.subscribers
         except BaseException:

@@ -9,7 +9,7 @@ reader: an object nobody references any more) has ended, so its lock is taken ov
 
 On an object root (the caller passes the root's :class:`ObjectStore`; None or a POSIX
 one keeps the ``flock``) the lease is renewed in the background every ``ttl / 3``. A
-claim waits up to :data:`LIVE_LEASE_WAIT_S` for a holder that stopped renewing (a
+claim waits up to the ttl plus :data:`LIVE_LEASE_WAIT_MARGIN_S` for a holder that stopped renewing (a
 consumer that died on another host) and is refused as soon as the holder is seen
 renewing, or at once when the holder is a live process of this host.
 """
@@ -37,11 +37,9 @@ log = logging.getLogger(__name__)
 LIVE_PURPOSE = "live consumer"
 """How a live-consumer lock names its holder's role (``readers/<subscriber>.lock``)."""
 
-LIVE_LEASE_TTL_S = DEFAULT_TTL_S
-"""An object root's live-consumer lease expires this long after its last renewal."""
-
-LIVE_LEASE_WAIT_S = LIVE_LEASE_TTL_S + 2.0
-"""How long a claim waits for a holder that stopped renewing (then takes it over)."""
+LIVE_LEASE_WAIT_MARGIN_S = 2.0
+"""A claim waits the lease's ttl plus this long for a holder that stopped renewing
+(then takes it over); the ttl is the store option ``lease.ttl``."""
 
 
 @dataclass
@@ -106,14 +104,19 @@ def _refusal(subscriber: str, path: str, holder: str, what: str = "lock") -> Sub
 
 
 def claim_live(
-    root: str, subscriber: str, owner: object, objects: ObjectStore | None = None
+    root: str,
+    subscriber: str,
+    owner: object,
+    objects: ObjectStore | None = None,
+    *,
+    ttl_s: float = DEFAULT_TTL_S,
 ) -> None:
     """Hold ``<root>/readers/<subscriber>.lock`` (on an object root the lease
     ``readers/<subscriber>.lease``) for consumer ``owner`` (see the module docstring
     for who is refused and whose lock is taken over)."""
     if uses_lease(objects):
         assert objects is not None
-        _claim_lease(objects, subscriber, owner)
+        _claim_lease(objects, subscriber, owner, ttl_s)
         return
     path = live_lock_path(root, subscriber)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -134,7 +137,7 @@ def claim_live(
         _live[key] = _LiveHolder(weakref.ref(owner), lock)
 
 
-def _claim_lease(objects: ObjectStore, subscriber: str, owner: object) -> None:
+def _claim_lease(objects: ObjectStore, subscriber: str, owner: object, ttl_s: float) -> None:
     key = live_lease_key(subscriber)
     url = objects.display(key)
     with _live_mutex:
@@ -155,8 +158,8 @@ def _claim_lease(objects: ObjectStore, subscriber: str, owner: object) -> None:
             objects,
             key,
             purpose=LIVE_PURPOSE,
-            ttl_s=LIVE_LEASE_TTL_S,
-            wait_s=LIVE_LEASE_WAIT_S,
+            ttl_s=ttl_s,
+            wait_s=ttl_s + LIVE_LEASE_WAIT_MARGIN_S,
             stop_when_renewed=True,
         )
     except LockedError as e:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import quiver_spark.store as store_mod
 from quiver_spark.errors import LeaseHeldError
 from tests.lost_machines import APP, lose, machine, observer, staged, task
 from tests.stores import scanned_ids
@@ -27,8 +26,7 @@ pytestmark = pytest.mark.usefixtures("fresh_memory")
 def test_committed_rows_lost_with_a_disk_are_readable_while_the_rebooted_machine_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_mod, "WRITER_LEASE_TTL_S", 0.5)
-    lost = machine(tmp_path, "a")
+    lost = machine(tmp_path, "a", lease_ttl_s=0.5)
     t1 = task(lost, 1, 0, 3)
     assert lost.commit_txn(APP, 1, [("p-0", t1)], rows=3)
     lose(lost, tmp_path / "wal-a")  # disk gone

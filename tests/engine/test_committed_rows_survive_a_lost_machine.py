@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import quiver_spark.store as store_mod
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.objects.memory import MemoryObjects
@@ -62,8 +61,7 @@ def test_committed_rows_of_a_lost_machine_are_readable_after_the_next_observer_p
 def test_a_lost_machine_is_sealed_for_once_a_real_short_lease_ttl_has_passed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_mod, "WRITER_LEASE_TTL_S", 0.5)
-    lost = machine(tmp_path, "a")
+    lost = machine(tmp_path, "a", lease_ttl_s=0.5)
     t1 = task(lost, 1, 0, 4)
     assert lost.commit_txn(APP, 1, [("p-0", t1)], rows=4)
     lose(lost, tmp_path / "wal-a")

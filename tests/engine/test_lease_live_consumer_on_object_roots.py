@@ -31,7 +31,7 @@ class Consumer:
 
 @pytest.fixture(autouse=True)
 def _fresh(fresh_memory: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(live, "LIVE_LEASE_WAIT_S", 0.0)
+    monkeypatch.setattr(live, "LIVE_LEASE_WAIT_MARGIN_S", -lease_mod.DEFAULT_TTL_S)  # never wait
 
 
 def test_a_second_consumer_in_this_process_is_refused_in_one_line_naming_the_lease() -> None:

@@ -100,6 +100,7 @@ CONFIG_FIELDS = {
     "retention.steady_state_headroom": lambda c: c.retention.steady_state_headroom_bytes,
     "retention.backpressure_timeout": lambda c: c.retention.backpressure_timeout_s,
     "subscriber.expire_after": lambda c: c.subscriber_expire_after_s,
+    "lease.ttl": lambda c: c.lease_ttl_s,
 }
 
 
