@@ -5,8 +5,9 @@ a test then opens ``f"{moto_s3.url}/{unique_prefix()}"`` with ``moto_s3.options`
 tests sharing the bucket never see each other's keys. :func:`moto_server` is the same
 server as a context manager (the benches start theirs with it). :class:`LossyProxy` sits
 between a client and the server and drops the response of chosen requests after the
-server has carried them out (a success whose answer was lost); both it and the benches'
-counting proxy are a :class:`ForwardingProxy`.
+server has carried them out (a success whose answer was lost); it, the benches'
+counting proxy and the scenario tests' fault proxy (``tests/fault_proxy.py``) are a
+:class:`ForwardingProxy`.
 """
 
 from __future__ import annotations
@@ -113,14 +114,26 @@ def moto_s3() -> Iterator[MotoS3]:
         yield MotoS3(endpoint, f"s3://{BUCKET}", s3_options(endpoint))
 
 
+@dataclass(frozen=True)
+class Reply:
+    """An HTTP answer a proxy sends back: status, headers (without framing) and body."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
 class ForwardingProxy:
-    """An HTTP proxy on 127.0.0.1 to ``target``: every request is forwarded and its
-    answer copied back once :meth:`answered` saw it. :meth:`answered` returning True
-    loses the answer (the connection is closed after the target carried the request
-    out); :meth:`intercept` returning True answers 204 here without forwarding."""
+    """An HTTP proxy on 127.0.0.1 to ``target``: every request is handed to
+    :meth:`exchange`, which by default forwards it (:meth:`send`) and copies the answer
+    back once :meth:`answered` saw it. :meth:`answered` returning True loses the answer
+    (the connection is closed after the target carried the request out);
+    :meth:`intercept` returning True answers 204 here without forwarding. A subclass may
+    override :meth:`exchange` itself (hold a request, answer it, lose its answer)."""
 
     def __init__(self, target: str) -> None:
-        host, port = target.removeprefix("http://").split(":")
+        self._host, port = target.removeprefix("http://").split(":")
+        self._port = int(port)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,34 +143,23 @@ class ForwardingProxy:
                 pass
 
             def _forward(self) -> None:
-                if proxy.intercept(self.path):
-                    self.send_response(204)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                headers["Host"] = f"{host}:{port}"
-                conn = http.client.HTTPConnection(host, int(port), timeout=60)
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                finally:
-                    conn.close()
-                if proxy.answered(self.command, self.path, self.headers, resp.status):
+                reply = proxy.exchange(self.command, self.path, self.headers, body)
+                if reply is None:  # the answer is lost: close without one
                     self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
+                self.send_response(reply.status)
+                for k, v in reply.headers:
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(k, v)
-                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
-                self.send_header("Content-Length", length or str(len(data)))
+                length = dict((k.lower(), v) for k, v in reply.headers).get("content-length")
+                shown = length if self.command == "HEAD" and length else str(len(reply.body))
+                self.send_header("Content-Length", shown)
                 self.end_headers()
                 if self.command != "HEAD":
-                    self.wfile.write(data)
+                    self.wfile.write(reply.body)
 
             do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
 
@@ -166,6 +168,28 @@ class ForwardingProxy:
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def send(self, method: str, path: str, headers: Message, body: bytes) -> Reply:
+        """Forward one request to the target and return its answer."""
+        fwd = {k: v for k, v in headers.items() if k.lower() != "host"}
+        fwd["Host"] = f"{self._host}:{self._port}"
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=60)
+        try:
+            conn.request(method, path, body=body, headers=fwd)
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        return Reply(resp.status, resp.getheaders(), data)
+
+    def exchange(self, method: str, path: str, headers: Message, body: bytes) -> Reply | None:
+        """The answer to one request; None loses it (the connection is closed)."""
+        if self.intercept(path):
+            return Reply(204, [], b"")
+        reply = self.send(method, path, headers, body)
+        if self.answered(method, path, headers, reply.status):
+            return None
+        return reply
 
     def intercept(self, path: str) -> bool:
         """True when the request for ``path`` is answered here (nothing forwarded)."""
