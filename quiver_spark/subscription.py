@@ -45,7 +45,7 @@ from .position import Position
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
-from .subscribers.live import check_live, claim_live, release_live
+from .subscribers.live import LiveClaim, check_live, claim_live, live_claim, release_live
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,7 @@ class Subscription:
             claim_live(store.root, name, self, store.objects, ttl_s=store.config.lease_ttl_s)
         try:
             self.registry: SubscriberRegistry = store.subscribers
+            self._claim_consumer()  # before any position is read (§12.5)
         except BaseException:
             if live:
                 release_live(store.root, name, self, store.objects)
@@ -161,6 +162,18 @@ class Subscription:
         self.planner = SegmentPlanner(
             store, self.registry, refresh=self._refresh, partitions=self._partitions
         )
+
+    def _live_claim(self) -> LiveClaim | None:
+        """This consumer's claim on an object root (None: POSIX, or not live)."""
+        return live_claim(self.name, self, self.store.objects) if self._live else None
+
+    def _claim_consumer(self) -> None:
+        """Object root: record in the ack log that this consumer is the subscriber's
+        live one, so an earlier consumer paused past its lease can no longer
+        acknowledge (its late acknowledgement is refused by the log's order, §12.5)."""
+        claim = self._live_claim()
+        if claim is not None:
+            self.registry.claim_consumer(self.name, claim)
 
     @classmethod
     def open(
@@ -329,6 +342,7 @@ class Subscription:
                 exist_ok=True,
             )
             self._registered = True
+            self._claim_consumer()
             if not known:
                 try:
                     records.create_record(
@@ -529,7 +543,7 @@ class Subscription:
         st = self._state
         now = time.monotonic()
         if todo:
-            self.registry.record_many(self.name, todo, Outcome.ACK)
+            self.registry.record_many(self.name, todo, Outcome.ACK, consumer=self._live_claim())
             self.metrics.inc(SOURCE_ACKED, n, subscriber=self.name)
             if now - st.last_touch >= RECORD_PERIOD_S:  # its record: last acknowledged
                 st.last_touch = now
@@ -604,7 +618,7 @@ class Subscription:
         acknowledged mark, so it delivers them first). Durable before it returns."""
         self._require_registered(new_ok=False)
         seqs = list(seqs)
-        self.registry.record(self.name, partition, seqs, Outcome.NACK)
+        self.registry.record(self.name, partition, seqs, Outcome.NACK, consumer=self._live_claim())
         pending = [s for s in seqs if not self.registry.is_done(self.name, partition, s)]
         if pending:  # recorded: only now part of what this consumer holds back
             self._nacked().setdefault(partition, set()).update(pending)

@@ -269,8 +269,13 @@ class PartitionRecovery:
         state_missing = "partition" not in state
         if self._deleted is not None and (state_missing or publishing):
             deleted = self._deleted.deleted_marks(self.pid)
+        fenced_manifest = None
         if self.segments.manifest_publishes:
             self._check_lease()  # a fenced writer learns it here, before touching anything
+            # fence first (§12.4): the MANIFEST is brought to this writer's epoch before
+            # anything else is written or removed, so every earlier holder's manifest
+            # change fails from here on, and a higher epoch there fences this writer
+            fenced_manifest = self.segments.sync_manifest(self.pid)
         if publishing and self.segments.manifest_publishes:
             # an object root: the MANIFEST is the publication point, and this STATE is
             # the one word that the segment is this writer's (its .meta may be there
@@ -348,18 +353,28 @@ class PartitionRecovery:
                             self.pid,
                             meta.seq,
                         )
-        cleanup = self.segments.cleanup(self.pid)
+        on_objects = self.segments.manifest_publishes
+        # an object root's writer removes nothing it did not publish (§12.4): another
+        # holder's upload may be in flight, and a delete cannot be fenced
+        cleanup = self.segments.cleanup(self.pid, unpublished=not on_objects)
         rep.removed_files.extend(cleanup.removed)
-        # The partition's MANIFEST (§6.7): written from a listing if it has none (the
-        # one-time upgrade) or is damaged; a segment published after its last entry (a
-        # publication that died before its manifest step) is added.
-        manifest = self.segments.sync_manifest(self.pid)
-        # Seqs are allocated without gaps: an unpublished orphan's seq was never seen by
-        # any reader and is reused; every seq that was published (listed, quarantined,
-        # recorded deleted in the ack log, or below the manifest's high) stays below
-        # the floor for good.
+        if on_objects:
+            # the MANIFEST this writer fenced, as its own publications since left it
+            manifest = self.segments.manifest_copy(self.pid) or fenced_manifest
+        else:
+            # The partition's MANIFEST (§6.7): written from a listing if it has none
+            # (the one-time upgrade) or is damaged; a segment published after its last
+            # entry (a publication that died before its manifest step) is added.
+            manifest = self.segments.sync_manifest(self.pid)
+        # POSIX: seqs are allocated without gaps: an unpublished orphan's seq was never
+        # seen by any reader and is reused; every seq that was published (listed,
+        # quarantined, recorded deleted in the ack log, or below the manifest's high)
+        # stays below the floor for good. Object root: no seq under which any object
+        # was seen is used again (its first publication records the seqs it passed over
+        # void, and gc removes their objects).
         high = manifest.high if manifest is not None else 0
-        floor = max(cleanup.max_published_seq, deleted.highest, high) + 1
+        seen = cleanup.max_seq_seen if on_objects else cleanup.max_published_seq
+        floor = max(seen, deleted.highest, high) + 1
         self._next_seq = max(self._next_seq, floor)
         rep.next_segment_seq = self._next_seq
         # object root (§12.6): transactions another holder sealed are never sealed

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from ..config import NAME_RE, SegmentConfig, validate_name
-from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.manifest import Manifest, ManifestEntry, ManifestStore, manifest_key
 from ..errors import CorruptionError, SegmentExistsError, SegmentMissingError
 from ..format import (
     MAGIC_QUARANTINE_MARK,
@@ -68,9 +68,9 @@ class SeqTakenError(SegmentExistsError):
         self.seq = seq
 
 
-_FOREIGN_ARROW_ATTEMPTS = 3
-"""Times a create of a segment's ``.arrow`` that found another holder's bytes (and no
-``.meta``) removes them and creates again before it gives up (an ``OSError``: retried)."""
+_SEQS_TAKEN_IN_A_ROW = 24
+"""Seqs in a row a sealer finds taken (another holder's objects) before it gives up
+(an ``OSError``: the next pass tries again)."""
 
 
 @dataclass(frozen=True)
@@ -305,29 +305,23 @@ class SegmentLocation:
     def _create_arrow(
         self, partition: str, seq: int, fill: Callable[[Consume], Serialized]
     ) -> Serialized:
-        """Object root: create ``<seq>.arrow``. Another holder's bytes there without a
-        ``.meta`` (an upload it never published) are removed and the create made
-        again; a ``.meta`` found there makes the seq taken (:class:`SeqTakenError`),
-        so a seq is made void only where its ``.meta`` exists and probes pass it."""
-        arrow_path, meta_path = self._paths(partition, seq)
-        for _ in range(_FOREIGN_ARROW_ATTEMPTS):
-            try:
-                return self._b.put(arrow_path, fill, atomic=False)
-            except FileExistsError:
-                if self._b.exists(meta_path):
-                    raise SeqTakenError(self._b.display(meta_path), partition, seq) from None
-                log.warning(
-                    "quiver.segment.foreign_arrow partition=%s seq=%d path=%s: removed, "
-                    "created again",
-                    partition,
-                    seq,
-                    self._b.display(arrow_path),
-                )
-                self._b.remove([arrow_path])
-        raise OSError(
-            f"{self._b.display(arrow_path)}: another holder created it again "
-            f"{_FOREIGN_ARROW_ATTEMPTS} times; retried later"
-        )
+        """Object root: create ``<seq>.arrow``. Other bytes there (another holder's
+        upload, published or not) make the seq taken (:class:`SeqTakenError`): the
+        caller records it void and moves on. Never removed here: the holder that made
+        them may be the partition's newest, and a delete has no condition the storage
+        could check, so a paused holder's late delete would land on its successor's
+        object (§12.4, fencing)."""
+        arrow_path, _ = self._paths(partition, seq)
+        try:
+            return self._b.put(arrow_path, fill, atomic=False)
+        except FileExistsError:
+            log.info(
+                "quiver.segment.foreign_arrow partition=%s seq=%d path=%s: seq taken",
+                partition,
+                seq,
+                self._b.display(arrow_path),
+            )
+            raise SeqTakenError(self._b.display(arrow_path), partition, seq) from None
 
     def move_data(self, meta: SegmentMeta, seq: int) -> SegmentMeta:
         """Object root: the bytes of this writer's segment ``meta`` (whose ``.meta``
@@ -464,7 +458,7 @@ class SegmentLocation:
         if current.seals(txn_id):
             return None
         seq = max(current.high + 1, first_seq)  # first_seq: the partition's writer's next
-        for _ in range(_FOREIGN_ARROW_ATTEMPTS * 8):
+        for _ in range(_SEQS_TAKEN_IN_A_ROW):
             try:
                 meta = self.write_data(
                     partition,
@@ -527,6 +521,11 @@ class SegmentLocation:
                     if not out.lists(m.seq):
                         _, meta_path = self._paths(partition, m.seq)
                         raise SeqTakenError(self._b.display(meta_path), partition, m.seq)
+
+    def manifest_copy(self, partition: str) -> Manifest | None:
+        """Object root: the MANIFEST of ``partition`` as this handle last read or wrote
+        it (no request); None when it has none at hand."""
+        return self._copies.get(partition)
 
     def seals_txn(self, partition: str, txn_id: int) -> bool:
         """Object root: whether the MANIFEST this handle last read or wrote for
@@ -902,33 +901,37 @@ class SegmentLocation:
         the copy at hand does not list makes the probe read the MANIFEST again (one
         read), and what it lists from ``starts[p]`` on is the answer (§12.4).
         """
-        found = self._probe_files(starts, skip)
         if not self.manifest_publishes:
-            return found
-        return {p: self._listed(p, starts[p], got, skip) for p, got in found.items()}
+            return self._probe_files(starts, skip)
+        return {
+            validate_name("partition", p): self._listed(p, start, skip)
+            for p, start in starts.items()
+        }
 
     def _listed(
-        self,
-        partition: str,
-        start: int,
-        found: builtins.list[SegmentMeta | DamagedSegment],
-        skip: Callable[[str, int], bool] | None,
+        self, partition: str, start: int, skip: Callable[[str, int], bool] | None
     ) -> builtins.list[SegmentMeta | DamagedSegment]:
+        """Object root: the segments ``partition``'s MANIFEST lists from ``start`` on.
+        The copy at hand answers while the MANIFEST's version is still its own (one
+        HEAD: the whole cost of an idle poll); else the MANIFEST is read again (one
+        GET). No ``.meta`` is probed: a seq a successor passed over (void, perhaps with
+        no ``.meta`` at all) never holds a reader back (§12.4)."""
+        assert self.manifests is not None
         copy = self._copies.get(partition)
-        if copy is not None and all(copy.lists(f.seq) for f in found):
-            return found
-        m = self._publication(partition)
-        if m is None:
-            return found
-        have = {f.seq: f for f in found}
-        orphans = [s for s in have if not m.lists(s)]
-        if orphans:
-            log.info("quiver.segment.orphan_passed partition=%s seqs=%s", partition, orphans)
+        m: Manifest | None = copy
+        if (
+            copy is None
+            or copy.version is None
+            or (self.manifests.objects.head(manifest_key(partition)) != copy.version)
+        ):
+            m = self._publication(partition)
+        if m is None:  # no readable MANIFEST: the files decide (§6.7)
+            return self._probe_files({partition: start}, skip)[partition]
         out: builtins.list[SegmentMeta | DamagedSegment] = []
         for e in m.entries:
             if e.seq < start or (skip is not None and skip(partition, e.seq)):
                 continue
-            got = have.get(e.seq) or self.probe(partition, e.seq)
+            got = self.probe(partition, e.seq)
             if got is not None:
                 out.append(got)
         return out
@@ -1128,11 +1131,15 @@ class SegmentLocation:
             log.info("quiver.segment.delete_finished partition=%s seqs=%s", partition, left)
         return left
 
-    def cleanup(self, partition: str) -> CleanupReport:
-        """Remove ``*.tmp`` files and unpublished ``.arrow`` files of ``partition``.
+    def cleanup(self, partition: str, *, unpublished: bool = True) -> CleanupReport:
+        """Remove ``*.tmp`` files and (``unpublished``) unpublished ``.arrow`` files of
+        ``partition``.
 
         ``max_seq_seen`` is the highest seq of any segment file found, orphans and
         quarantined ones included, so the store's sequence floor never reuses one.
+        An object root's writer passes ``unpublished=False``: it never removes an
+        object it did not publish (another holder's upload in flight), and starts
+        above every seq seen instead (§12.4).
         """
         validate_name("partition", partition)
         d = self._b.join(partition)
@@ -1143,7 +1150,11 @@ class SegmentLocation:
             f"{d}/{n}"
             for n in names
             if n.endswith(TMP_SUFFIX)
-            or ((s := parse_seq(n, SEGMENT_SUFFIX)) is not None and s not in published)
+            or (
+                unpublished
+                and (s := parse_seq(n, SEGMENT_SUFFIX)) is not None
+                and s not in published
+            )
         ]
         max_seq = max((parse_segment_file_seq(n) or 0 for n in names + quarantined), default=0)
         max_published = max(

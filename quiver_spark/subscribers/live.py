@@ -48,6 +48,43 @@ class _LiveHolder:
     lock: PartitionLock | Lease
 
 
+@dataclass(frozen=True)
+class LiveClaim:
+    """Who a live consumer on an object root is, as its acknowledgements say it to the
+    ack log (§12.5): the token of its lease (one per acquisition) and, for messages,
+    the lease and its epoch."""
+
+    token: int
+    url: str
+    epoch: int
+
+    def refused(self, subscriber: str) -> LeaseLostError:
+        """The error of an acknowledgement the ack log refuses: a later consumer
+        claimed ``subscriber`` (its claim stands later in the log than ours)."""
+        return LeaseLostError(
+            self.url,
+            self.epoch,
+            None,
+            f"the ack log names a later live consumer of subscriber {subscriber!r}; "
+            "nothing of this call was recorded",
+        )
+
+
+def live_claim(subscriber: str, owner: object, objects: ObjectStore | None) -> LiveClaim | None:
+    """``owner``'s claim as the live consumer of ``subscriber`` on an object root; None
+    on a POSIX root (the ``flock`` excludes a second consumer there) or when ``owner``
+    holds no lease."""
+    if not uses_lease(objects):
+        return None
+    assert objects is not None
+    with _live_mutex:
+        held = _live.get(objects.display(live_lease_key(subscriber)))
+    if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
+        return None
+    lease = held.lock
+    return LiveClaim(int(lease.holder.token[:16], 16), lease.url, lease.epoch)
+
+
 def uses_lease(objects: ObjectStore | None) -> bool:
     """True when the root's live-consumer lock is a lease: an object root not on POSIX."""
     return non_posix(objects)

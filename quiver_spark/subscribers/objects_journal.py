@@ -234,8 +234,10 @@ class ObjectAckJournal(AckLogJournal):
         gen, data, skipped = acklog.read_whole(name, got.data, salvage=self.salvage)
         if gen != n:
             raise CorruptionError(name, 8, f"delta header says generation {gen}, key says {n}")
+        facts = acklog.decode_records(data)
+        facts.position = n
         return (
-            acklog.decode_records(data),
+            facts,
             acklog.header_token(got.data),
             [(name, off) for off in skipped],
         )
@@ -267,6 +269,7 @@ class ObjectAckJournal(AckLogJournal):
         self._listed_at = listed_at
 
     def _apply(self, n: int, token: int, facts: acklog.Facts) -> None:
+        facts.position = n
         self.state.apply(facts)
         self._head = n
         self._tokens[n] = token

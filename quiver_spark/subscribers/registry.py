@@ -21,6 +21,7 @@ from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
 from .journal import AckLogJournal
+from .live import LiveClaim
 from .state import PartState
 
 log = logging.getLogger(__name__)
@@ -261,6 +262,7 @@ class SubscriberRegistry(AckLogJournal):
         outcome: Outcome,
         *,
         known: Known | None = None,
+        consumer: LiveClaim | None = None,
     ) -> None:
         """Record ``outcome`` for ``seqs`` of ``partition``; durable before it returns.
 
@@ -269,7 +271,24 @@ class SubscriberRegistry(AckLogJournal):
         whether a segment was ever created; a seq that is neither done nor known raises
         :class:`~quiver_spark.errors.UnknownSegmentError` and nothing is recorded.
         """
-        self.record_many(sub, {partition: seqs}, outcome, known=known)
+        self.record_many(sub, {partition: seqs}, outcome, known=known, consumer=consumer)
+
+    def claim_consumer(self, sub: str, claim: LiveClaim) -> None:
+        """Object root: ``sub``'s live consumer is ``claim`` from here on in the ack log
+        (§12.5). Made before the consumer reads its position: every acknowledgement of
+        an earlier consumer is either before it in the log (so the position includes
+        it) or refused. No write when the latest claim is this one, or ``sub`` is not
+        registered (its registration's first acknowledgement claims it)."""
+
+        def build() -> acklog.RecordEncoder | None:
+            sid = self.state.by_name.get(sub)
+            if sid is None or self.state.claimed_by(sid) == claim.token:
+                return None
+            enc = self._encoder()
+            enc.add(acklog.K_CLAIM, sub=sid, a=claim.token)
+            return enc
+
+        self._transact(build)
 
     def record_many(
         self,
@@ -278,8 +297,11 @@ class SubscriberRegistry(AckLogJournal):
         outcome: Outcome,
         *,
         known: Known | None = None,
+        consumer: LiveClaim | None = None,
     ) -> None:
-        """:meth:`record` for several partitions in one durable write."""
+        """:meth:`record` for several partitions in one durable write. ``consumer``: the
+        live consumer recording (an object root, §12.5); refused with LeaseLostError,
+        nothing recorded, when the ack log names a later consumer of ``sub``."""
         if not isinstance(outcome, Outcome):
             raise SubscriberError(f"outcome must be an Outcome, got {outcome!r}")
         wanted = {
@@ -291,6 +313,10 @@ class SubscriberRegistry(AckLogJournal):
             released.clear()
             sid = self._sid(sub)
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
+            if consumer is not None:
+                held = self.state.claimed_by(sid)
+                if held is not None and held != consumer.token:
+                    raise consumer.refused(sub)
             for p, seqs in wanted.items():
                 pid = self.state.part_ids.get(p)
                 todo = [s for s in seqs if not self.state.is_done(sid, pid, s)]
@@ -306,6 +332,8 @@ class SubscriberRegistry(AckLogJournal):
                 for first, count in to_runs(todo):
                     enc.add(acklog.K_OUTCOME, _CODES[outcome], sub=sid, part=pid, a=first, b=count)
                 released[(sid, p)] = todo
+            if enc.parts and consumer is not None and self.state.claimed_by(sid) is None:
+                enc.add(acklog.K_CLAIM, sub=sid, a=consumer.token)  # its first: claimed here
             return enc if enc.parts else None
 
         self._transact(build)

@@ -94,6 +94,8 @@ class RegistryState:
         self.part_ids: dict[str, int] = {}
         self.progress: dict[int, dict[int, PartState]] = {}
         self.deleted: dict[int, PartState] = {}
+        self.claims: dict[int, tuple[int, int]] = {}
+        """Subscriber -> (log position, token) of its latest live-consumer claim (§12.5)."""
         self.orphans = 0
         self._chunks: dict[tuple[int, int], dict[int, bytes]] = {}
 
@@ -150,6 +152,9 @@ class RegistryState:
             self.deleted.setdefault(pid, PartState()).add_runs(runs)
             for sid in self.subs:
                 self._ps(sid, pid).add_runs(runs)
+        for sid, token in facts.claims:
+            if sid in self.subs:  # the claim made last in the log wins: a max commutes
+                self.claims[sid] = max(self.claims.get(sid, (0, 0)), (facts.position, token))
         self._apply_done(facts)
         for sid, pid, first, count in facts.nacks:
             if sid in self.subs:
@@ -191,7 +196,13 @@ class RegistryState:
             self.parts[ident] = name
             self.part_ids[name] = ident
 
+    def claimed_by(self, sid: int) -> int | None:
+        """The token of ``sid``'s live consumer as its latest claim names it, if any."""
+        held = self.claims.get(sid)
+        return held[1] if held is not None else None
+
     def _remove(self, sid: int) -> None:
+        self.claims.pop(sid, None)
         self.dead.add(sid)
         self.next_sub_id = max(self.next_sub_id, sid + 1)
         name = self.subs.pop(sid, None)
@@ -218,6 +229,7 @@ class RegistryState:
                 for sid, parts in self.progress.items()
             },
             "deleted": {pid: enc(ps)[:2] for pid, ps in self.deleted.items()},
+            **({"claims": {sid: list(c) for sid, c in self.claims.items()}} if self.claims else {}),
         }
 
     @classmethod
@@ -237,6 +249,8 @@ class RegistryState:
                 }
             for pid, v in body["deleted"].items():
                 st.deleted[int(pid)] = PartState(int(v[0]), set(v[1]))
+            for sid, c in dict(body.get("claims", {})).items():
+                st.claims[int(sid)] = (int(c[0]), int(c[1]))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             raise CorruptionError(path, 16, f"checkpoint body malformed: {e!r}") from e
         return st
