@@ -36,13 +36,18 @@ class CommitRecord:
     winners: frozenset[tuple[str, int]]
     committed_ns: int
     rows: int
+    store: str | None = None
+    """The id of the store whose committer wrote it (ARCHITECTURE.md §6.1); None in
+    records written before records named their store."""
 
 
 class CommitLog:
-    """The ``commits/`` objects of a store root."""
+    """The ``commits/`` objects of a store root; ``store``: that store's id, which the
+    records this log writes name."""
 
-    def __init__(self, objects: ObjectStore) -> None:
+    def __init__(self, objects: ObjectStore, store: str | None = None) -> None:
         self.objects = objects
+        self.store = store
         self.on_objects = local_of(objects) is None
         """Whether the records are objects in a bucket (each read a request)."""
         # decisions this instance has made durable (on POSIX: their names fsynced):
@@ -54,6 +59,10 @@ class CommitLog:
         # unknown), with their exact bytes: a retry of the same decision writes the
         # same bytes and recognises them as its own
         self._own: dict[tuple[str, int], tuple[CommitRecord, bytes]] = {}
+
+    def _app_prefix(self, app: str) -> str:
+        validate_name("transaction app id", app)
+        return f"{fmt.COMMITS_DIR}/{app}/"
 
     def key(self, app: str, version: int) -> str:
         validate_name("transaction app id", app)
@@ -100,6 +109,8 @@ class CommitLog:
                 "committed_ns": time.time_ns(),
                 "rows": int(rows),
             }
+            if self.store is not None:
+                body["store"] = self.store
             data = fmt.encode_frame(fmt.MAGIC_COMMIT, body)
         mine = self._parse(app, version, data)
         # On an object root the create's answer says whether it was already decided:
@@ -178,6 +189,7 @@ class CommitLog:
                 winners=frozenset((str(p), int(t)) for p, t in body["winners"]),
                 committed_ns=int(body["committed_ns"]),
                 rows=int(body.get("rows", 0)),
+                store=None if body.get("store") is None else str(body["store"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptionError(path, fmt.FRAME_SIZE, f"bad commit record: {e}") from e
@@ -213,10 +225,23 @@ class CommitLog:
         local.io.fsync_dir(os.path.dirname(commits_dir))
         self._durable_dirs.add(app)
 
+    def has_earlier(self, app: str, version: int) -> bool:
+        """Whether ``app`` has a record of a version below ``version``: one HEAD of
+        ``version - 1`` (a running query's last batch), else one listing of the app's
+        records. Only informs (a query that meets none of its earlier batches here)."""
+        if version <= 0:
+            return False
+        if self.objects.head(self.key(app, version - 1)) is not None:
+            return True
+        prefix = self._app_prefix(app)
+        return any(
+            (v := fmt.parse_seq(i.key[len(prefix) :], ".commit")) is not None and v < version
+            for i in self.objects.list(prefix)
+        )
+
     def latest_version(self, app: str) -> int | None:
         """Highest committed version of ``app`` (for sinks that resume), or None."""
-        validate_name("transaction app id", app)
-        prefix = f"{fmt.COMMITS_DIR}/{app}/"
+        prefix = self._app_prefix(app)
         versions = [
             fmt.parse_seq(i.key[len(prefix) :], ".commit") for i in self.objects.list(prefix)
         ]

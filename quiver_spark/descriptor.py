@@ -138,6 +138,14 @@ def record_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
     )
 
 
+def store_id(body: dict[str, Any]) -> str | None:
+    """The store's identity: the random ``uuid`` its STORE descriptor records at creation
+    (ARCHITECTURE.md §6.1), never rewritten; source offsets and commit records name it.
+    None only for a damaged STORE that records none."""
+    found = body.get("uuid")
+    return found if isinstance(found, str) and found else None
+
+
 def recorded_schema(body: dict[str, Any]) -> pa.Schema | None:
     """The schema a STORE body records (None before the first write)."""
     raw = body.get("schema")

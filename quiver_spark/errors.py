@@ -61,6 +61,20 @@ class OffsetFormatError(QuiverError, ValueError):
     """Raised when a checkpointed offset is not a valid Quiver source offset."""
 
 
+class ForeignCheckpointError(QuiverError, ValueError):
+    """Raised when a streaming query resumes from a checkpoint whose offsets name
+    another store than the one it reads: its offsets would make it acknowledge this
+    store's segments without reading them (ARCHITECTURE.md §9a).
+
+    ``checkpoint_store`` is the id the offsets name, ``store`` the id of the store read.
+    """
+
+    def __init__(self, message: str, *, checkpoint_store: str, store: str) -> None:
+        super().__init__(message)
+        self.checkpoint_store = checkpoint_store
+        self.store = store
+
+
 class StoreClosedError(QuiverError):
     """Raised when a closed store or writer is used."""
 

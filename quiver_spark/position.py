@@ -10,7 +10,9 @@ segments with ``start[p] < seq <= end[p]``; a partition absent from ``start`` re
 seq 1. Segments are immutable and seqs are never reused, so the rows of a batch are a
 pure function of ``(start, end)``: a replay after a crash reads the same rows.
 
-JSON format (stored by Spark in ``<checkpoint>/offsets/<batch>``)::
+JSON format (:meth:`Position.to_json`; the Spark source stores it in
+``<checkpoint>/offsets/<batch>`` as version 2, which adds the id of the store,
+:mod:`quiver_spark.spark.offsets`)::
 
     {"v": 1, "segments": {"p-0": 12, "p-1": 7}}
 

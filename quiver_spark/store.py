@@ -40,6 +40,7 @@ from .descriptor import (
     location_key,
     read_descriptor,
     schemas_compatible,
+    store_id,
 )
 from .errors import (
     ConfigError,
@@ -165,7 +166,7 @@ class QuiverStore:
         self.wal_root = config.wal.path or (
             default_wal_root(root) if self.on_objects else os.path.join(root, fmt.PARTITIONS_DIR)
         )
-        self.commits = CommitLog(self.objects)
+        self.commits = CommitLog(self.objects, store=self.store_id)
         self._has_registry = False  # seen to exist (a registry is never removed)
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
@@ -255,6 +256,13 @@ class QuiverStore:
     def recovery(self) -> RecoveryReport | None:
         """The recovery report of the partition opened for writing."""
         return self.writer.recovery if self.writer else None
+
+    @property
+    def store_id(self) -> str | None:
+        """The store's identity (its STORE ``uuid``, ARCHITECTURE.md §6.1): a copy of the
+        root has the same one, a store made again at the same path another. None only
+        on a handle over a damaged STORE (``quiver fsck``)."""
+        return store_id(self._descriptor)
 
     # -- schema ----------------------------------------------------------------------
     def schema(self) -> pa.Schema | None:

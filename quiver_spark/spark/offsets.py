@@ -1,12 +1,106 @@
-"""Source offsets: the Spark name of an engine :class:`~quiver_spark.position.Position`.
+"""Source offsets: an engine :class:`~quiver_spark.position.Position` as Spark's
+checkpoint stores it, naming the store it was planned on (ARCHITECTURE.md §9a)::
 
-The JSON format is specified in :mod:`quiver_spark.position` and ARCHITECTURE.md §9a.
+    {"v": 2, "store": "<store id>", "segments": {"p-0": 12, "p-1": 7}}
+
+``store`` is the id in the root's STORE (§6.1). Partition ids are host names and
+segment seqs start at 1 in every store, so an offset read against another store would
+look valid there and make the query acknowledge that store's segments without reading
+them: :meth:`QuiverOffset.resumed_on` refuses it. An offset written before offsets named
+their store (``"v": 1``, no ``store``) is accepted for whatever store the query reads.
+
+>>> off = QuiverOffset(Position({"p-1": 3, "p-0": 5}), "a1")
+>>> off.to_json()
+{'v': 2, 'store': 'a1', 'segments': {'p-0': 5, 'p-1': 3}}
+>>> QuiverOffset.from_json({"v": 1, "segments": {"p-0": 5}}).store is None
+True
 """
 
 from __future__ import annotations
 
-from ..position import OFFSET_VERSION, Position
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-QuiverOffset = Position
+from ..errors import ForeignCheckpointError, OffsetFormatError
+from ..position import Position
 
-__all__ = ["OFFSET_VERSION", "QuiverOffset"]
+OFFSET_VERSION = 2
+"""The ``v`` this build writes; it reads 1 (no store named) and 2."""
+UNNAMED_STORE_VERSION = 1
+"""The ``v`` of offsets written before offsets named their store."""
+
+
+@dataclass(frozen=True)
+class QuiverOffset:
+    """A source offset: where a query is (``position``) in which store (``store``).
+
+    Attributes
+    ----------
+    position
+        Per partition, the last segment seq included.
+    store
+        The id of the store the offset was planned on; None for a version-1 offset,
+        which does not say.
+    """
+
+    position: Position
+    store: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-able dict Spark stores (keys of ``segments`` sorted)."""
+        if self.store is None:
+            raise OffsetFormatError("an offset this build writes names its store")
+        return {"v": OFFSET_VERSION, "store": self.store, "segments": dict(self.position.segments)}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any] | None) -> QuiverOffset:
+        """Parse and validate an offset dict coming back from Spark (version 1 or 2)."""
+        if raw is None:
+            return cls(Position({}), None)
+        if not isinstance(raw, Mapping):
+            raise OffsetFormatError(f"offset must be a JSON object, got {raw!r}")
+        version = raw.get("v")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise OffsetFormatError(f"offset lacks an integer version 'v': {dict(raw)!r}")
+        if version > OFFSET_VERSION:
+            raise OffsetFormatError(
+                f"offset version {version} was written by a newer quiver_spark "
+                f"(this one reads up to {OFFSET_VERSION}); upgrade to resume this query"
+            )
+        if version < UNNAMED_STORE_VERSION:
+            raise OffsetFormatError(f"offset version {version} is invalid")
+        store = raw.get("store")
+        if version > UNNAMED_STORE_VERSION and (not isinstance(store, str) or not store):
+            raise OffsetFormatError(
+                f"offset version {version} lacks the id of its store ('store'): {dict(raw)!r}"
+            )
+        segs = raw.get("segments")
+        if not isinstance(segs, Mapping):
+            raise OffsetFormatError(f"offset lacks a 'segments' object: {dict(raw)!r}")
+        return cls(Position(dict(segs)), store if version > UNNAMED_STORE_VERSION else None)
+
+    def resumed_on(self, store: str, root: str) -> Position:
+        """The position, for a query reading store ``store`` at ``root``;
+        :class:`ForeignCheckpointError` when the offset names another store."""
+        if self.store is not None and self.store != store:
+            raise ForeignCheckpointError(
+                f"quiver source: this query's checkpoint was written against store "
+                f"{self.store}, but {root} is store {store}: resuming here would "
+                f"acknowledge this store's segments up to the checkpoint's offsets "
+                f"{dict(self.position.segments)} without reading them. Point the query at "
+                f"the store its checkpoint was written against (id {self.store}), or "
+                f"start it with a new checkpointLocation (it then starts at "
+                f"startingPosition)",
+                checkpoint_store=self.store,
+                store=store,
+            )
+        return self.position
+
+
+def offset_json(position: Position, store: str) -> dict[str, Any]:
+    """``position`` in store ``store`` as Spark stores it."""
+    return QuiverOffset(position, store).to_json()
+
+
+__all__ = ["OFFSET_VERSION", "QuiverOffset", "offset_json"]

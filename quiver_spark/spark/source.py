@@ -2,7 +2,8 @@
 
 A translation of Spark's streaming calls to the engine's subscription API
 (:mod:`quiver_spark.subscription`): offsets are :class:`~quiver_spark.position.Position`
-JSON, ``initialOffset`` is :meth:`Subscription.start`, ``latestOffset`` is
+JSON naming the store (:mod:`.offsets`: a checkpoint written against another store is
+refused at the first call that hands its offsets back), ``initialOffset`` is :meth:`Subscription.start`, ``latestOffset`` is
 :meth:`~Subscription.plan`, ``partitions`` splits :meth:`~Subscription.segments`,
 ``commit`` is :meth:`~Subscription.ack` (a durable acknowledgement, then the store's
 retention pass). Everything decided there is testable without a JVM.
@@ -51,13 +52,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .. import format as fmt
 from ..dataloss import LossPolicy, evidence
+from ..errors import CorruptionError, SubscriberError
 from ..position import Position
 from ..pruning import Prune, keep, prune_of
 from ..segment import SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import open_registry
 from ..subscription import Caps, Subscription, open_store
+from .offsets import QuiverOffset, offset_json
 from .options import store_config
 from .source_options import SourceOptions, parse_source_options
 from .source_read import (
@@ -118,6 +122,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         self._init_reading(options, schema, streaming=True)
         self._subscription: Subscription | None = None
         self._target: Position | None = None
+        self._resumed = False  # offsets with segments seen and accepted
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -136,10 +141,51 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
             )
         return self._subscription
 
+    def _store_id(self) -> str:
+        store = self._sub().store
+        found = store.store_id
+        if found is None:
+            raise CorruptionError(store.objects.display(fmt.STORE_FILE), 0, "it records no uuid")
+        return found
+
+    def _offset(self, position: Position) -> dict[str, Any]:
+        """``position`` as Spark stores it: naming this store."""
+        return offset_json(position, self._store_id())
+
+    def _resume(self, raw: dict[str, Any] | None) -> Position:
+        """The position of an offset Spark hands back (from its checkpoint after a
+        restart): refused when it names another store; an offset that names none
+        (written before offsets named their store) is refused while its subscriber is
+        not registered here, since registering it would skip this store's rows."""
+        sub = self._sub()
+        offset = QuiverOffset.from_json(raw)
+        position = offset.resumed_on(self._store_id(), sub.store.root)
+        if offset.store is None and position.segments and not self._resumed:
+            if not sub.registered():
+                raise SubscriberError(self._unnamed_unregistered(position))
+            self._resumed = True
+        return position
+
+    def _unnamed_unregistered(self, position: Position) -> str:
+        sub = self._sub()
+        root, name = sub.store.root, sub.name
+        return (
+            f"quiver source: subscriber {name!r} is not registered in the store at {root} "
+            f"(store {self._store_id()}), and this query's checkpoint resumes it after "
+            f"offsets {dict(position.segments)} that do not say which store they were "
+            "written against (they predate offsets naming their store). If it was another "
+            f"store, registering {name!r} here would make the query acknowledge this "
+            "store's segments up to those offsets without reading them: point the query "
+            "at that store, or start it with a new checkpointLocation (it then starts at "
+            "startingPosition). Only if the checkpoint was written against this store "
+            f"(the subscriber was removed or expired): quiver subscribers {root} add "
+            f"{name}, then restart the query"
+        )
+
     def initialOffset(self) -> dict[str, Any]:
         """Where a query without a checkpoint starts (``startingPosition``)."""
         start = self.opts.starting_position
-        return self._sub().start(start, since_ns=self.opts.starting_timestamp_ns).to_json()
+        return self._offset(self._sub().start(start, since_ns=self.opts.starting_timestamp_ns))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         o = self.opts
@@ -175,16 +221,16 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         """
         sub = self._sub()
         with sub.one_call():  # the ack log caught up and the partitions listed once
+            begin = self._resume(start)
             if start:
-                self.commit(start)
-            begin = Position.from_json(start)
-            return sub.next_batch_end(begin, self._caps(limit), until=self._target).to_json()
+                sub.ack(begin)
+            return self._offset(sub.next_batch_end(begin, self._caps(limit), until=self._target))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """Everything available at the last plan (query progress: lag = latest - end)."""
         sub = self._subscription
         latest = sub.latest if sub is not None else None
-        return latest.to_json() if latest is not None else None
+        return self._offset(latest) if latest is not None else None
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the AvailableNow target: everything published (or idle-sealed) now."""
@@ -197,12 +243,12 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         """Read tasks over the readable segments in ``(start, end]`` (small ones packed,
         large ones split); missing ones follow the data-loss policy (ARCHITECTURE.md §9a)."""
         sub = self._sub()
-        metas = sub.segments(Position.from_json(start), Position.from_json(end))
+        metas = sub.segments(self._resume(start), self._resume(end))
         return self._splits(metas, sub.store, sub.name)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Acknowledge every segment up to ``end``, then the store's retention pass."""
-        self._sub().ack(Position.from_json(end))
+        self._sub().ack(self._resume(end))
 
     def stop(self) -> None:
         sub, self._subscription = self._subscription, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quiver_spark.errors import ConfigError, OffsetFormatError
+from quiver_spark.position import Position
 from quiver_spark.spark.offsets import QuiverOffset
 from quiver_spark.spark.source_options import StartingPosition, parse_source_options
 from quiver_spark.spark.source_read import split_segment
@@ -51,9 +52,10 @@ def test_options_parse_case_insensitively_with_defaults():
 
 
 def test_offsets_round_trip_through_json_and_compute_ranges():
-    a = QuiverOffset({"p-1": 3, "p-0": 5})
-    assert a.to_json() == {"v": 1, "segments": {"p-0": 5, "p-1": 3}}
-    assert QuiverOffset.from_json(a.to_json()) == a
+    a = Position({"p-1": 3, "p-0": 5})
+    off = QuiverOffset(a, "s1")
+    assert off.to_json() == {"v": 2, "store": "s1", "segments": {"p-0": 5, "p-1": 3}}
+    assert QuiverOffset.from_json(off.to_json()) == off
     b = a.merged({"p-0": 9, "p-2": 1, "p-1": 2})
     assert b.segments == {"p-0": 9, "p-1": 3, "p-2": 1}
     assert a.ranges(b) == {"p-0": (6, 9), "p-2": (1, 1)}
@@ -62,7 +64,8 @@ def test_offsets_round_trip_through_json_and_compute_ranges():
 
 @pytest.mark.parametrize(
     "raw",
-    [{"v": 2, "segments": {}}, {"segments": {}}, {"v": 1}, {"v": 1, "segments": {"../x": 1}},
+    [{"v": 3, "store": "s1", "segments": {}}, {"v": 2, "segments": {}}, {"segments": {}},
+     {"v": 1}, {"v": 1, "segments": {"../x": 1}},
      {"v": 1, "segments": {"p-0": -1}}, {"v": 1, "segments": {"p-0": "3"}}],
 )
 def test_malformed_or_newer_offsets_are_refused(raw):
