@@ -31,6 +31,7 @@ from . import staging
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
+from .control.clock import elapsed
 from .control.lease import Lease, current_holder
 from .control.manifest import ManifestStore
 from .descriptor import (
@@ -186,8 +187,9 @@ class QuiverStore:
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
-        self.lease_clock: Callable[[], float] = time.monotonic
-        """The monotonic clock this handle observes other holders' leases by (§12.3)."""
+        self.lease_clock: Callable[[], float] = elapsed
+        """The clock this handle observes other holders' leases by (§12.3): monotonic,
+        and counting time the machine was suspended."""
         self.idle_failures: dict[str, str] = {}
         """Partitions the last :meth:`finalize_idle_partitions` could not recover, with why."""
         self.maintenance_error: BaseException | None = None

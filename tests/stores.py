@@ -4,7 +4,6 @@ store holds (in an open handle, or reopened from its directory)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.control import lease
+from quiver_spark.control.clock import elapsed
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.segment import SegmentMeta
@@ -150,7 +150,7 @@ def taken_over_while_paused(
     got = held.objects.get(held.key)
     assert got is not None
     lease._seen[(held.objects.url, held.key)] = lease._Seen(
-        got.version, time.monotonic() - 10 * lease.DEFAULT_TTL_S, time.monotonic
+        got.version, elapsed() - 10 * lease.DEFAULT_TTL_S, elapsed
     )
     other = lease._Identity("host-2", 5002, 1, "node-2")
     with mock.patch.object(lease, "_me", lambda: other):

@@ -32,6 +32,7 @@ import msgpack
 from ..errors import ConfigError, CorruptionError, LeaseHeldError, LeaseLostError
 from ..format import decode_frame, encode_frame
 from ..objects.base import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
+from .clock import elapsed
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +296,7 @@ class Lease:
         wait_s: float = 0.0,
         min_epoch: int = 0,
         stop_when_renewed: bool = False,
-        clock: Clock = time.monotonic,
+        clock: Clock = elapsed,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Lease:
         """Hold ``key``, waiting up to ``wait_s`` (polling) for its holder to release
@@ -589,7 +590,7 @@ def _salvage_epoch(raw: bytes) -> int:
 
 
 def current_holder(
-    objects: ObjectStore, key: str, *, clock: Clock = time.monotonic
+    objects: ObjectStore, key: str, *, clock: Clock = elapsed
 ) -> HolderInfo | None:
     """Who holds ``key`` now, as far as this process can tell: None when it is absent,
     released, held by a dead process of this host, or seen unchanged for its ``ttl_s``

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Self
 
+from ..control.clock import elapsed
 from ..errors import CorruptionError, QuiverError, StoreClosedError
 from ..format import MAGIC_CHECKPOINT, checksum, decode_frame, encode_frame
 from ..fs import FileIO
@@ -107,7 +108,7 @@ class ObjectAckJournal(AckLogJournal):
         self.dir = objects.display("subscribers")
         self.checkpoint_deltas = CHECKPOINT_DELTAS
         self.horizon_s = HORIZON_S
-        self.clock: Callable[[], float] = time.monotonic
+        self.clock: Callable[[], float] = elapsed  # counts a suspend (§12.5)
         self.sleep: Callable[[float], None] = time.sleep
         self.maintenance_error: BaseException | None = None
         self._head = 0  # highest delta applied to ``state``
