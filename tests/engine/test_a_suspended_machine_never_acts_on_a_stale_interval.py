@@ -16,8 +16,8 @@ from quiver_spark.control.lease import Lease
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscribers import Outcome
 from tests.engine.test_registry_on_objects_races import (
-    P,
     Clock,
+    P,
     _fill_and_delete,
     _fresh,
     _handle,
@@ -64,7 +64,7 @@ def test_an_appender_suspended_past_a_checkpoint_and_deletion_writes_its_facts_a
 ) -> None:
     deleter_clock = Clock()
     a, ma = _handle(bucket)  # its own clock: the real one
-    b, mb = _handle(bucket, deleter_clock)
+    b, _ = _handle(bucket, deleter_clock)
     _reg(a).register("s")
     _reg(a).register("t")
 
