@@ -195,3 +195,21 @@ STORE_OPTIONS: dict[str, tuple[str, str]] = {
 """Store settings by canonical name: ``(default as shown, meaning)``."""
 ALIASES: dict[str, str] = {a: o.name for o in STORE_OPTION_TABLE for a in o.aliases}
 """Earlier spelling -> canonical name."""
+
+STORAGE_RETRY_TIMEOUT = "storage.retry_timeout"
+
+# The `storage.<key>` options Quiver reads itself; every other `storage.<key>` is a
+# setting of the object store's client (obstore) and is handed to it.
+STORAGE_OPTION_TABLE: tuple[Option, ...] = (
+    Option(STORAGE_RETRY_TIMEOUT, "60s", "object roots: how long a conditional write (commit "
+           "record, acknowledgement, lease, manifest) that failed transiently (5xx, 409, a "
+           "dropped connection, a timeout) is retried with the same bytes before its call "
+           "fails, an unknown outcome being read back; also bounds the client's retries of "
+           "other requests (this process's setting)",
+           parse=_positive(parse_duration, GREATER_THAN_ZERO)),
+)  # fmt: skip
+
+STORAGE_OPTION: dict[str, Option] = {o.name: o for o in STORAGE_OPTION_TABLE}
+"""The ``storage.<key>`` options Quiver reads itself, by name."""
+
+STORAGE_RETRY_TIMEOUT_DEFAULT: float = STORAGE_OPTION[STORAGE_RETRY_TIMEOUT].typed_default

@@ -25,9 +25,15 @@ storage (a listing: one request a page of :data:`LIST_PAGE` names), so request c
 Failures: ObjectExists / VersionMismatch when the precondition did not hold (the
 write did not happen); ObjectConflict when the storage refused a conditional write
 because another one on the same key was in flight (S3's 409: nothing happened,
-retry); any other failure is an ``OSError`` whose outcome is *unknown* (the write
-may have happened and its response been lost). Callers resolve an unknown outcome by
-reading back (:func:`create_or_same`, :func:`replace_or_same`), never by assuming.
+retry); RequestRejected when the request could not be carried out as sent (a 4xx, a
+501, a client setting: nothing happened, and nothing will on a retry); any other
+failure is an ``OSError`` whose outcome is *unknown* (the write may have happened and
+its response been lost). Callers resolve an unknown outcome by reading back
+(:func:`create_or_same`), never by assuming. On a cloud root the store itself first
+retries a conditional write that failed transiently and reads an unknown outcome back
+(:mod:`.retry`), so what reaches a caller is a decided outcome or
+:class:`RetriesExhausted` (its budget ran out); ``memory://`` and POSIX roots report
+each failure as it happens.
 
 One module per implementation: ``memory.py`` (in-process, shared by name, with
 injectable faults, for tests), ``local.py`` (a POSIX directory through
@@ -90,6 +96,23 @@ class VersionMismatch(PreconditionFailed):
 class ObjectConflict(OSError):
     """The storage refused a conditional write because another one on the same key
     was in progress (S3 409 ConditionalRequestConflict): nothing was written; retry."""
+
+
+class RequestRejected(OSError):
+    """The storage, or the client before sending, refused the request for a reason
+    sending it again cannot change (an HTTP 4xx other than 408, 409 and 429, a 501, a
+    client setting such as an ``http://`` endpoint without ``allow_http``): this request
+    was not carried out. Never retried."""
+
+
+class RetriesExhausted(OSError):
+    """A conditional write still failing with transient errors when its retry budget
+    ran out (:mod:`.retry`). Its outcome is unknown (an attempt may have landed)
+    unless ``written_nothing``: every attempt was refused with a 409."""
+
+    def __init__(self, message: str, *, written_nothing: bool = False) -> None:
+        super().__init__(message)
+        self.written_nothing = written_nothing
 
 
 @dataclass(frozen=True)
@@ -158,7 +181,8 @@ class ObjectStore(ABC):
 def create_or_same(store: ObjectStore, key: str, data: bytes, *, attempts: int = 3) -> bool:
     """Create ``key`` with ``data``; True when it now holds exactly ``data`` (created
     by this call, or by an earlier attempt whose response was lost), False when it
-    holds other bytes. An ``OSError`` is retried ``attempts`` times, then raised."""
+    holds other bytes. An ``OSError`` is retried ``attempts`` times, then raised (at
+    once when the store already spent its retry budget on it: :class:`RetriesExhausted`)."""
     for i in range(attempts):
         try:
             store.create(key, data)
@@ -166,8 +190,8 @@ def create_or_same(store: ObjectStore, key: str, data: bytes, *, attempts: int =
         except ObjectExists:
             got = store.get(key)
             return got is not None and got.data == data
-        except OSError:
-            if i == attempts - 1:
+        except OSError as e:
+            if i == attempts - 1 or isinstance(e, RetriesExhausted | RequestRejected):
                 raise
     raise AssertionError("unreachable")
 

@@ -6,19 +6,22 @@
 HTTP client options).
 
 - ``create``: ``PUT`` with ``If-None-Match: *``; ``replace``: ``PUT`` with ``If-Match``
-  (GCS: the generation). Both go through a client with obstore's retries turned off:
-  obstore retries a conditional ``PUT`` after a 5xx or a dropped connection, and a
+  (GCS: the generation). Both go through a client with obstore's retries turned off
+  (obstore retries a conditional ``PUT`` after a 5xx or a dropped connection, and a
   retry whose first attempt had landed answers 412, which would report a write that
-  happened as a precondition failure. Without the retry such a failure is an
-  ``OSError`` (unknown outcome) that callers resolve by reading back.
-- Every other request uses obstore's retries (5xx, connection errors, timeouts of
-  reads).
+  happened as a precondition failure) and are retried instead by
+  :func:`~.retry.write_conditionally`, which reads an unknown outcome back, within the
+  budget of storage option ``retry_timeout`` (60 s).
+- Every other request uses obstore's retries (at most 5, within the same budget: 5xx,
+  connection errors, timeouts).
 - Errors: ``AlreadyExistsError`` -> :class:`ObjectExists`; ``PreconditionError``
   (412, or 404 for ``If-Match`` on a missing key) -> :class:`VersionMismatch`; a 409
   (S3 ``ConditionalRequestConflict``, which obstore reports as ``AlreadyExistsError``)
-  -> :class:`ObjectConflict`; not found -> None / ignored; anything else ->
-  ``OSError`` (``PermissionError`` for 401/403) with obstore's first line, every
-  storage-option secret and URL credential removed.
+  -> :class:`ObjectConflict`; not found -> None / ignored (a ``create`` ->
+  ``FileNotFoundError``: no bucket); a 4xx other than 408/409/429, a 501 or a client
+  setting obstore cannot build a request with -> :class:`RequestRejected`; anything
+  else -> ``OSError`` (``PermissionError`` for 401/403) with obstore's first line,
+  every storage-option secret and URL credential removed.
 - version: the ETag (S3, Azure), ``<etag>#<generation>`` on GCS. An S3 ETag is the MD5
   of the bytes: a write of identical bytes keeps the version.
 - ``list``: obstore lists by path segment (``a/b`` is not a prefix of ``a/bc``), so the
@@ -51,22 +54,52 @@ from .base import (
     ObjectExists,
     ObjectInfo,
     ObjectStore,
+    RequestRejected,
     Stored,
     VersionMismatch,
     check_directory,
 )
+from .retry import INIT_BACKOFF_S, MAX_BACKOFF_S, RetryBudget, write_conditionally
 from .urls import FAMILIES, StorageOptions, object_scheme
 
 R = TypeVar("R")
 _from_url: Callable[..., Any] = obstore.store.from_url  # typed per family; ours are checked
 
 _CONFLICT_RE = re.compile(r"status code: 409\b")
+_STATUS_RE = re.compile(r"status code: (\d{3})\b")
+_TRANSIENT_4XX = frozenset({408, 409, 429})
+_TRANSIENT_BODY_RE = re.compile(r"<Code>(RequestTimeout|SlowDown)</Code>")
+_NOT_SENT_RE = re.compile(r"HTTP error: builder error")
 NO_RETRY: dict[str, Any] = {"max_retries": 0}
-DEFAULT_RETRY: dict[str, Any] = {
-    "max_retries": 5,
-    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5)},
-    "retry_timeout": timedelta(seconds=60),
-}
+
+
+def read_retry(timeout_s: float) -> dict[str, Any]:
+    """obstore's retries of every request but a conditional write: at most 5, none
+    starting after ``timeout_s`` (the root's one budget)."""
+    return {
+        "max_retries": 5,
+        "backoff": {
+            "init_backoff": timedelta(seconds=INIT_BACKOFF_S),
+            "max_backoff": timedelta(seconds=MAX_BACKOFF_S),
+        },
+        "retry_timeout": timedelta(seconds=timeout_s),
+    }
+
+
+def _rejected(raw: str) -> bool:
+    """Whether obstore's message shows a request that sending again cannot change."""
+    if _NOT_SENT_RE.search(raw):
+        return True
+    m = _STATUS_RE.search(raw)
+    if m is None:
+        return False
+    status = int(m.group(1))
+    if status in (501, 505):
+        return True
+    return (
+        400 <= status < 500 and status not in _TRANSIENT_4XX and not _TRANSIENT_BODY_RE.search(raw)
+    )
+
 
 
 def _first_line(e: BaseException) -> str:
@@ -85,19 +118,26 @@ class CloudObjects(ObjectStore):
         *,
         store: Any = None,
         retry: Mapping[str, Any] | None = None,
+        budget: RetryBudget | None = None,
     ) -> None:
+        """``retry``: obstore's retry config of every request but the conditional
+        writes; ``budget``: how those are retried (default: from the options)."""
         self.options = StorageOptions(storage_options)
         self.url = self.options.scrub(url.rstrip("/"))
         self.family = FAMILIES.get(object_scheme(url) or "", "")
         if store is not None:
+            self.budget = budget or RetryBudget()
             self._store = self._cond = store
             return
         config, client = self.options.split(self.family)
+        self.budget = budget or RetryBudget(timeout_s=self.options.retry_timeout_s)
+        reads = retry or read_retry(self.budget.timeout_s)
+        inherit = client or None  # None: obstore takes the environment's client settings
         try:
-            self._store = _from_url(
-                url, config=config, client_options=client, retry_config=retry or DEFAULT_RETRY
+            self._store = _from_url(url, config=config, client_options=inherit, retry_config=reads)
+            self._cond = _from_url(
+                url, config=config, client_options=inherit, retry_config=NO_RETRY
             )
-            self._cond = _from_url(url, config=config, client_options=client, retry_config=NO_RETRY)
         except (BaseError, ValueError) as e:
             raise ConfigError(
                 "path",
@@ -136,11 +176,13 @@ class CloudObjects(ObjectStore):
             raise ObjectExists(shown, "already exists") from cause
         if isinstance(e, PreconditionError):
             raise VersionMismatch(shown, "is not at the version given") from cause
-        kind = (
-            PermissionError
-            if isinstance(e, PermissionDeniedError | UnauthenticatedError)
-            else OSError
-        )
+        kind: type[OSError] = OSError
+        if isinstance(e, PermissionDeniedError | UnauthenticatedError):
+            kind = PermissionError
+        elif isinstance(e, FileNotFoundError):
+            kind = FileNotFoundError
+        elif _rejected(raw):
+            kind = RequestRejected
         raise kind(f"{op} {shown} failed: {msg}") from cause
 
     def _call(self, op: str, key: str, fn: Callable[[], R]) -> R:
@@ -188,10 +230,25 @@ class CloudObjects(ObjectStore):
         return self._version(got.get("e_tag"), got.get("version"))
 
     def create(self, key: str, data: bytes) -> str:
-        return self._put("create", key, data, "create", self._cond)
+        return write_conditionally(
+            "create",
+            self.display(key),
+            data,
+            lambda: self._put("create", key, data, "create", self._cond),
+            lambda: self.get(key),
+            self.budget,
+        )
 
     def replace(self, key: str, data: bytes, *, version: str) -> str:
-        return self._put("replace", key, data, self._mode(version), self._cond)
+        mode = self._mode(version)
+        return write_conditionally(
+            "replace",
+            self.display(key),
+            data,
+            lambda: self._put("replace", key, data, mode, self._cond),
+            lambda: self.get(key),
+            self.budget,
+        )
 
     def put(self, key: str, data: bytes) -> str:
         return self._put("put", key, data, "overwrite", self._store)

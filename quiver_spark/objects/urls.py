@@ -12,20 +12,31 @@ local path, file://    :class:`~quiver_spark.objects.local.LocalObjects`
 
 Storage options are obstore's configuration keys (``aws_endpoint``,
 ``aws_access_key_id``, ``google_service_account``, ``azure_storage_account_key``...,
-with or without the ``aws_``/``google_``/``azure_`` prefix) and its HTTP client keys
-(``allow_http``, ``timeout``, ``proxy_url``...). A key the root's client does not know
-is refused with the near misses named; every value of a key that names a secret is
-shown as ``***`` (:func:`redact`), an access key id by its first and last characters.
+with or without the ``aws_``/``google_``/``azure_`` prefix), its HTTP client keys
+(``allow_http``, ``timeout``, ``proxy_url``...) and the one Quiver reads itself,
+``retry_timeout`` (:data:`~quiver_spark.option_table.STORAGE_OPTION_TABLE`; never
+handed to obstore). A key the root's client does not know is refused with the near
+misses named; every value of a key that names a secret is shown as ``***``
+(:func:`redact`), an access key id by its first and last characters.
+
+What the environment sets (``AWS_ALLOW_HTTP``, ``AWS_ENDPOINT``...) applies unless an
+option sets the same key: obstore reads the environment for configuration keys and
+lets options override them, but takes its HTTP client settings either from the
+environment or, once any client option is given, from the options alone;
+:meth:`StorageOptions.split` therefore hands it the environment's client keys
+under the options' own.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Iterator, Mapping
 
 from ..errors import ConfigError
 from ..fs import DEFAULT_IO, FileIO
+from ..option_table import STORAGE_OPTION
 from .base import ObjectStore
 
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.S)
@@ -94,6 +105,12 @@ CONFIG_KEYS: dict[str, frozenset[str]] = {
 
 CLIENT_KEYS = frozenset(_CLIENT.split())
 """HTTP client keys; given with or without the family prefix (``aws_allow_http``)."""
+
+QUIVER_KEYS: dict[str, str] = {
+    o.name.removeprefix("storage."): o.name for o in STORAGE_OPTION.values()
+}
+"""Storage option keys Quiver reads itself (``retry_timeout``) -> the documented name
+(``storage.retry_timeout``); they never reach obstore."""
 
 _SECRET_RE = re.compile(
     r"secret|password|passwd|token|sas|credential|private|session|signature|_key$|^key$|_key_base64",
@@ -165,29 +182,52 @@ class StorageOptions(Mapping[str, str]):
             text = text.replace(v, "***")
         return _URL_USERINFO_RE.sub("***@", text)
 
-    def split(self, family: str) -> tuple[dict[str, str], dict[str, str]]:
+    @property
+    def retry_timeout_s(self) -> float:
+        """``retry_timeout`` parsed (seconds), its default when not given."""
+        name = QUIVER_KEYS["retry_timeout"]
+        return float(STORAGE_OPTION[name].value(self._d.get("retry_timeout"), name))
+
+    def split(
+        self, family: str, environ: Mapping[str, str] | None = None
+    ) -> tuple[dict[str, str], dict[str, str]]:
         """``(config, client_options)`` for obstore: client keys lose the family prefix
         (obstore 0.12 aborts the process-level call with a panic when one reaches
-        ``config``). Raises :class:`ConfigError` for a key the family does not know."""
+        ``config``), and the client keys ``environ`` (``os.environ``) sets as
+        ``AWS_<KEY>`` / ``GOOGLE_<KEY>`` / ``AZURE_<KEY>`` are kept under the options' own
+        (module docstring); Quiver's own keys are left out. Raises :class:`ConfigError`
+        for a key the family does not know, or a value of Quiver's own keys it refuses."""
         config: dict[str, str] = {}
         client: dict[str, str] = {}
         prefix = _PREFIX.get(family, "")
         known = CONFIG_KEYS.get(family, frozenset())
+        self.retry_timeout_s  # noqa: B018 - a bad value is refused here, at open
         for k, v in self._d.items():
             bare = k.removeprefix(prefix) if prefix else k
+            if k in QUIVER_KEYS:
+                continue
             if bare in CLIENT_KEYS:
                 client[bare] = v
             elif k in known:
                 config[k] = v
             else:
                 raise ConfigError("storage_options", k, _allowed_hint(family, k))
+        if client and prefix:
+            env = os.environ if environ is None else environ
+            upper = prefix.upper()
+            inherited = {
+                name[len(upper) :].lower(): value
+                for name, value in env.items()
+                if name.startswith(upper) and name[len(upper) :].lower() in CLIENT_KEYS
+            }
+            client = {**inherited, **client}
         return config, client
 
 
 def _allowed_hint(family: str, key: str) -> str:
     if family == "memory":
         return "no storage options for memory:// roots"
-    known = sorted(CONFIG_KEYS.get(family, frozenset()) | CLIENT_KEYS)
+    known = sorted(CONFIG_KEYS.get(family, frozenset()) | CLIENT_KEYS | set(QUIVER_KEYS))
     near = difflib.get_close_matches(key, known, n=3, cutoff=0.7)
     scheme = {"s3": "s3://", "gcs": "gs://", "azure": "az:// and abfs://"}[family]
     hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
