@@ -40,7 +40,9 @@ def test_two_stores_have_two_ids(tmp_path: Path) -> None:
 def test_a_record_written_before_records_named_their_store_still_reads(tmp_path: Path) -> None:
     objects = LocalObjects(str(tmp_path))
     body = {"app": "q", "version": 3, "winners": [["p-0", 5]], "committed_ns": time.time_ns()}
-    objects.create("commits/q/00000000000000000003.commit", fmt.encode_frame(fmt.MAGIC_COMMIT, body))
+    objects.create(
+        "commits/q/00000000000000000003.commit", fmt.encode_frame(fmt.MAGIC_COMMIT, body)
+    )
     old = CommitLog(objects).get("q", 3)
     assert old is not None and old.store is None and old.winners == frozenset({("p-0", 5)})
     assert CommitLog(objects, store="x").commit("q", 3, [("p-0", 5)], 0) is False, (
