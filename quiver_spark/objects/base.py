@@ -121,6 +121,9 @@ class Stored:
 
     data: bytes
     version: str
+    modified_ns: int | None = None
+    """When the storage says this version was written, by its own clock (a POSIX
+    root's mtime, S3's Last-Modified); None: the storage does not say."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,8 @@ class ObjectInfo:
     key: str
     size: int
     version: str
+    modified_ns: int | None = None
+    """As :attr:`Stored.modified_ns`."""
 
 
 class ObjectStore(ABC):

@@ -24,6 +24,8 @@ HTTP client options).
   every storage-option secret and URL credential removed.
 - version: the ETag (S3, Azure), ``<etag>#<generation>`` on GCS. An S3 ETag is the MD5
   of the bytes: a write of identical bytes keeps the version.
+- modified time: the storage's ``last_modified`` (S3's Last-Modified, whole seconds),
+  by the storage's clock, as ``modified_ns``.
 - ``list``: obstore lists by path segment (``a/b`` is not a prefix of ``a/bc``), so the
   listing asks for the prefix's directory and keeps the keys that start with the
   prefix; ``after`` is obstore's ``offset`` (S3 ``start-after``).
@@ -36,7 +38,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Callable, Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, TypeVar
 
 import obstore
@@ -100,6 +102,16 @@ def _rejected(raw: str) -> bool:
         400 <= status < 500 and status not in _TRANSIENT_4XX and not _TRANSIENT_BODY_RE.search(raw)
     )
 
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _modified_ns(when: object) -> int | None:
+    """obstore's ``last_modified`` (an aware datetime) in ns since the epoch."""
+    if not isinstance(when, datetime):
+        return None
+    d = (when if when.tzinfo is not None else when.replace(tzinfo=UTC)) - _EPOCH
+    return (d.days * 86400 + d.seconds) * 10**9 + d.microseconds * 1000
 
 
 def _first_line(e: BaseException) -> str:
@@ -199,7 +211,11 @@ class CloudObjects(ObjectStore):
             got = obstore.get(self._store, key)
             data = bytes(got.bytes())
             meta = got.meta
-            return Stored(data, self._version(meta.get("e_tag"), meta.get("version")))
+            return Stored(
+                data,
+                self._version(meta.get("e_tag"), meta.get("version")),
+                _modified_ns(meta.get("last_modified")),
+            )
 
         try:
             return self._call("get", key, run)
@@ -217,7 +233,10 @@ class CloudObjects(ObjectStore):
         except FileNotFoundError:
             return None
         return ObjectInfo(
-            key, int(meta["size"]), self._version(meta.get("e_tag"), meta.get("version"))
+            key,
+            int(meta["size"]),
+            self._version(meta.get("e_tag"), meta.get("version")),
+            _modified_ns(meta.get("last_modified")),
         )
 
     def _put(self, op: str, key: str, data: bytes, mode: Any, store: Any) -> str:
@@ -271,7 +290,10 @@ class CloudObjects(ObjectStore):
                     if k.startswith(prefix) and (after is None or k > after):
                         out.append(
                             ObjectInfo(
-                                k, int(m["size"]), self._version(m.get("e_tag"), m.get("version"))
+                                k,
+                                int(m["size"]),
+                                self._version(m.get("e_tag"), m.get("version")),
+                                _modified_ns(m.get("last_modified")),
                             )
                         )
             return out

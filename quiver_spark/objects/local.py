@@ -7,6 +7,8 @@
   version is compared, then the file is replaced durably (temp, fsync, rename, fsync
   directory). Every writer of a key takes the same lock, so compare and write are atomic.
 - version: ``<inode>-<mtime_ns>-<size>`` in hex; a replace always makes a new inode.
+- modified time: the file's mtime (the file system's clock, the same for every process
+  writing the root; ``modified_ns`` of :class:`Stored` and :class:`ObjectInfo`).
 - ``create``: also under that lock, so the version it returns is of its own bytes.
 - ``put``/``delete``: durable replace / unlink + directory fsync, under the same lock
   (a delete never lands between a replace's compare and its rename).
@@ -76,7 +78,7 @@ class LocalObjects(ObjectStore):
                 data = f.read()
         finally:
             os.close(fd)
-        return Stored(data, _version(st))
+        return Stored(data, _version(st), st.st_mtime_ns)
 
     def head(self, key: str) -> str | None:
         st = self._stat(self.path(key))
@@ -84,7 +86,7 @@ class LocalObjects(ObjectStore):
 
     def info(self, key: str) -> ObjectInfo | None:
         st = self._stat(self.path(key))
-        return None if st is None else ObjectInfo(key, st.st_size, _version(st))
+        return None if st is None else ObjectInfo(key, st.st_size, _version(st), st.st_mtime_ns)
 
     def create(self, key: str, data: bytes) -> str:
         self._dir(key)
@@ -138,7 +140,7 @@ class LocalObjects(ObjectStore):
                     continue
                 st = self._stat(os.path.join(dirpath, name))
                 if st is not None:
-                    out.append(ObjectInfo(key, st.st_size, _version(st)))
+                    out.append(ObjectInfo(key, st.st_size, _version(st), st.st_mtime_ns))
         out.sort(key=lambda i: i.key)
         return out
 

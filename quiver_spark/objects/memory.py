@@ -5,6 +5,11 @@ the storage of the engine's race tests (ARCHITECTURE.md §12).
 Every operation runs under one global lock, so a precondition and the write it guards
 are atomic (moto's are not). :attr:`MemoryObjects.faults` is consulted before and after
 each operation; see :class:`Faults`.
+
+The store has a clock of its own (:func:`clock_ns`), by which it stamps every write's
+``modified_ns``: the wall clock when this module was loaded advanced by the monotonic
+clock, so a change of the process's wall clock (``time.time_ns``) never moves it.
+:func:`age_objects` makes every object older, as time passing at the storage would.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +34,22 @@ from .base import (
 _LOCK = threading.RLock()
 _BUCKETS: dict[str, dict[str, tuple[bytes, str]]] = {}
 _VERSIONS = itertools.count(1)
+_MODIFIED: dict[str, dict[str, int]] = {}  # bucket -> key -> modified_ns
+_WALL0, _MONO0 = time.time_ns(), time.monotonic_ns()
+
+
+def clock_ns() -> int:
+    """The storage's clock: what it stamps a write's ``modified_ns`` with."""
+    return _WALL0 + (time.monotonic_ns() - _MONO0)
+
+
+def age_objects(seconds: float) -> None:
+    """Make every object of every bucket written ``seconds`` earlier by the storage's
+    clock, as if that long had passed at the storage since (tests)."""
+    with _LOCK:
+        for times in _MODIFIED.values():
+            for key in times:
+                times[key] -= int(seconds * 10**9)
 
 
 @dataclass
@@ -46,12 +68,14 @@ def reset_memory() -> None:
     """Forget every ``memory://`` bucket (tests)."""
     with _LOCK:
         _BUCKETS.clear()
+        _MODIFIED.clear()
 
 
 class MemoryObjects(ObjectStore):
     def __init__(self, bucket: str, prefix: str = "") -> None:
         with _LOCK:
             self._data = _BUCKETS.setdefault(bucket, {})
+            self._modified = _MODIFIED.setdefault(bucket, {})
         self.prefix = prefix.strip("/")
         self.url = f"memory://{bucket}/{self.prefix}".rstrip("/")
         self.faults = Faults()
@@ -70,14 +94,16 @@ class MemoryObjects(ObjectStore):
     def _write(self, key: str, data: bytes) -> str:
         version = f"v{next(_VERSIONS)}"
         self._data[self._k(key)] = (bytes(data), version)
+        self._modified[self._k(key)] = clock_ns()
         return version
 
     def get(self, key: str) -> Stored | None:
         self._before("get", key)
         with _LOCK:
             got = self._data.get(self._k(key))
+            when = self._modified.get(self._k(key))
         self._after("get", key)
-        return None if got is None else Stored(got[0], got[1])
+        return None if got is None else Stored(got[0], got[1], when)
 
     def head(self, key: str) -> str | None:
         self._before("head", key)
@@ -90,8 +116,9 @@ class MemoryObjects(ObjectStore):
         self._before("head", key)
         with _LOCK:
             got = self._data.get(self._k(key))
+            when = self._modified.get(self._k(key))
         self._after("head", key)
-        return None if got is None else ObjectInfo(key, len(got[0]), got[1])
+        return None if got is None else ObjectInfo(key, len(got[0]), got[1], when)
 
     def create(self, key: str, data: bytes) -> str:
         self._before("create", key)
@@ -123,6 +150,7 @@ class MemoryObjects(ObjectStore):
         self._before("delete", key)
         with _LOCK:
             self._data.pop(self._k(key), None)
+            self._modified.pop(self._k(key), None)
         self._after("delete", key)
 
     def list(self, prefix: str, *, after: str | None = None) -> list[ObjectInfo]:
@@ -133,7 +161,7 @@ class MemoryObjects(ObjectStore):
             start = self._k(after) if after is not None else None
             cut = len(self.prefix) + 1 if self.prefix else 0
             out = [
-                ObjectInfo(k[cut:], len(v[0]), v[1])
+                ObjectInfo(k[cut:], len(v[0]), v[1], self._modified.get(k))
                 for k, v in sorted(source.items())
                 if k.startswith(full) and (start is None or k > start)
             ]
