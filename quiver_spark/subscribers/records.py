@@ -11,6 +11,14 @@ record adds what an operator needs to see an idle subscriber pinning bytes, and 
 tombstone that makes a later query under an expired name fail clearly instead of
 silently starting over.
 
+Its wall-clock times (``*_ns`` written by whichever machine wrote the record) are for
+display only. Expiry measures idleness on the storage's clock alone: every write that
+is the subscriber's activity (registration, acknowledgement, live note, a progress
+rewrite) leaves ``activity_carried_ns`` nil, so the record's own modification time as
+the storage stamped it (:attr:`SubscriptionRecord.stored_ns`) is when it was last
+active; a write that is not activity (progress after a drop, a tombstone, taking one
+back) carries the storage time of the last activity over in ``activity_carried_ns``.
+
 Each record is an object under ``subscribers/records/`` on any root (ARCHITECTURE.md
 §12.2): created if absent at registration, then updated by the subscriber's live
 consumer (which holds the subscriber's lock) or by a retention pass (under the ack
@@ -34,7 +42,7 @@ from typing import Any
 from .. import format as fmt
 from ..config import validate_name
 from ..errors import CorruptionError
-from ..objects import ObjectExists, ObjectStore, PreconditionFailed
+from ..objects import ObjectExists, ObjectStore, PreconditionFailed, Stored
 from ..objects.writes import retry_conflicts
 from .live import is_live as is_live  # where the status and expiry code look for it
 
@@ -61,14 +69,42 @@ class SubscriptionRecord:
     progress_ns: int | None = None
     """When a retention pass found the ack log ahead of ``progress``: acknowledgements
     this record missed (its writes failed), so it counts as active from then."""
+    activity_carried_ns: int | None = None
+    """Set by a write that is not the subscriber's activity: the storage's time of its
+    last activity, carried over from the version that write replaced; None: the
+    version's own :attr:`stored_ns` is that time (§8.10, the expiry clock)."""
+    expired_stored_ns: int | None = None
+    """With ``expired_ns``: the storage's clock when the pass decided to expire it."""
+    stored_ns: int | None = dataclasses.field(default=None, compare=False)
+    """When the storage says the version read was written (its own clock); not
+    written into the record. None: a record not read from the storage, or a storage
+    that keeps no modification times."""
 
     @property
     def last_active_ns(self) -> int:
         """The latest of its registration, last acknowledgement, last time live and
-        the last time a pass found progress the record had missed."""
+        the last time a pass found progress the record had missed (wall clocks of
+        the machines that wrote them: for display; expiry uses :attr:`activity_stored_ns`)."""
         return max(
             self.created_ns, self.last_ack_ns or 0, self.last_live_ns or 0, self.progress_ns or 0
         )
+
+    @property
+    def activity_stored_ns(self) -> int | None:
+        """The storage's time of the subscriber's last activity (None: not known)."""
+        if self.activity_carried_ns is not None:
+            return self.activity_carried_ns
+        return self.stored_ns
+
+    def quietly(self, **changes: Any) -> SubscriptionRecord:
+        """This record with ``changes``, written by a write that is not the subscriber's
+        activity: the storage time of its last activity is carried over."""
+        return dataclasses.replace(self, activity_carried_ns=self.activity_stored_ns, **changes)
+
+    def active(self, **changes: Any) -> SubscriptionRecord:
+        """This record with ``changes``, written as the subscriber's activity: the
+        write's own modification time is its last activity."""
+        return dataclasses.replace(self, activity_carried_ns=None, **changes)
 
     def missed_progress(self, done: int) -> bool:
         """True when the ack log's ``done`` count differs from what this record knows:
@@ -85,6 +121,8 @@ class SubscriptionRecord:
             "last_live_ns": self.last_live_ns,
             "progress": self.progress,
             "progress_ns": self.progress_ns,
+            "activity_carried_ns": self.activity_carried_ns,
+            "expired_stored_ns": self.expired_stored_ns,
         }
 
     @classmethod
@@ -103,9 +141,16 @@ class SubscriptionRecord:
                 ),
                 progress=None if body.get("progress") is None else int(body["progress"]),
                 progress_ns=None if body.get("progress_ns") is None else int(body["progress_ns"]),
+                activity_carried_ns=_opt_int(body, "activity_carried_ns"),
+                expired_stored_ns=_opt_int(body, "expired_stored_ns"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptionError(path, fmt.FRAME_SIZE, f"invalid subscription record: {e}") from e
+
+
+def _opt_int(body: dict[str, Any], key: str) -> int | None:
+    """An int key absent from records written before it existed: None."""
+    return None if body.get(key) is None else int(body[key])
 
 
 def records_dir(root: str) -> str:
@@ -113,6 +158,9 @@ def records_dir(root: str) -> str:
 
 
 RECORDS_PREFIX = f"{fmt.SUBSCRIBERS_DIR}/{RECORDS_DIR}/"
+CLOCK_KEY = RECORDS_PREFIX + "CLOCK"
+"""The probe whose modification time is the storage's "now" for expiry (§8.10): an
+empty object, rewritten by retention passes; never a record (no ``.sub``)."""
 UPDATE_ATTEMPTS = 16
 """How many times an update re-reads a record that another party keeps replacing."""
 
@@ -129,14 +177,15 @@ def _encode(rec: SubscriptionRecord) -> bytes:
     return fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
 
 
-def _decode(objects: ObjectStore, name: str, raw: bytes) -> SubscriptionRecord:
+def _decode(objects: ObjectStore, name: str, got: Stored) -> SubscriptionRecord:
     path = objects.display(record_key(name))
-    return SubscriptionRecord.from_body(path, fmt.decode_frame(path, MAGIC_SUBSCRIPTION, raw))
+    body = fmt.decode_frame(path, MAGIC_SUBSCRIPTION, got.data)
+    return dataclasses.replace(SubscriptionRecord.from_body(path, body), stored_ns=got.modified_ns)
 
 
 def read_record(objects: ObjectStore, name: str) -> SubscriptionRecord | None:
     got = objects.get(record_key(name))
-    return None if got is None else _decode(objects, name, got.data)
+    return None if got is None else _decode(objects, name, got)
 
 
 def read_record_or_none(objects: ObjectStore, name: str) -> SubscriptionRecord | None:
@@ -202,7 +251,7 @@ def update_record(
         rec: SubscriptionRecord | None = None
         if got is not None:
             try:
-                rec = _decode(objects, name, got.data)
+                rec = _decode(objects, name, got)
             except CorruptionError as e:
                 log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
         new = change(rec)
@@ -234,7 +283,7 @@ def touch(
 
     def change(rec: SubscriptionRecord | None) -> SubscriptionRecord:
         rec = rec or SubscriptionRecord(name, now)
-        rec = dataclasses.replace(rec, last_ack_ns=now)
+        rec = rec.active(last_ack_ns=now)
         if progress is not None:
             rec = dataclasses.replace(rec, progress=progress)
         return rec
@@ -254,13 +303,16 @@ def note_live(
     """Note that a consumer held ``name`` live at ``now_ns`` (its consumer when it
     stops, a retention pass that sees it live), with its done count in the ack log
     when given. Only an existing, unexpired record is updated (a name never registered
-    gets no record); None when nothing was written."""
+    gets no record); None when nothing was written. The note is written whatever
+    ``last_live_ns`` says (a wall time another machine may have written ahead of this
+    one's): its write is the activity expiry counts from; ``last_live_ns`` only moves
+    forward."""
     now = time.time_ns() if now_ns is None else now_ns
 
     def change(rec: SubscriptionRecord | None) -> SubscriptionRecord | None:
-        if rec is None or rec.expired_ns is not None or (rec.last_live_ns or 0) >= now:
+        if rec is None or rec.expired_ns is not None:
             return None
-        rec = dataclasses.replace(rec, last_live_ns=now)
+        rec = rec.active(last_live_ns=max(now, rec.last_live_ns or 0))
         if progress is not None:
             rec = dataclasses.replace(rec, progress=progress)
         return rec

@@ -26,6 +26,7 @@ from quiver_spark.objects.local import LocalObjects
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
 from tests.faults import FaultyIO
+from tests.storage_time import HOUR_S, time_passes
 
 HOUR_NS = 3600 * 10**9
 EXPIRES_AFTER_AN_HOUR = StoreConfig(
@@ -43,6 +44,7 @@ def test_a_consumer_that_acked_and_stopped_on_a_full_disk_is_not_expired_right_a
             writer.finalize()
     # registered two hours ago; its record has not been rewritten since
     records.create_record(LocalObjects(root, FaultyIO()), "c", time.time_ns() - 2 * HOUR_NS)
+    time_passes(root, 2 * HOUR_S)
     io = FaultyIO()
     store = QuiverStore.open(root, partition=None, create=False, io=io, background=False)
     full = io.fail("write", 1, errno.ENOSPC, sticky=True, path_contains=".sub")
@@ -93,15 +95,18 @@ def test_a_new_process_finds_acknowledgements_its_record_missed_and_restarts_the
     root = str(tmp_path / "s")
     _written(root)
     _ack_everything_on_a_full_disk(root)
+    time_passes(root, 2 * HOUR_S)  # its record's last write, two hours ago
     now = time.time_ns()
     with _handle(root) as fresh:  # nothing in memory of the failed writes
-        assert fresh.run_retention(now_ns=now + 2 * HOUR_NS).expired == []
+        assert fresh.run_retention(now_ns=now).expired == []
         rec = records.read_record(LocalObjects(root, fresh.io), "c")
-        assert rec is not None and rec.progress_ns == now + 2 * HOUR_NS
-        assert rec.last_active_ns == now + 2 * HOUR_NS
-        assert fresh.run_retention(now_ns=now + 2 * HOUR_NS + HOUR_NS // 2).expired == []
+        assert rec is not None and rec.progress_ns == now
+        assert rec.last_active_ns == now
+        time_passes(root, HOUR_S / 2)
+        assert fresh.run_retention().expired == []
         # idle for the policy's hour since that progress was found: expired
-        assert fresh.run_retention(now_ns=now + 3 * HOUR_NS + 60 * 10**9).expired == ["c"]
+        time_passes(root, HOUR_S / 2 + 60)
+        assert fresh.run_retention().expired == ["c"]
 
 
 def test_quiver_gc_after_space_returns_does_not_expire_a_consumer_that_acked_on_a_full_disk(
@@ -115,6 +120,7 @@ def test_quiver_gc_after_space_returns_does_not_expire_a_consumer_that_acked_on_
         assert rec is not None
         old = time.time_ns() - 2 * HOUR_NS
         records.write_record(LocalObjects(root, s.io), dataclasses.replace(rec, created_ns=old))
+    time_passes(root, 2 * HOUR_S)
     gc = subprocess.run(
         [sys.executable, "-m", "quiver_spark.cli", "gc", root],
         capture_output=True, text=True, timeout=120,
@@ -140,6 +146,7 @@ def test_a_pass_that_could_not_note_a_live_consumer_does_not_expire_it_on_the_ol
     records.write_record(
         LocalObjects(root, io), dataclasses.replace(rec, created_ns=rec.created_ns - 2 * HOUR_NS)
     )
+    time_passes(root, 2 * HOUR_S)
     full = io.fail("write", 1, errno.ENOSPC, sticky=True, path_contains=".sub")
     assert store.run_retention().expired == []  # live: noted, but the note is not written
     sub.close()  # its own note fails too
@@ -160,9 +167,11 @@ def test_data_a_pass_drops_for_an_idle_subscriber_does_not_count_as_its_progress
     with Subscription.open(root, "idle") as sub:
         sub.start()  # registered, never acknowledges
     now = time.time_ns()
+    time_passes(root, HOUR_S / 2 + 60)
     with _handle(root) as s:
         dropped = s.run_retention(now_ns=now + HOUR_NS // 2 + 60 * 10**9).dropped
-        assert set(dropped) == {"idle"}  # its data went by age
+        assert set(dropped) == {"idle"}  # its data went by age; its record is rewritten
+        time_passes(root, HOUR_S / 2)
         assert s.run_retention(now_ns=now + HOUR_NS + 60 * 10**9).expired == ["idle"]
 
 
@@ -181,8 +190,9 @@ def test_a_subscriber_added_ahead_of_time_and_never_used_expires_one_period_late
     _written(root)
     added = CliRunner().invoke(cli, ["subscribers", root, "add", "typo"])
     assert added.exit_code == 0, added.output
+    time_passes(root, HOUR_S + 60)
     with _handle(root) as s:
-        assert s.run_retention(now_ns=time.time_ns() + HOUR_NS + 60 * 10**9).expired == ["typo"]
+        assert s.run_retention().expired == ["typo"]
 
 
 def test_a_record_from_before_progress_gets_a_fresh_clock_at_its_first_idle_check(
@@ -198,6 +208,7 @@ def test_a_record_from_before_progress_gets_a_fresh_clock_at_its_first_idle_chec
         s.io.atomic_write(
             records.record_path(root, "old"), fmt.encode_frame(records.MAGIC_SUBSCRIPTION, body)
         )
-        now = time.time_ns()
-        assert s.run_retention(now_ns=now).expired == []  # nothing says it was idle
-        assert s.run_retention(now_ns=now + HOUR_NS + 60 * 10**9).expired == ["old"]
+        time_passes(root, 2 * HOUR_S)  # its last write, too
+        assert s.run_retention().expired == []  # nothing says it was idle
+        time_passes(root, HOUR_S + 60)
+        assert s.run_retention().expired == ["old"]

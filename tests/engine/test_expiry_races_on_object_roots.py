@@ -28,11 +28,12 @@ from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.position import Position
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
+from tests.storage_time import time_passes
 from tests.stores import int_segments, wal_in
 
 URL = "memory://bkt/s"
 AFTER_S = 60.0
-LATER_NS = 10**13  # far past subscriber.expire_after
+LATER_S = 10**4  # far past subscriber.expire_after, by the storage's clock
 
 
 pytestmark = pytest.mark.usefixtures("fresh_memory")
@@ -56,6 +57,7 @@ def idle_x(tmp_path: Path) -> Iterator[tuple[QuiverStore, QuiverStore]]:
     with Subscription(handle(tmp_path, "x0"), "x", owns_store=True) as sub:
         sub.start("earliest")
         sub.ack(Position({"p-0": 1}))
+    time_passes(URL, LATER_S)
     pass_, other = handle(tmp_path, "gc"), handle(tmp_path, "other")
     try:
         yield pass_, other
@@ -82,7 +84,7 @@ def once(
 
 
 def expire(store: QuiverStore) -> list[str]:
-    return store._expiry.expire_idle(store.subscribers, AFTER_S, time.time_ns() + LATER_NS)
+    return store._expiry.expire_idle(store.subscribers, AFTER_S, time.time_ns())
 
 
 def registered(store: QuiverStore) -> list[str]:

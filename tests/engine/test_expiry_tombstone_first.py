@@ -8,13 +8,13 @@ it never starts over and rereads acknowledged rows.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from quiver_spark import QuiverStore
 from quiver_spark.errors import SubscriberError
 from quiver_spark.fs import FileIO
 from quiver_spark.subscription import Subscription
+from tests.storage_time import time_passes
 from tests.stores import HAND_SEALED, int_segments
 
 
@@ -47,7 +47,7 @@ def test_consumer_starting_during_expiry_never_rereads_acknowledged_rows(tmp_pat
     with Subscription.open(root, "slow"):  # live while the pass runs: never expired
         with QuiverStore.open(root, HAND_SEALED, partition=None, background=False) as st:
             st.set_policy({"subscriber.expire_after": 1.0})
-        time.sleep(1.5)  # b is now idle past subscriber.expire_after
+        time_passes(root, 60)  # b is now idle past subscriber.expire_after
 
         io = SlowTombstoneIO()
         gc = QuiverStore.open(root, HAND_SEALED, partition=None, background=False, io=io)

@@ -17,6 +17,7 @@ from quiver_spark.options import store_config_from_options
 from quiver_spark.position import Position
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
+from tests.storage_time import HOUR_S, time_passes
 from tests.stores import int_segments
 
 HOUR_NS = 3600 * 10**9
@@ -40,17 +41,16 @@ def test_an_idle_subscriber_expires_releases_its_segments_and_fails_clearly(tmp_
         idle.start()  # registered, never acknowledges
     with Subscription.open(str(tmp_path), "busy") as busy:
         busy.ack(busy.plan(busy.start()))
-    now = time.time_ns()
     with handle(tmp_path) as s:
-        assert s.run_retention(now_ns=now + HOUR_NS).expired == []  # not idle long enough
+        time_passes(tmp_path, HOUR_S)  # by the storage's clock, which expiry goes by
+        assert s.run_retention().expired == []  # not idle long enough
         assert len(s.segments()) == 3  # pinned by "idle"
-        records.touch(
-            LocalObjects(str(tmp_path), s.io), "busy", now_ns=now + 2 * HOUR_NS
-        )  # busy acks on
-        result = s.run_retention(now_ns=now + 3 * HOUR_NS)
+        time_passes(tmp_path, 2 * HOUR_S)
+        records.touch(LocalObjects(str(tmp_path), s.io), "busy")  # busy acks on
+        result = s.run_retention()
         assert result.expired == ["idle"]
         assert s.subscribers.subscribers() == ["busy"]
-        s.run_retention(now_ns=now + 3 * HOUR_NS)
+        s.run_retention()
         assert s.segments() == []  # released: "busy" had acknowledged everything
     rec = records.read_record(LocalObjects(str(tmp_path), handle(tmp_path).io), "idle")
     assert rec is not None and rec.expired_ns is not None and rec.expired_after_s == 7200
@@ -70,8 +70,9 @@ def test_a_live_consumer_is_never_expired(tmp_path: Path) -> None:
     fill(tmp_path, 1, **{"subscriber.expire_after": "1h"})
     with Subscription.open(str(tmp_path), "slow") as slow:
         slow.start()
+        time_passes(tmp_path, 5 * HOUR_S)
         with handle(tmp_path) as s:
-            assert s.run_retention(now_ns=time.time_ns() + 5 * HOUR_NS).expired == []
+            assert s.run_retention().expired == []
             assert s.subscribers.subscribers() == ["slow"]
 
 
@@ -79,10 +80,10 @@ def test_a_subscriber_from_before_records_gets_a_fresh_clock(tmp_path: Path) -> 
     fill(tmp_path, 1, **{"subscriber.expire_after": "1h"})
     with handle(tmp_path) as s:
         s.subscribers.register("old")  # no record, as in a store written before them
-        now = time.time_ns()
-        assert s.run_retention(now_ns=now).expired == []
+        assert s.run_retention().expired == []
         assert records.read_record(LocalObjects(str(tmp_path), s.io), "old") is not None
-        assert s.run_retention(now_ns=now + 2 * HOUR_NS).expired == ["old"]
+        time_passes(tmp_path, 2 * HOUR_S)
+        assert s.run_retention().expired == ["old"]
 
 
 def test_status_shows_last_ack_liveness_and_warns_about_idle_pinning(tmp_path: Path) -> None:
@@ -107,8 +108,9 @@ def test_removing_an_expired_subscriber_clears_its_record(tmp_path: Path) -> Non
     fill(tmp_path, 1, **{"subscriber.expire_after": "1h"})
     with Subscription.open(str(tmp_path), "gone") as g:
         g.start()
+    time_passes(tmp_path, 2 * HOUR_S)
     with handle(tmp_path) as s:
-        assert s.run_retention(now_ns=time.time_ns() + 2 * HOUR_NS).expired == ["gone"]
+        assert s.run_retention().expired == ["gone"]
     res = CliRunner().invoke(cli, ["subscribers", str(tmp_path), "remove", "gone"])
     assert res.exit_code == 0, res.output
     with handle(tmp_path) as s:
