@@ -10,9 +10,10 @@ by the test from its own process.
     ...                   # another process takes the lease over meanwhile
     proxy.release()       # the held requests reach the server late, in arrival order
 
-A rule matches a request by method (None: any) and by ``re.search`` of ``path`` in the
+A rule matches a request by method (None: any), by ``re.search`` of ``path`` in the
 request's path, percent-decoded, query included (``/qbucket/<prefix>/partitions/p-0/
-MANIFEST``; a listing is ``/qbucket?list-type=2&prefix=...``). It applies to the next
+MANIFEST``; a listing is ``/qbucket?list-type=2&prefix=...``; a bulk delete ``POST
+/qbucket?delete``) and optionally of ``body`` in its body. It applies to the next
 ``times`` matching requests (None: every one); the first rule that matches wins.
 Actions:
 
@@ -78,6 +79,16 @@ class Seen:
     """Whether the client was sent an answer."""
     late: bool = False
     """Forwarded after a release."""
+    body: bytes = b""
+    """The request's body when it is a ``POST`` (a bulk delete's keys), else empty."""
+
+    def deleted_keys(self) -> list[str]:
+        """The keys a bulk delete (``POST ?delete``) names."""
+        if self.method != "POST" or "?delete" not in self.path:
+            return []
+        return [
+            urllib.parse.unquote(k) for k in re.findall(r"<Key>([^<]*)</Key>", self.body.decode())
+        ]
 
     def __str__(self) -> str:
         status = "held" if self.held and not self.late else self.status
@@ -97,13 +108,16 @@ class Rule:
     action: str
     times: int | None
     hold_later: bool
+    body: re.Pattern[bytes] | None = None
     hits: list[Seen] = field(default_factory=list)
     _hit: threading.Event = field(default_factory=threading.Event)
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, body: bytes) -> bool:
         if self.times is not None and len(self.hits) >= self.times:
             return False
         if self.method is not None and method != self.method:
+            return False
+        if self.body is not None and self.body.search(body) is None:
             return False
         return self.path is None or self.path.search(path) is not None
 
@@ -148,9 +162,12 @@ class FaultProxy(ForwardingProxy):
         times: int | None = 1,
         *,
         hold_later: bool = False,
+        body: str | None = None,
     ) -> Rule:
-        """A rule for the next ``times`` requests matching ``method`` and ``path``;
-        ``hold_later`` (action ``hold``): every request after the first match is held too."""
+        """A rule for the next ``times`` requests matching ``method``, ``path`` and
+        (``re.search``, when given) ``body`` in the request's body (a bulk delete's
+        ``POST ?delete`` names its keys there); ``hold_later`` (action ``hold``): every
+        request after the first match is held too."""
         if action not in ACTIONS:
             raise ValueError(f"action {action!r}: one of {', '.join(ACTIONS)}")
         if hold_later and action != "hold":
@@ -162,6 +179,7 @@ class FaultProxy(ForwardingProxy):
             action,
             times,
             hold_later,
+            re.compile(body.encode()) if body is not None else None,
         )
         with self._cv:
             self.rules.append(rule)
@@ -204,6 +222,18 @@ class FaultProxy(ForwardingProxy):
                 and (pattern is None or pattern.search(s.path))
             ]
 
+    def deleted(self) -> list[str]:
+        """Every key the process asked the server to delete (``DELETE`` or bulk), in
+        order, with the bucket name first (``qbucket/<prefix>/segments/...``)."""
+        with self._cv:
+            seen = list(self.log)
+        out: list[str] = []
+        for s in seen:
+            if s.method == "DELETE":
+                out.append(s.path.split("?", 1)[0].lstrip("/"))
+            out += [f"{s.path.lstrip('/').split('?', 1)[0]}/{k}" for k in s.deleted_keys()]
+        return out
+
     def describe(self, last: int = 60) -> str:
         """The last ``last`` requests, one a line (for failure messages)."""
         with self._cv:
@@ -228,9 +258,9 @@ class FaultProxy(ForwardingProxy):
     def exchange(self, method: str, path: str, headers: Message, body: bytes) -> Reply | None:
         shown = urllib.parse.unquote(path)
         with self._cv:
-            seen = Seen(method, shown, time.monotonic())
+            seen = Seen(method, shown, time.monotonic(), body=body if method == "POST" else b"")
             self.log.append(seen)
-            rule = next((r for r in self.rules if r.matches(method, shown)), None)
+            rule = next((r for r in self.rules if r.matches(method, shown, body)), None)
             if rule is not None:
                 rule.hits.append(seen)
                 seen.action = rule.action
