@@ -46,6 +46,7 @@ from ..objects import (
     PreconditionFailed,
     Stored,
 )
+from ..objects.base import RequestRejected, RetriesExhausted
 from . import log as acklog
 from .journal import AckLogJournal
 from .registry import SubscriberRegistry
@@ -332,7 +333,11 @@ class ObjectAckJournal(AckLogJournal):
                     if self._tokens.get(n) == token:
                         self._maybe_checkpoint()
                         return enc  # it was written: the catch-up applied it
-                    if unknown >= UNKNOWN_ATTEMPTS:
+                    # the store already spent its retry budget on this create (§12.1):
+                    # one more round would only spend it again
+                    if unknown >= UNKNOWN_ATTEMPTS or isinstance(
+                        e, (RetriesExhausted, RequestRejected)
+                    ):
                         raise
                     continue
                 if self.clock() - started >= self.horizon_s / 2 and not self._counts(n, token):

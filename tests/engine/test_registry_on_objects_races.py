@@ -297,3 +297,24 @@ def test_a_reader_idle_past_half_the_horizon_never_counts_a_void_delta(bucket):
     fresh = _fresh(bucket)
     assert c.state.digest() == fresh.state.digest()
     assert _reg(c).subscribers() == ["s", "t", "x", "y"]
+
+
+def test_an_append_whose_store_spent_its_retry_budget_is_raised_after_one_round(bucket):
+    from quiver_spark.objects.base import RetriesExhausted
+
+    a, ma = _handle(bucket)
+    _reg(a).register("s")
+    creates: list[str] = []
+
+    def storm(op: str, key: str) -> None:
+        if op == "create" and key.startswith(DELTA_PREFIX):
+            creates.append(key)
+            raise RetriesExhausted(f"create {key}: still failing after the budget")
+
+    ma.faults.before = storm
+    with pytest.raises(RetriesExhausted):
+        _reg(a).record("s", P, [1], Outcome.ACK)
+    assert len(creates) == 1  # the store's budget is spent once, not once per round
+    ma.faults.before = None
+    _reg(a).record("s", P, [1], Outcome.ACK)  # the call can be retried whole
+    assert _fresh(bucket).is_done("s", P, 1)
