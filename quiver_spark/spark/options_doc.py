@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..option_table import STORE_OPTION_TABLE, Option
+from ..option_table import STORAGE_OPTION_TABLE, STORE_OPTION_TABLE, Option
 from .source_options import SOURCE_OPTION_TABLE
 
 
@@ -33,7 +33,11 @@ def source_table() -> str:
     return table(SOURCE_OPTION_TABLE)
 
 
-BLOCKS = {"sink": sink_table, "source": source_table}
+def storage_table() -> str:
+    return table(STORAGE_OPTION_TABLE)
+
+
+BLOCKS = {"sink": sink_table, "source": source_table, "storage": storage_table}
 
 
 def main() -> None:
