@@ -88,12 +88,12 @@ def wall_clock_off_by(skew_s: float) -> Iterator[None]:
     """This process's wall clock ``skew_s`` off while inside (the in-process store's
     clock, like any storage's, is not this process's wall clock)."""
     ns, s = time.time_ns, time.time
-    time.time_ns = lambda: ns() + int(skew_s * 10**9)  # type: ignore[assignment]
-    time.time = lambda: s() + skew_s  # type: ignore[assignment]
+    time.time_ns = lambda: ns() + int(skew_s * 10**9)
+    time.time = lambda: s() + skew_s
     try:
         yield
     finally:
-        time.time_ns, time.time = ns, s  # type: ignore[assignment]
+        time.time_ns, time.time = ns, s
 
 
 @dataclasses.dataclass
