@@ -151,7 +151,7 @@ class FaultProxy(ForwardingProxy):
         self._turn = 0  # the lowest ticket not done
         self._closing = False
         super().__init__(target)
-        self._server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+        self._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
 
     # -- control -------------------------------------------------------------------------
     def add_rule(

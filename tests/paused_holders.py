@@ -131,7 +131,7 @@ def manifest_problems(root: str, moto: MotoS3, partition: str = "p-0") -> list[s
             return [f"{manifest_key(partition)} is missing or unreadable"]
         problems = []
         for e in got.entries:
-            arrow = objects.info(f"segments/{partition}/{e.seq:020d}.arrow")  # type: ignore[attr-defined]
+            arrow = objects.info(f"segments/{partition}/{e.seq:020d}.arrow")
             meta = objects.head(f"segments/{partition}/{e.seq:020d}.meta")
             if arrow is None or meta is None:
                 problems.append(f"seq {e.seq} listed, .arrow {arrow}, .meta {meta}")

@@ -109,6 +109,7 @@ def test_an_acknowledgement_whose_ack_log_delta_met_a_transient_error_is_kept_on
         assert sub.ack(batch.end) == 2
         assert rule.hits, f"the acknowledgement met no fault:\n{proxy.describe()}"
     assert sorted(read) == list(range(6))
-    with Subscription.open(root, "s", config=config, storage_options=moto_s3.options) as again:
+    direct = {k: str(v) for k, v in moto_s3.options.items()}
+    with Subscription.open(root, "s", config=config, storage_options=direct) as again:
         assert again.poll() is None  # nothing is delivered twice
         assert again.registry.hwm("s", "p-0") == 2

@@ -5,6 +5,7 @@ reaching it; a dropped response is a write that landed whose answer was lost."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -76,10 +77,9 @@ def test_held_requests_are_forwarded_in_arrival_order_after_the_release(
     first = proxy.add_rule(method="PUT", path=r"/NOTE$", action="hold", hold_later=True)
     calls = [Call(lambda: through.put("NOTE", b"first"))]
     first.wait_hit(10)
-    for i, data in enumerate((b"second", b"third"), start=2):  # held by hold_later
-        calls.append(Call(lambda data=data: through.put("NOTE", data)))
-        deadline_ok = _until(lambda i=i: len(proxy.held()) == i)
-        assert deadline_ok, proxy.describe()
+    for held, data in enumerate((b"second", b"third"), start=2):  # held by hold_later
+        calls.append(Call(functools.partial(through.put, "NOTE", data)))
+        assert _until(lambda: len(proxy.held()) == held), proxy.describe()  # noqa: B023
     assert direct.get("NOTE") is None
 
     assert len(proxy.release()) == 3
