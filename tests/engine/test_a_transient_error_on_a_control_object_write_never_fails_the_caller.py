@@ -3,9 +3,9 @@ connection closed after the write landed, never fails the call that made it, and
 rows are kept exactly once (ARCHITECTURE.md §12.1 "Unknown outcome", §12.2, §12.5,
 §12.6): a commit record, the MANIFEST replace of a publication, a staged transaction
 and an ack-log delta, each written through a fault proxy that answers one of them
-with a ``503`` (nothing written) or loses its answer (written). The caller's
-conditional writes go through a client without retries, so it is the store that must
-try again with the same bytes and recognise them when they landed.
+with a ``503`` (nothing written) or loses its answer (written). The write is tried
+again with the same bytes and an unknown outcome is resolved by reading back (§12.7,
+"Transient is not fatal"): a retry that finds its own bytes is the success it was.
 """
 
 from __future__ import annotations
