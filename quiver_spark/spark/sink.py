@@ -42,6 +42,7 @@ from ..commits import CommitLog
 from ..config import NAME_RE, StoreConfig
 from ..errors import (
     ConfigError,
+    LeaseLostError,
     QuiverError,
     StoreAtCapacityError,
     StoreClosedError,
@@ -164,12 +165,17 @@ class _QuiverWriterBase:
             raise as_given(e, self.options) from e
         try:
             store.ensure_schema(self.target)  # raises SchemaMismatchError with both schemas
+            self.store_id = store.store_id  # named by the commit records (ARCHITECTURE.md §6.4)
         finally:
             store.close()
 
     def _objects(self) -> ObjectStore:
         """The root's objects (commit records live there)."""
         return open_objects(self.root, self.storage or None)
+
+    def _commits(self) -> CommitLog:
+        """The root's commit records; those written name this store."""
+        return CommitLog(self._objects(), store=self.store_id)
 
     # executor side --------------------------------------------------------------------
     def _write_txn(
@@ -202,7 +208,11 @@ class _QuiverWriterBase:
                 f"this task fails and Spark retries it (retryable; nothing acknowledged is "
                 f"lost): {e}"
             ) from e
-        except (WalFailedError, StoreClosedError) as e:
+        except (WalFailedError, StoreClosedError, LeaseLostError) as e:
+            # the slot is of no more use to this process (a lost lease, FencedError
+            # included, is never regained by the holder that lost it): the next task
+            # claims a slot afresh; this one fails, and Spark's retry or the next batch
+            # writes its rows (they were never reported, so never committed)
             slots.evict(self.root, self.config, e, self.storage)
             raise
         partition = store.writer.pid if store is not None and store.writer is not None else None
@@ -232,7 +242,7 @@ class _QuiverWriterBase:
             return False
         app = apps.pop()
         rows = sum(m.rows for m in msgs)
-        commits = CommitLog(self._objects())
+        commits = self._commits()
         fresh = commits.commit(app, version, winners, rows)
         if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
             raise QuiverError(
@@ -251,8 +261,49 @@ class _QuiverWriterBase:
             rows,
             fresh,
         )
+        self._look_for_earlier_batches(commits, app, version, fresh)
         self._finalize_orphans()
         return fresh
+
+    def _look_for_earlier_batches(
+        self, commits: CommitLog, app: str, version: int, fresh: bool
+    ) -> None:
+        """Warn, once per query and driver process, when the query's first batch
+        committed here is not its first and the store holds none of its earlier ones.
+
+        A query restarted from a checkpoint written against another store resumes at
+        that checkpoint's next batch: the batches before it went to the other store
+        (and a checkpoint whose input was all written runs no batch at all, so nothing
+        here can tell). Not refused: a query whose earlier batches had no rows commits
+        none of them either (an empty batch writes no record), and a query moved to a
+        new store on purpose looks the same. At most one HEAD and one listing of the
+        query's records, the first time; none when this process committed an earlier
+        batch or the record was already there (a replay)."""
+        key = (self.root, app)
+        if key in _HISTORY_SEEN:
+            return
+        _HISTORY_SEEN.add(key)
+        if version == 0 or not fresh:
+            return
+        try:
+            earlier = commits.has_earlier(app, version)
+        except (QuiverError, OSError) as e:  # it only informs
+            log.debug("quiver.sink.history_unknown root=%s app=%s: %r", self.root, app, e)
+            return
+        if not earlier:
+            log.warning(
+                "quiver.sink.no_earlier_batches root=%s store=%s query=%s batch=%d: this "
+                "store holds no commit of this query's batches before %d. If the query's "
+                "checkpoint was written against another store, their rows are in that "
+                "store and Spark does not write them again: to write the query's input "
+                "into this store from its start, give it a new checkpointLocation. "
+                "Nothing is wrong if its earlier batches had no rows.",
+                self.root,
+                self.store_id,
+                app,
+                version,
+                version,
+            )
 
     def _finalize_orphans(self) -> None:
         """Seal committed data of slots whose writer process is gone (best effort), and
@@ -311,6 +362,9 @@ class _QuiverWriterBase:
             [(m.partition, m.txn_id) for m in msgs],
         )
 
+
+_HISTORY_SEEN: set[tuple[str, str]] = set()
+"""The (root, query id) pairs whose commits this driver process has looked at."""
 
 _WAL_ROOTS: dict[tuple[str, str | None], str] = {}
 """The local WAL directory of each (root, ``wal.path``) the driver committed to."""
@@ -427,6 +481,6 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
         """Decide the job with no winners: its uuid is never reused, so nothing can rerun."""
         self._abort(messages, 0)
         try:
-            CommitLog(self._objects()).commit(self.app, 0, [], 0)
+            self._commits().commit(self.app, 0, [], 0)
         except (QuiverError, OSError) as e:  # best effort: status reports the pending txns
             log.warning("quiver.sink.abort_discard_failed app=%s error=%r", self.app, e)

@@ -15,7 +15,13 @@ damaged partition never stops a host's writers.
 On an object root the single-writer lock of a slot is its lease
 ``partitions/<host>-<k>/LEASE`` (ARCHITECTURE.md §12.3), taken by the store's open
 like the ``flock`` of a local root: a held lease is skipped the same way, and a slot
-whose holder is a dead process of this host is claimed at once.
+whose holder is a dead process of this host is claimed at once. A cached slot whose
+lease another holder took over (the worker was paused past the lease's ttl, and an
+observer sealed the slot or a claimant took it) is of no more use to its process: a
+task that finds it so before writing (the lease's renewal found it lost, or no renewal
+has landed for half its ttl and one now finds it lost) drops it and claims a slot
+afresh, and a task that meets the loss while writing (``LeaseLostError``, its
+``FencedError``) drops it and fails; Spark's retry or the next batch writes its rows.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import socket
 import threading
 
 from ..config import StoreConfig
-from ..errors import CorruptionError, LockedError, StoreClosedError, WalFailedError
+from ..errors import CorruptionError, LeaseLostError, LockedError, QuiverError
+from ..partition.recovery import ACT_MARGIN
 from ..store import QuiverStore
 
 log = logging.getLogger(__name__)
@@ -71,7 +78,10 @@ def slot_store(
             _owner_pid = os.getpid()
         store = _handles.get(key)
         if store is not None:
-            return store
+            if _holds_its_slot(store):
+                return store
+            del _handles[key]
+            _close(store, root, "its lease was taken over")
         host = host_tag()
         for k in range(MAX_SLOTS):
             pid = f"{host}-{k}"
@@ -105,22 +115,51 @@ def slot_store(
         return store
 
 
+def _holds_its_slot(store: QuiverStore) -> bool:
+    """Whether a cached handle still holds its partition, as far as can be told before
+    a task writes: False once a renewal of its lease found it taken over; after a pause
+    that outlasted half the lease's ttl without a renewal, one renewal (one request)
+    tells. Otherwise no request: the writes themselves are fenced (§12.3)."""
+    lease = store.writer.lease if store.writer is not None else None
+    if lease is None:
+        return True
+    if not lease.lost() and lease.remaining() >= lease.ttl_s * ACT_MARGIN:
+        return True
+    try:
+        lease.renew()
+    except LeaseLostError:
+        return False
+    except OSError as e:  # not renewed, not lost: the task's own checks decide
+        log.warning("quiver.sink.slot_renew_failed root=%s error=%r", store.root, e)
+    return True
+
+
+def _close(store: QuiverStore, root: str, why: object) -> None:
+    """Close a handle dropped from the cache; a failure is logged, never raised."""
+    pid = store.writer.pid if store.writer is not None else None
+    log.warning("quiver.sink.slot_evict root=%s partition=%s error=%r", root, pid, why)
+    try:
+        store.close()
+    except (QuiverError, OSError) as e:
+        log.warning("quiver.sink.slot_close_failed root=%s partition=%s error=%r", root, pid, e)
+
+
 def evict(
     root: str,
     config: StoreConfig,
     exc: BaseException | None = None,
     storage_options: dict[str, str] | None = None,
 ) -> None:
-    """Drop (and close) a cached handle after it failed, so the next task reopens it."""
+    """Drop (and close) a cached handle after it failed, so the next task claims a
+    slot afresh (the same one, recovered, unless another holder took it over).
+
+    A close that fails is logged, never raised: a slot whose lease was lost raises
+    there too (it may not seal anything: its successor fences it), and whatever its
+    WAL holds is recovered by the slot's next holder."""
     with _lock:
         store = _handles.pop(_key(root, config, storage_options), None)
-    if store is None:
-        return
-    log.warning("quiver.sink.slot_evict root=%s error=%r", root, exc)
-    try:
-        store.close()
-    except (WalFailedError, StoreClosedError, OSError) as e:
-        log.warning("quiver.sink.slot_close_failed root=%s error=%r", root, e)
+    if store is not None:
+        _close(store, root, exc)
 
 
 def close_all() -> None:
