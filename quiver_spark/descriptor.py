@@ -25,7 +25,7 @@ from .errors import ConfigError, QuiverError, SchemaMismatchError, StoreNotFound
 from .objects import ObjectExists, ObjectStore, VersionMismatch
 from .objects.writes import retry_conflicts
 from .policy import ensure_policy, policy_of, read_policy, reconcile
-from .segment.urls import check_url, is_object_root
+from .urls import check_url, is_object_root
 
 log = logging.getLogger(__name__)
 

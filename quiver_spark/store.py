@@ -57,9 +57,8 @@ from .expiry import SubscriberExpiry
 from .fs import DEFAULT_IO, FileIO, partition_locked
 from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_key
-from .objects import ObjectStore
+from .objects import ObjectStore, open_objects
 from .objects.local import LocalObjects
-from .objects.urls import open_objects
 from .partition import PartitionWriter, RecoveryReport
 from .partition.staged_seal import seal_one
 from .policy import (
@@ -73,8 +72,8 @@ from .retention import AnchoredClock, RetentionResult, apply_retention, preview_
 from .retention_plan import RetentionPlan
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
-from .segment.urls import is_object_root, root_location
 from .subscribers import SubscriberRegistry, records
+from .urls import is_object_root, root_location
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from ..errors import (
     StoreNotFoundError,
     UnknownOptionError,
 )
-from ..objects.urls import StorageOptions
+from ..objects import StorageOptions
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
@@ -40,8 +40,8 @@ from ..options import (
     store_config_from_options,
 )
 from ..policy import damage_warning
-from ..segment.urls import check_url, is_object_root, root_location
 from ..store import QuiverStore
+from ..urls import check_url, is_object_root, root_location
 
 EXIT_OK = 0
 EXIT_TROUBLE = 1

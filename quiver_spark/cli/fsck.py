@@ -82,7 +82,7 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
         )  # fmt: skip
     except CorruptionError:
         from ..fs import DEFAULT_IO
-        from ..objects.urls import open_objects
+        from ..objects import open_objects
 
         objects = open_objects(root, options, DEFAULT_IO)
         return QuiverStore(root, config, DEFAULT_IO, {}, options, objects)

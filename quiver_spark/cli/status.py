@@ -79,12 +79,12 @@ import click
 from .. import format as fmt
 from ..control.manifest import ManifestEntry
 from ..errors import CorruptionError
-from ..objects.urls import is_object_url
 from ..policy import POLICY_OPTIONS
 from ..retained import RetainedIndex
 from ..segment import SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import SubscriberRegistry, records
+from ..urls import is_object_url
 from ..wal import list_wal_files
 from .common import (
     EXIT_TROUBLE,

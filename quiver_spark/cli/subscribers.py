@@ -28,9 +28,9 @@ from .. import format as fmt
 from ..config import StoreConfig, validate_name
 from ..errors import ConfigError, QuiverError, SubscriberError
 from ..segment import SegmentLocation
-from ..segment.urls import is_object_root
 from ..store import QuiverStore
 from ..subscribers import records
+from ..urls import is_object_root
 from .common import (
     EXIT_TROUBLE,
     CliError,

@@ -6,6 +6,7 @@ for the roots that need them.
 
 from __future__ import annotations
 
+from ..urls import is_object_url
 from .base import (
     CountingObjects,
     ObjectConflict,
@@ -19,7 +20,8 @@ from .base import (
     VersionMismatch,
     create_or_same,
 )
-from .urls import StorageOptions, is_object_url, open_objects, redact
+from .options import StorageOptions, redact
+from .roots import open_objects
 
 __all__ = [
     "CountingObjects",

@@ -2,7 +2,7 @@
 
 ``s3://bucket/prefix`` (also ``s3a://``), ``gs://bucket/prefix`` (``gcs://``),
 ``az://account/container/prefix`` (``abfs://``, ``abfss://``), opened by obstore's
-``from_url`` with the storage options (:mod:`.urls` splits them into store config and
+``from_url`` with the storage options (:mod:`.options` splits them into store config and
 HTTP client options).
 
 - ``create``: ``PUT`` with ``If-None-Match: *``; ``replace``: ``PUT`` with ``If-Match``
@@ -51,6 +51,7 @@ from obstore.exceptions import (
 )
 
 from ..errors import ConfigError
+from ..urls import object_family
 from .base import (
     ObjectConflict,
     ObjectExists,
@@ -61,8 +62,8 @@ from .base import (
     VersionMismatch,
     check_directory,
 )
+from .options import StorageOptions
 from .retry import INIT_BACKOFF_S, MAX_BACKOFF_S, RetryBudget, write_conditionally
-from .urls import FAMILIES, StorageOptions, object_scheme
 
 R = TypeVar("R")
 _from_url: Callable[..., Any] = obstore.store.from_url  # typed per family; ours are checked
@@ -136,7 +137,7 @@ class CloudObjects(ObjectStore):
         writes; ``budget``: how those are retried (default: from the options)."""
         self.options = StorageOptions(storage_options)
         self.url = self.options.scrub(url.rstrip("/"))
-        self.family = FAMILIES.get(object_scheme(url) or "", "")
+        self.family = object_family(url) or ""
         if store is not None:
             self.budget = budget or RetryBudget()
             self._store = self._cond = store

@@ -8,7 +8,7 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 ``backend``    :class:`SegmentBackend`: the file operations a location needs
 ``local``      :class:`LocalBackend`: a POSIX directory, fsync and rename
 ``remote``     :class:`RemoteBackend`: any fsspec URL, single-request uploads
-``urls``       which store roots and segments locations are usable, install hints
+``urls``       :mod:`quiver_spark.urls`' location names, for importers of this package
 ``writer``     serializing batches into one Arrow IPC file, CRC while writing
 ``reader``     :class:`SegmentReader`: verified reads of one ``.arrow``
 ``meta``       :class:`SegmentMeta`: the ``.meta`` body, schema fingerprints
