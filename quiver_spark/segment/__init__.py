@@ -6,6 +6,7 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 ``catalog``    :class:`SegmentLocation`: which segments exist, publish, delete,
                cleanup, quarantine, the verified-metadata cache
 ``backend``    :class:`SegmentBackend`: the file operations a location needs
+``backends``   :func:`~.backends.open_backend`: which backend a location opens
 ``local``      :class:`LocalBackend`: a POSIX directory, fsync and rename
 ``remote``     :class:`RemoteBackend`: any fsspec URL, single-request uploads
 ``urls``       :mod:`quiver_spark.urls`' location names, for importers of this package

@@ -16,20 +16,18 @@ implementation:
 
 Paths are plain strings in the backend's own syntax, built from :attr:`root` with
 :meth:`SegmentBackend.join` only; no client type (fsspec or other) crosses this
-interface, so another client library is one more module, chosen in :func:`open_backend`.
+interface, so another client library is one more module, chosen in
+:func:`~quiver_spark.segment.backends.open_backend`. This module imports none of them:
+each implementation imports it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TypeVar
 
 import pyarrow as pa
-
-from ..fs import FileIO
-from ..objects import ObjectStore
-from .urls import is_local_url, local_path
 
 T = TypeVar("T")
 Consume = Callable[[memoryview], None]
@@ -125,30 +123,3 @@ class SegmentBackend(ABC):
     @abstractmethod
     def move(self, src: str, dst: str) -> None:
         """Rename file ``src`` to ``dst``, durably in both directories."""
-
-
-def open_backend(
-    url: str,
-    *,
-    io: FileIO,
-    storage_options: Mapping[str, object] | None = None,
-    objects: ObjectStore | None = None,
-) -> SegmentBackend:
-    """The backend of the segments location ``url`` (accepted by
-    :func:`~quiver_spark.segment.urls.check_url`): local for a path or ``file://``
-    URL, through ``io``; fsspec for any other URL, with ``storage_options``. With
-    ``objects`` (an object root's store), ``url`` is the key prefix of the segments in
-    it (``segments``) and the backend is :class:`~quiver_spark.segment.objects.ObjectBackend`."""
-    # Imported here, as pyiceberg's load_file_io does: each implementation imports this
-    # module, and a client library is loaded only for the locations that need it.
-    if objects is not None:
-        from .objects import ObjectBackend
-
-        return ObjectBackend(objects, url)
-    if is_local_url(url):
-        from .local import LocalBackend
-
-        return LocalBackend(local_path("segment.path", url), io)
-    from .remote import RemoteBackend
-
-    return RemoteBackend(url, storage_options or {})

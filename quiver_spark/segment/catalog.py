@@ -49,7 +49,8 @@ from ..format import (
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
 from ..urls import check_url, is_local_url
-from .backend import Consume, SegmentBackend, open_backend
+from .backend import Consume, SegmentBackend
+from .backends import open_backend
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader, open_verified
 from .writer import Serialized, coalesce, event_time_range, prepare, serialize

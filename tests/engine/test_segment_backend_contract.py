@@ -14,7 +14,8 @@ import pytest
 
 from quiver_spark.fs import DEFAULT_IO
 from quiver_spark.segment import SegmentBackend
-from quiver_spark.segment.backend import Consume, open_backend
+from quiver_spark.segment.backend import Consume
+from quiver_spark.segment.backends import open_backend
 from quiver_spark.segment.local import LocalBackend
 from quiver_spark.segment.remote import RemoteBackend
 

@@ -13,7 +13,7 @@ from quiver_spark.fs import DEFAULT_IO
 from quiver_spark.objects import open_objects
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.segment import SegmentBackend
-from quiver_spark.segment.backend import open_backend
+from quiver_spark.segment.backends import open_backend
 from quiver_spark.segment.objects import ObjectBackend
 from tests.engine.test_segment_backend_contract import (  # the contract, run here too
     test_a_fill_that_fails_leaves_nothing_under_any_name,
