@@ -49,7 +49,6 @@ from ..objects import (
 from ..objects.base import RequestRejected, RetriesExhausted
 from . import log as acklog
 from .journal import AckLogJournal
-from .registry import SubscriberRegistry
 from .state import RegistryState
 
 log = logging.getLogger(__name__)
@@ -459,7 +458,3 @@ def _new_token() -> int:
         token = secrets.randbits(64)
         if token:
             return token
-
-
-class ObjectSubscriberRegistry(ObjectAckJournal, SubscriberRegistry):
-    """:class:`~.registry.SubscriberRegistry` on an object root's ack log."""

@@ -1,7 +1,10 @@
 """SubscriberRegistry: register, record outcomes, query marks; shared by processes.
 
 The subscriber API over the ack log; the files, locks, appends, checkpoints and the
-rebuild after a failed I/O are :class:`~.journal.AckLogJournal`'s.
+rebuild after a failed I/O are the journal's: :class:`~.journal.AckLogJournal` (POSIX
+files, §8) or :class:`~.objects_journal.ObjectAckJournal` (an object root, §12.5),
+which :meth:`SubscriberRegistry.open` picks by the root's object store. Neither journal
+imports this module.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..values import parse_choice
 from . import log as acklog
 from .journal import AckLogJournal
 from .live import LiveClaim
+from .objects_journal import ObjectAckJournal
 from .state import PartState
 
 log = logging.getLogger(__name__)
@@ -109,8 +113,6 @@ class SubscriberRegistry(AckLogJournal):
         log under ``<root>/subscribers/`` (§8); any other store opens the object ack log
         (``subscribers/CHECKPOINT`` + ``subscribers/log/``, §12.5), which creates
         nothing until the first append."""
-        from .objects_journal import ObjectSubscriberRegistry
-
         return cast("type[Self]", ObjectSubscriberRegistry) if non_posix(objects) else cls
 
     @classmethod
@@ -516,3 +518,7 @@ class SubscriberRegistry(AckLogJournal):
                     for pid, ps in self.state.deleted.items()
                 },
             }
+
+
+class ObjectSubscriberRegistry(ObjectAckJournal, SubscriberRegistry):
+    """:class:`SubscriberRegistry` on an object root's ack log."""

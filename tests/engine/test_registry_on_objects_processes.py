@@ -13,7 +13,7 @@ import textwrap
 
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.subscribers import Outcome
-from quiver_spark.subscribers.objects_journal import ObjectSubscriberRegistry
+from quiver_spark.subscribers.registry import ObjectSubscriberRegistry
 
 WORKER = textwrap.dedent(
     """
@@ -21,7 +21,7 @@ WORKER = textwrap.dedent(
     from quiver_spark.errors import SubscriberError
     from quiver_spark.objects.local import LocalObjects
     from quiver_spark.subscribers import Outcome
-    from quiver_spark.subscribers.objects_journal import ObjectSubscriberRegistry
+    from quiver_spark.subscribers.registry import ObjectSubscriberRegistry
     root, sub, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     objects = LocalObjects(root)
     r = ObjectSubscriberRegistry.open(objects.url, objects=objects)
