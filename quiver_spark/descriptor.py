@@ -25,7 +25,7 @@ from .errors import ConfigError, QuiverError, SchemaMismatchError, StoreNotFound
 from .objects import ObjectExists, ObjectStore, VersionMismatch
 from .objects.writes import retry_conflicts
 from .policy import ensure_policy, policy_of, read_policy, reconcile
-from .urls import check_url, is_object_root
+from .urls import check_url, is_object_root, location_key
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +34,6 @@ STORE_FORMAT = 1
 STORE_KEY = fmt.STORE_FILE
 RECORD_ATTEMPTS = 16
 """How many re-reads recording the schema makes while STORE changes under it."""
-
-
-def location_key(url: str) -> str:
-    """A segments location in a form two spellings of the same place share."""
-    if url.startswith("file://"):
-        url = url[len("file://") :]
-    if "://" in url:
-        return url.rstrip("/")
-    return os.path.normpath(os.path.abspath(url))
 
 
 def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:

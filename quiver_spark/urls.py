@@ -280,3 +280,12 @@ def is_local_url(url: str) -> bool:
     local directory: a path without a scheme or a ``file://``/``local://`` URL."""
     split = _split(url)
     return split is None or split[0] in LOCAL_SCHEMES
+
+
+def location_key(url: str) -> str:
+    """A segments location in a form two spellings of the same place share."""
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    if "://" in url:
+        return url.rstrip("/")
+    return os.path.normpath(os.path.abspath(url))
