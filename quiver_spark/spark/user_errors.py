@@ -11,10 +11,13 @@ traceback puts our message dozens of lines below the first.
 sink's and the source's). When one of them raises a :class:`QuiverError` (an error
 written for the user: bad option, wrong path, lost data) inside a PySpark worker, it
 sets ``SPARK_HIDE_TRACEBACK`` in that worker's environment just before the exception
-leaves. Every PySpark 4.3 worker that runs a data source (planning workers, the
-stream source runner, executor workers) exits after reporting an exception, so the
-setting dies with the process and never reaches a user's own UDF errors. Any other
-exception (a bug, an unexpected ``OSError``) keeps its traceback.
+leaves. So does :class:`~quiver_spark.objects.RetriesExhausted` (a storage still
+failing when the retry budget ran out, ARCHITECTURE.md §12.1), whose message is written
+for the user too: the key, the attempts, the time spent and ``storage.retry_timeout``.
+Every PySpark 4.3 worker that runs a data source (planning workers, the stream source
+runner, the streaming sink's commit runner, executor workers) exits after reporting an
+exception, so the setting dies with the process and never reaches a user's own UDF
+errors. Any other exception (a bug, an unexpected ``OSError``) keeps its traceback.
 ``tests/spark/test_first_contact_errors.py`` checks both.
 """
 
@@ -28,8 +31,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from ..errors import QuiverError
+from ..objects import RetriesExhausted
 
 HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
+
+USER_ERRORS = (QuiverError, RetriesExhausted)
+"""The exceptions whose message is written for the user: reported without a traceback."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,19 +48,19 @@ def in_pyspark_worker() -> bool:
 
 
 def _mark(e: BaseException) -> None:
-    if isinstance(e, QuiverError) and in_pyspark_worker():
+    if isinstance(e, USER_ERRORS) and in_pyspark_worker():
         os.environ[HIDE_TRACEBACK] = "1"
 
 
 def one_line(func: F) -> F:
-    """``func`` (a function or a generator function) reporting a QuiverError on one line."""
+    """``func`` (a function or a generator function) reporting a :data:`USER_ERRORS` on one line."""
     if inspect.isgeneratorfunction(func):
 
         @functools.wraps(func)
         def gen(*args: Any, **kwargs: Any) -> Iterator[Any]:
             try:
                 return (yield from func(*args, **kwargs))
-            except QuiverError as e:
+            except USER_ERRORS as e:
                 _mark(e)
                 raise
 
@@ -63,7 +70,7 @@ def one_line(func: F) -> F:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             out = func(*args, **kwargs)
-        except QuiverError as e:
+        except USER_ERRORS as e:
             _mark(e)
             raise
         return _guard(out) if inspect.isgenerator(out) else out  # read() returns one
@@ -74,7 +81,7 @@ def one_line(func: F) -> F:
 def _guard(it: Iterator[Any]) -> Iterator[Any]:
     try:
         return (yield from it)
-    except QuiverError as e:
+    except USER_ERRORS as e:
         _mark(e)
         raise
 
