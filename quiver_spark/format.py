@@ -88,6 +88,11 @@ MAGIC_CHECKPOINT = b"QCKP"
 MAGIC_COMMIT = b"QTXN"
 MAGIC_HEARTBEAT = b"QHBT"
 MAGIC_POLICY = b"QPOL"
+MAGIC_MANIFEST = b"QMAN"  # §6.7
+MAGIC_LEASE = b"QLSE"  # §12.3
+MAGIC_STAGED = b"QSTG"  # §12.6
+MAGIC_SUBSCRIPTION = b"QSUB"  # §8.10
+MAGIC_ACK = b"QACK"  # §8.2
 MAGIC_QUARANTINE_MARK = b"QQMK"
 FRAME_VERSION = 1
 
@@ -204,3 +209,20 @@ LOCK_FILE = "LOCK"
 STATE_FILE = "STATE"
 HEARTBEAT_FILE = "HEARTBEAT"
 WAL_DIR = "wal"
+LEASE_FILE = "LEASE"
+MANIFEST_FILE = "MANIFEST"
+
+
+def manifest_key(partition: str) -> str:
+    """``partitions/<pid>/MANIFEST``: the partition's publication record (§6.7, §12.4)."""
+    return f"{PARTITIONS_DIR}/{partition}/{MANIFEST_FILE}"
+
+
+def writer_lease_key(partition: str) -> str:
+    """``partitions/<pid>/LEASE``: the partition's writer lease on an object root (§12.3)."""
+    return f"{PARTITIONS_DIR}/{partition}/{LEASE_FILE}"
+
+
+def live_lease_key(subscriber: str) -> str:
+    """``readers/<subscriber>.lease``: the live-consumer lease on an object root (§12.3)."""
+    return f"{READERS_DIR}/{subscriber}.lease"

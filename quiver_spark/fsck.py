@@ -56,7 +56,7 @@ from .fs import PartitionLock
 from .metrics import METRICS_DIR
 from .ranges import RangeSet
 from .segment import SegmentMeta
-from .store import LEASE_FILE, QuiverStore
+from .store import QuiverStore
 from .wal import list_wal_files, scan_wal_file, wal_limits
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class StoreChecker:
         for pid in sorted(set(segment_partitions) | set(self._control_partitions())):
             tasks.append((1, lambda pid=pid: self._check_manifest(pid)))  # type: ignore[misc]
             if self.store.on_objects:
-                key = f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}"
+                key = fmt.writer_lease_key(pid)
                 tasks.append((1, lambda key=key, pid=pid: self._check_lease(key, pid)))  # type: ignore[misc]
         tasks.append((1, self._check_quarantine_mark))
         if self.store.on_objects:
@@ -674,7 +674,7 @@ class StoreChecker:
         try:
             if self.store.on_objects:  # the partition's writer lease, as a writer takes it
                 lock = Lease.acquire(
-                    self.store.objects, f"{fmt.PARTITIONS_DIR}/{f.partition}/{LEASE_FILE}",
+                    self.store.objects, fmt.writer_lease_key(f.partition),
                     purpose="quiver fsck --quarantine",
                 )  # fmt: skip
             elif os.path.isdir(os.path.dirname(lock_path)):
@@ -859,11 +859,11 @@ class StoreChecker:
         """A subscription record (§8.10): the ack log stays the truth of registration and
         progress, so a damaged record is a warning; the consumer's next acknowledgement
         rewrites it, and expiry does not act on that subscriber meanwhile."""
-        from .subscribers.records import MAGIC_SUBSCRIPTION, SubscriptionRecord
+        from .subscribers.records import SubscriptionRecord
 
         path = self._shown(key)
         try:
-            body = fmt.decode_frame(path, MAGIC_SUBSCRIPTION, self._read(key))
+            body = fmt.decode_frame(path, fmt.MAGIC_SUBSCRIPTION, self._read(key))
             SubscriptionRecord.from_body(path, body)
         except FileNotFoundError:
             return

@@ -21,10 +21,9 @@ import pyarrow as pa
 
 from .config import validate_name
 from .errors import CorruptionError
-from .format import FRAME_SIZE, decode_frame, encode_frame
+from .format import FRAME_SIZE, MAGIC_STAGED, decode_frame, encode_frame
 from .objects import ObjectStore, create_or_same
 
-MAGIC_STAGED = b"QSTG"
 STAGED_DIR = "txns"
 STAGED_SUFFIX = ".txn"
 

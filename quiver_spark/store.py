@@ -77,7 +77,6 @@ from .urls import is_object_root, root_location
 
 log = logging.getLogger(__name__)
 
-LEASE_FILE = "LEASE"
 
 IDLE_RETENTION_PERIOD_S = 60.0
 """On an object root, how often a writer's maintenance runs a retention pass with
@@ -720,7 +719,7 @@ class QuiverStore:
             ) from e
         lease = Lease.acquire(
             self.objects,
-            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
+            fmt.writer_lease_key(pid),
             purpose="sealer",
             ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
@@ -793,7 +792,7 @@ class QuiverStore:
             current = None
         lease = Lease.acquire(
             self.objects,
-            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
+            fmt.writer_lease_key(pid),
             purpose="writer",
             ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
@@ -824,7 +823,7 @@ class QuiverStore:
             out[pid] = body
         if self.on_objects:  # a writer on any machine holds its lease in the bucket (§12.3)
             for pid in self.partitions():
-                held = current_holder(self.objects, f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}")
+                held = current_holder(self.objects, fmt.writer_lease_key(pid))
                 body = out.setdefault(pid, {"partition": pid})
                 body["live"] = held is not None
                 if held is not None:

@@ -28,13 +28,13 @@ STORAGE_TIMES = ("activity_carried_ns", "expired_stored_ns")
 def _shifted(raw: bytes, by_ns: int) -> bytes:
     """A record's bytes with its storage times ``by_ns`` earlier (a damaged one as is)."""
     try:
-        body = fmt.decode_frame("record", records.MAGIC_SUBSCRIPTION, raw)
+        body = fmt.decode_frame("record", fmt.MAGIC_SUBSCRIPTION, raw)
     except CorruptionError:
         return raw
     for key in STORAGE_TIMES:
         if body.get(key) is not None:
             body[key] -= by_ns
-    return fmt.encode_frame(records.MAGIC_SUBSCRIPTION, body)
+    return fmt.encode_frame(fmt.MAGIC_SUBSCRIPTION, body)
 
 
 def time_passes(root: str | Path, seconds: float) -> None:

@@ -405,9 +405,8 @@ def writer_holder(store: QuiverStore, pid: str) -> str | None:
     root its ``flock`` (the LOCK file's JSON names the holder)."""
     if store.on_objects:
         from ..control.lease import current_holder
-        from ..store import LEASE_FILE
 
-        holder = current_holder(store.objects, f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}")
+        holder = current_holder(store.objects, fmt.writer_lease_key(pid))
         return None if holder is None else holder.describe()
     from ..fs import partition_locked
 

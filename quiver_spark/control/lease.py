@@ -30,13 +30,12 @@ from typing import Any, NoReturn
 import msgpack
 
 from ..errors import ConfigError, CorruptionError, LeaseHeldError, LeaseLostError
-from ..format import decode_frame, encode_frame
+from ..format import MAGIC_LEASE, decode_frame, encode_frame
 from ..objects.base import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
 from .clock import elapsed
 
 log = logging.getLogger(__name__)
 
-MAGIC_LEASE = b"QLSE"
 """§6 frame magic of a lease object (ARCHITECTURE.md §12.3)."""
 
 DEFAULT_TTL_S = 30.0
@@ -589,9 +588,7 @@ def _salvage_epoch(raw: bytes) -> int:
     return epoch if isinstance(epoch, int) and 0 <= epoch < 1 << 62 else 0
 
 
-def current_holder(
-    objects: ObjectStore, key: str, *, clock: Clock = elapsed
-) -> HolderInfo | None:
+def current_holder(objects: ObjectStore, key: str, *, clock: Clock = elapsed) -> HolderInfo | None:
     """Who holds ``key`` now, as far as this process can tell: None when it is absent,
     released, held by a dead process of this host, or seen unchanged for its ``ttl_s``
     by this process (a long-lived process notices expiry; a one-shot one reports the

@@ -24,14 +24,18 @@ from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import CorruptionError, LeaseLostError
-from ..format import FRAME_SIZE, decode_frame, encode_frame
+from ..format import (
+    FRAME_SIZE,
+    MAGIC_MANIFEST,
+    decode_frame,
+    encode_frame,
+    manifest_key,
+)
 from ..objects import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
 from ..seams import SegmentInfo
 
 log = logging.getLogger(__name__)
 
-MAGIC_MANIFEST = b"QMAN"
-MANIFEST_FILE = "MANIFEST"
 COLUMNS = (
     "seq",
     "size_bytes",
@@ -53,11 +57,6 @@ when some entry has a value: a manifest without them reads as "no transactions".
 TXNS_GONE_KEEP = 4096
 """Transaction ids of entries retention removed that the manifest keeps (newest)."""
 _ATTEMPTS = 64  # replace races lost in a row before giving up (each one means progress elsewhere)
-
-
-def manifest_key(partition: str) -> str:
-    """The object key of ``partition``'s manifest, relative to the root."""
-    return f"partitions/{partition}/{MANIFEST_FILE}"
 
 
 class FencedError(LeaseLostError):

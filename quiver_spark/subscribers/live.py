@@ -27,7 +27,7 @@ from typing import Any
 
 from ..control.lease import DEFAULT_TTL_S, Lease, current_holder
 from ..errors import LeaseLostError, LockedError, SubscriberError
-from ..format import READERS_DIR
+from ..format import READERS_DIR, live_lease_key
 from ..fs import PartitionLock, partition_locked
 from ..objects.base import ObjectStore
 from ..objects.writes import non_posix
@@ -93,11 +93,6 @@ def uses_lease(objects: ObjectStore | None) -> bool:
 ACT_MARGIN = 0.5
 """A live consumer acknowledges without a request only while more than this fraction
 of its lease's ttl is left since its last renewal (§12.3); otherwise it renews first."""
-
-
-def live_lease_key(subscriber: str) -> str:
-    """``readers/<subscriber>.lease``: the live-consumer lease on an object root."""
-    return f"{READERS_DIR}/{subscriber}.lease"
 
 
 _live_mutex = threading.Lock()

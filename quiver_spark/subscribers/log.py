@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import format as fmt
 from ..errors import ChecksumMismatchError, CorruptionError, VersionError
 from ..format import checksum
 from ..fs import FileIO
@@ -27,7 +28,7 @@ from ..fs import FileIO
 log = logging.getLogger(__name__)
 
 # -- §8.2 file header --------------------------------------------------------------
-ACK_MAGIC = b"QACK"
+ACK_MAGIC = fmt.MAGIC_ACK
 ACK_VERSION = 1
 # magic 4s | version u16 | header_size u16 | generation u64 | reserved u64 | reserved u32
 ACK_HEADER = struct.Struct("<4sHHQQI")

@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 RECORDS_DIR = "records"
 RECORD_SUFFIX = ".sub"
-MAGIC_SUBSCRIPTION = b"QSUB"
 
 
 @dataclass(frozen=True)
@@ -174,12 +173,12 @@ def record_path(root: str, name: str) -> str:
 
 
 def _encode(rec: SubscriptionRecord) -> bytes:
-    return fmt.encode_frame(MAGIC_SUBSCRIPTION, rec.to_body())
+    return fmt.encode_frame(fmt.MAGIC_SUBSCRIPTION, rec.to_body())
 
 
 def _decode(objects: ObjectStore, name: str, got: Stored) -> SubscriptionRecord:
     path = objects.display(record_key(name))
-    body = fmt.decode_frame(path, MAGIC_SUBSCRIPTION, got.data)
+    body = fmt.decode_frame(path, fmt.MAGIC_SUBSCRIPTION, got.data)
     return dataclasses.replace(SubscriptionRecord.from_body(path, body), stored_ns=got.modified_ns)
 
 

@@ -178,7 +178,7 @@ def test_data_a_pass_drops_for_an_idle_subscriber_does_not_count_as_its_progress
 def test_a_record_written_before_progress_existed_still_reads() -> None:
     body = {"name": "old", "created_ns": 5, "last_ack_ns": 7, "expired_ns": None,
             "expired_after_s": None, "last_live_ns": 9}  # fmt: skip
-    raw = fmt.encode_frame(records.MAGIC_SUBSCRIPTION, body)
+    raw = fmt.encode_frame(fmt.MAGIC_SUBSCRIPTION, body)
     rec = records.SubscriptionRecord.from_body("x", fmt.decode_frame("x", b"QSUB", raw))
     assert rec.progress is None and rec.progress_ns is None and rec.last_active_ns == 9
 
@@ -206,7 +206,7 @@ def test_a_record_from_before_progress_gets_a_fresh_clock_at_its_first_idle_chec
                 "expired_ns": None, "expired_after_s": None}  # fmt: skip
         s.io.mkdir(records.records_dir(root))
         s.io.atomic_write(
-            records.record_path(root, "old"), fmt.encode_frame(records.MAGIC_SUBSCRIPTION, body)
+            records.record_path(root, "old"), fmt.encode_frame(fmt.MAGIC_SUBSCRIPTION, body)
         )
         time_passes(root, 2 * HOUR_S)  # its last write, too
         assert s.run_retention().expired == []  # nothing says it was idle

@@ -89,7 +89,7 @@ def test_a_pass_that_sees_a_consumer_live_records_when(tmp_path: Path) -> None:
 def test_a_record_written_before_last_live_existed_still_reads(tmp_path: Path) -> None:
     body = {"name": "old", "created_ns": 5, "last_ack_ns": 7, "expired_ns": None,
             "expired_after_s": None}  # fmt: skip
-    raw = fmt.encode_frame(records.MAGIC_SUBSCRIPTION, body)
+    raw = fmt.encode_frame(fmt.MAGIC_SUBSCRIPTION, body)
     rec = records.SubscriptionRecord.from_body("x", fmt.decode_frame("x", b"QSUB", raw))
     assert rec.last_live_ns is None and rec.last_active_ns == 7
 

@@ -22,8 +22,8 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.control.lease import HolderInfo, Lease, current_holder
+from quiver_spark.format import LEASE_FILE
 from quiver_spark.objects import ObjectStore, open_objects
-from quiver_spark.store import LEASE_FILE
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
 
 from .sink_helpers import FAST, INPUT_SCHEMA, assert_exactly_once, write_input_files

@@ -21,9 +21,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from quiver_spark import QuiverStore
 from quiver_spark.errors import LeaseLostError
+from quiver_spark.format import LEASE_FILE
 from quiver_spark.spark import slots
 from quiver_spark.spark.sink import QuiverCommitMessage, QuiverStreamWriter
-from quiver_spark.store import LEASE_FILE
 
 SCHEMA = StructType([StructField("k", LongType()), StructField("v", StringType())])
 APP = "query-1"

@@ -16,7 +16,7 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.control.lease import current_holder
-from quiver_spark.store import LEASE_FILE
+from quiver_spark.format import LEASE_FILE
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
 
 __all__ = ["moto_s3"]
