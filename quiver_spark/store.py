@@ -58,8 +58,10 @@ from .fs import DEFAULT_IO, FileIO, partition_locked
 from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_key
 from .objects import ObjectStore, open_objects
+from .objects import RetriesExhausted as RetriesExhausted  # what its calls may raise
 from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport
+from .partition.recovery import ACT_MARGIN
 from .partition.staged_seal import seal_one
 from .policy import (
     StorePolicy,
@@ -74,9 +76,18 @@ from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .subscribers import SubscriberRegistry, records
 from .urls import is_object_root, root_location
+from .write_jobs import (
+    BatchCommit,
+    check_event_time_column,
+    check_writer_root,
+    decide_batch,
+    orphan_look,
+    orphans_opened,
+)
 
 log = logging.getLogger(__name__)
 
+LEASE_FILE = "LEASE"
 
 IDLE_RETENTION_PERIOD_S = 60.0
 """On an object root, how often a writer's maintenance runs a retention pass with
@@ -719,7 +730,7 @@ class QuiverStore:
             ) from e
         lease = Lease.acquire(
             self.objects,
-            fmt.writer_lease_key(pid),
+            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
             purpose="sealer",
             ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
@@ -792,7 +803,7 @@ class QuiverStore:
             current = None
         lease = Lease.acquire(
             self.objects,
-            fmt.writer_lease_key(pid),
+            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
             purpose="writer",
             ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
@@ -823,7 +834,7 @@ class QuiverStore:
             out[pid] = body
         if self.on_objects:  # a writer on any machine holds its lease in the bucket (§12.3)
             for pid in self.partitions():
-                held = current_holder(self.objects, fmt.writer_lease_key(pid))
+                held = current_holder(self.objects, f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}")
                 body = out.setdefault(pid, {"partition": pid})
                 body["live"] = held is not None
                 if held is not None:
@@ -843,6 +854,133 @@ class QuiverStore:
 
         self._maint_thread = threading.Thread(target=loop, name="quiver-maintenance", daemon=True)
         self._maint_thread.start()
+
+    # -- writing jobs (ARCHITECTURE.md §9; :mod:`quiver_spark.write_jobs`) ------------
+    @classmethod
+    def prepare_writes(
+        cls,
+        root: str,
+        config: StoreConfig,
+        schema: pa.Schema,
+        *,
+        storage_options: dict[str, Any] | None = None,
+    ) -> str | None:
+        """What a writing job checks once, before any of its tasks writes: the root
+        is no file, ``segment.event_time_column`` is a timestamp, date or integer
+        column of ``schema``, and the root (made if new) accepts ``config`` and
+        ``schema`` (recorded by the first write; SchemaMismatchError names both).
+        Returns the store's id, which the job's commit records name (§6.4)."""
+        check_writer_root(root)
+        check_event_time_column(config, schema)
+        store = cls.open(root, config, partition=None, storage_options=storage_options)
+        try:
+            store.ensure_schema(schema)
+            return store.store_id
+        finally:
+            store.close()
+
+    @classmethod
+    def commit_batch(
+        cls,
+        root: str,
+        config: StoreConfig,
+        app: str,
+        version: int,
+        winners: Sequence[tuple[str, int]],
+        rows: int = 0,
+        *,
+        store_id: str | None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> BatchCommit:
+        """Durably decide batch ``(app, version)`` of a writing job: one commit record
+        naming ``winners`` (:func:`~quiver_spark.write_jobs.decide_batch`: idempotent,
+        a discarded batch's rerun refused), then seal the committed data of partitions
+        whose writer is gone (:meth:`seal_orphans`). A batch without winners is not
+        recorded (so that a rerun of its batch id decides it) and seals nothing.
+
+        Opens no store for the record: the root's objects only (one create)."""
+        if not winners:
+            return BatchCommit(fresh=False)
+        commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
+        decided = decide_batch(commits, root, app, version, winners, rows)
+        sealed, error = cls.seal_orphans(root, config, storage_options)
+        return dataclasses.replace(decided, sealed=sealed, seal_error=error)
+
+    @staticmethod
+    def discard_batch(
+        root: str,
+        app: str,
+        version: int,
+        *,
+        store_id: str | None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> bool:
+        """Decide batch ``(app, version)`` with no winners (a job that can never run
+        it again): its transactions are discarded. False if it was decided earlier."""
+        commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
+        return commits.commit(app, version, [], 0)
+
+    @classmethod
+    def seal_orphans(
+        cls, root: str, config: StoreConfig, storage_options: dict[str, Any] | None = None
+    ) -> tuple[list[tuple[str, int]], BaseException | None]:
+        """Seal committed data of partitions whose writer is gone, best effort (what
+        :meth:`finalize_idle_partitions` sealed, and why it failed): this machine's
+        WALs whose lock no live writer holds, and on an object root, at most every
+        :data:`~quiver_spark.write_jobs.STAGED_PASS_PERIOD_S`, the committed staged
+        transactions of partitions whose writer lease is free (a lost machine's, §12.6).
+
+        Once this process knows the root's WAL directory, a call that finds no WAL
+        with data and a free lock there opens nothing (no lease or manifest read)."""
+        look = orphan_look(root, config)
+        if look is None:
+            return [], None
+        try:
+            store = cls.open(
+                root,
+                config,
+                partition=None,
+                create=False,
+                storage_options=storage_options or None,
+            )
+            try:
+                local = orphans_opened(look, store.wal_root)
+                sealed = (
+                    store.finalize_idle_partitions(local=local, staged=look.staged_due)
+                    if local or look.staged_due
+                    else []
+                )
+            finally:
+                store.close()
+        except (QuiverError, OSError) as e:  # a decision is durable; sealing can wait
+            return [], e
+        return sealed, None
+
+    def holds_partition(self) -> bool:
+        """Whether this handle still holds the partition it writes, as far as can be
+        told before a write: False once a renewal of its lease found it taken over;
+        after a pause that outlasted half the lease's ttl without a renewal, one
+        renewal (one request) tells. Otherwise no request: the writes themselves are
+        fenced (§12.3). A POSIX root's lock is held until :meth:`close`."""
+        lease = self.writer.lease if self.writer is not None else None
+        if lease is None:
+            return True
+        if not lease.lost() and lease.remaining() >= lease.ttl_s * ACT_MARGIN:
+            return True
+        try:
+            lease.renew()
+        except LeaseLostError:
+            return False
+        except OSError as e:  # not renewed, not lost: the task's own checks decide
+            log.warning("quiver.sink.slot_renew_failed root=%s error=%r", self.root, e)
+        return True
+
+    def required_store_id(self) -> str:
+        """:attr:`store_id`, or CorruptionError naming the STORE that records none."""
+        found = self.store_id
+        if found is None:
+            raise CorruptionError(self.objects.display(fmt.STORE_FILE), 0, "it records no uuid")
+        return found
 
     # -- lifecycle -------------------------------------------------------------------
     def close(self) -> None:

@@ -21,9 +21,6 @@ later rerun of the same batch id lose its rows.
 from __future__ import annotations
 
 import logging
-import math
-import os
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,9 +34,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .. import format as fmt
-from ..commits import CommitLog
-from ..config import NAME_RE, StoreConfig
 from ..errors import (
     ConfigError,
     LeaseLostError,
@@ -48,10 +42,6 @@ from ..errors import (
     StoreClosedError,
     WalFailedError,
 )
-from ..fs import partition_locked
-from ..objects import ObjectStore
-from ..objects.urls import open_objects
-from ..segment.urls import is_object_root
 from ..store import QuiverStore
 from . import slots
 from .options import as_given, storage_options, validate_sink_options
@@ -124,21 +114,6 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
-def check_event_time_column(config: StoreConfig, schema: pa.Schema) -> None:
-    col = config.segment.event_time_column
-    if col is None:
-        return
-    ok = [
-        f.name
-        for f in schema
-        if pa.types.is_timestamp(f.type) or pa.types.is_integer(f.type) or pa.types.is_date(f.type)
-    ]
-    if col not in ok:
-        raise ConfigError(
-            "eventTimeColumn", col, "a timestamp, date or integer column: " + ", ".join(ok)
-        )
-
-
 # -- shared driver/executor logic ----------------------------------------------------------
 class _QuiverWriterBase:
     """State shared by the batch and streaming writers: plain, picklable values only."""
@@ -156,26 +131,15 @@ class _QuiverWriterBase:
         self.storage = storage_options(self.options)
         self.spark_schema = schema
         self.target = arrow_schema(schema)
-        check_event_time_column(self.config, self.target)
-        try:
-            store = QuiverStore.open(
-                self.root, self.config, partition=None, storage_options=self.storage or None
-            )
+        try:  # SchemaMismatchError names both schemas
+            self.store_id = QuiverStore.prepare_writes(
+                self.root, self.config, self.target, storage_options=self.storage or None
+            )  # named by the commit records (ARCHITECTURE.md §6.4)
         except ConfigError as e:  # an option contradicting the store: name it as given
-            raise as_given(e, self.options) from e
-        try:
-            store.ensure_schema(self.target)  # raises SchemaMismatchError with both schemas
-            self.store_id = store.store_id  # named by the commit records (ARCHITECTURE.md §6.4)
-        finally:
-            store.close()
-
-    def _objects(self) -> ObjectStore:
-        """The root's objects (commit records live there)."""
-        return open_objects(self.root, self.storage or None)
-
-    def _commits(self) -> CommitLog:
-        """The root's commit records; those written name this store."""
-        return CommitLog(self._objects(), store=self.store_id)
+            given = as_given(e, self.options)
+            if given is e:
+                raise
+            raise given from e
 
     # executor side --------------------------------------------------------------------
     def _write_txn(
@@ -242,16 +206,16 @@ class _QuiverWriterBase:
             return False
         app = apps.pop()
         rows = sum(m.rows for m in msgs)
-        commits = self._commits()
-        fresh = commits.commit(app, version, winners, rows)
-        if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
-            raise QuiverError(
-                f"quiver sink: batch {version} of query {app} was discarded earlier "
-                "(`quiver txns ... discard`): its rerun is refused so that its rows are "
-                "neither stored twice nor dropped silently. This checkpoint cannot go past "
-                "that batch: start the query on a new checkpoint, choosing its starting "
-                "point so that batches already in the store are not written again."
-            )
+        done = QuiverStore.commit_batch(
+            self.root,
+            self.config,
+            app,
+            version,
+            winners,
+            rows,
+            store_id=self.store_id,
+            storage_options=self.storage or None,
+        )
         log.info(
             "quiver.sink.commit root=%s app=%s version=%d winners=%d rows=%d new=%s",
             self.root,
@@ -259,38 +223,9 @@ class _QuiverWriterBase:
             version,
             len(winners),
             rows,
-            fresh,
+            done.fresh,
         )
-        self._look_for_earlier_batches(commits, app, version, fresh)
-        self._finalize_orphans()
-        return fresh
-
-    def _look_for_earlier_batches(
-        self, commits: CommitLog, app: str, version: int, fresh: bool
-    ) -> None:
-        """Warn, once per query and driver process, when the query's first batch
-        committed here is not its first and the store holds none of its earlier ones.
-
-        A query restarted from a checkpoint written against another store resumes at
-        that checkpoint's next batch: the batches before it went to the other store
-        (and a checkpoint whose input was all written runs no batch at all, so nothing
-        here can tell). Not refused: a query whose earlier batches had no rows commits
-        none of them either (an empty batch writes no record), and a query moved to a
-        new store on purpose looks the same. At most one HEAD and one listing of the
-        query's records, the first time; none when this process committed an earlier
-        batch or the record was already there (a replay)."""
-        key = (self.root, app)
-        if key in _HISTORY_SEEN:
-            return
-        _HISTORY_SEEN.add(key)
-        if version == 0 or not fresh:
-            return
-        try:
-            earlier = commits.has_earlier(app, version)
-        except (QuiverError, OSError) as e:  # it only informs
-            log.debug("quiver.sink.history_unknown root=%s app=%s: %r", self.root, app, e)
-            return
-        if not earlier:
+        if done.without_earlier:
             log.warning(
                 "quiver.sink.no_earlier_batches root=%s store=%s query=%s batch=%d: this "
                 "store holds no commit of this query's batches before %d. If the query's "
@@ -304,50 +239,13 @@ class _QuiverWriterBase:
                 version,
                 version,
             )
-
-    def _finalize_orphans(self) -> None:
-        """Seal committed data of slots whose writer process is gone (best effort), and
-        on an object root, at most every :data:`STAGED_PASS_PERIOD_S`, the committed
-        staged transactions of partitions whose writer lease is free (a lost machine's,
-        §12.6).
-
-        Only the WALs on this machine can be sealed here, and a slot whose WAL lock a
-        live writer holds is no orphan: once the WAL directory of the root is known
-        (from the first commit of this process), a commit that finds no WAL with data
-        and a free lock asks nothing of the store (no open, no lease or manifest read)."""
-        key = (self.root, self.config.wal.path)
-        wal_root = _WAL_ROOTS.get(key)
-        now = time.monotonic()
-        staged_due = is_object_root(self.root) and (
-            now - _STAGED_PASSES.get(key, -math.inf) >= STAGED_PASS_PERIOD_S
-        )
-        if wal_root is not None and not _orphans_possible(wal_root) and not staged_due:
-            return
-        try:
-            store = QuiverStore.open(
-                self.root,
-                self.config,
-                partition=None,
-                create=False,
-                storage_options=self.storage or None,
+        if done.seal_error is not None:  # the decision is durable; sealing can wait
+            log.warning(
+                "quiver.sink.finalize_idle_failed root=%s error=%r", self.root, done.seal_error
             )
-            try:
-                _WAL_ROOTS[key] = store.wal_root
-                local = _orphans_possible(store.wal_root)
-                if staged_due:
-                    _STAGED_PASSES[key] = now
-                sealed = (
-                    store.finalize_idle_partitions(local=local, staged=staged_due)
-                    if local or staged_due
-                    else []
-                )
-            finally:
-                store.close()
-        except (QuiverError, OSError) as e:  # the decision is durable; sealing can wait
-            log.warning("quiver.sink.finalize_idle_failed root=%s error=%r", self.root, e)
-            return
-        if sealed:
-            log.info("quiver.sink.finalize_idle root=%s sealed=%s", self.root, sealed)
+        if done.sealed:
+            log.info("quiver.sink.finalize_idle root=%s sealed=%s", self.root, done.sealed)
+        return done.fresh
 
     def _abort(self, messages: Sequence[WriterCommitMessage | None], version: int) -> None:
         msgs = [m for m in messages if isinstance(m, QuiverCommitMessage) and m.txn_id]
@@ -361,39 +259,6 @@ class _QuiverWriterBase:
             len(messages),
             [(m.partition, m.txn_id) for m in msgs],
         )
-
-
-_HISTORY_SEEN: set[tuple[str, str]] = set()
-"""The (root, query id) pairs whose commits this driver process has looked at."""
-
-_WAL_ROOTS: dict[tuple[str, str | None], str] = {}
-"""The local WAL directory of each (root, ``wal.path``) the driver committed to."""
-
-STAGED_PASS_PERIOD_S = 10.0
-"""How often, at most, a driver's commits look for a lost machine's staged transactions
-(one listing of ``partitions/``; a lost writer's lease must also be seen unchanged for
-its ttl first, so the loss-to-readable time is the ttl plus at most this)."""
-_STAGED_PASSES: dict[tuple[str, str | None], float] = {}
-
-
-def _orphans_possible(wal_root: str) -> bool:
-    """Whether ``wal_root`` holds a partition's WAL with files whose writer lock no
-    live process holds (local probes only: a listing and a non-blocking ``flock``)."""
-    try:
-        pids = os.listdir(wal_root)
-    except FileNotFoundError:
-        return False
-    for pid in pids:
-        if not NAME_RE.fullmatch(pid):
-            continue
-        try:
-            if not os.listdir(os.path.join(wal_root, pid, fmt.WAL_DIR)):
-                continue
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if not partition_locked(os.path.join(wal_root, pid, fmt.LOCK_FILE)):
-            return True
-    return False
 
 
 class QuiverStreamWriter(_QuiverWriterBase, DataSourceStreamArrowWriter):
@@ -481,6 +346,8 @@ class QuiverBatchWriter(_QuiverWriterBase, DataSourceArrowWriter):
         """Decide the job with no winners: its uuid is never reused, so nothing can rerun."""
         self._abort(messages, 0)
         try:
-            self._commits().commit(self.app, 0, [], 0)
+            QuiverStore.discard_batch(
+                self.root, self.app, 0, store_id=self.store_id, storage_options=self.storage or None
+            )
         except (QuiverError, OSError) as e:  # best effort: status reports the pending txns
             log.warning("quiver.sink.abort_discard_failed app=%s error=%r", self.app, e)

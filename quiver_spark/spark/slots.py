@@ -33,10 +33,8 @@ import re
 import socket
 import threading
 
-from ..config import StoreConfig
-from ..errors import CorruptionError, LeaseLostError, LockedError, QuiverError
-from ..partition.recovery import ACT_MARGIN
-from ..store import QuiverStore
+from ..errors import CorruptionError, LockedError, QuiverError
+from ..store import QuiverStore, StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +76,7 @@ def slot_store(
             _owner_pid = os.getpid()
         store = _handles.get(key)
         if store is not None:
-            if _holds_its_slot(store):
+            if store.holds_partition():
                 return store
             del _handles[key]
             _close(store, root, "its lease was taken over")
@@ -113,25 +111,6 @@ def slot_store(
             rec.summary() if rec is not None and rec.records_scanned else "nothing",
         )
         return store
-
-
-def _holds_its_slot(store: QuiverStore) -> bool:
-    """Whether a cached handle still holds its partition, as far as can be told before
-    a task writes: False once a renewal of its lease found it taken over; after a pause
-    that outlasted half the lease's ttl without a renewal, one renewal (one request)
-    tells. Otherwise no request: the writes themselves are fenced (§12.3)."""
-    lease = store.writer.lease if store.writer is not None else None
-    if lease is None:
-        return True
-    if not lease.lost() and lease.remaining() >= lease.ttl_s * ACT_MARGIN:
-        return True
-    try:
-        lease.renew()
-    except LeaseLostError:
-        return False
-    except OSError as e:  # not renewed, not lost: the task's own checks decide
-        log.warning("quiver.sink.slot_renew_failed root=%s error=%r", store.root, e)
-    return True
 
 
 def _close(store: QuiverStore, root: str, why: object) -> None:

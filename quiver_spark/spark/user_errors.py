@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from ..errors import QuiverError
-from ..objects import RetriesExhausted
+from ..store import RetriesExhausted
 
 HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
 

@@ -19,7 +19,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-import quiver_spark.spark.sink as sink_module
 import quiver_spark.store as store_module
 from quiver_spark import QuiverStore
 from quiver_spark.objects.base import CountingObjects
@@ -66,7 +65,6 @@ def commits_counted(
             return opened[-1]
 
         monkeypatch.setattr(store_module, "open_objects", counting)
-        monkeypatch.setattr(sink_module, "open_objects", counting)
         yield options, writer, store, opened
     finally:
         slots.evict(writer.root, writer.config, None, writer.storage)

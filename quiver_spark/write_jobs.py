@@ -1,0 +1,200 @@
+"""Writing jobs: what the driver of a job that writes a store in parallel decides
+around its tasks' transactions (ARCHITECTURE.md §9).
+
+A writing job (a Spark sink's streaming query, or one ``df.write``) runs tasks that
+each write one transaction ``(app, version)`` into a partition of their own, then
+decides the batch with one commit record naming the winning transactions
+(:class:`~quiver_spark.commits.CommitLog`). Here are the decisions around that, each
+made once for every job: what is checked before any task writes, when a decided batch
+is refused (its rerun after an operator discarded it), whether a query meets none of
+its earlier batches in this store, and when to look for the committed data of
+partitions whose writer is gone. :meth:`QuiverStore.prepare_writes`,
+:meth:`QuiverStore.commit_batch` and :meth:`QuiverStore.discard_batch` are the calls a
+job makes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from . import format as fmt
+from .commits import CommitLog
+from .config import NAME_RE, StoreConfig
+from .errors import ConfigError, QuiverError
+from .fs import partition_locked
+from .urls import is_object_root
+
+log = logging.getLogger(__name__)
+
+PATH = "path"
+
+STAGED_PASS_PERIOD_S = 10.0
+"""How often, at most, a driver's commits look for a lost machine's staged transactions
+(one listing of ``partitions/``; a lost writer's lease must also be seen unchanged for
+its ttl first, so the loss-to-readable time is the ttl plus at most this)."""
+
+
+@dataclass(frozen=True)
+class BatchCommit:
+    """What deciding one batch of a writing job did (:meth:`QuiverStore.commit_batch`)."""
+
+    fresh: bool
+    """The recorded decision is this call's (False: decided earlier, e.g. a replay)."""
+    without_earlier: bool = False
+    """The first batch of its app this process committed in this store is not the app's
+    first, and the store holds no commit of an earlier one (a query restarted from a
+    checkpoint written against another store looks so; so does one whose earlier
+    batches had no rows)."""
+    sealed: list[tuple[str, int]] = field(default_factory=list)
+    """``(partition, seq)`` of segments sealed from partitions whose writer is gone."""
+    seal_error: BaseException | None = None
+    """Why looking for such partitions failed (the decision stands; a later commit
+    looks again)."""
+
+
+def check_writer_root(root: str) -> None:
+    """Refuse a writer's root that is an existing file, before anything is created."""
+    if not is_object_root(root) and os.path.exists(root) and not os.path.isdir(root):
+        raise ConfigError(
+            PATH,
+            root,
+            "a directory (an existing Quiver store, or a new or empty one the sink "
+            "creates); this path is a file",
+        )
+
+
+def check_event_time_column(config: StoreConfig, schema: pa.Schema) -> None:
+    """Refuse a ``segment.event_time_column`` that ``schema`` lacks or that holds no
+    timestamps, dates or integers (the segment statistics it gives are their order)."""
+    col = config.segment.event_time_column
+    if col is None:
+        return
+    ok = [
+        f.name
+        for f in schema
+        if pa.types.is_timestamp(f.type) or pa.types.is_integer(f.type) or pa.types.is_date(f.type)
+    ]
+    if col not in ok:
+        raise ConfigError(
+            "eventTimeColumn", col, "a timestamp, date or integer column: " + ", ".join(ok)
+        )
+
+
+def decide_batch(
+    commits: CommitLog,
+    root: str,
+    app: str,
+    version: int,
+    winners: Iterable[tuple[str, int]],
+    rows: int,
+) -> BatchCommit:
+    """Record the decision of batch ``(app, version)`` (idempotent: an existing decision
+    stands, so a replayed batch or a second call is a no-op).
+
+    A batch decided earlier with no winners (discarded by an operator, ``quiver txns
+    ... discard``) is refused: its rerun would either store its rows twice or drop them
+    silently. Once per ``(root, app)`` and process, a fresh decision of a batch above 0
+    looks whether the store holds an earlier batch of ``app`` (at most one HEAD and one
+    listing, :meth:`CommitLog.has_earlier`)."""
+    fresh = commits.commit(app, version, winners, rows)
+    if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
+        raise QuiverError(
+            f"quiver sink: batch {version} of query {app} was discarded earlier "
+            "(`quiver txns ... discard`): its rerun is refused so that its rows are "
+            "neither stored twice nor dropped silently. This checkpoint cannot go past "
+            "that batch: start the query on a new checkpoint, choosing its starting "
+            "point so that batches already in the store are not written again."
+        )
+    return BatchCommit(fresh, without_earlier=_without_earlier(commits, root, app, version, fresh))
+
+
+_HISTORY_SEEN: set[tuple[str, str]] = set()
+"""The (root, app) pairs whose commits this process has looked at."""
+
+
+def _without_earlier(commits: CommitLog, root: str, app: str, version: int, fresh: bool) -> bool:
+    """Whether this first commit of ``app`` in this process meets none of its earlier
+    batches; none is looked for when this process committed an earlier batch of it or
+    the record was already there (a replay)."""
+    key = (root, app)
+    if key in _HISTORY_SEEN:
+        return False
+    _HISTORY_SEEN.add(key)
+    if version == 0 or not fresh:
+        return False
+    try:
+        return not commits.has_earlier(app, version)
+    except (QuiverError, OSError) as e:  # it only informs
+        log.debug("quiver.sink.history_unknown root=%s app=%s: %r", root, app, e)
+        return False
+
+
+# -- partitions whose writer is gone --------------------------------------------------------
+_WAL_ROOTS: dict[tuple[str, str | None], str] = {}
+"""The local WAL directory of each (root, ``wal.path``) this process committed to."""
+_STAGED_PASSES: dict[tuple[str, str | None], float] = {}
+
+
+@dataclass(frozen=True)
+class OrphanLook:
+    """Which halves of :meth:`QuiverStore.finalize_idle_partitions` a commit runs."""
+
+    key: tuple[str, str | None]
+    staged_due: bool
+    """Object root: the staged transactions of lost machines are due a look."""
+    now: float
+
+
+def orphan_look(root: str, config: StoreConfig) -> OrphanLook | None:
+    """What a commit to ``root`` looks for, or None when it asks nothing of the store:
+    once the WAL directory of the root is known (from this process's first commit),
+    a commit that finds no WAL with data and a free lock there, and whose look for
+    staged transactions is not due (every :data:`STAGED_PASS_PERIOD_S`), opens nothing.
+
+    Only the WALs on this machine can be sealed here, and a slot whose WAL lock a live
+    writer holds is no orphan."""
+    key = (root, config.wal.path)
+    wal_root = _WAL_ROOTS.get(key)
+    now = time.monotonic()
+    staged_due = is_object_root(root) and (
+        now - _STAGED_PASSES.get(key, -math.inf) >= STAGED_PASS_PERIOD_S
+    )
+    if wal_root is not None and not orphans_possible(wal_root) and not staged_due:
+        return None
+    return OrphanLook(key, staged_due, now)
+
+
+def orphans_opened(look: OrphanLook, wal_root: str) -> bool:
+    """Note that the store of ``look`` is open with its WALs at ``wal_root``; whether
+    a WAL there may hold an orphan's committed data."""
+    _WAL_ROOTS[look.key] = wal_root
+    if look.staged_due:
+        _STAGED_PASSES[look.key] = look.now
+    return orphans_possible(wal_root)
+
+
+def orphans_possible(wal_root: str) -> bool:
+    """Whether ``wal_root`` holds a partition's WAL with files whose writer lock no
+    live process holds (local probes only: a listing and a non-blocking ``flock``)."""
+    try:
+        pids = os.listdir(wal_root)
+    except FileNotFoundError:
+        return False
+    for pid in pids:
+        if not NAME_RE.fullmatch(pid):
+            continue
+        try:
+            if not os.listdir(os.path.join(wal_root, pid, fmt.WAL_DIR)):
+                continue
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not partition_locked(os.path.join(wal_root, pid, fmt.LOCK_FILE)):
+            return True
+    return False
