@@ -15,19 +15,23 @@ its offsets to these calls; an embedded consumer uses them directly::
             sub.ack(batch.end)          # durable; the segments may now be reclaimed
 
 Everything it decides (start positions, admission under caps, the data-loss policy
-for a missing sequence, acknowledgements) runs without a JVM.
+for a missing sequence, acknowledgements) runs without a JVM. A reader that reads a
+store without subscribing (a batch read) plans with :func:`plan_batch_read`; the tasks
+of either are served by :func:`read_task` (:mod:`quiver_spark.read_tasks`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from . import format as fmt
 from .config import StoreConfig, validate_name
 from .dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
 from .errors import (
@@ -42,10 +46,38 @@ from .errors import (
 from .metrics import SOURCE_ACKED, Metrics
 from .planning import UNLIMITED, Caps, SegmentPlanner
 from .position import Position
+from .read_tasks import (
+    Comparison,
+    ReadTask,
+    lost_report,
+    plan_batch_read,
+    read_task,
+    read_tasks,
+)
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from .subscribers.live import LiveClaim, check_live, claim_live, live_claim, release_live
+from .urls import is_object_root
+
+__all__ = [
+    "Batch",
+    "Caps",
+    "Comparison",
+    "Position",
+    "ReadTask",
+    "SegmentMeta",
+    "StartPosition",
+    "Subscription",
+    "check_reader_root",
+    "lost_report",
+    "open_store",
+    "plan_batch_read",
+    "read_task",
+    "read_tasks",
+]
+"""What a consumer of a store uses: the subscription, the positions and caps it plans
+with, and the read tasks of its batches and of a batch read."""
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +118,36 @@ def open_store(
             f"{path} is not a Quiver store yet: start the writer first "
             "(df.writeStream.format('quiver').start(path)) or check the path"
         ) from e
+
+
+def check_reader_root(root: str) -> None:
+    """Refuse, in one line, a reader's root that is a file or a directory of other files.
+
+    A missing or empty directory is left to :func:`open_store`, whose error says to
+    start the writer first; a directory holding files but no ``STORE`` is something
+    else (a directory of JSON or Parquet files), and saying "start the writer" would
+    mislead.
+    """
+    if is_object_root(root):
+        return  # the reader's own open names a missing STORE object
+    if os.path.isfile(root):
+        raise StoreNotFoundError(
+            f"{root} is a file, not a Quiver store (a store is a directory with a "
+            f"{fmt.STORE_FILE} file, created by the sink's first write)"
+        )
+    if not os.path.isdir(root) or os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        return
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return  # the reader's own open reports it
+    if entries:
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        raise StoreNotFoundError(
+            f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
+            f"{len(entries)} other entries ({shown}); point the reader at a directory "
+            "written by format('quiver')"
+        )
 
 
 # -- the subscription -------------------------------------------------------------------------

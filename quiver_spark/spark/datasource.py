@@ -31,8 +31,9 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from ..errors import QuiverError
+from ..subscription import check_reader_root
 from . import source
-from .options import check_source_root, source_root
+from .options import source_root
 from .user_errors import guarded, one_line
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class QuiverDataSource(DataSource):
     def schema(self) -> StructType | str:
         from .source_read import store_spark_schema
 
-        check_source_root(source_root(self.options))
+        check_reader_root(source_root(self.options))
         return store_spark_schema(self.options)
 
     @one_line
@@ -82,7 +83,7 @@ class QuiverDataSource(DataSource):
 
     @one_line
     def reader(self, schema: StructType) -> DataSourceReader:
-        check_source_root(source_root(self.options))
+        check_reader_root(source_root(self.options))
         if _filter_pushdown_enabled():
             return QuiverBatchReader(self.options, schema)
         return QuiverBatchReaderNoPushdown(self.options, schema)

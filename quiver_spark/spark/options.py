@@ -19,9 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .. import format as fmt
 from ..config import StoreConfig
-from ..errors import ConfigError, PolicyConflictError, StoreNotFoundError, UnknownOptionError
+from ..errors import ConfigError, PolicyConflictError, UnknownOptionError
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
@@ -89,35 +88,6 @@ def storage_options(options: Mapping[str, Any]) -> dict[str, str]:
 def source_root(options: Mapping[str, Any]) -> str:
     """The root a reader names (``load(path)`` / option ``path``), as :func:`store_root`."""
     return store_root(options)
-
-
-def check_source_root(root: str) -> None:
-    """Refuse, in one line, a reader path that is a file or a directory of other files.
-
-    A missing or empty directory is left to the reader, whose error says to start the
-    writer first; a directory holding files but no ``STORE`` is something else (a
-    directory of JSON or Parquet files), and saying "start the writer" would mislead.
-    """
-    if is_object_root(root):
-        return  # the reader's own open names a missing STORE object
-    if os.path.isfile(root):
-        raise StoreNotFoundError(
-            f"{root} is a file, not a Quiver store (a store is a directory with a "
-            f"{fmt.STORE_FILE} file, created by the sink's first write)"
-        )
-    if not os.path.isdir(root) or os.path.exists(os.path.join(root, fmt.STORE_FILE)):
-        return
-    try:
-        entries = sorted(os.listdir(root))
-    except OSError:
-        return  # the reader's own open reports it
-    if entries:
-        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-        raise StoreNotFoundError(
-            f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
-            f"{len(entries)} other entries ({shown}); point the reader at a directory "
-            "written by format('quiver')"
-        )
 
 
 def check_sink_root(root: str) -> None:

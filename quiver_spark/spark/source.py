@@ -52,15 +52,18 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .. import format as fmt
-from ..dataloss import LossPolicy, evidence
-from ..errors import CorruptionError, SubscriberError
+from ..errors import SubscriberError
 from ..position import Position
-from ..pruning import Prune, keep, prune_of
-from ..segment import SegmentMeta
 from ..store import QuiverStore
-from ..subscribers import open_registry
-from ..subscription import Caps, Subscription, open_store
+from ..subscription import (
+    Caps,
+    Comparison,
+    SegmentMeta,
+    Subscription,
+    open_store,
+    plan_batch_read,
+    read_tasks,
+)
 from .offsets import QuiverOffset, offset_json
 from .options import store_config
 from .source_options import SourceOptions, parse_source_options
@@ -68,7 +71,6 @@ from .source_read import (
     QuiverInputPartition,
     arrow_target,
     check_read_schema,
-    pack_read_tasks,
     read_partition,
 )
 
@@ -96,20 +98,18 @@ class _QuiverReading:
         self, metas: Sequence[SegmentMeta], store: QuiverStore, subscriber: str | None
     ) -> list[InputPartition]:
         """The input partitions reading ``metas``: large segments split, small ones
-        packed (:func:`pack_read_tasks`), keeping at least one task per local CPU."""
-        return [
-            QuiverInputPartition(
-                pieces,
-                segments_url=store.segments_url,
-                storage_options=self.opts.storage_options,
-                root=store.root,
-                subscriber=subscriber,
-                fail_on_data_loss=self.opts.fail_on_data_loss,
-            )
-            for pieces in pack_read_tasks(
-                metas, self.opts.split_size_bytes, min_tasks=os.cpu_count() or 1
-            )
-        ]
+        packed (:func:`~quiver_spark.read_tasks.pack_read_tasks`), keeping at least one
+        task per local CPU."""
+        tasks = read_tasks(
+            metas,
+            store,
+            subscriber=subscriber,
+            fail_on_data_loss=self.opts.fail_on_data_loss,
+            split_size_bytes=self.opts.split_size_bytes,
+            min_tasks=os.cpu_count() or 1,
+            storage_options=self.opts.storage_options,
+        )
+        return [QuiverInputPartition(t) for t in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.target)
@@ -142,11 +142,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         return self._subscription
 
     def _store_id(self) -> str:
-        store = self._sub().store
-        found = store.store_id
-        if found is None:
-            raise CorruptionError(store.objects.display(fmt.STORE_FILE), 0, "it records no uuid")
-        return found
+        return self._sub().store.required_store_id()
 
     def _offset(self, position: Position) -> dict[str, Any]:
         """``position`` as Spark stores it: naming this store."""
@@ -268,15 +264,14 @@ _OPS = {
 }
 
 
-def _to_prune(f: Filter, arrow: pa.Schema | None) -> Prune | None:
-    """A pushed comparison usable against segment statistics, or None."""
+def _comparison(f: Filter) -> Comparison | None:
+    """A pushed filter as the comparison segments are skipped by, or None."""
     op = _OPS.get(type(f))
     attribute: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
     if op is None or len(attribute) != 1:
         return None
     value: Any = getattr(f, "value", None)
-    values = list(value) if isinstance(f, In) else [value]
-    return prune_of(attribute[0], op, values, arrow)
+    return attribute[0], op, list(value) if isinstance(f, In) else [value]
 
 
 class QuiverBatchReader(_QuiverReading, DataSourceReader):
@@ -290,48 +285,27 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
 
     def __init__(self, options: Mapping[str, Any], schema: StructType) -> None:
         self._init_reading(options, schema, streaming=False)
-        self.prunes: list[Prune] = []
+        self.comparisons: list[Comparison] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        store = open_store(self.opts.path, self.config, self.opts.storage_options)
-        try:
-            arrow = store.schema()
-        finally:
-            store.close()
+        """Keep the comparisons segment statistics may serve; hand every filter back."""
         for f in filters:
-            pr = _to_prune(f, arrow)
-            if pr is not None:
-                self.prunes.append(pr)
+            found = _comparison(f)
+            if found is not None:
+                self.comparisons.append(found)
             yield f
 
     def partitions(self) -> Sequence[InputPartition]:
         store = open_store(self.opts.path, self.config, self.opts.storage_options)
-        policy = LossPolicy(
-            store.root, None, fail_on_data_loss=self.opts.fail_on_data_loss, io=store.io
-        )
         try:
-            registry = open_registry(store.root, objects=store.objects)  # creates nothing
-            try:
-                found = {
-                    p: evidence(store.segment_location, registry, p) for p in store.partitions()
-                }
-            finally:
-                if registry is not None:
-                    registry.close()
-            kept: list[SegmentMeta] = []
-            total = 0
-            for meta in policy.retained(store.segment_location, found):
-                total += 1
-                if keep(meta, self.prunes):
-                    kept.append(meta)
-            out = self._splits(kept, store, None)
-            log.info(
-                "quiver.source.batch_plan segments=%d kept=%d tasks=%d filters=%d",
-                total,
-                len(kept),
-                len(out),
-                len(self.prunes),
+            tasks = plan_batch_read(
+                store,
+                fail_on_data_loss=self.opts.fail_on_data_loss,
+                split_size_bytes=self.opts.split_size_bytes,
+                comparisons=self.comparisons,
+                min_tasks=os.cpu_count() or 1,
+                storage_options=self.opts.storage_options,
             )
-            return out
         finally:
             store.close()
+        return [QuiverInputPartition(t) for t in tasks]

@@ -6,9 +6,9 @@ import pytest
 
 from quiver_spark.errors import ConfigError, OffsetFormatError
 from quiver_spark.position import Position
+from quiver_spark.read_tasks import split_segment
 from quiver_spark.spark.offsets import QuiverOffset
 from quiver_spark.spark.source_options import StartingPosition, parse_source_options
-from quiver_spark.spark.source_read import split_segment
 
 from .source_helpers import write_segments
 

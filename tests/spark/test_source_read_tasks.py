@@ -15,19 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quiver_spark.errors import DataLossError
+from quiver_spark.read_tasks import OPEN_COST_BYTES, ReadTask, pack_read_tasks, split_segment
 from quiver_spark.segment import SegmentMeta
 from quiver_spark.spark.source_read import (
     META_PARTITION,
     META_ROW,
     META_SEGMENT,
-    OPEN_COST_BYTES,
     QuiverInputPartition,
     arrow_target,
     data_loss_report,
-    pack_read_tasks,
     read_partition,
     spark_schema_of,
-    split_segment,
 )
 
 from ..damage import flip_byte
@@ -80,12 +78,13 @@ def test_large_segments_are_still_read_by_several_tasks_never_packed(meta):
 
 def _task(root: str, metas: list[SegmentMeta], fail: bool) -> QuiverInputPartition:
     return QuiverInputPartition(
-        [(m, 0, m.batches) for m in metas],
-        segments_url=os.path.join(root, "segments"),
-        storage_options=None,
-        root=root,
-        subscriber="t",
-        fail_on_data_loss=fail,
+        ReadTask(
+            tuple((m, 0, m.batches) for m in metas),
+            segments_url=os.path.join(root, "segments"),
+            root=root,
+            subscriber="t",
+            fail_on_data_loss=fail,
+        )
     )
 
 
@@ -95,7 +94,9 @@ def _target(metas: list[SegmentMeta], root: str, include_metadata: bool) -> pa.S
     return arrow_target(spark_schema_of(schema, include_metadata))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     sizes=st.lists(st.sampled_from([1, 100_000, MB, 3 * MB, 16 * MB, 100 * MB]), max_size=14),
     split=st.sampled_from([1, 1000, MB, 4 * MB, 64 * MB, 2**40]),
