@@ -4,7 +4,9 @@ Options are matched under any case and any earlier spelling (:func:`canonicalize
 sources are layered (:func:`overlay`, :func:`merged_options`), and each value is parsed
 by its entry in the option table (:mod:`quiver_spark.option_table`, which holds every
 option's name, default, parser and meaning). Every error names the option as given,
-the value given and what is allowed.
+the value given and what is allowed. A front end (the Spark data source, the CLI)
+parses its options with what this module exports, a root (option ``path``) with
+:func:`root_location` and a location it must reach with :func:`check_url`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Any
 from . import option_table as o
 from .config import RetentionConfig, SegmentConfig, StoreConfig, WalConfig, validate_name
 from .errors import ConfigError, UnknownOptionError
-from .option_table import ALIASES, OPTION, STORE_OPTION_TABLE, STORE_OPTIONS, Option
+from .option_table import (
+    ALIASES,
+    OPTION,
+    STORAGE_OPTION_TABLE,
+    STORE_OPTION_TABLE,
+    STORE_OPTIONS,
+    Option,
+)
+from .urls import check_url, root_location
 from .values import (
     DURATION_ALLOWED,
     SIZE_ALLOWED,
@@ -32,11 +42,14 @@ __all__ = [
     "ALIASES",
     "DURATION_ALLOWED",
     "SIZE_ALLOWED",
+    "STORAGE_OPTION_TABLE",
     "STORE_OPTIONS",
     "STORE_OPTION_TABLE",
     "Option",
+    "StoreConfig",
     "canonical_option",
     "canonicalize",
+    "check_url",
     "did_you_mean",
     "flatten",
     "load_yaml_options",
@@ -47,7 +60,9 @@ __all__ = [
     "parse_duration",
     "parse_int",
     "parse_size",
+    "root_location",
     "store_config_from_options",
+    "validate_name",
     "validate_partition",
 ]
 

@@ -15,22 +15,22 @@ allowed (:class:`~quiver_spark.errors.ConfigError`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..config import StoreConfig
 from ..errors import ConfigError, PolicyConflictError, UnknownOptionError
 from ..options import (
     ALIASES,
     STORE_OPTIONS,
+    StoreConfig,
     canonical_option,
+    check_url,
     did_you_mean,
     merged_options,
     overlay,
+    root_location,
     store_config_from_options,
 )
-from ..segment.urls import check_url, is_object_root, root_location
 
 PATH = "path"
 CONFIG = "config"
@@ -90,17 +90,6 @@ def source_root(options: Mapping[str, Any]) -> str:
     return store_root(options)
 
 
-def check_sink_root(root: str) -> None:
-    """Refuse a sink path that is an existing file, before anything is created."""
-    if not is_object_root(root) and os.path.exists(root) and not os.path.isdir(root):
-        raise ConfigError(
-            PATH,
-            root,
-            "a directory (an existing Quiver store, or a new or empty one the sink "
-            "creates); this path is a file",
-        )
-
-
 def store_config(options: Mapping[str, Any]) -> StoreConfig:
     """Parse every store option (``segment.*``, ``segments.*``, ``wal.*``,
     ``retention.*``, ``eventTimeColumn``) into a validated :class:`StoreConfig`.
@@ -138,11 +127,10 @@ def check_sink_known(options: Mapping[str, Any]) -> None:
 
 def validate_sink_options(options: Mapping[str, Any]) -> tuple[str, StoreConfig]:
     """Everything the sink needs, validated at once (query start): root and config;
-    an unknown option is refused like the source's, a path that is a file too."""
+    an unknown option is refused like the source's."""
     check_sink_known(options)
     root = store_root(options)
     config = store_config(options)
-    check_sink_root(root)
     return root, config
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..option_table import STORAGE_OPTION_TABLE, STORE_OPTION_TABLE, Option
+from ..options import STORAGE_OPTION_TABLE, STORE_OPTION_TABLE, Option
 from .source_options import SOURCE_OPTION_TABLE
 
 

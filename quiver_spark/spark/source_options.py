@@ -13,12 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import validate_name
 from ..errors import ConfigError, UnknownOptionError
-from ..option_table import STORE_OPTIONS, Option
-from ..options import canonical_option, did_you_mean
-from ..subscribers import StartPosition
-from ..values import parse_bool, parse_int, parse_size
+from ..options import (
+    STORE_OPTIONS,
+    Option,
+    canonical_option,
+    did_you_mean,
+    parse_bool,
+    parse_int,
+    parse_size,
+    validate_name,
+)
+from ..subscription import StartPosition
 from .options import STORAGE_PREFIX, spark_options, storage_options, store_root
 
 PATH = "path"
@@ -32,7 +38,6 @@ INCLUDE_METADATA = "includeMetadata"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 SPLIT_SIZE = "splitSize"
 
-DEFAULT_MAX_SEGMENTS = 1000
 STREAM_ONLY = (
     "startingPosition",
     "startingTimestamp",
@@ -40,8 +45,42 @@ STREAM_ONLY = (
     "maxBytesPerTrigger",
     "maxRowsPerTrigger",
 )
-"""Admission limit when none is set: a new subscriber's first batch is bounded (Delta's
-``maxFilesPerTrigger`` default is 1000 files too); ``maxSegmentsPerTrigger=none`` lifts it."""
+"""The options of a stream only (a batch read refuses them)."""
+
+GREATER_THAN_ZERO = "a size greater than zero"
+
+
+def _positive_size(option: str, value: object) -> int:
+    size = parse_size(option, value)
+    if size <= 0:
+        raise ConfigError(option, value, GREATER_THAN_ZERO)
+    return size
+
+
+def _positive_int(option: str, value: object) -> int:
+    return parse_int(option, value, minimum=1)
+
+
+def _segments_limit(option: str, value: object) -> int | None:
+    """A positive count, or ``none`` (unlimited)."""
+    return None if str(value).strip().lower() == "none" else _positive_int(option, value)
+
+
+def parse_timestamp(option: str, value: object) -> int:
+    """ISO-8601 (a zone, else UTC) or epoch milliseconds -> epoch nanoseconds."""
+    text = str(value).strip()
+    if re.fullmatch(r"[0-9]+", text):
+        return int(text) * 1_000_000
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            option, value, "an ISO-8601 time such as 2026-11-26T08:00:00Z, or epoch milliseconds"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1_000_000) * 1000
+
 
 # The one table of reader options (README's source table is checked against it).
 SOURCE_OPTION_TABLE: tuple[Option, ...] = (
@@ -52,25 +91,38 @@ SOURCE_OPTION_TABLE: tuple[Option, ...] = (
            "`acked`, for a query without a checkpoint"),
     Option(STARTING_TIMESTAMP, "none", "start, for a query without a checkpoint, at the first "
            "segment holding a row ingested at or after this time (ISO-8601 such as "
-           "`2026-11-26T08:00:00Z`, or epoch milliseconds)"),
-    Option(MAX_SEGMENTS_PER_TRIGGER, str(DEFAULT_MAX_SEGMENTS), "at most this many segments "
-           "per micro-batch, also when another limit is set (`none`: unlimited)"),
-    Option(MAX_BYTES_PER_TRIGGER, "none", "at most this many segment bytes per micro-batch"),
-    Option(MAX_ROWS_PER_TRIGGER, "none", "at most this many rows per micro-batch"),
+           "`2026-11-26T08:00:00Z`, or epoch milliseconds)", parse=parse_timestamp),
+    Option(MAX_SEGMENTS_PER_TRIGGER, "1000", "at most this many segments "
+           "per micro-batch, also when another limit is set (`none`: unlimited)",
+           parse=_segments_limit),
+    Option(MAX_BYTES_PER_TRIGGER, "none", "at most this many segment bytes per micro-batch",
+           parse=_positive_size),
+    Option(MAX_ROWS_PER_TRIGGER, "none", "at most this many rows per micro-batch",
+           parse=_positive_int),
     Option(INCLUDE_METADATA, "false", "add `_quiver_partition`, `_quiver_segment`, "
            "`_quiver_row`, `_quiver_ingestion_time`, computed from segment metadata (no bytes "
-           "stored per row)"),
+           "stored per row)", parse=parse_bool),
     Option(FAIL_ON_DATA_LOSS, "true", "a published segment that is gone (not deleted by "
            "retention: quarantined, vanished) or corrupt fails the query naming partition and "
-           "sequence; `false` skips and counts it"),
+           "sequence; `false` skips and counts it", parse=parse_bool),
     Option(SPLIT_SIZE, "64MB", "segments larger than this are read by several tasks; "
            "smaller ones are packed into tasks of about this size (one task per segment "
-           "costs Spark ~30 ms each)"),
+           "costs Spark ~30 ms each)", parse=_positive_size),
 )  # fmt: skip
+
+SOURCE_OPTION: dict[str, Option] = {o.name: o for o in SOURCE_OPTION_TABLE}
+"""Every reader option by name."""
 
 SOURCE_OPTIONS: dict[str, tuple[str, str]] = {
     o.name: (o.default, o.help) for o in SOURCE_OPTION_TABLE
 }
+
+DEFAULT_MAX_SEGMENTS: int = SOURCE_OPTION[MAX_SEGMENTS_PER_TRIGGER].typed_default
+"""Admission limit when none is set: a new subscriber's first batch is bounded (Delta's
+``maxFilesPerTrigger`` default is 1000 files too); ``maxSegmentsPerTrigger=none`` lifts it."""
+INCLUDE_METADATA_DEFAULT: bool = SOURCE_OPTION[INCLUDE_METADATA].typed_default
+FAIL_ON_DATA_LOSS_DEFAULT: bool = SOURCE_OPTION[FAIL_ON_DATA_LOSS].typed_default
+SPLIT_SIZE_DEFAULT: int = SOURCE_OPTION[SPLIT_SIZE].typed_default
 
 # What users of Kafka's, Delta's and the file source type by reflex, and what it is here.
 FOREIGN_OPTIONS: dict[str, str] = {
@@ -124,22 +176,6 @@ def check_known(options: Mapping[str, Any]) -> None:
         )
 
 
-def parse_timestamp(option: str, value: object) -> int:
-    """ISO-8601 (a zone, else UTC) or epoch milliseconds -> epoch nanoseconds."""
-    text = str(value).strip()
-    if re.fullmatch(r"[0-9]+", text):
-        return int(text) * 1_000_000
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(
-            option, value, "an ISO-8601 time such as 2026-11-26T08:00:00Z, or epoch milliseconds"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1_000_000) * 1000
-
-
 StartingPosition = StartPosition
 """The name earlier code imports from here (one type: the engine's :class:`StartPosition`)."""
 
@@ -173,12 +209,12 @@ class SourceOptions:
     subscriber: str | None = None
     starting_position: StartPosition | None = None
     starting_timestamp_ns: int | None = None
-    max_segments: int | None = None
+    max_segments: int | None = DEFAULT_MAX_SEGMENTS
     max_bytes: int | None = None
     max_rows: int | None = None
-    include_metadata: bool = False
-    fail_on_data_loss: bool = True
-    split_size_bytes: int = 64 * 1024 * 1024
+    include_metadata: bool = INCLUDE_METADATA_DEFAULT
+    fail_on_data_loss: bool = FAIL_ON_DATA_LOSS_DEFAULT
+    split_size_bytes: int = SPLIT_SIZE_DEFAULT
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     """``storage.<key>`` options: an object-store root's client settings (never shown)."""
 
@@ -194,8 +230,9 @@ def _get(options: Mapping[str, Any], name: str) -> Any:
     return None if v is None or (isinstance(v, str) and v.strip() == "") else v
 
 
-def _positive_int(name: str, value: Any) -> int | None:
-    return None if value is None else parse_int(name, value, minimum=1)
+def _setting(options: Mapping[str, Any], name: str) -> Any:
+    """Reader option ``name`` parsed by its table entry; absent: the table's default."""
+    return SOURCE_OPTION[name].value(_get(options, name))
 
 
 def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) -> SourceOptions:
@@ -234,32 +271,17 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
     position = (
         StartPosition.parse(str(start).lower(), STARTING_POSITION) if start is not None else None
     )
-    ts_raw = _get(options, STARTING_TIMESTAMP)
-    since = parse_timestamp(STARTING_TIMESTAMP, ts_raw) if ts_raw is not None else None
+    since = _setting(options, STARTING_TIMESTAMP)
     if since is not None and position is not None:
         raise ConfigError(
             STARTING_TIMESTAMP,
-            ts_raw,
+            _get(options, STARTING_TIMESTAMP),
             f"either {STARTING_POSITION} or {STARTING_TIMESTAMP}, not both",
         )
-    max_bytes_raw = _get(options, MAX_BYTES_PER_TRIGGER)
-    max_bytes = parse_size(MAX_BYTES_PER_TRIGGER, max_bytes_raw) if max_bytes_raw else None
-    if max_bytes is not None and max_bytes <= 0:
-        raise ConfigError(MAX_BYTES_PER_TRIGGER, max_bytes_raw, "a size greater than zero")
-    split_raw = _get(options, SPLIT_SIZE)
-    split = parse_size(SPLIT_SIZE, split_raw) if split_raw is not None else 64 * 1024 * 1024
-    if split <= 0:
-        raise ConfigError(SPLIT_SIZE, split_raw, "a size greater than zero")
-    inc = _get(options, INCLUDE_METADATA)
-    fail = _get(options, FAIL_ON_DATA_LOSS)
-    max_rows = _positive_int(MAX_ROWS_PER_TRIGGER, _get(options, MAX_ROWS_PER_TRIGGER))
-    segs_raw = _get(options, MAX_SEGMENTS_PER_TRIGGER)
-    if segs_raw is not None and str(segs_raw).strip().lower() == "none":
-        max_segments = None
-    elif segs_raw is not None:
-        max_segments = _positive_int(MAX_SEGMENTS_PER_TRIGGER, segs_raw)
-    else:  # bounded by default; the other limits apply as well
-        max_segments = DEFAULT_MAX_SEGMENTS
+    max_bytes = _setting(options, MAX_BYTES_PER_TRIGGER)
+    split = _setting(options, SPLIT_SIZE)
+    max_rows = _setting(options, MAX_ROWS_PER_TRIGGER)
+    max_segments = _setting(options, MAX_SEGMENTS_PER_TRIGGER)  # bounded unless `none`
     return SourceOptions(
         path=path,
         subscriber=sub,
@@ -268,8 +290,8 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
         max_segments=max_segments,
         max_bytes=max_bytes,
         max_rows=max_rows,
-        include_metadata=parse_bool(INCLUDE_METADATA, inc) if inc is not None else False,
-        fail_on_data_loss=parse_bool(FAIL_ON_DATA_LOSS, fail) if fail is not None else True,
+        include_metadata=_setting(options, INCLUDE_METADATA),
+        fail_on_data_loss=_setting(options, FAIL_ON_DATA_LOSS),
         split_size_bytes=split,
         storage_options=storage_options(options),
     )
