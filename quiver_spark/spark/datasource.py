@@ -14,9 +14,8 @@ Options are documented in README.md ("Options"); they are parsed in
 
 from __future__ import annotations
 
-import logging
+import sys
 from collections.abc import Iterator, Sequence
-from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -35,8 +34,6 @@ from ..subscription import check_reader_root
 from . import source
 from .options import source_root
 from .user_errors import guarded, one_line
-
-log = logging.getLogger(__name__)
 
 _READER_METHODS = ("pushFilters", "partitions", "read")
 _STREAM_METHODS = (
@@ -84,7 +81,7 @@ class QuiverDataSource(DataSource):
     @one_line
     def reader(self, schema: StructType) -> DataSourceReader:
         check_reader_root(source_root(self.options))
-        if _filter_pushdown_enabled():
+        if in_filter_pushdown_worker():
             return QuiverBatchReader(self.options, schema)
         return QuiverBatchReaderNoPushdown(self.options, schema)
 
@@ -135,81 +132,35 @@ class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class QuiverBatchReaderNoPushdown(QuiverBatchReader):  # type: ignore[misc,valid-type]
-    """The batch reader without segment pruning, for sessions with pushdown disabled."""
+    """The batch reader without segment pruning: the one Spark gets wherever it does not
+    call ``pushFilters``."""
 
     pushFilters = DataSourceReader.pushFilters
 
 
-PUSHDOWN_WORKER = "data_source_pushdown_filters.py"
-"""File name of PySpark's filter-pushdown planning worker
-(``pyspark/sql/worker/data_source_pushdown_filters.py``)."""
-PLAN_READ_FLAG = "enable_pushdown"
-"""Local of PySpark's read-planning worker (``pyspark/sql/worker/plan_data_source_read.py``)
-holding ``spark.sql.python.filterPushdown.enabled``."""
-SPARK_WORKER_DIR = ("pyspark", "sql", "worker")
-
-_warned_unrecognised = False
+FILTER_PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
+"""PySpark's filter-pushdown planning worker, the module a process runs to push filters."""
 
 
-def _filter_pushdown_enabled() -> bool:
-    """Whether Spark enabled Python filter pushdown for the read being planned.
+def in_filter_pushdown_worker() -> bool:
+    """Whether this process is PySpark's filter-pushdown worker, the one process that
+    calls a batch reader's ``pushFilters``.
 
-    PySpark 4.3 offers no supported way to know: ``DataSource.reader()`` gets only
-    the schema, the session configuration does not reach the planning worker, and
-    ``plan_data_source_read`` refuses a reader that implements ``pushFilters``
-    unless ``spark.sql.python.filterPushdown.enabled`` is true. With pushdown on,
-    Spark builds the reader in its filter-pushdown worker; with it off, in the
-    read-planning worker, which holds the flag in a local (``enable_pushdown``) but
-    does not pass it to ``reader()``. We tell the two apart from the caller's
-    frames (:func:`pushdown_signal`). When neither is recognised the read goes on
-    without pruning, so a plain ``spark.read.format("quiver").load(path)`` works in
-    every session, and a warning names the PySpark version: a PySpark that moved
-    these call paths turns pruning off, never correctness.
-    ``tests/spark/test_pushdown_detection.py`` drives both workers of the installed
-    PySpark and fails when either is no longer recognised.
+    Which reader Spark may get follows from two documented rules of PySpark 4.3: it
+    calls ``pushFilters`` only when ``spark.sql.python.filterPushdown.enabled`` is
+    true, and with the setting false it refuses a reader that implements
+    ``pushFilters``. Neither the options, the session nor the planning process tells
+    ``DataSource.reader()`` the setting, and none has to: the reader that can prune is
+    given only to the process that pushes filters (which Spark starts only with the
+    setting on), and every other process (read planning, with the setting on or off)
+    gets the reader without ``pushFilters``, which it never calls there. That process
+    is told by the module it runs, named on its command line: the argument of
+    PySpark's worker daemon (``python -m pyspark.daemon <worker module>``) or the
+    module run as ``__main__`` (``python -m <worker module>``, without the daemon). A
+    PySpark that renamed the worker turns pruning off, never correctness;
+    ``tests/spark/test_pushdown_detection.py`` fails when the installed PySpark's worker
+    is no longer recognised.
     """
-    import inspect
-
-    frame = inspect.currentframe()
-    try:
-        found = pushdown_signal(frame.f_back if frame is not None else None)
-    finally:
-        del frame
-    if found is None:
-        _warn_unrecognised()
-        return False
-    return found
-
-
-def pushdown_signal(frame: FrameType | None, depth: int = 8) -> bool | None:
-    """What the ``depth`` frames from ``frame`` outwards say about filter pushdown.
-
-    ``True`` inside PySpark's filter-pushdown worker, the ``enable_pushdown`` flag
-    inside its read-planning worker, ``None`` when neither is found (an unknown
-    PySpark, or a call from outside Spark's planning).
-    """
-    for _ in range(depth):
-        if frame is None:
-            return None
-        if frame.f_code.co_filename.endswith(PUSHDOWN_WORKER):
-            return True  # Spark's filter-pushdown worker: only used when enabled
-        flag = frame.f_locals.get(PLAN_READ_FLAG)
-        if isinstance(flag, bool):
-            return flag
-        frame = frame.f_back
-    return None
-
-
-def _warn_unrecognised() -> None:
-    global _warned_unrecognised
-    if _warned_unrecognised:
-        return
-    _warned_unrecognised = True
-    import pyspark
-
-    log.warning(
-        "quiver: cannot tell whether spark.sql.python.filterPushdown.enabled is set "
-        "(PySpark %s planned this read through a call path quiver does not know); "
-        "batch reads will not prune segments by filter",
-        pyspark.__version__,
-    )
+    main = sys.modules.get("__main__")
+    running = getattr(getattr(main, "__spec__", None), "name", None)
+    return FILTER_PUSHDOWN_WORKER in (running, *sys.argv[1:2])
