@@ -22,10 +22,12 @@ def _engine_modules(path: Path, pkg: Path) -> dict[str, int]:
     package = ["quiver_spark", *path.parent.relative_to(pkg).parts]
     found: dict[str, int] = {}
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             if node.level:
                 base = package[: len(package) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
