@@ -24,6 +24,8 @@ import statistics
 import tempfile
 import time
 
+from benchdata import run_ended, run_started
+
 from quiver_spark.subscribers import StartPosition, SubscriberRegistry
 from quiver_spark.subscribers import log as acklog
 
@@ -83,6 +85,7 @@ def main() -> None:
         "--out", default=os.path.join(os.path.dirname(__file__), "results", "acklog.json")
     )
     args = ap.parse_args()
+    run = run_started()
     root = tempfile.mkdtemp(prefix="qbench-acklog-")
     rows = []
     try:
@@ -139,6 +142,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ok = all(r["open_ms"] <= BUDGET_S * 1000 for r in rows)
+    run = run_ended(run)
     result = {
         "benchmark": "P6 ack log open/replay",
         "records": args.records,
@@ -146,10 +150,8 @@ def main() -> None:
         "partitions": PARTS,
         "budget_ms": BUDGET_S * 1000,
         "pass": ok,
-        "load_average_1m": os.getloadavg()[0],
-        "cpus": os.cpu_count(),
-        "machine": platform.platform(),
-        "python": platform.python_version(),
+        "run": run,
+        "platform": platform.platform(),
         "rows": rows,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

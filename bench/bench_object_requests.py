@@ -61,6 +61,8 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchdata import run_ended, run_started  # noqa: E402
+
 from quiver_spark import QuiverStore  # noqa: E402
 from quiver_spark.config import SegmentConfig, StoreConfig  # noqa: E402
 from quiver_spark.position import Position  # noqa: E402
@@ -610,6 +612,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print the JSON instead of markdown")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "object_requests.json"))
     args = ap.parse_args()
+    run = run_started()
     tmp = tempfile.mkdtemp(prefix="quiver-objreq-")
     os.environ["XDG_CACHE_HOME"] = os.path.join(tmp, "cache")  # the WALs of object roots
     res: dict[str, Any] = {"args": vars(args)}
@@ -622,6 +625,7 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res["prices"] = PRICES
+    res["run"] = run_ended(run)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2, default=str))
     if args.json:

@@ -22,6 +22,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from benchdata import run_ended, run_started
+
 RESULTS = Path(__file__).resolve().parent / "results"
 WAL_MB = int(os.environ.get("QUIVER_BENCH_WAL_MB", "4090"))
 
@@ -63,6 +65,7 @@ OPEN = textwrap.dedent(
 
 
 def main() -> None:
+    run = run_started()
     with tempfile.TemporaryDirectory(dir=os.environ.get("QUIVER_BENCH_DIR")) as d:
         root = os.path.join(d, "store")
         proc = subprocess.Popen(
@@ -85,6 +88,7 @@ def main() -> None:
     med = statistics.median(times)
     row = {
         "id": "P6-wal",
+        "run": run_ended(run),
         "wal_bytes": wal_bytes,
         "records": scanned,
         "open_s_median": med,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from benchdata import distinct_batches
+from benchdata import distinct_batches, run_ended, run_started
 from crc32c import crc32c
 
 from quiver_spark.segment import SegmentLocation, SegmentMeta
@@ -93,6 +92,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--dir", default=None, help="where to write the segment (a local disk)")
     args = ap.parse_args()
+    run = run_started()
     rounds = max(3, args.rounds)
 
     work = tempfile.mkdtemp(prefix="quiver-bench-seg-", dir=args.dir)
@@ -136,6 +136,7 @@ def main() -> None:
     crc = statistics.median(crc_s)
     result = {
         "bench": "P5 segment cold scan",
+        "run": run_ended(run),
         "size_bytes": size,
         "batches": meta.batches,
         "rows": meta.rows,
@@ -148,9 +149,6 @@ def main() -> None:
         "crc_verify_gbps": gb / crc,
         "write_gbps": gb / write_s,
         "goal": "scan >= 0.5x raw read and >= 1 GB/s",
-        "python": platform.python_version(),
-        "pyarrow": pa.__version__,
-        "cpus": os.cpu_count(),
     }
     out = Path(__file__).resolve().parent / "results" / "segment.json"
     out.parent.mkdir(exist_ok=True)

@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from benchdata import earlier_runs, run_ended, run_started
 
 HERE = Path(__file__).resolve().parent
 SCHEMA = "id long, ts timestamp, s string, x double"
@@ -155,6 +156,7 @@ def main() -> int:
     ap.add_argument("--only", choices=["p9"], help="run P9 alone, keep P1/P2/P8 of --out")
     ap.add_argument("--out", default=str(HERE / "results" / "sink.json"))
     args = ap.parse_args()
+    run = run_started()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -180,12 +182,14 @@ def main() -> int:
         with open(args.out) as f:
             earlier = json.load(f)
         results.update({k: earlier[k] for k in ("rows", "reps", "P1", "P2", "P8")})
+        results["earlier_runs"] = earlier_runs(earlier, ["P1", "P2", "P8"])
     quiver_opts = {"segment.max_open_duration": "1s"}
     try:
         if not args.only:
             p1_p2_p8(spark, args, work, results, quiver_opts)
         results["P9"] = p9(spark, args, work, quiver_opts)
         results["load_avg_1m_end"] = os.getloadavg()[0]
+        results["run"] = run_ended(run)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchdata import run_ended, run_started
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -557,6 +558,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
         Path(args.result).write_text(json.dumps(r))
         return 0
+    run = run_started()
     res: dict[str, Any] = {"args": vars(args), "command": "bench/bench_soak.py "
                            + " ".join(sys.argv[1:]), "load_avg": [os.getloadavg()[0]]}  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="quiver-bench-soak-"))
@@ -575,6 +577,7 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res["load_avg"].append(os.getloadavg()[0])
+    res["run"] = run_ended(run)
     RESULTS.mkdir(exist_ok=True)
     res["plots"] = plot(res)
     text = report(res)

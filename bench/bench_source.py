@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from benchdata import earlier_runs, run_ended, run_started
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -397,6 +398,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["p3", "p7"], help="run one benchmark, keep the other's")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "source.json"))
     args = ap.parse_args()
+    run = run_started()
     from pyspark.sql import SparkSession
 
     work = Path(tempfile.mkdtemp(prefix="quiver-bench-source-"))
@@ -429,11 +431,14 @@ def main() -> None:
             for key in ("P3", "rows", "arrow_bytes", "prepare_s"):
                 result[key] = earlier[key]
             result["machine"]["load_avg_1m_p3"] = earlier["machine"]["load_avg_1m"]
+            result["earlier_runs"] = earlier_runs(earlier, ["P3"])
         if args.only in (None, "p7"):
             result["P7"] = p7(spark, work, args.samples, 100, "100ms")
         else:
             result["P7"] = earlier["P7"]
+            result["earlier_runs"] = earlier_runs(earlier, ["P7"])
         result["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
+        result["run"] = run_ended(run)
         _save(args.out, result)
         spark.stop()
     finally:

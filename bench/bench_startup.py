@@ -45,6 +45,8 @@ import pyarrow as pa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchdata import run_ended, run_started  # noqa: E402
+
 from quiver_spark import QuiverStore  # noqa: E402
 from quiver_spark.fs import FileIO  # noqa: E402
 from quiver_spark.objects import CountingObjects  # noqa: E402
@@ -164,6 +166,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "startup.json"))
     args = ap.parse_args()
+    run = run_started()
     with tempfile.TemporaryDirectory(prefix="quiver-startup-") as tmp:
         roots = {"small": os.path.join(tmp, "small"), "large": os.path.join(tmp, "large")}
         built = {k: build_store(r, args.small if k == "small" else args.large, args.reps + 1)
@@ -178,7 +181,7 @@ def main() -> int:
                     if rep:
                         times[k].setdefault(name, []).append(time.perf_counter() - t0)
         requests = {k: manifest_requests(r) for k, r in roots.items()}
-    res = {"built": built, "times_s": times, "manifest_requests": requests}
+    res = {"run": run_ended(run), "built": built, "times_s": times, "manifest_requests": requests}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(f"| what (new process) | {args.small} segments | {args.large} segments | ratio |")

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from benchdata import run_ended, run_started
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -398,6 +399,7 @@ def main() -> int:
     ap.add_argument("--no-s3", action="store_true")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "trigger.json"))
     args = ap.parse_args()
+    run = run_started()
     logging.basicConfig(level=logging.ERROR)
     count_local_requests()
     work = Path(tempfile.mkdtemp(prefix="quiver-bench-trigger-"))
@@ -439,6 +441,7 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
+    res["run"] = run_ended(run)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=2)

@@ -19,10 +19,8 @@ A B C A B C ..., median of ``--rounds`` (>= 3). Prints a markdown table and writ
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -31,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-from benchdata import ROWS, distinct_batches
+from benchdata import ROWS, distinct_batches, run_ended, run_started
 
 from quiver_spark.config import WalConfig
 from quiver_spark.wal import WalWriter
@@ -76,6 +74,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--dir", default=None, help="parent of the scratch directories")
     args = ap.parse_args()
+    run = run_started()
     if args.rounds < 3:
         ap.error("--rounds must be >= 3")
     batches = make_batches(args.batches)
@@ -119,12 +118,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = {
         "bench": "P4 wal append",
-        "command": "python bench/bench_wal.py "
-        + f"--batches {args.batches} --rounds {args.rounds}",
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "pyarrow": pa.__version__,
-        "cores": os.cpu_count(),
+        "run": run_ended(run),
         "batches": args.batches,
         "rows_per_batch": ROWS,
         "bytes": nbytes,

@@ -7,7 +7,9 @@ median of >= 3): the machines are shared and noisy, absolute times are context.
 Usage: ``make bench`` or ``.venv/bin/python bench/run_all.py [name ...]``. A name may
 carry the script's arguments (``"sink --only p9"``). Running some names replaces
 only their sections of RESULTS.md and keeps the others. ``soak`` (P11, 20+ minutes)
-is not in ``make bench``: ``make bench-soak`` runs it.
+is not in ``make bench``: ``make bench-soak`` runs it. README.md's tables are
+rendered from the JSON files by ``bench/tables.py --write`` (``make bench`` runs it
+after this).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["wal", "segment", "recovery", "acklog", "sink", "source", "trigger", "object_requests"]
+ORDER = ["wal", "segment", "recovery", "acklog", "sink", "source", "trigger", "object_requests",
+         "startup"]  # fmt: skip
 NOT_IN_BENCH = ["soak"]  # long: make bench-soak
 
 
