@@ -16,6 +16,11 @@ Protocol (ARCHITECTURE.md §9):
 
 ``abort`` writes no decision on purpose: a decision with no winners would make a
 later rerun of the same batch id lose its rows.
+
+Every decision is the engine's (:meth:`QuiverStore.prepare_writes`,
+:meth:`~QuiverStore.commit_batch`, :meth:`~QuiverStore.discard_batch`,
+:mod:`quiver_spark.write_jobs`): this module turns Spark's calls, task context and
+commit messages into those calls, and logs what they did.
 """
 
 from __future__ import annotations

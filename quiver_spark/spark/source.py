@@ -6,7 +6,9 @@ JSON naming the store (:mod:`.offsets`: a checkpoint written against another sto
 refused at the first call that hands its offsets back), ``initialOffset`` is :meth:`Subscription.start`, ``latestOffset`` is
 :meth:`~Subscription.plan`, ``partitions`` splits :meth:`~Subscription.segments`,
 ``commit`` is :meth:`~Subscription.ack` (a durable acknowledgement, then the store's
-retention pass). Everything decided there is testable without a JVM.
+retention pass). A batch read's ``pushFilters`` turns Spark's filters into comparisons
+and its ``partitions`` is :func:`~quiver_spark.read_tasks.plan_batch_read`. Everything
+decided there is testable without a JVM.
 
 Where things run (PySpark 4.3): ``initialOffset``, ``latestOffset``, ``partitions``,
 ``commit`` and ``stop`` in one long-lived Python process per query (the subscription
