@@ -65,8 +65,9 @@ class LiveClaim:
             self.url,
             self.epoch,
             None,
-            f"the ack log names a later live consumer of subscriber {subscriber!r}; "
-            "nothing of this call was recorded",
+            f"the ack log names another live consumer of subscriber {subscriber!r} "
+            "(a later one claimed it, or it was registered again since this consumer "
+            "claimed it); nothing of this call was recorded",
         )
 
 

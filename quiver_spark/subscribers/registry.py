@@ -303,7 +303,8 @@ class SubscriberRegistry(AckLogJournal):
     ) -> None:
         """:meth:`record` for several partitions in one durable write. ``consumer``: the
         live consumer recording (an object root, §12.5); refused with LeaseLostError,
-        nothing recorded, when the ack log names a later consumer of ``sub``."""
+        nothing recorded, unless the latest claim of ``sub``'s registration is its own
+        (a later consumer claimed it, or ``sub`` was registered again since)."""
         if not isinstance(outcome, Outcome):
             raise SubscriberError(f"outcome must be an Outcome, got {outcome!r}")
         wanted = {
@@ -315,10 +316,10 @@ class SubscriberRegistry(AckLogJournal):
             released.clear()
             sid = self._sid(sub)
             enc, new = self._encoder(), cast("dict[Any, Any]", {})
-            if consumer is not None:
-                held = self.state.claimed_by(sid)
-                if held is not None and held != consumer.token:
-                    raise consumer.refused(sub)
+            if consumer is not None and self.state.claimed_by(sid) != consumer.token:
+                # another consumer claimed it later, or this registration is newer
+                # than the consumer's claim (registered again meanwhile): never ours
+                raise consumer.refused(sub)
             for p, seqs in wanted.items():
                 pid = self.state.part_ids.get(p)
                 todo = [s for s in seqs if not self.state.is_done(sid, pid, s)]
@@ -334,8 +335,6 @@ class SubscriberRegistry(AckLogJournal):
                 for first, count in to_runs(todo):
                     enc.add(acklog.K_OUTCOME, _CODES[outcome], sub=sid, part=pid, a=first, b=count)
                 released[(sid, p)] = todo
-            if enc.parts and consumer is not None and self.state.claimed_by(sid) is None:
-                enc.add(acklog.K_CLAIM, sub=sid, a=consumer.token)  # its first: claimed here
             return enc if enc.parts else None
 
         self._transact(build)

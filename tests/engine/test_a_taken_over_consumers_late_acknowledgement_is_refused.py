@@ -56,7 +56,7 @@ def test_an_acknowledgement_built_after_a_takeover_is_refused_and_the_newcomer_d
     # C1 resumes past its own lease check: the ack log itself refuses it
     with (
         mock.patch.object(subscription_mod, "check_live", lambda *a, **k: None),
-        pytest.raises(LeaseLostError, match="later live consumer"),
+        pytest.raises(LeaseLostError, match="another live consumer"),
     ):
         c1.ack(batch.end)
     c2 = Subscription(other, "exp", live=False)  # the newcomer reads from the acked mark
