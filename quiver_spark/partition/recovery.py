@@ -314,11 +314,29 @@ class PartitionRecovery:
                 except SegmentMissingError as e:
                     if e.kind != "missing":
                         raise
-                    log.info(
-                        "quiver.recovery.published_then_deleted partition=%s seq=%d",
-                        self.pid,
-                        meta.seq,
-                    )
+                    listed = self.segments.manifest_copy(self.pid)
+                    if (
+                        self._deleted is not None
+                        and listed is not None
+                        and not listed.lists(meta.seq)
+                    ):
+                        # never published (the MANIFEST does not list it, the ack log
+                        # records no deletion of it): a successor passed its seq over
+                        # and gc removed its objects. Its rows are in this WAL only:
+                        # read again and sealed anew, never taken for delivered
+                        log.warning(
+                            "quiver.recovery.unpublished_removed partition=%s seq=%d: its "
+                            "rows are sealed again from the WAL",
+                            self.pid,
+                            meta.seq,
+                        )
+                        self._covered = _minus(self._covered, meta.wal_ranges)
+                    else:
+                        log.info(
+                            "quiver.recovery.published_then_deleted partition=%s seq=%d",
+                            self.pid,
+                            meta.seq,
+                        )
         elif publishing:
             meta = SegmentMeta.from_body(self.state_path, publishing)
             if republish and not deleted.holds(meta.seq):
