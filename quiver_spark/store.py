@@ -740,7 +740,7 @@ class QuiverStore:
         garbage: list[int] = []
         try:
             lease.keep()
-            self.manifests.claim(pid, lease.epoch)
+            self.manifests.claim(pid, lease.epoch, lease.confirm)
             for txn_id in ids:
                 if current is not None and current.seals(txn_id):
                     garbage.append(txn_id)
@@ -809,7 +809,7 @@ class QuiverStore:
             min_epoch=current.epoch if current is not None else 0,
         )
         lease.keep()
-        self.manifests.claim(pid, lease.epoch)
+        self.manifests.claim(pid, lease.epoch, lease.confirm)
         return lease
 
     def deleted_marks(self, partition: str) -> DeletedMarks:

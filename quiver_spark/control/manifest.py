@@ -344,18 +344,25 @@ class ManifestStore:
         self.stats = ManifestStats()
         self._last: dict[str, Manifest] = {}
         self._claimed: dict[str, int] = {}
+        self._confirm: dict[str, Callable[[], None]] = {}
 
-    def claim(self, partition: str, epoch: int) -> None:
+    def claim(self, partition: str, epoch: int, confirm: Callable[[], None] | None = None) -> None:
         """This handle writes ``partition`` under lease epoch ``epoch``: its next change
         stores that epoch (fencing every earlier writer), and a stored epoch above it
         fences this handle. Partitions not claimed (a retention pass of another
-        process) are changed at whatever epoch they hold, never fenced."""
+        process) are changed at whatever epoch they hold, never fenced. ``confirm``
+        (the lease's, one GET) raises LeaseLostError unless the lease is still this
+        handle's: asked before a MANIFEST that fails verification (whose epoch cannot
+        be read) is rewritten, so damage never lifts the fence (§12.7)."""
         self._claimed[partition] = epoch
+        if confirm is not None:
+            self._confirm[partition] = confirm
         self._last.pop(partition, None)
 
     def unclaim(self, partition: str) -> None:
         """This handle no longer writes ``partition`` (a sealer that released its lease)."""
         self._claimed.pop(partition, None)
+        self._confirm.pop(partition, None)
         self._last.pop(partition, None)
 
     def _epoch(self, partition: str) -> int:
@@ -433,6 +440,12 @@ class ManifestStore:
             if cur is not None and fenced and cur.epoch > mine:
                 self._last.pop(partition, None)
                 raise FencedError(self.display(partition), mine, cur.epoch)
+            if cur is None and damaged_version is not None and fenced:
+                # its epoch cannot be read: only a holder whose lease is still its own
+                # may rewrite it, never at an epoch it cannot prove is the newest
+                confirm = self._confirm.get(partition)
+                if confirm is not None:
+                    confirm()
             try:
                 if cur is None:
                     new = change(build()).at_epoch(mine)
