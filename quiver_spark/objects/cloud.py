@@ -74,13 +74,16 @@ _TRANSIENT_4XX = frozenset({408, 409, 429})
 _TRANSIENT_BODY_RE = re.compile(r"<Code>(RequestTimeout|SlowDown)</Code>")
 _NOT_SENT_RE = re.compile(r"HTTP error: builder error")
 NO_RETRY: dict[str, Any] = {"max_retries": 0}
+READ_RETRIES_BACKSTOP = 1000
+"""obstore needs a count; the budget (``retry_timeout``) is what bounds read retries."""
 
 
 def read_retry(timeout_s: float) -> dict[str, Any]:
-    """obstore's retries of every request but a conditional write: at most 5, none
-    starting after ``timeout_s`` (the root's one budget)."""
+    """obstore's retries of every request but a conditional write: as many as fit in
+    ``timeout_s`` (the root's one budget; the count is only a backstop), so a storm of
+    transient errors on a read fails its caller only once the budget is spent."""
     return {
-        "max_retries": 5,
+        "max_retries": READ_RETRIES_BACKSTOP,
         "backoff": {
             "init_backoff": timedelta(seconds=INIT_BACKOFF_S),
             "max_backoff": timedelta(seconds=MAX_BACKOFF_S),
