@@ -30,14 +30,22 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _commit() -> str | None:
-    """The checkout's commit, ``-dirty`` when its tracked files differ from it."""
+def _git(*args: str) -> str:
     try:
-        out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty",
-                              "--abbrev=10"], capture_output=True, text=True, timeout=10)  # fmt: skip
+        out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                             timeout=10)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _commit() -> str | None:
+    """The checkout's commit, ``-dirty`` when a tracked file differs from it (the
+    results the benchmarks write themselves do not count)."""
+    sha = _git("rev-parse", "--short=10", "HEAD")
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                   ":(exclude)bench/results")  # fmt: skip
+    return (sha + ("-dirty" if changed else "")) or None
 
 
 def run_started(argv: list[str] | None = None) -> dict[str, Any]:

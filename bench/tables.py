@@ -242,6 +242,7 @@ def source(d: Data) -> str:
     per = ", ".join(f"{x:.2f}" for x in s["ratio_quiver_vs_floor_per_rep"])
     per_packed = ", ".join(f"{x:.2f}" for x in s["ratio_quiver_vs_floor_packed_per_rep"])
     spark = p7.get("spark_p50_ms", {})
+    floor_goal = float(s["goal_vs_floor"].removeprefix(">="))
     names = {"walCommit": "offset log", "commitOffsets": "commit log",
              "queryPlanning": "planning", "latestOffset": "Quiver's `latestOffset`"}  # fmt: skip
     rows = [
@@ -251,7 +252,7 @@ def source(d: Data) -> str:
          "the Python floor: a minimal `DataSourceStreamReader` over the same `.arrow` files, "
          f"one task per file, {s['floor_rows_per_s'] / 1e6:.2f} M rows/s",
          f"{ratio(s['ratio_quiver_vs_floor'], bold=True)} (rounds {per})",
-         goal(f"{s['goal_vs_floor']}x", s["ratio_quiver_vs_floor"] >= 0.95)],
+         goal(f"{s['goal_vs_floor']}x", s["ratio_quiver_vs_floor"] >= floor_goal)],
         ["P3", "the same (context)", "(above)", f"the floor packed into Quiver's "
          f"{s['quiver_tasks']} tasks ({s['segments']} files), "
          f"{s['floor_packed_rows_per_s'] / 1e6:.2f} M rows/s",
@@ -297,7 +298,8 @@ def trigger(d: Data) -> str:
 
     n = len(t["small"])
     rows = [
-        ["retained segments (64 partitions, 50 subscribers)", num(st["small"]["segments"]),
+        [f"retained segments ({st['small']['partitions']} partitions, "
+         f"{st['small']['subscribers']} subscribers)", num(st["small"]["segments"]),
          num(st["large"]["segments"]), "-", "-"],
         [f"one source trigger: `latestOffset` + `partitions` + `commit` (ack and retention "
          f"pass); median of {n}", *pair(t, "total_ms", msf), "<= 1.2x"],

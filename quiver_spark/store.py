@@ -176,6 +176,7 @@ class QuiverStore:
         self.wal_root = config.wal.path or (
             default_wal_root(root) if self.on_objects else os.path.join(root, fmt.PARTITIONS_DIR)
         )
+        self.segment_location.deleted_marks = self.deleted_marks
         self.commits = CommitLog(self.objects, store=self.store_id)
         self._has_registry = False  # seen to exist (a registry is never removed)
         self.writer: PartitionWriter | None = None
@@ -682,6 +683,9 @@ class QuiverStore:
                 log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
                 self.idle_failures[pid] = str(e)
             finally:
+                # its lease is released: this handle writes the partition no more, and
+                # its retention changes it at whatever epoch the next writer holds
+                self.manifests.unclaim(pid)
                 w.close(finalize=False)
         if self.on_objects and staged:
             sealed += self._seal_staged(skip=done | ({mine} if mine else set()))
@@ -786,6 +790,7 @@ class QuiverStore:
             )
         except BaseException:
             if lease is not None:
+                self.manifests.unclaim(pid)
                 lease.release()
             raise
         return writer
