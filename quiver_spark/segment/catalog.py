@@ -48,6 +48,7 @@ from ..format import (
 )
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
+from ..seams import DeletedMarks
 from ..urls import check_url, is_local_url
 from .backend import Consume, SegmentBackend
 from .backends import open_backend
@@ -174,6 +175,11 @@ class SegmentLocation:
         self.url = url
         self.manifests = manifests
         """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
+        self.deleted_marks: Callable[[str], DeletedMarks] | None = None
+        """The ack log's record of a partition's deleted segments (set by the store
+        when it has one): a listing that decides a partition (no readable MANIFEST)
+        never publishes again a seq retention recorded deleted, whose objects a failed
+        delete may have left (§6.7, §12.4)."""
         self.manifest_publishes = objects is not None and manifests is not None
         """On an object root the MANIFEST is the publication point (§12.4): a segment
         is published iff its partition's MANIFEST lists it; a ``.meta`` it does not
@@ -534,6 +540,25 @@ class SegmentLocation:
         copy = self._copies.get(partition)
         return copy is not None and copy.seals(txn_id)
 
+    def _without_deleted(self, partition: str, seqs: builtins.list[int]) -> builtins.list[int]:
+        """Object root, no readable MANIFEST (the files decide): ``seqs`` less those the
+        ack log records deleted. Retention removes a segment's entry, records the
+        deletion, then deletes its objects; a failed delete leaves them, and a listing
+        must not take them for published again (§6.7, §12.4)."""
+        if self.deleted_marks is None or not self.manifest_publishes or not seqs:
+            return seqs
+        try:
+            gone = self.deleted_marks(partition)
+        except (OSError, CorruptionError) as e:
+            log.warning(
+                "quiver.segment.deleted_marks_unread partition=%s error=%s: the listing "
+                "decides alone",
+                partition,
+                e,
+            )
+            return seqs
+        return [q for q in seqs if not gone.holds(q)]
+
     def manifest_from_listing(self, partition: str) -> Manifest:
         """The manifest a listing gives (every ``.meta`` read once): the one-time
         upgrade of a partition that has none, or the rebuild of a damaged one. Every
@@ -716,7 +741,9 @@ class SegmentLocation:
         lists (one more read; §12.4)."""
         listed = self.listing(partition).published
         m = self._publication(partition)
-        return listed if m is None else [s for s in listed if m.lists(s)]
+        if m is None:
+            return self._without_deleted(partition, listed)
+        return [s for s in listed if m.lists(s)]
 
     def _publication(self, partition: str, *, fresh: bool = True) -> Manifest | None:
         """Object root: the MANIFEST that decides what is published (read again unless
@@ -927,7 +954,9 @@ class SegmentLocation:
         ):
             m = self._publication(partition)
         if m is None:  # no readable MANIFEST: the files decide (§6.7)
-            return self._probe_files({partition: start}, skip)[partition]
+            found = self._probe_files({partition: start}, skip)[partition]
+            kept = set(self._without_deleted(partition, [f.seq for f in found]))
+            return [f for f in found if f.seq in kept]
         out: builtins.list[SegmentMeta | DamagedSegment] = []
         for e in m.entries:
             if e.seq < start or (skip is not None and skip(partition, e.seq)):
