@@ -87,7 +87,6 @@ from .write_jobs import (
 
 log = logging.getLogger(__name__)
 
-LEASE_FILE = "LEASE"
 
 IDLE_RETENTION_PERIOD_S = 60.0
 """On an object root, how often a writer's maintenance runs a retention pass with
@@ -176,8 +175,8 @@ class QuiverStore:
         self.wal_root = config.wal.path or (
             default_wal_root(root) if self.on_objects else os.path.join(root, fmt.PARTITIONS_DIR)
         )
-        self.segment_location.deleted_marks = self.deleted_marks
         self.commits = CommitLog(self.objects, store=self.store_id)
+        self.segment_location.deleted_marks = self.deleted_marks
         self._has_registry = False  # seen to exist (a registry is never removed)
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
@@ -683,10 +682,10 @@ class QuiverStore:
                 log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
                 self.idle_failures[pid] = str(e)
             finally:
+                w.close(finalize=False)
                 # its lease is released: this handle writes the partition no more, and
                 # its retention changes it at whatever epoch the next writer holds
                 self.manifests.unclaim(pid)
-                w.close(finalize=False)
         if self.on_objects and staged:
             sealed += self._seal_staged(skip=done | ({mine} if mine else set()))
         return sealed
@@ -734,7 +733,7 @@ class QuiverStore:
             ) from e
         lease = Lease.acquire(
             self.objects,
-            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
+            fmt.writer_lease_key(pid),
             purpose="sealer",
             ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
@@ -790,8 +789,8 @@ class QuiverStore:
             )
         except BaseException:
             if lease is not None:
-                self.manifests.unclaim(pid)
                 lease.release()
+                self.manifests.unclaim(pid)
             raise
         return writer
 
@@ -808,7 +807,7 @@ class QuiverStore:
             current = None
         lease = Lease.acquire(
             self.objects,
-            f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}",
+            fmt.writer_lease_key(pid),
             purpose="writer",
             ttl_s=self.config.lease_ttl_s,
             min_epoch=current.epoch if current is not None else 0,
@@ -839,7 +838,7 @@ class QuiverStore:
             out[pid] = body
         if self.on_objects:  # a writer on any machine holds its lease in the bucket (§12.3)
             for pid in self.partitions():
-                held = current_holder(self.objects, f"{fmt.PARTITIONS_DIR}/{pid}/{LEASE_FILE}")
+                held = current_holder(self.objects, fmt.writer_lease_key(pid))
                 body = out.setdefault(pid, {"partition": pid})
                 body["live"] = held is not None
                 if held is not None:
