@@ -38,6 +38,7 @@ or ``"not quarantined: <why>"`` when quarantining acted on the finding.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
@@ -73,11 +74,42 @@ CHECKED_KEYS = (
 """What :attr:`FsckReport.checked` counts."""
 
 
+class FindingKind(enum.StrEnum):
+    """What a finding is about: the file kinds of ARCHITECTURE.md §11's damage table, and
+    the states fsck tells apart (a torn WAL tail, an orphan or pending segment). The value
+    is the word ``quiver fsck`` prints and ``--json`` carries."""
+
+    STORE = "store"
+    POLICY = "policy"
+    POLICY_COPY = "policy_copy"
+    STATE = "state"
+    WAL = "wal"
+    WAL_TORN_TAIL = "wal_torn_tail"
+    HEARTBEAT = "heartbeat"
+    SEGMENT = "segment"
+    SEGMENT_META = "segment_meta"
+    SEGMENT_ORPHAN = "segment_orphan"
+    SEGMENT_PENDING = "segment_pending"
+    MANIFEST = "manifest"
+    LEASE = "lease"
+    QUARANTINE_MARK = "quarantine_mark"
+    STAGED = "staged"
+    COMMIT = "commit"
+    ACKLOG = "acklog"
+    SUBSCRIBERS = "subscribers"
+    SUBSCRIBER_RECORD = "subscriber_record"
+    LOST_LOG = "lost_log"
+    METRICS = "metrics"
+    ADVISORY = "advisory"
+    LOCK = "lock"
+    READER_LOCK = "reader_lock"
+
+
 @dataclass
 class Finding:
     """One problem or warning, located by file and (where known) byte offset."""
 
-    kind: str
+    kind: FindingKind
     file: str
     reason: str
     offset: int | None = None
@@ -130,7 +162,7 @@ class StoreChecker:
             tasks.extend(self._partition_checks(pid))
         if self.store.on_objects:
             self._note(
-                "wal", self.store.wal_root, "only this machine's WAL is checked: a writer on "
+                FindingKind.WAL, self.store.wal_root, "only this machine's WAL is checked: a writer on "
                 "another machine keeps its WAL, STATE and HEARTBEAT on that machine's disk",
             )  # fmt: skip
         segment_partitions = self._segment_partitions()
@@ -174,22 +206,24 @@ class StoreChecker:
         try:
             return self.store.partitions()
         except (OSError, QuiverError) as e:
-            self._problem("segment", self.store.segments_url, f"cannot list partitions: {e}")
+            self._problem(
+                FindingKind.SEGMENT, self.store.segments_url, f"cannot list partitions: {e}"
+            )
             return []
 
     # -- findings -----------------------------------------------------------------------
-    def _problem(self, kind: str, file: str, reason: str, **kw: Any) -> Finding:
+    def _problem(self, kind: FindingKind, file: str, reason: str, **kw: Any) -> Finding:
         f = Finding(kind, file, reason, **kw)
         self.report.problems.append(f)
         return f
 
-    def _warning(self, kind: str, file: str, reason: str, **kw: Any) -> None:
+    def _warning(self, kind: FindingKind, file: str, reason: str, **kw: Any) -> None:
         self.report.warnings.append(Finding(kind, file, reason, **kw))
 
-    def _corruption(self, kind: str, e: CorruptionError, **kw: Any) -> Finding:
+    def _corruption(self, kind: FindingKind, e: CorruptionError, **kw: Any) -> Finding:
         return self._problem(kind, e.path, e.reason, offset=e.offset, **kw)
 
-    def _note(self, kind: str, file: str, reason: str, **kw: Any) -> None:
+    def _note(self, kind: FindingKind, file: str, reason: str, **kw: Any) -> None:
         self.report.notes.append(Finding(kind, file, reason, **kw))
 
     # -- the root's objects ---------------------------------------------------------------
@@ -222,9 +256,9 @@ class StoreChecker:
                 if key not in body:
                     raise CorruptionError(path, fmt.FRAME_SIZE, f"STORE lacks {key!r}")
         except CorruptionError as e:
-            self._corruption("store", e)
+            self._corruption(FindingKind.STORE, e)
         except FileNotFoundError:
-            self._problem("store", path, "missing")
+            self._problem(FindingKind.STORE, path, "missing")
         self.report.checked["store"] += 1
 
     # -- POLICY and its copy --------------------------------------------------------------
@@ -235,18 +269,18 @@ class StoreChecker:
         try:
             recorded = policy.read_recorded(self.store.objects)
         except OSError as e:
-            self._problem("policy", path, f"cannot read: {e}")
+            self._problem(FindingKind.POLICY, path, f"cannot read: {e}")
             return
         except CorruptionError as e:
             self._problem(
-                "policy", e.path, f"{e.reason}; every process applies the most conservative "
+                FindingKind.POLICY, e.path, f"{e.reason}; every process applies the most conservative "
                 f"policy until it is repaired with: {policy.repair_hint(root)}", offset=e.offset,
             )  # fmt: skip
             recorded = None
         else:
             if recorded is None:
                 self._warning(
-                    "policy", path, "none recorded (a store from before POLICY existed): the "
+                    FindingKind.POLICY, path, "none recorded (a store from before POLICY existed): the "
                     "next writer records its options as the store's policy",
                 )  # fmt: skip
                 return
@@ -255,17 +289,17 @@ class StoreChecker:
         except FileNotFoundError:
             if recorded is not None:
                 self._warning(
-                    "policy_copy", copy, "missing: a damaged POLICY could only be repaired from "
+                    FindingKind.POLICY_COPY, copy, "missing: a damaged POLICY could only be repaired from "
                     f"explicit values; write it with: quiver config {root} repair",
                 )  # fmt: skip
             return
         except OSError as e:
-            self._warning("policy_copy", copy, f"cannot read: {e} (only repair reads it)")
+            self._warning(FindingKind.POLICY_COPY, copy, f"cannot read: {e} (only repair reads it)")
             return
         except CorruptionError as e:
             fix = f"quiver config {root} repair" if recorded else "repair POLICY with KEY=VALUE"
             self._warning(
-                "policy_copy", e.path, f"{e.reason} (only repair reads it; rewrite it with: "
+                FindingKind.POLICY_COPY, e.path, f"{e.reason} (only repair reads it; rewrite it with: "
                 f"{fix})", offset=e.offset,
             )  # fmt: skip
         self.report.checked["policy"] += 1
@@ -296,13 +330,13 @@ class StoreChecker:
         except FileNotFoundError:  # a partition that never finalized has no STATE
             if self._has_segment_files(pid):
                 self._warning(
-                    "state", state, "missing while the partition has segments: its next "
+                    FindingKind.STATE, state, "missing while the partition has segments: its next "
                     "writer starts above the highest segment seq on disk (a seq retention "
                     "deleted from the top is not reused only if the ack log recorded it)",
                     partition=pid,
                 )  # fmt: skip
         except CorruptionError as e:
-            self._corruption("state", e, partition=pid)
+            self._corruption(FindingKind.STATE, e, partition=pid)
             self.report.checked["states"] += 1
         beat = os.path.join(pdir, fmt.HEARTBEAT_FILE)
         try:
@@ -311,13 +345,13 @@ class StoreChecker:
             pass
         except CorruptionError as e:
             self._warning(
-                "heartbeat", e.path, f"{e.reason} (advisory file, rewritten by the writer)",
+                FindingKind.HEARTBEAT, e.path, f"{e.reason} (advisory file, rewritten by the writer)",
                 offset=e.offset, partition=pid,
             )  # fmt: skip
         self.report.checked["advisory_files"] += 1
-        self._check_lock_info(os.path.join(pdir, fmt.LOCK_FILE), "lock", pid)
+        self._check_lock_info(os.path.join(pdir, fmt.LOCK_FILE), FindingKind.LOCK, pid)
 
-    def _check_lock_info(self, path: str, kind: str, pid: str | None = None) -> None:
+    def _check_lock_info(self, path: str, kind: FindingKind, pid: str | None = None) -> None:
         """A lock file's holder info: JSON, read only to name a holder (advisory)."""
         try:
             raw = self.store.io.read_file(path)
@@ -327,7 +361,7 @@ class StoreChecker:
         if raw:  # empty: created, never held
             self._lock_info(path, raw, kind, pid)
 
-    def _lock_info(self, path: str, raw: bytes, kind: str, pid: str | None = None) -> None:
+    def _lock_info(self, path: str, raw: bytes, kind: FindingKind, pid: str | None = None) -> None:
         try:
             info = json.loads(raw)
             if not isinstance(info, dict):
@@ -362,16 +396,16 @@ class StoreChecker:
             except FileNotFoundError:
                 return  # truncated away by a live writer after it finalized
             except CorruptionError as e:
-                self._corruption("wal", e, partition=pid)
+                self._corruption(FindingKind.WAL, e, partition=pid)
                 return
             self.report.checked["wal_files"] += 1
             self.report.checked["wal_records"] += len(scan.records)
             self.report.checked["wal_bytes"] += scan.valid_bytes + scan.torn_bytes
             for offset, reason in scan.skipped:
-                self._problem("wal", path, reason, offset=offset, partition=pid)
+                self._problem(FindingKind.WAL, path, reason, offset=offset, partition=pid)
             if scan.torn_bytes:
                 self._warning(
-                    "wal_torn_tail",
+                    FindingKind.WAL_TORN_TAIL,
                     path,
                     f"torn tail of {scan.torn_bytes} bytes after the last whole record "
                     "(left in place; the partition's next writer cuts it on open)",
@@ -412,7 +446,7 @@ class StoreChecker:
                     else "the files overlap"
                 )
                 self._problem(
-                    "wal", path, f"wal files not contiguous: expected first seq {expected}, "
+                    FindingKind.WAL, path, f"wal files not contiguous: expected first seq {expected}, "
                     f"found {first} ({why})", offset=0, partition=pid,
                 )  # fmt: skip
             expected = last + 1 if last is not None else first
@@ -425,14 +459,14 @@ class StoreChecker:
         for seq in listing.unpublished:
             if seq == publishing:
                 self._warning(
-                    "segment_pending", loc.data_path(pid, seq),
+                    FindingKind.SEGMENT_PENDING, loc.data_path(pid, seq),
                     "segment committed in STATE but not yet published (the partition's next "
                     "writer publishes it; do not remove it)", partition=pid, seq=seq,
                 )  # fmt: skip
                 continue
             if seq < floor:
                 self._problem(
-                    "segment_meta", loc.data_path(pid, seq),
+                    FindingKind.SEGMENT_META, loc.data_path(pid, seq),
                     f"its .meta is missing: segment {seq} was published (the partition's "
                     f"next seq is {floor}), so readers count it missing; the partition's next "
                     "writer deletes this .arrow (copy it away first to keep its rows)",
@@ -440,7 +474,7 @@ class StoreChecker:
                 )  # fmt: skip
                 continue
             self._warning(
-                "segment_orphan", loc.data_path(pid, seq),
+                FindingKind.SEGMENT_ORPHAN, loc.data_path(pid, seq),
                 "segment file without metadata: never published (recovery removes it)",
                 partition=pid, seq=seq,
             )  # fmt: skip
@@ -451,7 +485,7 @@ class StoreChecker:
             except SegmentMissingError:
                 continue  # deleted by retention since the listing
             except CorruptionError as e:
-                f = self._corruption("segment_meta", e, partition=pid, seq=seq)
+                f = self._corruption(FindingKind.SEGMENT_META, e, partition=pid, seq=seq)
                 tasks.append((1, lambda f=f: self._maybe_quarantine(f)))  # type: ignore[misc]
                 self.report.checked["segments"] += 1
                 continue
@@ -484,9 +518,9 @@ class StoreChecker:
         for level, seq, reason in again:
             if (level, seq, reason) in first or level == "damaged":
                 if level == "warning":
-                    self._warning("manifest", shown, reason, partition=pid, seq=seq)
+                    self._warning(FindingKind.MANIFEST, shown, reason, partition=pid, seq=seq)
                 else:
-                    self._problem("manifest", shown, reason, partition=pid, seq=seq)
+                    self._problem(FindingKind.MANIFEST, shown, reason, partition=pid, seq=seq)
 
     def _manifest_disagreements(
         self, pid: str, key: str, shown: str, *, count: bool = True
@@ -496,7 +530,7 @@ class StoreChecker:
         except FileNotFoundError:
             if count and self._has_segment_files(pid):
                 self._warning(
-                    "manifest", shown, "missing while the partition has segments: readers "
+                    FindingKind.MANIFEST, shown, "missing while the partition has segments: readers "
                     "list the partition, and the next reader or writer writes it from the "
                     "listing", partition=pid,
                 )  # fmt: skip
@@ -524,7 +558,9 @@ class StoreChecker:
         out: list[tuple[str, int | None, str]] = []
         live = set(m.seqs())
         named = {
-            f.seq for f in self.report.problems if f.kind == "segment_meta" and f.partition == pid
+            f.seq
+            for f in self.report.problems
+            if f.kind is FindingKind.SEGMENT_META and f.partition == pid
         }  # a .meta gone with its .arrow left: named by the segment checks already
         for seq in sorted(live - published - named):
             out.append(
@@ -570,31 +606,31 @@ class StoreChecker:
         except FileNotFoundError:
             return
         except OSError as e:
-            self._problem("lease", shown, f"cannot read: {e}", partition=pid)
+            self._problem(FindingKind.LEASE, shown, f"cannot read: {e}", partition=pid)
             return
         self.report.checked["leases"] += 1
         try:
             body = decode_lease(shown, raw)
         except CorruptionError as e:
             self._problem(
-                "lease", e.path, f"{e.reason} (its next claimant waits the lease's time to "
+                FindingKind.LEASE, e.path, f"{e.reason} (its next claimant waits the lease's time to "
                 "live, then takes it over with a higher epoch)", offset=e.offset, partition=pid,
             )  # fmt: skip
             return
         holder = body.holder
         if body.released:
             self._note(
-                "lease", shown, f"released at epoch {body.epoch} by {holder.describe()} "
+                FindingKind.LEASE, shown, f"released at epoch {body.epoch} by {holder.describe()} "
                 "(the next claimant takes it at once)", partition=pid,
             )  # fmt: skip
         elif holder.dead_here():
             self._note(
-                "lease", shown, f"expired: its holder, {holder.describe()}, is gone (the next "
+                FindingKind.LEASE, shown, f"expired: its holder, {holder.describe()}, is gone (the next "
                 f"claimant takes it over at once with epoch {body.epoch + 1})", partition=pid,
             )  # fmt: skip
         else:
             self._note(
-                "lease", shown, f"held at epoch {body.epoch} by {holder.describe()} (expired "
+                FindingKind.LEASE, shown, f"held at epoch {body.epoch} by {holder.describe()} (expired "
                 f"if not renewed within {holder.ttl_s:g}s)", partition=pid,
             )  # fmt: skip
 
@@ -611,16 +647,16 @@ class StoreChecker:
                 if not loc.is_published(meta.partition, meta.seq):
                     return  # deleted by retention while we checked
                 f = self._problem(
-                    "segment", self._arrow_path(meta), f"published but {e}",
+                    FindingKind.SEGMENT, self._arrow_path(meta), f"published but {e}",
                     partition=meta.partition, seq=meta.seq,
                 )  # fmt: skip
                 self._maybe_quarantine(f)
             except CorruptionError as e:
-                f = self._corruption("segment", e, partition=meta.partition, seq=meta.seq)
+                f = self._corruption(FindingKind.SEGMENT, e, partition=meta.partition, seq=meta.seq)
                 self._maybe_quarantine(f)
             except Exception as e:  # an Arrow validation error on a checksummed file
                 f = self._problem(
-                    "segment", self._arrow_path(meta), f"invalid Arrow data: {e}",
+                    FindingKind.SEGMENT, self._arrow_path(meta), f"invalid Arrow data: {e}",
                     partition=meta.partition, seq=meta.seq,
                 )  # fmt: skip
                 self._maybe_quarantine(f)
@@ -632,7 +668,7 @@ class StoreChecker:
         try:
             raw = loc.quarantine_mark()
         except (OSError, QuiverError) as e:
-            self._problem("quarantine_mark", self.store.segments_url, f"cannot read: {e}")
+            self._problem(FindingKind.QUARANTINE_MARK, self.store.segments_url, f"cannot read: {e}")
             return
         counted = 0
         for pid in self._segment_partitions_cached():
@@ -641,7 +677,7 @@ class StoreChecker:
         if raw is None:
             if counted:
                 self._warning(
-                    "quarantine_mark", os.path.join(self.store.segments_url,
+                    FindingKind.QUARANTINE_MARK, os.path.join(self.store.segments_url,
                     fmt.QUARANTINE_MARK_NAME), f"missing though {counted} segment(s) are "
                     "quarantined: running readers notice a quarantine by their full listing "
                     "(within 5 minutes) until the next quarantine writes it again",
@@ -653,7 +689,7 @@ class StoreChecker:
             fmt.decode_frame(path, fmt.MAGIC_QUARANTINE_MARK, raw)
         except CorruptionError as e:
             self._warning(
-                "quarantine_mark", e.path, f"{e.reason} (readers compare its bytes only, so "
+                FindingKind.QUARANTINE_MARK, e.path, f"{e.reason} (readers compare its bytes only, so "
                 "it still signals a change; the next quarantine replaces it)", offset=e.offset,
             )  # fmt: skip
 
@@ -718,10 +754,10 @@ class StoreChecker:
         except FileNotFoundError:
             return
         except OSError as e:
-            self._problem("staged", shown, f"cannot read: {e}", partition=pid)
+            self._problem(FindingKind.STAGED, shown, f"cannot read: {e}", partition=pid)
         except CorruptionError as e:
             self._problem(
-                "staged", e.path, f"{e.reason} (damaged staged transaction: if its batch was "
+                FindingKind.STAGED, e.path, f"{e.reason} (damaged staged transaction: if its batch was "
                 "committed and its writer's machine is lost, its rows cannot be sealed; an "
                 "observer pass leaves it, a live writer seals its rows from its WAL)",
                 offset=e.offset, partition=pid,
@@ -741,9 +777,9 @@ class StoreChecker:
         except FileNotFoundError:
             return
         except OSError as e:
-            self._problem("commit", path, f"cannot read: {e}")
+            self._problem(FindingKind.COMMIT, path, f"cannot read: {e}")
         except CorruptionError as e:
-            self._corruption("commit", e)
+            self._corruption(FindingKind.COMMIT, e)
 
     # -- subscribers --------------------------------------------------------------------------
     def _subscriber_checks(self) -> list[Task]:
@@ -792,11 +828,11 @@ class StoreChecker:
             pass
         except CorruptionError as e:
             self.report.checked["subscriber_files"] += 1
-            self._corruption("acklog", e)
+            self._corruption(FindingKind.ACKLOG, e)
             state = None
         except (KeyError, TypeError, ValueError) as e:
             self.report.checked["subscriber_files"] += 1
-            self._problem("acklog", shown, f"invalid checkpoint body: {e}")
+            self._problem(FindingKind.ACKLOG, shown, f"invalid checkpoint body: {e}")
             state = None
         nums = sorted(n for k in self._keys(DELTA_PREFIX) if (n := parse_delta(k)) is not None)
         lost = (
@@ -804,14 +840,18 @@ class StoreChecker:
         )
         if state is not None and first == 1 and nums and nums[0] > 1:
             self._problem(
-                "acklog", shown, f"missing while the ack-log deltas start at {nums[0]}: {lost}"
+                FindingKind.ACKLOG,
+                shown,
+                f"missing while the ack-log deltas start at {nums[0]}: {lost}",
             )
             state = None
         above = [n for n in nums if n >= first]
         for n in range(first, max(above, default=first - 1) + 1):
             if n not in above:
                 self._problem(
-                    "acklog", self._shown(f"{DELTA_PREFIX}{n:020d}.ack"), f"missing: {lost}"
+                    FindingKind.ACKLOG,
+                    self._shown(f"{DELTA_PREFIX}{n:020d}.ack"),
+                    f"missing: {lost}",
                 )
         for n in above:
             key = f"{DELTA_PREFIX}{n:020d}.ack"
@@ -824,19 +864,21 @@ class StoreChecker:
             except FileNotFoundError:
                 continue  # covered by a checkpoint written since, and deleted
             except CorruptionError as e:
-                self._corruption("acklog", e)
+                self._corruption(FindingKind.ACKLOG, e)
                 state = None
                 continue
             self.report.checked["subscriber_files"] += 1
             for off in skipped:
-                self._problem("acklog", name, "ack record crc mismatch or unknown kind", offset=off)
+                self._problem(
+                    FindingKind.ACKLOG, name, "ack record crc mismatch or unknown kind", offset=off
+                )
             if state is not None:
                 state.apply(facts)
         if state is None:
             return  # the registrations are not known: the findings above say why
         for sub in records.unregistered(self.store.objects, list(state.by_name)):
             self._problem(
-                "subscribers", records.record_path(self.store.root, sub),
+                FindingKind.SUBSCRIBERS, records.record_path(self.store.root, sub),
                 records.unregistered_message(self.store.root, sub),
             )  # fmt: skip
 
@@ -851,7 +893,7 @@ class StoreChecker:
             return  # already reported by the checks of the files themselves
         for name in records.unregistered(self.store.objects, names):
             self._problem(
-                "subscribers", records.record_path(root, name),
+                FindingKind.SUBSCRIBERS, records.record_path(root, name),
                 records.unregistered_message(root, name),
             )  # fmt: skip
 
@@ -868,11 +910,11 @@ class StoreChecker:
         except FileNotFoundError:
             return
         except OSError as e:
-            self._warning("subscriber_record", path, f"cannot read: {e}")
+            self._warning(FindingKind.SUBSCRIBER_RECORD, path, f"cannot read: {e}")
             return
         except CorruptionError as e:
             self._warning(
-                "subscriber_record", e.path, f"{e.reason} (the ack log keeps its registration "
+                FindingKind.SUBSCRIBER_RECORD, e.path, f"{e.reason} (the ack log keeps its registration "
                 "and progress; its consumer's next acknowledgement rewrites it, and expiry "
                 "skips it meanwhile)", offset=e.offset,
             )  # fmt: skip
@@ -893,25 +935,25 @@ class StoreChecker:
         except FileNotFoundError:
             if gens and gens[0] > 1:
                 self._problem(
-                    "subscribers", path, f"missing while the ack logs start at generation "
+                    FindingKind.SUBSCRIBERS, path, f"missing while the ack logs start at generation "
                     f"{gens[0]}: the acknowledgements and deletions before it are lost "
                     "(subscribers are delivered those segments again)",
                 )  # fmt: skip
             return
         except CorruptionError as e:
             self.report.checked["subscriber_files"] += 1
-            self._corruption("subscribers", e)
+            self._corruption(FindingKind.SUBSCRIBERS, e)
             return
         except (KeyError, TypeError, ValueError) as e:
             self.report.checked["subscriber_files"] += 1
-            self._problem("subscribers", path, f"invalid checkpoint body: {e}")
+            self._problem(FindingKind.SUBSCRIBERS, path, f"invalid checkpoint body: {e}")
             return
         self.report.checked["subscriber_files"] += 1
         now = acklog.list_generations(self.store.io, sdir)  # after the checkpoint: no race
         for gen in range(first, max([first, *now]) + 1):
             if gen not in now:
                 self._problem(
-                    "subscribers", os.path.join(sdir, acklog.log_file_name(gen)),
+                    FindingKind.SUBSCRIBERS, os.path.join(sdir, acklog.log_file_name(gen)),
                     "missing: the acknowledgements it held since the checkpoint are lost "
                     "(subscribers are delivered those segments again)",
                 )  # fmt: skip
@@ -928,16 +970,16 @@ class StoreChecker:
         except FileNotFoundError:
             return  # compacted away by a checkpoint while we checked
         except CorruptionError as e:
-            self._corruption("subscribers", e)
+            self._corruption(FindingKind.SUBSCRIBERS, e)
             return
         self.report.checked["subscriber_files"] += 1
         for off in tail.skipped:
             self._problem(
-                "subscribers", path, "ack record crc mismatch or unknown kind", offset=off
+                FindingKind.SUBSCRIBERS, path, "ack record crc mismatch or unknown kind", offset=off
             )
         if tail.torn_bytes:
             self._warning(
-                "subscribers", path,
+                FindingKind.SUBSCRIBERS, path,
                 f"torn tail of {tail.torn_bytes} bytes (left in place; the registry's next "
                 "writer cuts it)", offset=tail.torn_offset,
             )  # fmt: skip
@@ -964,7 +1006,7 @@ class StoreChecker:
         except FileNotFoundError:
             return None
         except OSError as e:
-            self._warning("advisory", self._shown(key), f"cannot read: {e}")
+            self._warning(FindingKind.ADVISORY, self._shown(key), f"cannot read: {e}")
             return None
         self.report.checked["advisory_files"] += 1
         return raw
@@ -972,7 +1014,7 @@ class StoreChecker:
     def _check_reader_lock(self, key: str) -> None:
         raw = self._advisory(key)
         if raw:
-            self._lock_info(self._shown(key), raw, "reader_lock")
+            self._lock_info(self._shown(key), raw, FindingKind.READER_LOCK)
 
     def _check_lost_log(self, key: str) -> None:
         """``readers/<subscriber>.lost.jsonl``: one JSON object a line (a torn last line
@@ -992,7 +1034,7 @@ class StoreChecker:
                 except ValueError:
                     if not last:  # a torn last line is no damage
                         self._warning(
-                            "lost_log", path, "line is not a JSON object (advisory: readers "
+                            FindingKind.LOST_LOG, path, "line is not a JSON object (advisory: readers "
                             "skip it; the segments it named are still counted by the ack log)",
                             offset=offset,
                         )  # fmt: skip
@@ -1011,7 +1053,7 @@ class StoreChecker:
             parse_exposition(raw)
         except ValueError as e:
             self._warning(
-                "metrics", self._shown(key), f"{e} (advisory: its process restarts its "
+                FindingKind.METRICS, self._shown(key), f"{e} (advisory: its process restarts its "
                 "counters from zero and rewrites it; quiver metrics --all skips it)",
             )  # fmt: skip
 
