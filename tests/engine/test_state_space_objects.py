@@ -52,6 +52,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
+from tests.engine import late_holders as lh
 from tests.engine import state_model as sm
 from tests.engine.state_model import SUBS, ObjectStoreHarness, Options
 from tests.engine.test_state_space import APPS, SIZES, StoreStateSpace
@@ -105,7 +106,27 @@ def fault_modes(op: str) -> tuple[str, ...]:
 class ObjectStateSpace(StoreStateSpace):
     """:class:`StoreStateSpace` on a ``memory://`` root: the same rules of work,
     crashes and reopen checks; object faults instead of file faults; no rules of the
-    local file layer (torn tails, lost ``wal.path``, ``quiver fsck`` of moved files)."""
+    local file layer (torn tails, lost ``wal.path``, ``quiver fsck`` of moved files);
+    lease holders partitioned from the storage or suspended, and machines whose wall
+    clocks are off (``late_holders.py``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._scenarios: lh.Scenarios | None = None
+        self.next_held = 0
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            if self._scenarios is not None:
+                self._scenarios.close()
+
+    def scenarios(self) -> lh.Scenarios:
+        assert isinstance(self.h, ObjectStoreHarness)
+        if self._scenarios is None:
+            self._scenarios = lh.Scenarios(self.h)
+        return self._scenarios
 
     @initialize(
         flush=st.sampled_from(["group", "sync"]),
@@ -120,6 +141,7 @@ class ObjectStateSpace(StoreStateSpace):
             self.tmp, Options(flush, "external", policy, time_retention, "local")
         )
         self.next_pair = first_pair
+        self.next_held = first_pair  # held (request kind, role) pairs are walked from here
 
     # rules of the local file layer: not on this root
     def arm_fault(self) -> None:  # type: ignore[override]
@@ -233,6 +255,7 @@ class ObjectStateSpace(StoreStateSpace):
             files = h.damage_files()["manifest"]
             if files:
                 h._flip(files[0], h._size(files[0]) // 2)
+                h.manifest_damaged.add(files[0].split("/")[-2])
         self._reach(op, kind)
 
     def _reach(self, op: str, kind: str) -> None:
@@ -269,6 +292,42 @@ class ObjectStateSpace(StoreStateSpace):
             if h.any_fired() or not h.active_faults():
                 return
         super()._reach(op, kind)
+
+    # -- holders cut off from the storage, suspended machines, skewed wall clocks ------------
+    @rule(phase=st.sampled_from(["before", "before", "after"]), choice=st.integers(0, 7))
+    def partition_a_holder(self, phase: str, choice: int) -> None:
+        """A lease holder's next request of one kind (and every later one) is held while
+        a successor takes its lease over and works; then they go out late (each
+        sequence walks the (request kind, role) pairs)."""
+        self._hold_next(phase, False, choice)
+
+    @rule(phase=st.sampled_from(["before", "after"]), choice=st.integers(0, 7))
+    def suspend_a_holder(self, phase: str, choice: int) -> None:
+        """As :meth:`partition_a_holder`, the holder's machine suspended in the middle of
+        the request: its boot-time clock jumps past the lease ttl, its monotonic one not."""
+        self._hold_next(phase, True, choice)
+
+    def _hold_next(self, phase: str, suspend: bool, choice: int) -> None:
+        request, role = lh.HELD_PAIRS[self.next_held % len(lh.HELD_PAIRS)]
+        self.next_held += 1
+        sm.STATS["steps"] += 1
+        sm.STATS[f"rule:{'suspend' if suspend else 'partition'}_a_holder"] += 1
+        self.scenarios().hold(request, role, phase, suspend, choice)
+
+    @rule(
+        role=st.sampled_from(["consumer", "retention", "gc"]),
+        hours=st.sampled_from(lh.SKEW_HOURS),
+        ahead=st.booleans(),
+        choice=st.integers(0, 7),
+        go=st.integers(0, 1),
+    )
+    def skew_wall_clocks(self, role: str, hours: int, ahead: bool, choice: int, go: int) -> None:
+        """Machines whose wall clocks are hours ahead or behind consume and run retention
+        under a policy that expires idle subscribers: nobody active is expired."""
+        if go == 0:  # half the draws: the walk covers every role both ways
+            sm.STATS["steps"] += 1
+            sm.STATS["rule:skew_wall_clocks"] += 1
+            self.scenarios().skew(role, hours if ahead else -hours, choice)
 
     def _commit_a_staged_txn(self, p: str) -> None:
         """A task writes a transaction to ``p`` (staged after its flush); the driver
@@ -313,6 +372,19 @@ def _options(i: int) -> Options:
         policy=(None, "backpressure", "drop_oldest")[i % 3],
         time_retention=i % 4 == 3,
     )
+
+
+def _warmed_up(i: int) -> ObjectStateSpace:
+    """The ``i``-th store of a walk: started with the ``i``-th options, with history."""
+    m = ObjectStateSpace()
+    try:
+        opts = _options(i)
+        m.start(opts.flush, opts.policy, opts.time_retention, 0)
+        _warm_up(m)
+    except BaseException:
+        m.teardown()
+        raise
+    return m
 
 
 def walk_every_object_pair() -> dict[str, list[str]]:
@@ -506,6 +578,22 @@ def test_every_object_fault_kind_fires_in_the_walk():
     assert missed == {"pairs": [], "kinds": []}, missed
 
 
+def test_every_held_request_kind_fires_for_every_role():
+    """Each (request kind, role) of a lease holder, an observer sealing for a lost
+    machine, a live consumer, a retention pass and the driver's commit is held while
+    others go on (partitioned, and suspended: every role both ways), then delivered
+    late; the late holder is refused or harmless and every invariant holds."""
+    missed = lh.walk_every_held_pair(_warmed_up)
+    assert missed == {"pairs": [], "modes": []}, missed
+
+
+def test_machines_with_skewed_wall_clocks_expire_no_active_subscriber():
+    """Consumers and retention passes (``run_retention``, ``quiver gc``) on machines
+    hours ahead or behind, under a policy that expires idle subscribers: nobody
+    acknowledging or live is expired."""
+    assert lh.walk_every_skew(_warmed_up) == []
+
+
 def _settings(examples: int, steps: int, **kw: object) -> settings:
     return settings(
         max_examples=examples,
@@ -545,6 +633,8 @@ def test_object_state_space_soak_profile():
 def object_state_space_report(request: pytest.FixtureRequest):
     for c in (sm.STATS, sm.FIRED, sm.OBJ_FIRED, sm.OBJ_SEEN, sm.RELAXED):
         c.clear()
+    for c in (lh.HELD, lh.LATE, lh.OUTCOMES, lh.SKEWS):
+        c.clear()
     t0 = time.monotonic()
     yield
     s = sm.STATS
@@ -572,6 +662,23 @@ def object_state_space_report(request: pytest.FixtureRequest):
                 "observer_seal_checks",
                 "staged_damage_removed",
             )
+        },
+        "relaxations_used": dict(sm.RELAXED),
+        "held": {
+            f"{r}@{role}": f"{lh.HELD[r, role, 'partitioned']}/{lh.HELD[r, role, 'suspended']}"
+            for r, role in lh.HELD_PAIRS
+        },
+        "held_never_fired": [
+            f"{r}@{role}"
+            for r, role in lh.HELD_PAIRS
+            if not any(lh.HELD[r, role, mode] for mode in lh.MODES)
+        ],
+        "held_outcomes": {f"{role}:{o}": n for (role, o), n in sorted(lh.OUTCOMES.items())},
+        "late_requests": {f"{r}@{role}": n for (r, role), n in sorted(lh.LATE.items())},
+        "suspends": sum(n for k, n in lh.HELD.items() if k[2] == "suspended"),
+        "skews": {f"{role}:{d}": n for (role, d), n in sorted(lh.SKEWS.items())},
+        "held_other": {
+            k: s[k] for k in sorted(s) if k.startswith("held") or k.startswith("expiry")
         },
         "wall_s": round(time.monotonic() - t0, 1),
     }
