@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 
 from quiver_spark import QuiverStore
 from tests.driven import ChildRaised, Driven
