@@ -73,15 +73,23 @@ class LiveClaim:
 
 def live_claim(subscriber: str, owner: object, objects: ObjectStore | None) -> LiveClaim | None:
     """``owner``'s claim as the live consumer of ``subscriber`` on an object root; None
-    on a POSIX root (the ``flock`` excludes a second consumer there) or when ``owner``
-    holds no lease."""
+    on a POSIX root (the ``flock`` excludes a second consumer there). Raises
+    LeaseLostError when ``owner`` holds the subscriber's lease no more (it was taken
+    over, and perhaps handed to a newer consumer of this process, or released)."""
     if not uses_lease(objects):
         return None
     assert objects is not None
+    url = objects.display(live_lease_key(subscriber))
     with _live_mutex:
-        held = _live.get(objects.display(live_lease_key(subscriber)))
+        held = _live.get(url)
     if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
-        return None
+        raise LeaseLostError(
+            url,
+            held.lock.epoch if held is not None and isinstance(held.lock, Lease) else 0,
+            None,
+            "this consumer holds it no more (it was taken over or released; a newer "
+            "consumer may hold it now)",
+        )
     lease = held.lock
     return LiveClaim(int(lease.holder.token[:16], 16), lease.url, lease.epoch)
 

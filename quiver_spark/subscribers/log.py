@@ -45,7 +45,7 @@ K_START = 2  # sub_id, part_id, a = start high-water mark
 K_DEREG = 3  # sub_id
 K_OUTCOME = 4  # flag: outcome; sub_id, part_id, a = first seq, b = count
 K_DELETED = 5  # part_id, a = first seq, b = count
-K_CLAIM = 6  # sub_id, a = the live consumer's token (object roots only, §12.5)
+K_CLAIM = 6  # sub_id, a = the live consumer's token, b = its lease epoch (object roots, §12.5)
 KINDS = {K_NAME, K_START, K_DEREG, K_OUTCOME, K_DELETED, K_CLAIM}
 
 NS_SUBSCRIBER = 1
@@ -160,7 +160,7 @@ class Facts:
     deleted: list[tuple[int, int, int]] = field(default_factory=list)  # part, first, count
     nacks: list[tuple[int, int, int, int]] = field(default_factory=list)
     done: list[DoneGroup] = field(default_factory=list)  # ack/dropped, by (sub, part)
-    claims: list[tuple[int, int]] = field(default_factory=list)  # sub, consumer token
+    claims: list[tuple[int, int, int]] = field(default_factory=list)  # sub, token, epoch
     position: int = 0
     """Where these records stand in the log (an object root's delta number): a claim
     made later in the log wins (§12.5)."""
@@ -183,7 +183,7 @@ def _other(facts: Facts, rec: tuple[int, ...], raw: bytes, off: int) -> None:
     elif kind == K_OUTCOME and flag == OUT_NACK:
         facts.nacks.append((sub, part, a, b))
     elif kind == K_CLAIM:
-        facts.claims.append((sub, a))
+        facts.claims.append((sub, a, b))
 
 
 def decode_records(raw: bytes) -> Facts:

@@ -286,8 +286,11 @@ class SubscriberRegistry(AckLogJournal):
             sid = self.state.by_name.get(sub)
             if sid is None or self.state.claimed_by(sid) == claim.token:
                 return None
+            standing = self.state.claims.get(sid)
+            if standing is not None and standing[0] > claim.epoch:
+                raise claim.refused(sub)  # a consumer of a later lease claimed it
             enc = self._encoder()
-            enc.add(acklog.K_CLAIM, sub=sid, a=claim.token)
+            enc.add(acklog.K_CLAIM, sub=sid, a=claim.token, b=claim.epoch)
             return enc
 
         self._transact(build)

@@ -94,8 +94,9 @@ class RegistryState:
         self.part_ids: dict[str, int] = {}
         self.progress: dict[int, dict[int, PartState]] = {}
         self.deleted: dict[int, PartState] = {}
-        self.claims: dict[int, tuple[int, int]] = {}
-        """Subscriber -> (log position, token) of its latest live-consumer claim (§12.5)."""
+        self.claims: dict[int, tuple[int, int, int]] = {}
+        """Subscriber -> (lease epoch, log position, token) of the claim that stands
+        (§12.5): the highest epoch, then the latest in the log."""
         self.orphans = 0
         self._chunks: dict[tuple[int, int], dict[int, bytes]] = {}
 
@@ -152,9 +153,11 @@ class RegistryState:
             self.deleted.setdefault(pid, PartState()).add_runs(runs)
             for sid in self.subs:
                 self._ps(sid, pid).add_runs(runs)
-        for sid, token in facts.claims:
-            if sid in self.subs:  # the claim made last in the log wins: a max commutes
-                self.claims[sid] = max(self.claims.get(sid, (0, 0)), (facts.position, token))
+        for sid, token, epoch in facts.claims:
+            if sid in self.subs:  # the highest epoch, then the latest, wins: a max commutes
+                self.claims[sid] = max(
+                    self.claims.get(sid, (0, 0, 0)), (epoch, facts.position, token)
+                )
         self._apply_done(facts)
         for sid, pid, first, count in facts.nacks:
             if sid in self.subs:
@@ -199,7 +202,7 @@ class RegistryState:
     def claimed_by(self, sid: int) -> int | None:
         """The token of ``sid``'s live consumer as its latest claim names it, if any."""
         held = self.claims.get(sid)
-        return held[1] if held is not None else None
+        return held[2] if held is not None else None
 
     def _remove(self, sid: int) -> None:
         self.claims.pop(sid, None)
@@ -250,7 +253,7 @@ class RegistryState:
             for pid, v in body["deleted"].items():
                 st.deleted[int(pid)] = PartState(int(v[0]), set(v[1]))
             for sid, c in dict(body.get("claims", {})).items():
-                st.claims[int(sid)] = (int(c[0]), int(c[1]))
+                st.claims[int(sid)] = (int(c[0]), int(c[1]), int(c[2]))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             raise CorruptionError(path, 16, f"checkpoint body malformed: {e!r}") from e
         return st
