@@ -608,6 +608,19 @@ def current_holder(objects: ObjectStore, key: str, *, clock: Clock = elapsed) ->
     return None if watched >= body.holder.ttl_s else body.holder
 
 
+def stored_epoch(objects: ObjectStore, key: str) -> int:
+    """The epoch the lease object ``key`` records (one GET): 0 when it is absent or
+    cannot be decoded. What a MANIFEST written from a listing is fenced at, whoever
+    writes it (§12.7): never below the partition's newest holder."""
+    got = objects.get(key)
+    if got is None:
+        return 0
+    try:
+        return _decode(objects.display(key), got.data).epoch
+    except CorruptionError:
+        return 0
+
+
 # -- hand-over between a claimant and the writer it opens ------------------------------
 class LeaseKeeper:
     """Renews a lease every ``ttl_s / 3`` on a daemon thread until stopped; records the

@@ -30,9 +30,11 @@ from ..format import (
     decode_frame,
     encode_frame,
     manifest_key,
+    writer_lease_key,
 )
 from ..objects import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
 from ..seams import SegmentInfo
+from .lease import stored_epoch
 
 log = logging.getLogger(__name__)
 
@@ -368,6 +370,12 @@ class ManifestStore:
     def _epoch(self, partition: str) -> int:
         return self._claimed.get(partition, self.epoch)
 
+    def _built_epoch(self, partition: str) -> int:
+        """The epoch a MANIFEST written from a listing carries: this handle's, and never
+        below the one the partition's writer lease records (one GET), so a reader's or
+        a retention pass's rebuild never lowers the fence (§12.7)."""
+        return max(self._epoch(partition), stored_epoch(self.objects, writer_lease_key(partition)))
+
     def display(self, partition: str) -> str:
         return self.objects.display(manifest_key(partition))
 
@@ -395,15 +403,15 @@ class ManifestStore:
 
     def create(self, manifest: Manifest) -> Manifest | None:
         """Store ``manifest`` if the partition has none; None when one appeared first."""
+        epoch = self._built_epoch(manifest.partition)
         try:
             version = self.objects.create(
-                manifest_key(manifest.partition),
-                manifest.at_epoch(self._epoch(manifest.partition)).encode(),
+                manifest_key(manifest.partition), manifest.at_epoch(epoch).encode()
             )
         except ObjectExists:
             return None
         self.stats.built += 1
-        out = replace(manifest.at_epoch(self._epoch(manifest.partition)), version=version)
+        out = replace(manifest.at_epoch(epoch), version=version)
         self._last[manifest.partition] = out
         return out
 
@@ -440,15 +448,16 @@ class ManifestStore:
             if cur is not None and fenced and cur.epoch > mine:
                 self._last.pop(partition, None)
                 raise FencedError(self.display(partition), mine, cur.epoch)
-            if cur is None and damaged_version is not None and fenced:
-                # its epoch cannot be read: only a holder whose lease is still its own
-                # may rewrite it, never at an epoch it cannot prove is the newest
+            if cur is None and fenced:
+                # missing or unreadable: its epoch cannot be read, so only a holder
+                # whose lease is still its own may write it from a listing (§12.7)
                 confirm = self._confirm.get(partition)
                 if confirm is not None:
                     confirm()
             try:
                 if cur is None:
-                    new = change(build()).at_epoch(mine)
+                    # never below the newest holder's epoch, whoever writes it
+                    new = change(build()).at_epoch(max(mine, self._built_epoch(partition)))
                     if damaged_version is None:
                         version = self.objects.create(key, new.encode())
                         self.stats.built += 1
