@@ -347,7 +347,6 @@ class Hold:
         self.reached = threading.Event()
         self.released = threading.Event()
         self.late: list[tuple[str, str]] = []
-        self.trace: list[tuple[str, str]] = []  # every request of the holder's threads
         self.objects: Any = None
         self.prev = Faults()
         if objects is not None:
@@ -381,7 +380,6 @@ class Hold:
             if self.prev.before is not None:
                 self.prev.before(op, key)
             return
-        self.trace.append((op, object_kind(key)))
         if not self.reached.is_set():
             if self.phase != "before" or not self._match(op, key):
                 return
@@ -838,11 +836,17 @@ class Scenarios:
         keys = h._keys(1, p, PENDING)
         try:
             store.append(make_batch(_variant(h), keys))
-            store.flush()
         except LeaseLostError:
             for k in keys:
                 h.status[k] = sm.REFUSED  # refused before anything was written
             sm.STATS["held:zombie_refused_at_append"] += 1
+            return
+        try:
+            store.flush()
+        except LeaseLostError:
+            for k in keys:
+                h.status[k] = sm.MAYBE  # written, never acknowledged: its WAL may keep it
+            sm.STATS["held:zombie_refused_at_flush"] += 1
             return
         for k in keys:
             h.status[k] = sm.ACKED
@@ -1037,8 +1041,10 @@ class Scenarios:
 
     def _retention(self, request: str, phase: str, suspend: bool, choice: int) -> str | None:
         """A retention pass (``run_retention``, or ``quiver gc``'s ``run_gc``) of a process
-        on another machine is held while writers seal, consumers acknowledge and this
-        process's own retention runs; then its requests go out late."""
+        on another machine is held while writers seal, consumers acknowledge, a new
+        subscriber registers (from the earliest segment: what the held pass planned to
+        delete is needed again) and this process's own retention runs; then its
+        requests go out late. The new subscriber leaves once checked."""
         h, w = self.h, self.world
         if not h.subs and h.opts.policy is None and not h.opts.time_retention:
             return None
@@ -1062,14 +1068,18 @@ class Scenarios:
 
         hold = Hold(store.objects, request, phase, m, suspend)
         holder = Holder(w, m, fn)
+        newcomer = f"n{sm.STATS['fresh_subscribers']}"
         try:
             reached = holder.start_until(hold)
             if reached:
                 self._fired(hold, request, role="retention")
                 h.append_compatible_everywhere()
                 h.observe()
+                if choice % 2 == 0 and ready(h):
+                    sm.STATS["fresh_subscribers"] += 1
+                    h.register(newcomer)
                 for sub in sorted(h.subs):
-                    if ready(h):
+                    if ready(h) and sub != newcomer:
                         h.ack(sub, 2, "ack")
                 if ready(h):
                     h.retention(False, choice % 3 == 0)
@@ -1077,6 +1087,9 @@ class Scenarios:
             holder.finish(hold)
             w.close(m, store)
         outcome = _outcome(holder.error)
+        h.observe()  # what the late pass deleted: every subscriber done with it
+        if newcomer in h.subs and ready(h):
+            h.deregister(newcomer)
         h.recover_and_check()
         return outcome if reached else "not reached"
 

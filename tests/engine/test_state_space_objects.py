@@ -29,11 +29,24 @@ rows outside transactions maybe). A damaged staged object is harmless while its 
 lives; with its machine lost it loses exactly its transaction's rows, named in the log,
 an observer's ``idle_failures`` and fsck.
 
-Two deterministic walks run in every profile: every known (request, object kind) pair
-has a fault fire, cycling through the fault kinds and the two halves so that every
-fault kind fires in each half (the test fails naming a pair or a fault kind that never
-fired); and one object of every kind in ``OBJECT_FLIP_KINDS`` has a byte flipped, with
-the outcome :data:`~tests.engine.state_model.OBJECT_FLIP_OUTCOMES` states for it.
+Lease holders cut off from the storage (``late_holders.py``): a rule holds a writer,
+an observer sealing for a lost machine, a live consumer, a retention pass or the
+driver's commit at its next request of one kind (each sequence walks the (request
+kind, role) pairs), while a successor on another machine takes its lease over and
+works, then delivers its requests late; another does the same with the holder's
+machine suspended mid-request (its boot-time clock jumps past the lease ttl); a third
+puts consumers and retention passes on machines whose wall clocks are hours off,
+under a policy that expires idle subscribers. The report counts the holds per
+(request kind, role), partitioned and suspended.
+
+Four deterministic walks run in every profile: every (request kind, role) of a holder
+is held once (partitioned and suspended, before and after the request in turn; the
+test fails naming a pair that never fired); every skew role runs once ahead and once
+behind; every known (request, object kind) pair has a fault fire, cycling through the
+fault kinds and the two halves so that every fault kind fires in each half (the test
+fails naming a pair or a fault kind that never fired); and one object of every kind in
+``OBJECT_FLIP_KINDS`` has a byte flipped, with the outcome
+:data:`~tests.engine.state_model.OBJECT_FLIP_OUTCOMES` states for it.
 
 Profiles: the CI one by default (60 sequences of 30 steps and the walks, under a minute
 on a loaded 2-core machine); ``QUIVER_SOAK=1`` (``make soak``) runs 300 random sequences
