@@ -370,6 +370,10 @@ class ManifestStore:
     def _epoch(self, partition: str) -> int:
         return self._claimed.get(partition, self.epoch)
 
+    def epoch_of(self, partition: str) -> int:
+        """The epoch this handle writes ``partition`` at (its claim, else its own)."""
+        return self._epoch(partition)
+
     def _built_epoch(self, partition: str) -> int:
         """The epoch a MANIFEST written from a listing carries: this handle's, and never
         below the one the partition's writer lease records (one GET), so a reader's or

@@ -414,7 +414,7 @@ class SegmentLocation:
                 f"not publishable ({self._b.display(arrow_path)} {state})",
                 kind="missing" if size is None else "corrupt",
             )
-        encoded = meta.encode()
+        encoded = self._as_published(meta, txns, sealed_by).encode()
         try:
             self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))
         except FileExistsError:
@@ -437,6 +437,17 @@ class SegmentLocation:
             meta.batches,
         )
         self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
+
+    def _as_published(
+        self, meta: SegmentMeta, txns: tuple[int, ...], sealed_by: int | None
+    ) -> SegmentMeta:
+        """Object root: the ``.meta`` names the transactions it holds and the epoch of
+        its publisher, as its MANIFEST entry will (§5.3), so that a listing deciding
+        the partition (no readable MANIFEST) can pass over a fenced holder's orphan."""
+        if not self.manifest_publishes or self.manifests is None:
+            return meta
+        epoch = sealed_by if sealed_by is not None else self.manifests.epoch_of(meta.partition)
+        return replace(meta, txns=tuple(txns), epoch=epoch)
 
     def publish_staged(
         self,
@@ -558,6 +569,32 @@ class SegmentLocation:
             )
             return seqs
         return [q for q in seqs if not gone.holds(q)]
+
+    def _without_fenced_orphans(
+        self, partition: str, seqs: builtins.list[int]
+    ) -> builtins.list[int]:
+        """Object root, no readable MANIFEST: ``seqs`` less the orphans of fenced
+        holders. A holder whose lease moved leaves its segment's objects when its
+        MANIFEST change is refused, and its successor publishes the same committed
+        transactions again from their staged objects (§12.6): a ``.meta`` holding a
+        transaction that a ``.meta`` of a later epoch holds too is such an orphan
+        (§5.3 ``txns``, ``epoch``). Each ``.meta`` is read once (the cache keeps it)."""
+        if not self.manifest_publishes or len(seqs) < 2:
+            return seqs
+        metas = {q: m for q in seqs if isinstance(m := self.probe(partition, q), SegmentMeta)}
+        newest: dict[int, int] = {}
+        for m in metas.values():
+            for t in m.txns:
+                newest[t] = max(newest.get(t, 0), m.epoch)
+        orphans = {q for q, m in metas.items() if any(newest[t] > m.epoch for t in m.txns)}
+        if orphans:
+            log.warning(
+                "quiver.segment.fenced_orphans partition=%s seqs=%s: passed over (their "
+                "transactions were published at a later epoch)",
+                partition,
+                sorted(orphans),
+            )
+        return [q for q in seqs if q not in orphans]
 
     def manifest_from_listing(self, partition: str) -> Manifest:
         """The manifest a listing gives (every ``.meta`` read once): the one-time
@@ -742,7 +779,7 @@ class SegmentLocation:
         listed = self.listing(partition).published
         m = self._publication(partition)
         if m is None:
-            return self._without_deleted(partition, listed)
+            return self._without_fenced_orphans(partition, self._without_deleted(partition, listed))
         return [s for s in listed if m.lists(s)]
 
     def _publication(self, partition: str, *, fresh: bool = True) -> Manifest | None:
@@ -955,7 +992,8 @@ class SegmentLocation:
             m = self._publication(partition)
         if m is None:  # no readable MANIFEST: the files decide (§6.7)
             found = self._probe_files({partition: start}, skip)[partition]
-            kept = set(self._without_deleted(partition, [f.seq for f in found]))
+            seqs = self._without_deleted(partition, [f.seq for f in found])
+            kept = set(self._without_fenced_orphans(partition, seqs))
             return [f for f in found if f.seq in kept]
         out: builtins.list[SegmentMeta | DamagedSegment] = []
         for e in m.entries:

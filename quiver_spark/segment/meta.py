@@ -76,6 +76,11 @@ class SegmentMeta:
         Inclusive WAL record-seq ranges this segment covers, as given by the store.
     created_ns
         Wall-clock time of finalization (informational; never used for ordering).
+    txns, epoch
+        Object roots only (optional keys, absent elsewhere): the transactions whose
+        rows the segment holds and the lease epoch of the holder that published it,
+        as its MANIFEST entry says; what tells a fenced holder's orphan from a
+        published segment when the MANIFEST cannot be read (§5.3, §12.4).
     """
 
     partition: str
@@ -92,11 +97,17 @@ class SegmentMeta:
     checksum: int
     wal_ranges: tuple[tuple[int, int], ...]
     created_ns: int
+    txns: tuple[int, ...] = ()
+    epoch: int = 0
 
     def to_body(self) -> dict[str, Any]:
         """The msgpack body of the ``.meta`` frame (ARCHITECTURE.md §5.3)."""
         body = {k: getattr(self, k) for k in _REQUIRED}
         body["wal_ranges"] = [[lo, hi] for lo, hi in self.wal_ranges]
+        if self.txns:
+            body["txns"] = list(self.txns)
+        if self.epoch:
+            body["epoch"] = self.epoch
         return body
 
     @classmethod
@@ -112,7 +123,15 @@ class SegmentMeta:
                 raise CorruptionError(path, FRAME_SIZE, f"segment meta {key} is negative")
         if values["seq"] < 1 or not 0 <= values["checksum"] < 1 << 32:
             raise CorruptionError(path, FRAME_SIZE, "segment meta seq or checksum out of range")
-        return cls(**values)
+        txns = body.get("txns", [])
+        epoch = body.get("epoch", 0)
+        if not (isinstance(txns, (list, tuple)) and all(_is_int(t) for t in txns)):
+            raise CorruptionError(
+                path, FRAME_SIZE, f"segment meta key 'txns' is not ints: {txns!r}"
+            )
+        if not _is_int(epoch) or epoch < 0:
+            raise CorruptionError(path, FRAME_SIZE, f"segment meta key 'epoch' is bad: {epoch!r}")
+        return cls(**values, txns=tuple(int(t) for t in txns), epoch=int(epoch))
 
     def encode(self) -> bytes:
         """The whole ``.meta`` file: a §6 frame with magic ``QSMT``."""
