@@ -14,6 +14,7 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.objects.memory import MemoryObjects
+from quiver_spark.planning import Caps
 from quiver_spark.subscription import Subscription
 from tests.stores import id_batch, scanned_ids, wal_in
 
@@ -42,9 +43,9 @@ def test_a_machine_new_to_the_root_writes_while_the_ack_log_is_damaged(
             assert w.finalize() is not None
     with Subscription.open(ROOT, "c", config=wal_in(tmp_path / "consumer")) as sub:
         sub.start("earliest")
-        batch = sub.poll()
+        batch = sub.poll(Caps(max_segments=1))
         assert batch is not None
-        sub.ack(batch.end)
+        sub.ack(batch.end)  # retention deletes the first segment; the second stays
     _damage_the_last_ack_log_delta()
     with QuiverStore.open(
         ROOT, wal_in(tmp_path / "new"), partition=partition, background=False
@@ -52,4 +53,4 @@ def test_a_machine_new_to_the_root_writes_while_the_ack_log_is_damaged(
         w.append(id_batch(100, 3))
         w.flush()
         assert w.finalize() is not None
-        assert scanned_ids(w) == [0, 1, 2, 3, 4, 5, 100, 101, 102]
+        assert scanned_ids(w) == [3, 4, 5, 100, 101, 102]
