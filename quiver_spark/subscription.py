@@ -57,7 +57,14 @@ from .read_tasks import (
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
-from .subscribers.live import LiveClaim, check_live, claim_live, live_claim, release_live
+from .subscribers.live import (
+    LiveClaim,
+    check_live,
+    claim_live,
+    live_claim,
+    release_live,
+    uses_lease,
+)
 from .urls import is_object_root
 
 __all__ = [
@@ -213,7 +220,17 @@ class Subscription:
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
         self._call = _Call()
         if live:
-            claim_live(store.root, name, self, store.objects, ttl_s=store.config.lease_ttl_s)
+            # on an object root the lease's epoch starts above the standing claim's, so
+            # a lease object gone missing never leaves the subscriber unclaimable
+            floor = store.subscribers.claim_epoch(name) if uses_lease(store.objects) else 0
+            claim_live(
+                store.root,
+                name,
+                self,
+                store.objects,
+                ttl_s=store.config.lease_ttl_s,
+                min_epoch=floor,
+            )
         try:
             self.registry: SubscriberRegistry = store.subscribers
             self._claim_consumer()  # before any position is read (§12.5)

@@ -267,7 +267,11 @@ class PartitionRecovery:
         deleted = NO_DELETIONS
         publishing = state.get("publishing")
         state_missing = "partition" not in state
-        if self._deleted is not None and (state_missing or publishing):
+        # an object root's MANIFEST keeps every seq ever published below its high, so
+        # a writer new to the root needs the ack log only for a publication STATE names
+        if self._deleted is not None and (
+            publishing or (state_missing and not self.segments.manifest_publishes)
+        ):
             deleted = self._deleted.deleted_marks(self.pid)
         fenced_manifest = None
         if self.segments.manifest_publishes:

@@ -518,7 +518,10 @@ class SegmentLocation:
             txns, sealed_by, txn_floor = (), None, 0
         if not txns:
             sealed_by = None
-        entries = [ManifestEntry.from_meta(m, txns, sealed_by) for m in metas]
+        entries = [
+            ManifestEntry.from_meta(self._as_published(m, txns, sealed_by), txns, sealed_by)
+            for m in metas
+        ]
         gaps = self.manifest_publishes  # seqs the writer passed over are void
 
         def change(m: Manifest) -> Manifest:
@@ -603,7 +606,9 @@ class SegmentLocation:
         recorded gone."""
         survey = self.survey(partition)
         quarantined = self._quarantined(partition)
-        entries = [ManifestEntry.from_meta(m) for m in survey.metas]
+        # a .meta names its transactions on an object root (§5.3): the rebuilt entries
+        # name them too, so a sealed transaction is never sealed again (§12.6)
+        entries = [ManifestEntry.from_meta(m, m.txns) for m in survey.metas]
         entries += [
             ManifestEntry(partition, d.seq, d.size_bytes, 0, 0, 0, 0, 0) for d in survey.damaged
         ]

@@ -151,13 +151,16 @@ def claim_live(
     objects: ObjectStore | None = None,
     *,
     ttl_s: float = DEFAULT_TTL_S,
+    min_epoch: int = 0,
 ) -> None:
     """Hold ``<root>/readers/<subscriber>.lock`` (on an object root the lease
     ``readers/<subscriber>.lease``) for consumer ``owner`` (see the module docstring
-    for who is refused and whose lock is taken over)."""
+    for who is refused and whose lock is taken over). ``min_epoch``: the epoch of the
+    subscriber's standing claim in the ack log (§12.5), so a lease object that went
+    missing or was damaged never restarts below it."""
     if uses_lease(objects):
         assert objects is not None
-        _claim_lease(objects, subscriber, owner, ttl_s)
+        _claim_lease(objects, subscriber, owner, ttl_s, min_epoch)
         return
     path = live_lock_path(root, subscriber)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -178,7 +181,9 @@ def claim_live(
         _live[key] = _LiveHolder(weakref.ref(owner), lock)
 
 
-def _claim_lease(objects: ObjectStore, subscriber: str, owner: object, ttl_s: float) -> None:
+def _claim_lease(
+    objects: ObjectStore, subscriber: str, owner: object, ttl_s: float, min_epoch: int
+) -> None:
     key = live_lease_key(subscriber)
     url = objects.display(key)
     with _live_mutex:
@@ -202,6 +207,7 @@ def _claim_lease(objects: ObjectStore, subscriber: str, owner: object, ttl_s: fl
             ttl_s=ttl_s,
             wait_s=ttl_s + LIVE_LEASE_WAIT_MARGIN_S,
             stop_when_renewed=True,
+            min_epoch=min_epoch,
         )
     except LockedError as e:
         raise _refusal(subscriber, url, e.holder, "lease") from None

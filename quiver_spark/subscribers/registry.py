@@ -275,6 +275,13 @@ class SubscriberRegistry(AckLogJournal):
         """
         self.record_many(sub, {partition: seqs}, outcome, known=known, consumer=consumer)
 
+    def claim_epoch(self, sub: str) -> int:
+        """The lease epoch of ``sub``'s standing consumer claim (§12.5); 0 when none."""
+        self.refresh()
+        sid = self.state.by_name.get(sub)
+        standing = self.state.claims.get(sid) if sid is not None else None
+        return standing[0] if standing is not None else 0
+
     def claim_consumer(self, sub: str, claim: LiveClaim) -> None:
         """Object root: ``sub``'s live consumer is ``claim`` from here on in the ack log
         (§12.5). Made before the consumer reads its position: every acknowledgement of
