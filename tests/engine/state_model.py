@@ -81,18 +81,11 @@ PENDING_FIXES: dict[str, str] = {
     # name: what the model tolerates until the engine is fixed. An entry names a
     # relaxation that ``pending(name)`` reports; deleting it makes the generative test
     # enforce the full invariant again.
-    "manifest-fallback-publishes-orphans": "a partition whose MANIFEST was damaged is "
-    "decided by its files, and its writer's rewrite of the MANIFEST from a listing "
-    "publishes them: the objects of a segment retention deleted whose object deletion "
-    "failed are listed again (tests/engine/test_a_damaged_manifest_never_brings_back_a_"
-    "segment_retention_deleted.py), and so is a fenced holder's orphan holding rows its "
-    "successor published (tests/engine/test_a_damaged_manifest_never_publishes_a_fenced_"
-    "writers_orphan.py); the model leaves such a seq out",
-    "idle-seal-fences-retention": "a store-wide handle that sealed an idle partition "
-    "(finalize_idle_partitions took its writer lease) keeps that epoch as its claim, so "
-    "its retention passes are fenced on that partition once its next writer took it "
-    "(tests/engine/test_a_handle_that_sealed_an_idle_partition_still_runs_retention_"
-    "on_it.py); the model takes the pass for failed and opens the handle again",
+    "orphan-of-deleted-rows-listed": "a partition whose MANIFEST was damaged is decided "
+    "by its files: a fenced holder's orphan whose transactions its successor published, "
+    "in a segment retention deleted since, is taken for a published segment and rows "
+    "retention deleted are read again (tests/engine/test_a_damaged_manifest_never_brings_"
+    "back_deleted_rows_through_an_orphan.py); the model leaves such a seq out",
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 
@@ -583,8 +576,6 @@ class StoreHarness:
                 raise
             if self._metrics_damage_failed(e):
                 raise Outage(what) from e
-            if self._retention_fenced(what, e):
-                raise Outage(what) from e
             if self.live_due and isinstance(e, (QuiverError, OSError)):
                 # the error of a fault that surfaced earlier, before its live check:
                 # the handle has RETRIES calls after the fault cleared to work again
@@ -640,19 +631,6 @@ class StoreHarness:
         reg = self.reader.subscribers
         reg.refresh()
         return reg
-
-    def _retention_fenced(self, what: str, e: BaseException) -> bool:
-        """The maintenance handle's retention pass was fenced on a partition it sealed
-        once (:data:`PENDING_FIXES`): the pass failed; the handle is opened again."""
-        from quiver_spark.control.manifest import FencedError
-
-        if what not in ("run_retention", "quiver gc") or not isinstance(e, FencedError):
-            return False
-        if not pending("idle-seal-fences-retention"):
-            return False
-        self._kill_handle(self.reader)
-        self._open_reader()
-        return True
 
     def _metrics_damage_failed(self, e: BaseException) -> bool:
         """A damaged metrics file failed an operation that does not need it (a known
@@ -1337,8 +1315,6 @@ class StoreHarness:
         for p, seqs in self._listing().items():
             for seq in seqs:
                 key = (p, seq)
-                if self._listed_again(key):
-                    continue
                 now_live.add(key)
                 try:
                     meta = loc.read_meta(p, seq)
@@ -1363,7 +1339,7 @@ class StoreHarness:
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 fp = frozenset(keys)
-                if known is None and self._orphan_listed(key, fp):
+                if known is None and self._orphan_of_deleted_rows(p, fp):
                     now_live.discard(key)
                     continue
                 if known is not None and known[1] != fp:
@@ -1385,22 +1361,15 @@ class StoreHarness:
         STATS["observations"] += 1
         return visible
 
-    def _listed_again(self, key: tuple[str, int]) -> bool:
-        """A seq retention deleted, listed again on a partition whose MANIFEST was
-        damaged (:data:`PENDING_FIXES`): left out of what the model sees."""
-        if key in self.deleted and key[0] in self.manifest_damaged:
-            return pending("manifest-fallback-publishes-orphans")
-        return False
-
-    def _orphan_listed(self, key: tuple[str, int], fp: frozenset[int]) -> bool:
+    def _orphan_of_deleted_rows(self, p: str, fp: frozenset[int]) -> bool:
         """A seq never seen published, listed on a partition whose MANIFEST was damaged,
-        holding rows another segment holds or retention deleted: an orphan taken for a
-        published segment (:data:`PENDING_FIXES`), left out of what the model sees."""
-        if key[0] not in self.manifest_damaged:
+        holding only rows retention deleted: an orphan taken for a published segment
+        (:data:`PENDING_FIXES`), left out of what the model sees."""
+        if p not in self.manifest_damaged or not fp:
             return False
-        gone = any(self.status.get(k) in (GONE, LOST) for k in fp)
-        dup = any(fp & other for k2, (_, other) in self.segs.items() if k2 != key)
-        return (gone or dup) and pending("manifest-fallback-publishes-orphans")
+        if not all(self.status.get(k) in (GONE, LOST) for k in fp):
+            return False
+        return pending("orphan-of-deleted-rows-listed")
 
     def _vanished(self, p: str, seq: int) -> None:
         key = (p, seq)
@@ -1510,7 +1479,7 @@ class StoreHarness:
     def _check_came_back(self, before: set[tuple[str, int]], after: set[tuple[str, int]]) -> None:
         """A segment unpublished at the crash that recovery publishes again must not be one
         the ack log condemned (retention died between its .meta and its .arrow)."""
-        back = {k for k in after - before if k in self.segs and not self._listed_again(k)}
+        back = {k for k in after - before if k in self.segs}
         if not back or self.registry_broken:
             return
         reg = self._fresh_registry()
