@@ -81,11 +81,13 @@ PENDING_FIXES: dict[str, str] = {
     # name: what the model tolerates until the engine is fixed. An entry names a
     # relaxation that ``pending(name)`` reports; deleting it makes the generative test
     # enforce the full invariant again.
-    "orphan-of-deleted-rows-listed": "a partition whose MANIFEST was damaged is decided "
-    "by its files: a fenced holder's orphan whose transactions its successor published, "
-    "in a segment retention deleted since, is taken for a published segment and rows "
-    "retention deleted are read again (tests/engine/test_a_damaged_manifest_never_brings_"
-    "back_deleted_rows_through_an_orphan.py); the model leaves such a seq out",
+    "manifest-fallback-lists-orphans": "a partition whose MANIFEST was damaged is "
+    "decided by its files, where a fenced holder's orphan is taken for a published "
+    "segment: beside the segment its rows were moved to when its machine came back "
+    "(tests/engine/test_a_damaged_manifest_never_lists_a_fenced_writers_orphan_beside_"
+    "its_moved_segment.py), or after retention deleted the segment its successor "
+    "published them in (tests/engine/test_a_damaged_manifest_never_brings_back_deleted_"
+    "rows_through_an_orphan.py); the model leaves such a seq out",
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 
@@ -1339,7 +1341,7 @@ class StoreHarness:
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 fp = frozenset(keys)
-                if known is None and self._orphan_of_deleted_rows(p, fp):
+                if known is None and self._orphan_listed(key, fp):
                     now_live.discard(key)
                     continue
                 if known is not None and known[1] != fp:
@@ -1361,15 +1363,16 @@ class StoreHarness:
         STATS["observations"] += 1
         return visible
 
-    def _orphan_of_deleted_rows(self, p: str, fp: frozenset[int]) -> bool:
+    def _orphan_listed(self, key: tuple[str, int], fp: frozenset[int]) -> bool:
         """A seq never seen published, listed on a partition whose MANIFEST was damaged,
-        holding only rows retention deleted: an orphan taken for a published segment
-        (:data:`PENDING_FIXES`), left out of what the model sees."""
-        if p not in self.manifest_damaged or not fp:
+        holding only rows another segment holds or retention deleted: an orphan taken
+        for a published segment (:data:`PENDING_FIXES`), left out of what the model sees."""
+        if key[0] not in self.manifest_damaged or not fp:
             return False
-        if not all(self.status.get(k) in (GONE, LOST) for k in fp):
+        elsewhere = {k for k2, (_, other) in self.segs.items() if k2 != key for k in other}
+        if not all(k in elsewhere or self.status.get(k) in (GONE, LOST) for k in fp):
             return False
-        return pending("orphan-of-deleted-rows-listed")
+        return pending("manifest-fallback-lists-orphans")
 
     def _vanished(self, p: str, seq: int) -> None:
         key = (p, seq)
