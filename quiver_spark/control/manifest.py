@@ -370,6 +370,41 @@ class ManifestStore:
     def _epoch(self, partition: str) -> int:
         return self._claimed.get(partition, self.epoch)
 
+    def check_fence(self, partition: str) -> Manifest | None:
+        """Before a claimed holder makes a segment's ``.meta`` (§12.4): one HEAD of the
+        MANIFEST; a version other than the one this handle holds makes it read it (one
+        GET), and a higher epoch there raises FencedError. So a holder fenced before it
+        reaches its ``.meta`` leaves no ``.meta`` behind (an orphan ``.arrow`` is never
+        read by anyone); only one paused between this look and its create can, and its
+        MANIFEST change is refused all the same. Returns the MANIFEST as it stands (None
+        when it cannot be read), so the caller can see a seq recorded gone meanwhile."""
+        if partition not in self._claimed:
+            return None
+        cur = self._last.get(partition)
+        version = self.objects.head(manifest_key(partition))
+        if cur is not None and cur.version is not None and version == cur.version:
+            return cur
+        self._last.pop(partition, None)
+        if version is None:
+            confirm = self._confirm.get(partition)
+            if confirm is not None:
+                confirm()
+            return None
+        try:
+            m = self.read(partition)
+        except CorruptionError:
+            confirm = self._confirm.get(partition)
+            if confirm is not None:
+                confirm()
+            return None
+        if m is None:
+            return None
+        mine = self._epoch(partition)
+        if m.epoch > mine:
+            raise FencedError(self.display(partition), mine, m.epoch)
+        self._last[partition] = m
+        return m
+
     def epoch_of(self, partition: str) -> int:
         """The epoch this handle writes ``partition`` at (its claim, else its own)."""
         return self._epoch(partition)

@@ -415,6 +415,13 @@ class SegmentLocation:
                 kind="missing" if size is None else "corrupt",
             )
         encoded = self._as_published(meta, txns, sealed_by).encode()
+        if self.manifest_publishes:
+            assert self.manifests is not None
+            standing = self.manifests.check_fence(meta.partition)
+            if standing is not None and standing.deleted(meta.seq) and not standing.lists(meta.seq):
+                # recorded gone (void) meanwhile: its .meta would only be an orphan
+                # beside the segment's moved copy (§12.4)
+                raise SeqTakenError(self._b.display(meta_path), meta.partition, meta.seq)
         try:
             self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))
         except FileExistsError:

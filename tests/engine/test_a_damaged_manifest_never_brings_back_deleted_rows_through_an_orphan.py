@@ -52,12 +52,13 @@ def test_a_damaged_manifest_never_brings_back_deleted_rows_through_an_orphan(tmp
     )
     zombie.writer.maintain()  # the committed transaction joins its open segment
     with pytest.raises(LeaseLostError):
-        zombie.finalize()  # its objects of seq 1 stay: an orphan
-    successor.writer.maintain()  # seals the transaction from its staged object: seq 2
+        zombie.finalize()  # fenced: what it uploaded of seq 1 stays, never published
+    successor.writer.maintain()  # seals the transaction from its staged object
     successor.close()
-    assert [m.seq for m in driver.segments("p-0")] == [2]
-    driver.subscribers.record("s", "p-0", [2], Outcome.ACK)
-    assert driver.run_retention().deleted == {"p-0": [2]}
+    published = [m.seq for m in driver.segments("p-0")]
+    assert len(published) == 1  # the transaction, once
+    driver.subscribers.record("s", "p-0", published, Outcome.ACK)
+    assert driver.run_retention().deleted == {"p-0": published}
     driver.close()
     assert scanned(tmp_path, "wal-r1") == []
 
