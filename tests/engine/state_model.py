@@ -81,13 +81,11 @@ PENDING_FIXES: dict[str, str] = {
     # name: what the model tolerates until the engine is fixed. An entry names a
     # relaxation that ``pending(name)`` reports; deleting it makes the generative test
     # enforce the full invariant again.
-    "manifest-fallback-lists-orphans": "a partition whose MANIFEST was damaged is "
-    "decided by its files, where a fenced holder's orphan is taken for a published "
-    "segment: beside the segment its rows were moved to when its machine came back "
-    "(tests/engine/test_a_damaged_manifest_never_lists_a_fenced_writers_orphan_beside_"
-    "its_moved_segment.py), or after retention deleted the segment its successor "
-    "published them in (tests/engine/test_a_damaged_manifest_never_brings_back_deleted_"
-    "rows_through_an_orphan.py); the model leaves such a seq out",
+    "late-sealer-meta-listed": "a partition whose MANIFEST was damaged is decided by "
+    "its files, where the .meta a fenced sealer made late is taken for a published "
+    "segment once retention deleted the segment its successor sealed the same rows in "
+    "(tests/engine/test_a_damaged_manifest_never_brings_back_deleted_rows_through_a_"
+    "late_sealers_meta.py); the model leaves such a seq out",
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 
@@ -1364,15 +1362,14 @@ class StoreHarness:
         return visible
 
     def _orphan_listed(self, key: tuple[str, int], fp: frozenset[int]) -> bool:
-        """A seq never seen published, listed on a partition whose MANIFEST was damaged,
-        holding only rows another segment holds or retention deleted: an orphan taken
-        for a published segment (:data:`PENDING_FIXES`), left out of what the model sees."""
+        """A seq never seen published, listed on an object root's partition whose
+        MANIFEST was damaged, holding only rows retention deleted: an orphan taken for a
+        published segment (:data:`PENDING_FIXES`), left out of what the model sees."""
         if key[0] not in self.manifest_damaged or not fp or not self.root.startswith("memory:"):
-            return False  # (a POSIX root has no fenced holder's orphans)
-        elsewhere = {k for k2, (_, other) in self.segs.items() if k2 != key for k in other}
-        if not all(k in elsewhere or self.status.get(k) in (GONE, LOST) for k in fp):
             return False
-        return pending("manifest-fallback-lists-orphans")
+        if not all(self.status.get(k) in (GONE, LOST) for k in fp):
+            return False
+        return pending("late-sealer-meta-listed")
 
     def _vanished(self, p: str, seq: int) -> None:
         key = (p, seq)
