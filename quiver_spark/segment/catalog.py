@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ..config import NAME_RE, SegmentConfig, validate_name
 from ..control.manifest import Manifest, ManifestEntry, ManifestStore, manifest_key
-from ..errors import CorruptionError, SegmentExistsError, SegmentMissingError
+from ..errors import CorruptionError, LeaseLostError, SegmentExistsError, SegmentMissingError
 from ..format import (
     MAGIC_QUARANTINE_MARK,
     META_SUFFIX,
@@ -422,8 +422,10 @@ class SegmentLocation:
                 # recorded gone (void) meanwhile: its .meta would only be an orphan
                 # beside the segment's moved copy (§12.4)
                 raise SeqTakenError(self._b.display(meta_path), meta.partition, meta.seq)
+        made = False
         try:
             self._b.put(meta_path, lambda consume: consume(memoryview(encoded)))
+            made = True
         except FileExistsError:
             if not self.manifest_publishes:
                 raise
@@ -443,7 +445,32 @@ class SegmentLocation:
             meta.size_bytes,
             meta.batches,
         )
-        self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
+        try:
+            self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
+        except (LeaseLostError, SeqTakenError):
+            if made:
+                self._unmake_meta(meta.partition, meta.seq, encoded)
+            raise
+
+    def _unmake_meta(self, partition: str, seq: int, encoded: bytes) -> None:
+        """Object root, a publication refused (fenced, or its seq recorded void): the
+        ``.meta`` this call made is removed unless the MANIFEST lists the seq after all
+        (a publication that landed before a successor's change built on it). Its seq
+        is never used again by anyone, so the delete, however late, meets no one
+        else's object; what it saves is a listing's mistake while the MANIFEST is
+        unreadable (§12.4). Best effort: a failure leaves an orphan for gc."""
+        assert self.manifests is not None
+        _, meta_path = self._paths(partition, seq)
+        try:
+            m = self.manifests.read(partition)
+            if m is not None and m.lists(seq):
+                return
+            got = self._b.read(meta_path)
+            if got == encoded:
+                self._b.remove([meta_path])
+                log.info("quiver.segment.unmade partition=%s seq=%d", partition, seq)
+        except (OSError, CorruptionError, SegmentMissingError) as e:
+            log.info("quiver.segment.unmake_failed partition=%s seq=%d: %s", partition, seq, e)
 
     def _as_published(
         self, meta: SegmentMeta, txns: tuple[int, ...], sealed_by: int | None
