@@ -1005,6 +1005,14 @@ class Scenarios:
         if sub in h.subs:
             fresh = h._fresh_registry()
             h.subs[sub].update(key for key in h.segs if fresh.is_done(sub, *key))
+            # and segments sealed in the consumer's own planning (an idle partition, a
+            # lost machine's transactions) that the model has not observed yet
+            h.subs[sub].update(
+                (p, seq)
+                for p in sm.PARTS
+                for seq in range(1, fresh.hwm(sub, p) + 1)
+                if fresh.is_done(sub, p, seq)
+            )
 
     def _consumer_elsewhere(self, sub: str, seen: list[int]) -> bool:
         """``sub``'s consumer on another machine: claims it (its lease watched for the

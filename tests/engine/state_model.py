@@ -78,14 +78,9 @@ SEEN: Counter[tuple[str, str]] = Counter()
 """File-layer operations performed per (operation, file kind): the pairs that exist."""
 
 PENDING_FIXES: dict[str, str] = {
-    # name: what the model tolerates until the engine is fixed. An entry names a
-    # relaxation that ``pending(name)`` reports; deleting it makes the generative test
-    # enforce the full invariant again.
-    "late-sealer-meta-listed": "a partition whose MANIFEST was damaged is decided by "
-    "its files, where the .meta a fenced sealer made late is taken for a published "
-    "segment once retention deleted the segment its successor sealed the same rows in "
-    "(tests/engine/test_a_damaged_manifest_never_brings_back_deleted_rows_through_a_"
-    "late_sealers_meta.py); the model leaves such a seq out",
+    # name: what the model tolerates until the engine is fixed (none stands now). An
+    # entry names a relaxation that ``pending(name)`` reports; deleting it makes the
+    # generative test enforce the full invariant again.
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 
@@ -388,7 +383,6 @@ class StoreHarness:
         self.retries = 0  # how often a faulted call is retried at once
         self.live_due = False  # a continued fault awaits its live check
         self.lost_live: set[int] = set()  # rows a live check found absent (must stay so)
-        self.manifest_damaged: set[str] = set()  # partitions whose MANIFEST was ever damaged
         self.fault_hits: set[tuple[str, str]] = set()  # (partition, file kind) a fault hit
         self._open_reader()
         for p in PARTS:
@@ -1339,9 +1333,6 @@ class StoreHarness:
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 fp = frozenset(keys)
-                if known is None and self._orphan_listed(key, fp):
-                    now_live.discard(key)
-                    continue
                 if known is not None and known[1] != fp:
                     raise SeqReused(
                         f"segment {p}/{seq} was published with rows {_span(known[1])} and is now "
@@ -1360,16 +1351,6 @@ class StoreHarness:
         self.drop_window = self.opts.policy == "drop_oldest"
         STATS["observations"] += 1
         return visible
-
-    def _orphan_listed(self, key: tuple[str, int], fp: frozenset[int]) -> bool:
-        """A seq never seen published, listed on an object root's partition whose
-        MANIFEST was damaged, holding only rows retention deleted: an orphan taken for a
-        published segment (:data:`PENDING_FIXES`), left out of what the model sees."""
-        if key[0] not in self.manifest_damaged or not fp or not self.root.startswith("memory:"):
-            return False
-        if not all(self.status.get(k) in (GONE, LOST) for k in fp):
-            return False
-        return pending("late-sealer-meta-listed")
 
     def _vanished(self, p: str, seq: int) -> None:
         key = (p, seq)
@@ -1737,7 +1718,6 @@ class StoreHarness:
                     self.status[k] = MAYBE
         elif kind == "manifest":
             d.partition = os.path.basename(os.path.dirname(path))
-            self.manifest_damaged.add(d.partition)
         elif kind == "commit":
             d.app = os.path.basename(os.path.dirname(path))
             d.version = int(name.split(".")[0])

@@ -219,7 +219,13 @@ class ObjectStateSpace(StoreStateSpace):
             return
         if damage == 0 and len(h.damage) < 2:
             assert isinstance(h, ObjectStoreHarness)
-            mine = [f for f in h.damage_files()["staged"] if f"/partitions/{p}/txns/" in f]
+            # never one damaged already: a second flip of the same byte would repair it
+            flipped = {d.path for d in h.damage}
+            mine = [
+                f
+                for f in h.damage_files()["staged"]
+                if f"/partitions/{p}/txns/" in f and f not in flipped
+            ]
             if mine:
                 h._flip_staged(0, 0.5, mine[-1], check=False)
         self._run(h.lose_machine, p, observer)
@@ -268,7 +274,6 @@ class ObjectStateSpace(StoreStateSpace):
             files = h.damage_files()["manifest"]
             if files:
                 h._flip(files[0], h._size(files[0]) // 2)
-                h.manifest_damaged.add(files[0].split("/")[-2])
         self._reach(op, kind)
 
     def _reach(self, op: str, kind: str) -> None:
