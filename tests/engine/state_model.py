@@ -78,9 +78,14 @@ SEEN: Counter[tuple[str, str]] = Counter()
 """File-layer operations performed per (operation, file kind): the pairs that exist."""
 
 PENDING_FIXES: dict[str, str] = {
-    # name: what the model tolerates until the engine is fixed (none stands now). An
-    # entry names a relaxation that ``pending(name)`` reports; deleting it makes the
-    # generative test enforce the full invariant again.
+    # name: what the model tolerates until the engine is fixed. An entry names a
+    # relaxation that ``pending(name)`` reports; deleting it makes the generative test
+    # enforce the full invariant again.
+    "deleted-rows-back-after-manifest-rebuild": "once an object root's MANIFEST was "
+    "damaged and rewritten from a listing, a committed transaction whose segment "
+    "retention deleted is sealed again from its leftover staged object (tests/engine/"
+    "test_a_damaged_manifest_never_seals_again_a_transaction_retention_deleted.py); the "
+    "model leaves out a new segment of such a partition holding only deleted rows",
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 
@@ -383,6 +388,7 @@ class StoreHarness:
         self.retries = 0  # how often a faulted call is retried at once
         self.live_due = False  # a continued fault awaits its live check
         self.lost_live: set[int] = set()  # rows a live check found absent (must stay so)
+        self.manifest_damaged: set[str] = set()  # partitions whose MANIFEST was ever damaged
         self.fault_hits: set[tuple[str, str]] = set()  # (partition, file kind) a fault hit
         self._open_reader()
         for p in PARTS:
@@ -1333,6 +1339,9 @@ class StoreHarness:
                         continue
                     raise DamageNotContained(f"segment {p}/{seq}: unexpected {e}") from e
                 fp = frozenset(keys)
+                if known is None and self._deleted_rows_back(p, fp):
+                    now_live.discard(key)
+                    continue
                 if known is not None and known[1] != fp:
                     raise SeqReused(
                         f"segment {p}/{seq} was published with rows {_span(known[1])} and is now "
@@ -1351,6 +1360,16 @@ class StoreHarness:
         self.drop_window = self.opts.policy == "drop_oldest"
         STATS["observations"] += 1
         return visible
+
+    def _deleted_rows_back(self, p: str, fp: frozenset[int]) -> bool:
+        """A segment never seen before, on an object root's partition whose MANIFEST was
+        damaged, holding only rows retention deleted (:data:`PENDING_FIXES`): left out
+        of what the model sees."""
+        if p not in self.manifest_damaged or not fp or not self.root.startswith("memory:"):
+            return False
+        if not all(self.status.get(k) in (GONE, LOST) for k in fp):
+            return False
+        return pending("deleted-rows-back-after-manifest-rebuild")
 
     def _vanished(self, p: str, seq: int) -> None:
         key = (p, seq)
@@ -1718,6 +1737,7 @@ class StoreHarness:
                     self.status[k] = MAYBE
         elif kind == "manifest":
             d.partition = os.path.basename(os.path.dirname(path))
+            self.manifest_damaged.add(d.partition)
         elif kind == "commit":
             d.app = os.path.basename(os.path.dirname(path))
             d.version = int(name.split(".")[0])

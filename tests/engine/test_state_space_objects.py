@@ -274,6 +274,7 @@ class ObjectStateSpace(StoreStateSpace):
             files = h.damage_files()["manifest"]
             if files:
                 h._flip(files[0], h._size(files[0]) // 2)
+                h.manifest_damaged.add(files[0].split("/")[-2])
         self._reach(op, kind)
 
     def _reach(self, op: str, kind: str) -> None:
