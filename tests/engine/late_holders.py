@@ -927,7 +927,7 @@ class Scenarios:
         if not subs:
             return None
         sub = subs[choice % len(subs)]
-        h.observe()
+        self._sealed_first()
         if len([key for key in h.live if key not in h.subs[sub]]) < 3:
             h.append_compatible_everywhere()  # two segments more for each to read
             h.observe()  # seen before a consumer's acknowledgement lets retention delete them
@@ -998,6 +998,18 @@ class Scenarios:
         h.recover_and_check()
         return outcome if reached else "not reached"
 
+    def _sealed_first(self) -> None:
+        """What any process's next pass would seal now (a released writer lease's
+        committed staged transactions, a dead writer's WAL here) is sealed by this
+        process's driver and observed first: a consumer's planning or a pass on another
+        machine then publishes nothing the model has not seen (and deletes nothing it
+        never saw)."""
+        h = self.h
+        reader = h.reader
+        assert reader is not None
+        h._engine("the driver's pass", reader.finalize_idle_partitions)
+        h.observe()
+
     def _sync_acks(self, sub: str) -> None:
         """The model of ``sub``'s acknowledgements follows the ack log (consumers of
         other machines acknowledged)."""
@@ -1056,6 +1068,7 @@ class Scenarios:
         h, w = self.h, self.world
         if not h.subs and h.opts.policy is None and not h.opts.time_retention:
             return None
+        self._sealed_first()
         h.append_compatible_everywhere()
         h.observe()
         for sub in sorted(h.subs):
@@ -1174,7 +1187,7 @@ class Scenarios:
         other = w.machine("retention")
         other.skew_ns = -m.skew_ns
         h.rule = f"skew_{role}"
-        h.observe()  # every segment seen before a pass deletes what was acknowledged
+        self._sealed_first()  # every segment seen before a pass deletes what was acknowledged
         if role == "consumer":
             sub = sorted(h.subs)[choice % len(h.subs)]
             store = w.open(m, None)
