@@ -267,12 +267,18 @@ class PartitionRecovery:
         deleted = NO_DELETIONS
         publishing = state.get("publishing")
         state_missing = "partition" not in state
-        # an object root's MANIFEST keeps every seq ever published below its high, so
-        # a writer new to the root needs the ack log only for a publication STATE names
-        if self._deleted is not None and (
-            publishing or (state_missing and not self.segments.manifest_publishes)
-        ):
+        if self._deleted is not None and publishing:
             deleted = self._deleted.deleted_marks(self.pid)
+        elif self._deleted is not None and state_missing:
+            try:
+                deleted = self._deleted.deleted_marks(self.pid)
+            except CorruptionError as e:
+                if not self.segments.manifest_publishes:
+                    raise
+                # an object root's MANIFEST still keeps every seq published below its
+                # high: a damaged ack log stops no new machine (its floor is the
+                # MANIFEST's alone then, §11)
+                log.warning("quiver.recovery.deleted_marks_unread partition=%s: %s", self.pid, e)
         fenced_manifest = None
         if self.segments.manifest_publishes:
             self._check_lease()  # a fenced writer learns it here, before touching anything

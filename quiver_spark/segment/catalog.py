@@ -49,6 +49,7 @@ from ..format import (
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
 from ..seams import DeletedMarks
+from ..staging import drop_staged, staged_ids
 from ..urls import check_url, is_local_url
 from .backend import Consume, SegmentBackend
 from .backends import open_backend
@@ -1180,6 +1181,7 @@ class SegmentLocation:
         Idempotent: missing files are ignored.
         """
         seqs = list(seqs)
+        self._drop_leftover_staged(partition, seqs)
         self.forget(partition, seqs)
         self._manifest_remove(partition, seqs)
         pairs = [self._paths(partition, s) for s in seqs]
@@ -1216,6 +1218,33 @@ class SegmentLocation:
         if damaged:
             self.mark_damaged(damaged)
         return gone, damaged
+
+    def _drop_leftover_staged(self, partition: str, seqs: builtins.list[int]) -> None:
+        """Object root, before a segment leaves the MANIFEST: remove the staged objects
+        still left for the transactions it holds (a writer's drop after sealing is best
+        effort). Once the segment is gone only the MANIFEST's ``txns_gone`` names them,
+        and a MANIFEST rebuilt from a listing after damage cannot: a leftover would be
+        sealed again and rows retention deleted read twice (§12.6). One LIST of
+        ``txns/`` when the segments name transactions; a failure raises before
+        anything is removed (the next pass deletes the segment again)."""
+        if self.manifests is None:
+            return
+        copy = self._copies.get(partition)
+        doomed = set(seqs)
+        txns: set[int] = set()
+        if copy is not None:
+            txns.update(t for e in copy.entries if e.seq in doomed for t in e.txns)
+        for seq in seqs:
+            meta = self.cached(partition, seq)
+            if meta is not None:
+                txns.update(meta.txns)
+        if not txns:
+            return
+        objects = self.manifests.objects
+        left = [t for t in staged_ids(objects, partition) if t in txns]
+        if left:
+            drop_staged(objects, partition, left)
+            log.info("quiver.staged.dropped_with_segment partition=%s txns=%s", partition, left)
 
     def _manifest_remove(self, partition: str, seqs: builtins.list[int]) -> None:
         """Before any file goes: the seqs leave the MANIFEST, recorded gone (so a

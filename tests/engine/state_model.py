@@ -81,11 +81,6 @@ PENDING_FIXES: dict[str, str] = {
     # name: what the model tolerates until the engine is fixed. An entry names a
     # relaxation that ``pending(name)`` reports; deleting it makes the generative test
     # enforce the full invariant again.
-    "deleted-rows-back-after-manifest-rebuild": "once an object root's MANIFEST was "
-    "damaged and rewritten from a listing, a committed transaction whose segment "
-    "retention deleted is sealed again from its leftover staged object (tests/engine/"
-    "test_a_damaged_manifest_never_seals_again_a_transaction_retention_deleted.py); the "
-    "model leaves out a new segment of such a partition holding only deleted rows",
 }
 """Relaxations of the invariants for defects being fixed elsewhere, by name."""
 

@@ -66,3 +66,41 @@ def test_a_damaged_manifest_never_seals_again_a_transaction_retention_deleted(tm
         back.writer.maintain()  # the writer's open rewrote the MANIFEST; its tick seals
         back.finalize()
         assert scanned_ids(back) == []
+
+
+def test_retention_keeps_a_segment_whose_leftover_staged_object_it_could_not_remove(
+    tmp_path: Path,
+):
+    """The leftover staged object goes before the segment does; when its delete fails
+    the segment stays published (nothing half-removed), and the next pass deletes both."""
+    objects = MemoryObjects("sealed-deleted", "s")
+    driver = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-d"), partition=None, background=False)
+    driver.subscribers.register("s")
+    w = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-w"), partition="p-0", background=False)
+    txn = w.begin_txn(APP, 0)
+    w.append(id_batch(100), txn_id=txn)
+    w.flush()
+    assert w.stage_txn(txn) > 0
+    assert driver.commit_txn(APP, 0, [("p-0", txn)], rows=3)
+
+    def staged_delete_fails(op: str, key: str) -> None:
+        if op == "delete" and key.endswith(".txn"):
+            raise PermissionError("the storage refused the delete")
+
+    w.objects.faults.before = staged_delete_fails
+    assert w.writer is not None
+    w.writer.maintain()
+    w.finalize()
+    w.close()
+    [seq] = [m.seq for m in driver.segments("p-0")]
+    driver.subscribers.record("s", "p-0", [seq], Outcome.ACK)
+    driver.objects.faults.before = staged_delete_fails
+    with pytest.raises(PermissionError):
+        driver.run_retention()
+    assert [m.seq for m in driver.segments("p-0")] == [seq]
+    assert [o.key for o in objects.list("") if o.key.endswith(".arrow")]
+    driver.objects.faults.before = None
+    assert driver.run_retention().deleted == {"p-0": [seq]}
+    assert [o.key for o in objects.list("partitions/p-0/txns/")] == []
+    assert [o.key for o in objects.list("") if o.key.endswith((".arrow", ".meta"))] == []
+    driver.close()
