@@ -15,7 +15,6 @@ A store is a root directory with one or more partitions (§1). Opening a store w
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import threading
@@ -27,12 +26,10 @@ from typing import Any
 import pyarrow as pa
 
 from . import format as fmt
-from . import staging
 from .admission import Admission
 from .commits import CommitLog
-from .config import NAME_RE, StoreConfig, validate_name
+from .config import NAME_RE, StoreConfig
 from .control.clock import elapsed
-from .control.lease import Lease, current_holder
 from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
@@ -44,7 +41,6 @@ from .descriptor import (
     store_id,
 )
 from .errors import (
-    ConfigError,
     CorruptionError,
     LeaseLostError,
     LockedError,
@@ -62,7 +58,6 @@ from .objects import RetriesExhausted as RetriesExhausted  # what its calls may 
 from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport
 from .partition.recovery import ACT_MARGIN
-from .partition.staged_seal import seal_one
 from .policy import (
     StorePolicy,
     policy_of,
@@ -72,10 +67,11 @@ from .policy import (
 from .retained import RetainedIndex
 from .retention import AnchoredClock, RetentionResult, apply_retention, preview_retention
 from .retention_plan import RetentionPlan
+from .root_kind import RootKind, StoreParts, root_kind
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .subscribers import SubscriberRegistry, records
-from .urls import is_object_root, root_location
+from .urls import root_location
 from .write_jobs import (
     BatchCommit,
     check_event_time_column,
@@ -88,42 +84,11 @@ from .write_jobs import (
 log = logging.getLogger(__name__)
 
 
-IDLE_RETENTION_PERIOD_S = 60.0
-"""On an object root, how often a writer's maintenance runs a retention pass with
-nothing new of its own (no finalize) while it is not throttled (ARCHITECTURE.md §8.7):
-every pass is requests (about a dozen: the ack log, the records, the next-seq reads,
-the metrics file). Nothing waits on this pass: the writer that adds bytes runs one
-after each finalize (the size cap), a subscription after each acknowledgement (what
-it frees), and the time and expiry bounds are hours; a throttled writer keeps the
-short period so room is seen as soon as it is made."""
-
 RECORDS_PERIOD_S = 60.0
 """How long a handle's retention passes reuse what the subscription records said about
 subscribers the ack log does not register (:meth:`QuiverStore.unregistered_records`)
 while the registered set is unchanged: records of other names change only with a
 registration (which changes the set) or by an operator's hand."""
-
-
-def default_wal_root(root: str) -> str:
-    """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
-    ``$XDG_CACHE_HOME/quiver-spark/wal/<16 hex of sha256(root URL)>`` (``~/.cache`` when
-    unset), on this machine's disk (ARCHITECTURE.md §12): the same directory for every
-    process of this host that writes the store, so a restarted writer recovers it."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    digest = hashlib.sha256(root.encode()).hexdigest()[:16]
-    return os.path.join(base, "quiver-spark", "wal", digest)
-
-
-def _check_sealer_lease(lease: Lease) -> None:
-    """Before a sealer's publication: it still holds ``lease`` (LeaseLostError, or its
-    keeper's error, when not)."""
-    keeper = lease.keeper
-    if lease.lost() or (keeper is not None and keeper.error is not None):
-        raise (
-            keeper.error
-            if keeper and keeper.error
-            else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
-        )
 
 
 class QuiverStore:
@@ -143,16 +108,12 @@ class QuiverStore:
         self.io = io
         self.objects: ObjectStore = objects if objects is not None else LocalObjects(root, io)
         """The root's objects: every control object goes through it (ARCHITECTURE.md §12)."""
-        self.on_objects = is_object_root(root)
+        kind = root_kind(root)
+        self.on_objects = kind.shares_objects
         """Whether the root is on an object store (leases, object ack log, no shared disk)."""
         self._descriptor = descriptor
         recorded = descriptor.get("segments_url") or f"{root}/{fmt.SEGMENTS_DIR}"
-        if self.on_objects and config.segment.path:
-            raise ConfigError(
-                "segment.path",
-                config.segment.path,
-                f"nothing: the segments of a store on an object store live in it ({recorded})",
-            )
+        kind.check_segment_path(config, recorded)
         if config.segment.path and location_key(config.segment.path) != location_key(recorded):
             raise PolicyConflictError(
                 "segment.path",
@@ -169,14 +130,27 @@ class QuiverStore:
             io=io,
             storage_options=storage_options,
             manifests=self.manifests,
-            objects=self.objects if self.on_objects else None,
+            objects=kind.shared(self.objects),
             prefix=fmt.SEGMENTS_DIR,
-        )
-        self.wal_root = config.wal.path or (
-            default_wal_root(root) if self.on_objects else os.path.join(root, fmt.PARTITIONS_DIR)
         )
         self.commits = CommitLog(self.objects, store=self.store_id)
         self.segment_location.deleted_marks = self.deleted_marks
+        self.lease_clock: Callable[[], float] = elapsed
+        """The clock this handle observes other holders' leases by (§12.3): monotonic,
+        and counting time the machine was suspended."""
+        self.kind: RootKind = kind(
+            StoreParts(
+                root,
+                config,
+                self.objects,
+                self.manifests,
+                self.commits,
+                self.segment_location,
+                lambda: self.lease_clock(),
+            )
+        )
+        """What differs between a POSIX root and an object root (:mod:`.root_kind`)."""
+        self.wal_root = self.kind.wal_root(config)
         self._has_registry = False  # seen to exist (a registry is never removed)
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
@@ -196,9 +170,6 @@ class QuiverStore:
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
-        self.lease_clock: Callable[[], float] = elapsed
-        """The clock this handle observes other holders' leases by (§12.3): monotonic,
-        and counting time the machine was suspended."""
         self.idle_failures: dict[str, str] = {}
         """Partitions the last :meth:`finalize_idle_partitions` could not recover, with why."""
         self.maintenance_error: BaseException | None = None
@@ -377,43 +348,7 @@ class QuiverStore:
         (default: what the writer holds of it). Returns the bytes written: 0 on a
         POSIX root (the WAL is on the store's own disk) or for a transaction without
         rows. A failure raises: the transaction must not be reported then."""
-        w = self._w()
-        if not self.on_objects:
-            return 0
-        app, version, held = w.pending_txn(txn_id)
-        own = [b for b in held if b.num_rows]
-        rows = own if batches is None else [b for b in batches if b.num_rows]
-        if batches is not None and rows:  # its own rows, as the WAL holds them
-            if own:  # ValueError naming the columns of another type or name
-                staging.one_schema(w.pid, txn_id, [own[0], *rows])
-            if sum(b.num_rows for b in rows) != sum(b.num_rows for b in own):
-                raise ValueError(
-                    f"stage_txn: {sum(b.num_rows for b in rows)} rows given for transaction "
-                    f"{txn_id} of partition {w.pid}, which holds "
-                    f"{sum(b.num_rows for b in own)}; pass its own rows, or none"
-                )
-        if not rows:
-            return 0
-        try:
-            n = staging.stage(
-                self.objects, w.pid, txn_id, app, version, rows, w.stage_stamp(txn_id)
-            )
-        except FileExistsError:
-            w.note_foreign(txn_id)  # another incarnation's: resolved, never floored
-            raise
-        try:
-            # one GET: the object landed before any takeover, so the partition's next
-            # holder lists it at its open; a fenced writer's task fails instead (§12.6)
-            w.confirm_lease()
-        except LeaseLostError:
-            # the key holds this writer's own bytes (stage() returned): never committed,
-            # so garbage; another incarnation's object under the same id is never ours
-            try:
-                staging.drop_staged(self.objects, w.pid, [txn_id])
-            except OSError as e:
-                log.warning("quiver.staged.drop_failed partition=%s txn=%d: %s", w.pid, txn_id, e)
-            raise
-        return n
+        return self.kind.stage(self._w(), txn_id, batches)
 
     def commit_txn(
         self, app: str, version: int, winners: list[tuple[str, int]], rows: int = 0
@@ -461,7 +396,7 @@ class QuiverStore:
                 io=self.io,
                 checkpoint_records=self.config.ack_checkpoint_records,
                 salvage=self.config.salvage,
-                objects=self.objects if self.on_objects else None,
+                objects=self.kind.shared(self.objects),
             )
             self._has_registry = True
         return self._subscribers
@@ -471,10 +406,7 @@ class QuiverStore:
         removed); asking creates nothing."""
         if self._subscribers is not None or self._has_registry:
             return True
-        if self.on_objects:
-            found = bool(self.objects.list(f"{fmt.SUBSCRIBERS_DIR}/"))
-        else:
-            found = os.path.isdir(os.path.join(self.root, fmt.SUBSCRIBERS_DIR))
+        found = self.kind.has_registry()
         self._has_registry = found
         return found
 
@@ -610,7 +542,7 @@ class QuiverStore:
 
         Retention runs after a finalize, after a failed pass or finalize, and otherwise
         every ``segment.max_open_duration`` (at least 1 s); on an object root, while
-        not throttled, every :data:`IDLE_RETENTION_PERIOD_S` (each pass is requests).
+        not throttled, every :data:`~quiver_spark.root_kind.IDLE_RETENTION_PERIOD_S` (each pass is requests).
         """
         done: dict[str, Any] = {"finalized": [], "deleted": {}}
         if self.writer is not None and not self._closed:
@@ -638,9 +570,7 @@ class QuiverStore:
     def _idle_retention_period(self) -> float:
         """Seconds between a writer's retention passes with nothing new (see :meth:`maintain`)."""
         period = max(1.0, self.config.segment.max_open_duration_s)
-        if self.on_objects and not self._admission.throttled:
-            period = max(period, IDLE_RETENTION_PERIOD_S)
-        return period
+        return self.kind.idle_retention_period(period, self._admission.throttled)
 
     def finalize_idle_partitions(
         self, *, local: bool = True, staged: bool = True
@@ -686,96 +616,18 @@ class QuiverStore:
                 # its lease is released: this handle writes the partition no more, and
                 # its retention changes it at whatever epoch the next writer holds
                 self.manifests.unclaim(pid)
-        if self.on_objects and staged:
-            sealed += self._seal_staged(skip=done | ({mine} if mine else set()))
+        if staged:
+            skip = done | ({mine} if mine else set())
+            sealed += self.kind.seal_lost(skip, self.idle_failures)
         return sealed
 
     def staged(self) -> dict[str, list[int]]:
         """Object root: the staged transaction ids of every partition (one listing of
-        ``partitions/``, §12.6)."""
-        out: dict[str, list[int]] = {}
-        root = f"{fmt.PARTITIONS_DIR}/"
-        for info in self.objects.list(root):
-            parts = info.key[len(root) :].split("/")
-            if len(parts) != 3 or parts[1] != staging.STAGED_DIR:
-                continue
-            stem = parts[2].removesuffix(staging.STAGED_SUFFIX)
-            if parts[2].endswith(staging.STAGED_SUFFIX) and stem.isdigit():
-                out.setdefault(parts[0], []).append(int(stem))
-        return {pid: sorted(ids) for pid, ids in out.items()}
-
-    def _seal_staged(self, skip: set[str]) -> list[tuple[str, int]]:
-        """Seal the staged transactions of partitions whose writer lease is free."""
-        sealed: list[tuple[str, int]] = []
-        for pid, ids in sorted(self.staged().items()):
-            if pid in skip or not NAME_RE.fullmatch(pid):
-                continue
-            try:
-                sealed += self._seal_partition(pid, ids)
-            except LockedError:
-                continue  # its writer lives (or another observer is sealing it)
-            except (QuiverError, OSError) as e:  # one partition must not stop the rest
-                log.error("quiver.seal_staged.failed partition=%s: %s", pid, e)
-                self.idle_failures[pid] = str(e)
-        return sealed
-
-    def _seal_partition(self, pid: str, ids: list[int]) -> list[tuple[str, int]]:
-        """Take ``pid``'s free writer lease, publish its committed staged transactions
-        not sealed yet (the MANIFEST step is the publication and fences the lost
-        writer), drop those sealed or decided without them, leave undecided ones,
-        release the lease. Raises LeaseHeldError while a writer holds it."""
-        try:
-            current = self.manifests.read(pid)
-        except CorruptionError as e:  # its recorded transactions are unknown: never guess
-            raise QuiverError(
-                f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
-                f"be read ({e}); repair it (the partition's next writer rewrites it)"
-            ) from e
-        lease = Lease.acquire(
-            self.objects,
-            fmt.writer_lease_key(pid),
-            purpose="sealer",
-            ttl_s=self.config.lease_ttl_s,
-            min_epoch=current.epoch if current is not None else 0,
-            clock=self.lease_clock,
-        )
-        sealed: list[tuple[str, int]] = []
-        garbage: list[int] = []
-        try:
-            lease.keep()
-            self.manifests.claim(pid, lease.epoch, lease.confirm)
-            for txn_id in ids:
-                if current is not None and current.seals(txn_id):
-                    garbage.append(txn_id)
-                    continue
-                done = seal_one(
-                    self.objects,
-                    self.commits,
-                    self.segment_location,
-                    self.config.segment,
-                    pid,
-                    txn_id,
-                    lease=lease,
-                    check_lease=lambda: _check_sealer_lease(lease),
-                    log=log,
-                )
-                if done.error is not None:
-                    self.idle_failures[pid] = str(done.error)
-                if done.garbage:
-                    garbage.append(txn_id)
-                if done.meta is not None:
-                    sealed.append((pid, done.meta.seq))
-            try:
-                staging.drop_staged(self.objects, pid, garbage)
-            except OSError as e:  # garbage: the next pass removes it
-                log.warning("quiver.staged.drop_failed partition=%s: %s", pid, e)
-        finally:
-            self.manifests.unclaim(pid)
-            lease.release()
-        return sealed
+        ``partitions/``, §12.6); none on a POSIX root."""
+        return self.kind.staged()
 
     def _partition_writer(self, pid: str) -> PartitionWriter:
-        lease = self._writer_lease(pid) if self.on_objects else None
+        lease = self.kind.writer_lease(pid)
         try:
             writer = PartitionWriter(
                 pid=pid,
@@ -793,28 +645,6 @@ class QuiverStore:
                 self.manifests.unclaim(pid)
             raise
         return writer
-
-    def _writer_lease(self, pid: str) -> Lease:
-        """The writer lease ``partitions/<pid>/LEASE`` of an object root (§12.3), kept
-        renewed; its epoch is claimed in the partition's manifest, so the manifest
-        change of any earlier holder fails from the first change of this one. Raises
-        :class:`~quiver_spark.errors.LeaseHeldError` (a ``LockedError``) while another
-        live writer holds it."""
-        validate_name("partition", pid)
-        try:
-            current = self.manifests.read(pid)
-        except CorruptionError:
-            current = None
-        lease = Lease.acquire(
-            self.objects,
-            fmt.writer_lease_key(pid),
-            purpose="writer",
-            ttl_s=self.config.lease_ttl_s,
-            min_epoch=current.epoch if current is not None else 0,
-        )
-        lease.keep()
-        self.manifests.claim(pid, lease.epoch, lease.confirm)
-        return lease
 
     def deleted_marks(self, partition: str) -> DeletedMarks:
         """The ack log's record of ``partition``'s deleted segments as of now (read
@@ -836,13 +666,7 @@ class QuiverStore:
                 body = {"partition": pid}
             body["live"] = partition_locked(os.path.join(self.wal_root, pid, fmt.LOCK_FILE))
             out[pid] = body
-        if self.on_objects:  # a writer on any machine holds its lease in the bucket (§12.3)
-            for pid in self.partitions():
-                held = current_holder(self.objects, fmt.writer_lease_key(pid))
-                body = out.setdefault(pid, {"partition": pid})
-                body["live"] = held is not None
-                if held is not None:
-                    body.setdefault("host", held.host)
+        self.kind.note_live_writers(out)
         return out
 
     def _start_maintenance(self) -> None:

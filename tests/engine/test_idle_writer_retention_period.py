@@ -16,7 +16,7 @@ import pytest
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import reset_memory
-from quiver_spark.store import IDLE_RETENTION_PERIOD_S
+from quiver_spark.root_kind import IDLE_RETENTION_PERIOD_S
 from quiver_spark.subscription import Subscription
 
 

@@ -1,0 +1,373 @@
+"""What a store does differently on a POSIX root and on an object root, decided once
+when it opens (ARCHITECTURE.md §1, §12).
+
+- :class:`FileRoot` (a local path or ``file://``): the WALs sit in the root's own tree
+  (``<root>/partitions``), so a lost process's rows are on the shared disk, the WAL's
+  flock says who writes, and ``segment.path`` may put segments elsewhere.
+- :class:`ObjectRoot` (``memory://``, ``s3://``, ``gs://``, ``az://``...): nothing is
+  shared but the bucket. The WALs are on each machine's own disk; a writer holds the
+  partition's LEASE in the bucket besides its flock (§12.3), stages each transaction
+  before it is reported (§12.6), and any process seals a lost machine's committed
+  staged rows once its LEASE is free; segments live in the bucket.
+
+:class:`~quiver_spark.store.QuiverStore` holds one of the two and asks it; nothing else
+in the store branches on the root's kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from . import format as fmt
+from . import staging
+from .commits import CommitLog
+from .config import NAME_RE, StoreConfig, validate_name
+from .control.lease import Lease, current_holder
+from .control.manifest import ManifestStore
+from .errors import ConfigError, CorruptionError, LeaseLostError, LockedError, QuiverError
+from .objects import ObjectStore
+from .partition import PartitionWriter
+from .partition.staged_seal import seal_one
+from .segment import SegmentLocation
+from .urls import is_object_root
+
+log = logging.getLogger(__name__)
+
+IDLE_RETENTION_PERIOD_S = 60.0
+"""On an object root, how often a writer's maintenance runs a retention pass with
+nothing new of its own (no finalize) while it is not throttled (ARCHITECTURE.md §8.7):
+every pass is requests (about a dozen: the ack log, the records, the next-seq reads,
+the metrics file). Nothing waits on this pass: the writer that adds bytes runs one
+after each finalize (the size cap), a subscription after each acknowledgement (what
+it frees), and the time and expiry bounds are hours; a throttled writer keeps the
+short period so room is seen as soon as it is made."""
+
+
+def default_wal_root(root: str) -> str:
+    """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
+    ``$XDG_CACHE_HOME/quiver-spark/wal/<16 hex of sha256(root URL)>`` (``~/.cache`` when
+    unset), on this machine's disk (ARCHITECTURE.md §12): the same directory for every
+    process of this host that writes the store, so a restarted writer recovers it."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    digest = hashlib.sha256(root.encode()).hexdigest()[:16]
+    return os.path.join(base, "quiver-spark", "wal", digest)
+
+
+@dataclass(frozen=True)
+class StoreParts:
+    """What a root kind acts on: the open store's parts, built before it is chosen."""
+
+    root: str
+    config: StoreConfig
+    objects: ObjectStore
+    manifests: ManifestStore
+    commits: CommitLog
+    segments: SegmentLocation
+    lease_clock: Callable[[], float]
+
+
+class RootKind(Protocol):
+    """The decisions that differ between the two kinds of root."""
+
+    shares_objects: bool
+    """Whether the catalog and the ack log live in the root's objects (the bucket)
+    rather than in its directory tree."""
+
+    @staticmethod
+    def shared(objects: ObjectStore) -> ObjectStore | None:
+        """``objects`` where the catalog and the ack log are built on them, else None."""
+
+    @staticmethod
+    def check_segment_path(config: StoreConfig, recorded: str) -> None:
+        """Refuse a ``segment.path`` this kind of root cannot use."""
+
+    def wal_root(self, config: StoreConfig) -> str:
+        """Where this machine's WALs of the store live."""
+
+    def has_registry(self) -> bool:
+        """Whether a subscriber registry exists (asking creates nothing)."""
+
+    def idle_retention_period(self, period: float, throttled: bool) -> float:
+        """Seconds between a writer's retention passes with nothing new."""
+
+    def stage(
+        self, writer: PartitionWriter, txn_id: int, batches: Sequence[pa.RecordBatch] | None
+    ) -> int:
+        """Make ``txn_id``'s rows survive this machine (§12.6); the bytes written."""
+
+    def writer_lease(self, pid: str) -> Lease | None:
+        """The lease a writer of ``pid`` holds besides its WAL's flock."""
+
+    def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:
+        """Seal committed rows of partitions whose machine is gone; ``(pid, seq)``."""
+
+    def staged(self) -> dict[str, list[int]]:
+        """The staged transaction ids of every partition."""
+
+    def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
+        """Set ``live`` (and ``host``) in ``found`` by what the root says of writers."""
+
+
+class FileRoot:
+    """A POSIX root: the WALs sit in the root's own tree, so a lost process's rows are
+    on the shared disk and its flock tells who writes."""
+
+    shares_objects = False
+
+    @staticmethod
+    def shared(objects: ObjectStore) -> ObjectStore | None:
+        return None
+
+    def __init__(self, parts: StoreParts) -> None:
+        self.root = parts.root
+
+    @staticmethod
+    def check_segment_path(config: StoreConfig, recorded: str) -> None:
+        return None
+
+    def wal_root(self, config: StoreConfig) -> str:
+        return config.wal.path or os.path.join(self.root, fmt.PARTITIONS_DIR)
+
+    def has_registry(self) -> bool:
+        return os.path.isdir(os.path.join(self.root, fmt.SUBSCRIBERS_DIR))
+
+    def idle_retention_period(self, period: float, throttled: bool) -> float:
+        return period
+
+    def stage(
+        self, writer: PartitionWriter, txn_id: int, batches: Sequence[pa.RecordBatch] | None
+    ) -> int:
+        return 0  # the WAL is on the store's own disk
+
+    def writer_lease(self, pid: str) -> Lease | None:
+        return None
+
+    def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:
+        return []  # a lost process's WAL is on the shared disk: finalize_idle seals it
+
+    def staged(self) -> dict[str, list[int]]:
+        return {}  # nothing is staged: the WAL is on the store's own disk
+
+    def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
+        return None  # the flocks said it
+
+
+class ObjectRoot:
+    """An object root (a bucket): nothing is shared but the bucket, so a writer holds
+    the partition's LEASE there, stages each transaction before it is reported, and
+    any process seals a lost machine's committed staged rows once its LEASE is free."""
+
+    shares_objects = True
+
+    @staticmethod
+    def shared(objects: ObjectStore) -> ObjectStore | None:
+        return objects
+
+    def __init__(self, parts: StoreParts) -> None:
+        self.parts = parts
+
+    @staticmethod
+    def check_segment_path(config: StoreConfig, recorded: str) -> None:
+        if config.segment.path:
+            raise ConfigError(
+                "segment.path",
+                config.segment.path,
+                f"nothing: the segments of a store on an object store live in it ({recorded})",
+            )
+
+    def wal_root(self, config: StoreConfig) -> str:
+        return config.wal.path or default_wal_root(self.parts.root)
+
+    def has_registry(self) -> bool:
+        return bool(self.parts.objects.list(f"{fmt.SUBSCRIBERS_DIR}/"))
+
+    def idle_retention_period(self, period: float, throttled: bool) -> float:
+        return period if throttled else max(period, IDLE_RETENTION_PERIOD_S)
+
+    # -- a transaction survives its machine (§12.6) ------------------------------------
+    def stage(
+        self, writer: PartitionWriter, txn_id: int, batches: Sequence[pa.RecordBatch] | None
+    ) -> int:
+        objects = self.parts.objects
+        app, version, held = writer.pending_txn(txn_id)
+        own = [b for b in held if b.num_rows]
+        rows = own if batches is None else [b for b in batches if b.num_rows]
+        if batches is not None and rows:  # its own rows, as the WAL holds them
+            if own:  # ValueError naming the columns of another type or name
+                staging.one_schema(writer.pid, txn_id, [own[0], *rows])
+            if sum(b.num_rows for b in rows) != sum(b.num_rows for b in own):
+                raise ValueError(
+                    f"stage_txn: {sum(b.num_rows for b in rows)} rows given for transaction "
+                    f"{txn_id} of partition {writer.pid}, which holds "
+                    f"{sum(b.num_rows for b in own)}; pass its own rows, or none"
+                )
+        if not rows:
+            return 0
+        try:
+            n = staging.stage(
+                objects, writer.pid, txn_id, app, version, rows, writer.stage_stamp(txn_id)
+            )
+        except FileExistsError:
+            writer.note_foreign(txn_id)  # another incarnation's: resolved, never floored
+            raise
+        try:
+            # one GET: the object landed before any takeover, so the partition's next
+            # holder lists it at its open; a fenced writer's task fails instead (§12.6)
+            writer.confirm_lease()
+        except LeaseLostError:
+            # the key holds this writer's own bytes (stage() returned): never committed,
+            # so garbage; another incarnation's object under the same id is never ours
+            try:
+                staging.drop_staged(objects, writer.pid, [txn_id])
+            except OSError as e:
+                log.warning(
+                    "quiver.staged.drop_failed partition=%s txn=%d: %s", writer.pid, txn_id, e
+                )
+            raise
+        return n
+
+    # -- a partition's single writer (§12.3) ---------------------------------------------
+    def writer_lease(self, pid: str) -> Lease:
+        """The writer lease ``partitions/<pid>/LEASE`` (§12.3), kept renewed; its epoch
+        is claimed in the partition's manifest, so the manifest change of any earlier
+        holder fails from the first change of this one. Raises
+        :class:`~quiver_spark.errors.LeaseHeldError` (a ``LockedError``) while another
+        live writer holds it."""
+        validate_name("partition", pid)
+        p = self.parts
+        try:
+            current = p.manifests.read(pid)
+        except CorruptionError:
+            current = None
+        lease = Lease.acquire(
+            p.objects,
+            fmt.writer_lease_key(pid),
+            purpose="writer",
+            ttl_s=p.config.lease_ttl_s,
+            min_epoch=current.epoch if current is not None else 0,
+        )
+        lease.keep()
+        p.manifests.claim(pid, lease.epoch, lease.confirm)
+        return lease
+
+    def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
+        # a writer on any machine holds its lease in the bucket (§12.3)
+        for pid in self.parts.segments.partitions():
+            held = current_holder(self.parts.objects, fmt.writer_lease_key(pid))
+            body = found.setdefault(pid, {"partition": pid})
+            body["live"] = held is not None
+            if held is not None:
+                body.setdefault("host", held.host)
+
+    # -- a lost machine's committed rows (§12.6) -----------------------------------------
+    def staged(self) -> dict[str, list[int]]:
+        """The staged transaction ids of every partition (one listing of ``partitions/``)."""
+        out: dict[str, list[int]] = {}
+        root = f"{fmt.PARTITIONS_DIR}/"
+        for info in self.parts.objects.list(root):
+            parts = info.key[len(root) :].split("/")
+            if len(parts) != 3 or parts[1] != staging.STAGED_DIR:
+                continue
+            stem = parts[2].removesuffix(staging.STAGED_SUFFIX)
+            if parts[2].endswith(staging.STAGED_SUFFIX) and stem.isdigit():
+                out.setdefault(parts[0], []).append(int(stem))
+        return {pid: sorted(ids) for pid, ids in out.items()}
+
+    def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:
+        """Seal the staged transactions of partitions whose writer lease is free."""
+        sealed: list[tuple[str, int]] = []
+        for pid, ids in sorted(self.staged().items()):
+            if pid in skip or not NAME_RE.fullmatch(pid):
+                continue
+            try:
+                sealed += self._seal_partition(pid, ids, failures)
+            except LockedError:
+                continue  # its writer lives (or another observer is sealing it)
+            except (QuiverError, OSError) as e:  # one partition must not stop the rest
+                log.error("quiver.seal_staged.failed partition=%s: %s", pid, e)
+                failures[pid] = str(e)
+        return sealed
+
+    def _seal_partition(
+        self, pid: str, ids: list[int], failures: dict[str, str]
+    ) -> list[tuple[str, int]]:
+        """Take ``pid``'s free writer lease, publish its committed staged transactions
+        not sealed yet (the MANIFEST step is the publication and fences the lost
+        writer), drop those sealed or decided without them, leave undecided ones,
+        release the lease. Raises LeaseHeldError while a writer holds it."""
+        p = self.parts
+        try:
+            current = p.manifests.read(pid)
+        except CorruptionError as e:  # its recorded transactions are unknown: never guess
+            raise QuiverError(
+                f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
+                f"be read ({e}); repair it (the partition's next writer rewrites it)"
+            ) from e
+        lease = Lease.acquire(
+            p.objects,
+            fmt.writer_lease_key(pid),
+            purpose="sealer",
+            ttl_s=p.config.lease_ttl_s,
+            min_epoch=current.epoch if current is not None else 0,
+            clock=p.lease_clock,
+        )
+        sealed: list[tuple[str, int]] = []
+        garbage: list[int] = []
+        try:
+            lease.keep()
+            p.manifests.claim(pid, lease.epoch, lease.confirm)
+            for txn_id in ids:
+                if current is not None and current.seals(txn_id):
+                    garbage.append(txn_id)
+                    continue
+                done = seal_one(
+                    p.objects,
+                    p.commits,
+                    p.segments,
+                    p.config.segment,
+                    pid,
+                    txn_id,
+                    lease=lease,
+                    check_lease=lambda: _check_sealer_lease(lease),
+                    log=log,
+                )
+                if done.error is not None:
+                    failures[pid] = str(done.error)
+                if done.garbage:
+                    garbage.append(txn_id)
+                if done.meta is not None:
+                    sealed.append((pid, done.meta.seq))
+            try:
+                staging.drop_staged(p.objects, pid, garbage)
+            except OSError as e:  # garbage: the next pass removes it
+                log.warning("quiver.staged.drop_failed partition=%s: %s", pid, e)
+        finally:
+            p.manifests.unclaim(pid)
+            lease.release()
+        return sealed
+
+
+def _check_sealer_lease(lease: Lease) -> None:
+    """Before a sealer's publication: it still holds ``lease`` (LeaseLostError, or its
+    keeper's error, when not)."""
+    keeper = lease.keeper
+    if lease.lost() or (keeper is not None and keeper.error is not None):
+        raise (
+            keeper.error
+            if keeper and keeper.error
+            else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
+        )
+
+
+def root_kind(root: str) -> type[FileRoot] | type[ObjectRoot]:
+    """The kind of ``root``, made with the store's parts once they are built: the one
+    place a store asks which kind of root it is on (its ``shares_objects`` says where
+    the catalog and the ack log are built before that)."""
+    return ObjectRoot if is_object_root(root) else FileRoot
