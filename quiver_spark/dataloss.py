@@ -33,12 +33,17 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import CorruptionError, DataLossError, MissingKind, SegmentMissingError
+from .errors import (
+    CorruptionError,
+    DataLossError,
+    MissingKind,
+    PreconditionFailed,
+    SegmentMissingError,
+)
 from .format import LOST_SUFFIX, READERS_DIR
 from .fs import DEFAULT_IO, FileIO
 from .metrics import SOURCE_DROPPED, SOURCE_LOST, Metrics
-from .objects import ObjectStore, PreconditionFailed
-from .objects.writes import non_posix
+from .objects import ObjectStore
 from .seams import NO_DELETIONS, DeletedSegments
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .subscribers import open_registry
@@ -263,7 +268,7 @@ class LostLog:
         name = f"{subscriber or BATCH_READS}{LOST_SUFFIX}"
         self.path = os.path.join(root, READERS_DIR, name)
         self.io = io
-        self.objects = objects if non_posix(objects) else None
+        self.objects = objects
         """On an object root the log is the object ``readers/<name>``, rewritten whole
         (read, append a line, replace If-Match; advisory, like the file)."""
         self.key = f"{READERS_DIR}/{name}"

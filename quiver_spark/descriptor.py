@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import uuid
 from functools import partial
@@ -21,11 +20,19 @@ import pyarrow as pa
 
 from . import format as fmt
 from .config import StoreConfig
-from .errors import ConfigError, QuiverError, SchemaMismatchError, StoreNotFoundError
-from .objects import ObjectExists, ObjectStore, VersionMismatch
+from .errors import (
+    ConfigError,
+    ObjectExists,
+    QuiverError,
+    SchemaMismatchError,
+    StoreNotFoundError,
+    VersionMismatch,
+)
+from .objects import ObjectStore
 from .objects.writes import retry_conflicts
 from .policy import ensure_policy, policy_of, read_policy, reconcile
-from .urls import check_url, is_object_root, location_key
+from .root_kind import root_kind
+from .urls import check_url, location_key
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +69,8 @@ def load_or_create_descriptor(
             f"{objects.url} is not a Quiver store (no {fmt.STORE_FILE} file); "
             "create one by writing to it"
         )
-    if config.segment.path and is_object_root(objects.url):
-        raise ConfigError(
-            "segment.path",
-            config.segment.path,
-            f"nothing: the segments of a store on an object store live in it "
-            f"({objects.url}/{fmt.SEGMENTS_DIR})",
-        )
+    kind = root_kind(objects.url)
+    kind.check_segment_path(config, f"{objects.url}/{fmt.SEGMENTS_DIR}")
     if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
         check_url("segment.path", config.segment.path)
     body = {
@@ -77,11 +79,7 @@ def load_or_create_descriptor(
         "created_ns": time.time_ns(),
         "schema": None,
         "segments_url": config.segment.path,
-        "wal_path": (
-            os.path.abspath(config.wal.path)
-            if config.wal.path and not is_object_root(objects.url)
-            else None
-        ),
+        "wal_path": kind.recorded_wal_path(config),
     }
     data = fmt.encode_frame(fmt.MAGIC_STORE, body)
     try:
@@ -170,11 +168,10 @@ def effective_config(
     else:  # a store from before policies were recorded, opened read-only
         policy = policy_of(config)
     wal_path = config.wal.path
-    if "wal_path" in descriptor and not is_object_root(root):  # recorded at creation
-        # (None: under the root); a store on an object store records none: each machine
-        # keeps its WAL on its own disk (ARCHITECTURE.md §12)
-        recorded = descriptor["wal_path"]
-        shown = recorded or os.path.join(root, fmt.PARTITIONS_DIR)
+    found = root_kind(root).recorded_wal(root, descriptor)
+    if found is not None:  # recorded at creation; an object root records none: each
+        # machine keeps its WAL on its own disk (ARCHITECTURE.md §12)
+        shown, recorded = found
         if wal_path and location_key(wal_path) != location_key(shown):
             raise ConfigError(
                 "wal.path",

@@ -31,10 +31,10 @@ from .errors import CorruptionError, DataLossError
 from .format import SEGMENTS_DIR
 from .objects import open_objects
 from .pruning import Prune, keep, prune_of
+from .root_kind import root_kind
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import open_registry
-from .urls import is_object_root
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,13 @@ def plan_batch_read(
         for column, op, values in comparisons
         if (pr := prune_of(column, op, values, arrow)) is not None
     ]
-    policy = LossPolicy(store.root, None, fail_on_data_loss=fail_on_data_loss, io=store.io)
+    policy = LossPolicy(
+        store.root,
+        None,
+        fail_on_data_loss=fail_on_data_loss,
+        io=store.io,
+        objects=store.kind.shared(store.objects),
+    )
     registry = open_registry(store.root, objects=store.objects)  # creates nothing
     try:
         found = {p: evidence(store.segment_location, registry, p) for p in store.partitions()}
@@ -228,9 +234,7 @@ def read_task(
     against its metadata) before any of its rows is served, and one that cannot be
     read follows the data-loss policy (:meth:`LossPolicy.open`) on its own.
     """
-    objects = (
-        open_objects(task.root, task.storage_options or None) if is_object_root(task.root) else None
-    )
+    objects = root_kind(task.root).shared(open_objects(task.root, task.storage_options or None))
     location = (
         SegmentLocation(task.segments_url, objects=objects, prefix=SEGMENTS_DIR)
         if objects is not None
@@ -262,6 +266,10 @@ def read_task(
                 raise DataLossError(meta.partition, meta.seq, f"corrupt ({e})") from e
 
 
-def lost_report(root: str, subscriber: str | None) -> dict[str, Any]:
-    """Segments a reader skipped, deduplicated (see :meth:`LostLog.report`)."""
-    return LostLog(root, subscriber).report()
+def lost_report(
+    root: str, subscriber: str | None, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Segments a reader skipped, deduplicated (see :meth:`LostLog.report`); on an
+    object root, from its ``readers/`` objects."""
+    objects = root_kind(root).shared(open_objects(root, storage_options or None))
+    return LostLog(root, subscriber, objects=objects).report()

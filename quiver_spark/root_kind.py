@@ -17,6 +17,7 @@ in the store branches on the root's kind.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -31,7 +32,15 @@ from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
 from .control.lease import Lease, current_holder
 from .control.manifest import ManifestStore
-from .errors import ConfigError, CorruptionError, LeaseLostError, LockedError, QuiverError
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    LeaseLostError,
+    LockedError,
+    QuiverError,
+    StoreNotFoundError,
+)
+from .fs import partition_locked
 from .objects import ObjectStore
 from .partition import PartitionWriter
 from .partition.staged_seal import seal_one
@@ -88,8 +97,40 @@ class RootKind(Protocol):
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
         """Refuse a ``segment.path`` this kind of root cannot use."""
 
+    stages: bool
+    """Whether a writer stages each transaction's rows in the root (§12.6): the Spark
+    sink keeps a task's batches for it then."""
+
+    @staticmethod
+    def check_writer_root(root: str) -> None:
+        """Refuse a writer's root that cannot hold a store, before anything is made."""
+
+    @staticmethod
+    def check_reader_root(root: str) -> None:
+        """Refuse, in one line, a reader's root that is plainly no store."""
+
+    @staticmethod
+    def check_new_root(root: str, shown: str) -> bool:
+        """Whether a store may be created at ``root`` (False: one is there already);
+        StoreNotFoundError naming ``shown`` when something else is."""
+
+    @staticmethod
+    def recorded_wal_path(config: StoreConfig) -> str | None:
+        """The WAL root a new store records in its STORE (None: none recorded)."""
+
+    @staticmethod
+    def recorded_wal(root: str, descriptor: dict[str, Any]) -> tuple[str, str | None] | None:
+        """``(where, recorded)``: the WAL root an explicit ``wal.path`` must match and
+        the STORE's record of it (None: under the root); None when anything goes."""
+
     def wal_root(self, config: StoreConfig) -> str:
         """Where this machine's WALs of the store live."""
+
+    def writer_holder(self, wal_root: str, pid: str) -> str | None:
+        """Who holds ``pid`` for writing (one line), None when nobody does."""
+
+    def wal_note(self, wal_root: str) -> str | None:
+        """What a command on this machine cannot see of other machines' WALs."""
 
     def has_registry(self) -> bool:
         """Whether a subscriber registry exists (asking creates nothing)."""
@@ -120,10 +161,64 @@ class FileRoot:
     on the shared disk and its flock tells who writes."""
 
     shares_objects = False
+    stages = False
 
     @staticmethod
     def shared(objects: ObjectStore) -> ObjectStore | None:
         return None
+
+    @staticmethod
+    def check_writer_root(root: str) -> None:
+        if os.path.exists(root) and not os.path.isdir(root):
+            raise ConfigError(
+                "path",
+                root,
+                "a directory (an existing Quiver store, or a new or empty one the sink "
+                "creates); this path is a file",
+            )
+
+    @staticmethod
+    def check_reader_root(root: str) -> None:
+        if os.path.isfile(root):
+            raise StoreNotFoundError(
+                f"{root} is a file, not a Quiver store (a store is a directory with a "
+                f"{fmt.STORE_FILE} file, created by the sink's first write)"
+            )
+        if not os.path.isdir(root) or os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+            return
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            return  # the reader's own open reports it
+        if entries:
+            shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+            raise StoreNotFoundError(
+                f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
+                f"{len(entries)} other entries ({shown}); point the reader at a directory "
+                "written by format('quiver')"
+            )
+
+    @staticmethod
+    def check_new_root(root: str, shown: str) -> bool:
+        if os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+            return False
+        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+            raise StoreNotFoundError(
+                f"{shown} exists and is not a Quiver store; --create makes a store only "
+                "in a new or empty directory"
+            )
+        return True
+
+    @staticmethod
+    def recorded_wal_path(config: StoreConfig) -> str | None:
+        return os.path.abspath(config.wal.path) if config.wal.path else None
+
+    @staticmethod
+    def recorded_wal(root: str, descriptor: dict[str, Any]) -> tuple[str, str | None] | None:
+        if "wal_path" not in descriptor:  # a store from before it was recorded
+            return None
+        recorded = descriptor["wal_path"]
+        return recorded or os.path.join(root, fmt.PARTITIONS_DIR), recorded
 
     def __init__(self, parts: StoreParts) -> None:
         self.root = parts.root
@@ -155,6 +250,23 @@ class FileRoot:
     def staged(self) -> dict[str, list[int]]:
         return {}  # nothing is staged: the WAL is on the store's own disk
 
+    def writer_holder(self, wal_root: str, pid: str) -> str | None:
+        lock = os.path.join(wal_root, pid, fmt.LOCK_FILE)
+        if not partition_locked(lock):
+            return None
+        try:
+            with open(lock, "rb") as f:
+                info = json.loads(f.read(4096).decode() or "{}")
+            return (
+                f"pid {info.get('pid', '?')} on {info.get('host', '?')} "
+                f"since {info.get('since', '?')}"
+            )
+        except (OSError, ValueError):
+            return "a running process"
+
+    def wal_note(self, wal_root: str) -> str | None:
+        return None  # every writer's WAL is under the root
+
     def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
         return None  # the flocks said it
 
@@ -165,10 +277,31 @@ class ObjectRoot:
     any process seals a lost machine's committed staged rows once its LEASE is free."""
 
     shares_objects = True
+    stages = True
 
     @staticmethod
     def shared(objects: ObjectStore) -> ObjectStore | None:
         return objects
+
+    @staticmethod
+    def check_writer_root(root: str) -> None:
+        return None  # the bucket's own answers name what is wrong
+
+    @staticmethod
+    def check_reader_root(root: str) -> None:
+        return None  # the reader's own open names a missing STORE object
+
+    @staticmethod
+    def check_new_root(root: str, shown: str) -> bool:
+        return True  # created by its STORE object if absent (§12)
+
+    @staticmethod
+    def recorded_wal_path(config: StoreConfig) -> str | None:
+        return None  # each machine keeps its WAL on its own disk (§12)
+
+    @staticmethod
+    def recorded_wal(root: str, descriptor: dict[str, Any]) -> tuple[str, str | None] | None:
+        return None
 
     def __init__(self, parts: StoreParts) -> None:
         self.parts = parts
@@ -257,9 +390,20 @@ class ObjectRoot:
         p.manifests.claim(pid, lease.epoch, lease.confirm)
         return lease
 
+    def writer_holder(self, wal_root: str, pid: str) -> str | None:
+        holder = current_holder(self.parts.objects, fmt.writer_lease_key(pid))
+        return None if holder is None else holder.describe()
+
+    def wal_note(self, wal_root: str) -> str | None:
+        return (
+            f"note: {self.parts.root} is on an object store: WAL bytes, heartbeats and "
+            f"pending transactions are those of this machine's writers ({wal_root}); "
+            "writers on other machines keep theirs on their own disks"
+        )
+
     def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
         # a writer on any machine holds its lease in the bucket (§12.3)
-        for pid in self.parts.segments.partitions():
+        for pid in sorted({*found, *self.parts.segments.partitions()}):
             held = current_holder(self.parts.objects, fmt.writer_lease_key(pid))
             body = found.setdefault(pid, {"partition": pid})
             body["live"] = held is not None

@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from . import format as fmt
 from .config import StoreConfig, validate_name
 from .dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
 from .errors import (
@@ -54,6 +52,7 @@ from .read_tasks import (
     read_task,
     read_tasks,
 )
+from .root_kind import root_kind
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
@@ -65,7 +64,6 @@ from .subscribers.live import (
     release_live,
     uses_lease,
 )
-from .urls import is_object_root
 
 __all__ = [
     "Batch",
@@ -135,26 +133,7 @@ def check_reader_root(root: str) -> None:
     else (a directory of JSON or Parquet files), and saying "start the writer" would
     mislead.
     """
-    if is_object_root(root):
-        return  # the reader's own open names a missing STORE object
-    if os.path.isfile(root):
-        raise StoreNotFoundError(
-            f"{root} is a file, not a Quiver store (a store is a directory with a "
-            f"{fmt.STORE_FILE} file, created by the sink's first write)"
-        )
-    if not os.path.isdir(root) or os.path.exists(os.path.join(root, fmt.STORE_FILE)):
-        return
-    try:
-        entries = sorted(os.listdir(root))
-    except OSError:
-        return  # the reader's own open reports it
-    if entries:
-        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-        raise StoreNotFoundError(
-            f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
-            f"{len(entries)} other entries ({shown}); point the reader at a directory "
-            "written by format('quiver')"
-        )
+    root_kind(root).check_reader_root(root)
 
 
 # -- the subscription -------------------------------------------------------------------------
@@ -211,7 +190,7 @@ class Subscription:
             fail_on_data_loss=fail_on_data_loss,
             io=store.io,
             metrics=self.metrics,
-            objects=store.objects,
+            objects=store.kind.shared(store.objects),
         )
         self._owns_store = owns_store
         self._live = live

@@ -29,7 +29,7 @@ from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .errors import ConfigError, QuiverError
 from .fs import partition_locked
-from .urls import is_object_root
+from .root_kind import root_kind
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,7 @@ class BatchCommit:
 
 def check_writer_root(root: str) -> None:
     """Refuse a writer's root that is an existing file, before anything is created."""
-    if not is_object_root(root) and os.path.exists(root) and not os.path.isdir(root):
-        raise ConfigError(
-            PATH,
-            root,
-            "a directory (an existing Quiver store, or a new or empty one the sink "
-            "creates); this path is a file",
-        )
+    root_kind(root).check_writer_root(root)
 
 
 def check_event_time_column(config: StoreConfig, schema: pa.Schema) -> None:
@@ -163,7 +157,7 @@ def orphan_look(root: str, config: StoreConfig) -> OrphanLook | None:
     key = (root, config.wal.path)
     wal_root = _WAL_ROOTS.get(key)
     now = time.monotonic()
-    staged_due = is_object_root(root) and (
+    staged_due = root_kind(root).stages and (
         now - _STAGED_PASSES.get(key, -math.inf) >= STAGED_PASS_PERIOD_S
     )
     if wal_root is not None and not orphans_possible(wal_root) and not staged_due:

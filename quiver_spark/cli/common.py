@@ -23,6 +23,7 @@ import click
 from .. import format as fmt
 from ..config import NAME_RE, StoreConfig
 from ..errors import (
+    CliError,
     ConfigError,
     CorruptionError,
     QuiverError,
@@ -50,14 +51,6 @@ EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
-
-
-class CliError(click.ClickException):
-    """A clean ``Error: ...`` line on stderr and a chosen exit code (default 2)."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]  # per-instance code
 
 
 @dataclass
@@ -235,7 +228,7 @@ def hiding_secrets(storage_options: Mapping[str, str]) -> Iterator[None]:
     _hidden.append(options)
     try:
         yield
-    except click.ClickException as e:
+    except (CliError, click.ClickException) as e:
         shown = options.scrub(e.message)
         if shown != e.message:
             raise CliError(shown, e.exit_code) from None
@@ -391,6 +384,8 @@ def with_store(args: StoreArgs, fn: Callable[[QuiverStore], T]) -> T:
     store = open_store(args)
     try:
         return fn(store)
+    except CliError:  # the command's own report
+        raise
     except CorruptionError as e:
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
     except QuiverError as e:
@@ -403,36 +398,13 @@ def writer_holder(store: QuiverStore, pid: str) -> str | None:
     """Who holds partition ``pid`` for writing, or None when nobody does: on an object
     root its lease ``partitions/<pid>/LEASE`` (a holder on any machine), on a POSIX
     root its ``flock`` (the LOCK file's JSON names the holder)."""
-    if store.on_objects:
-        from ..control.lease import current_holder
-
-        holder = current_holder(store.objects, fmt.writer_lease_key(pid))
-        return None if holder is None else holder.describe()
-    from ..fs import partition_locked
-
-    lock = os.path.join(store.wal_root, pid, fmt.LOCK_FILE)
-    if not partition_locked(lock):
-        return None
-    try:
-        with open(lock, "rb") as f:
-            info = json.loads(f.read(4096).decode() or "{}")
-        return (
-            f"pid {info.get('pid', '?')} on {info.get('host', '?')} since {info.get('since', '?')}"
-        )
-    except (OSError, ValueError):
-        return "a running process"
+    return store.kind.writer_holder(store.wal_root, pid)
 
 
 def local_wal_note(store: QuiverStore) -> str | None:
     """On an object root, the line saying what a command cannot see from here: each
     writer's WAL, STATE and heartbeat are on the disk of the machine that writes."""
-    if not store.on_objects:
-        return None
-    return (
-        f"note: {store.root} is on an object store: WAL bytes, heartbeats and pending "
-        f"transactions are those of this machine's writers ({store.wal_root}); writers on "
-        "other machines keep theirs on their own disks"
-    )
+    return store.kind.wal_note(store.wal_root)
 
 
 def wal_partitions(store: QuiverStore) -> list[str]:

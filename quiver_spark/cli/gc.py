@@ -57,7 +57,6 @@ from ..fs import partition_locked
 from ..ranges import RangeSet
 from ..segment.catalog import DamagedSegment
 from ..store import QuiverStore
-from ..subscribers import has_registry
 from ..wal import list_wal_files, scan_wal_file, wal_limits
 from .common import (
     EXIT_TROUBLE,
@@ -227,7 +226,7 @@ def run_gc(
         **_retention(store, dry_run=dry_run, now_ns=now_ns, full=full),
         "orphans": orphans,
     }
-    if not dry_run and has_registry(store.root):
+    if not dry_run and store.has_registry():
         try:  # its evictions, continued across runs (advisory)
             store.publish_process_metrics("gc")
         except OSError as e:

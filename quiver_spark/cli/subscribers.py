@@ -19,21 +19,18 @@ JSON schemas (``--json``)::
 
 from __future__ import annotations
 
-import os
 import time
 
 import click
 
-from .. import format as fmt
 from ..config import StoreConfig, validate_name
-from ..errors import ConfigError, QuiverError, SubscriberError
+from ..errors import CliError, ConfigError, QuiverError, StoreNotFoundError, SubscriberError
+from ..root_kind import root_kind
 from ..segment import SegmentLocation
 from ..store import QuiverStore
 from ..subscribers import records
-from ..urls import is_object_root
 from .common import (
     EXIT_TROUBLE,
-    CliError,
     StoreArgs,
     check_segments_reachable,
     emit_json,
@@ -113,6 +110,8 @@ def subscribers(
         else:
             assert name is not None
             _remove(store, args, name)
+    except CliError:  # the command's own report
+        raise
     except SubscriberError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     except QuiverError as e:
@@ -125,15 +124,11 @@ def create_store(args: StoreArgs) -> QuiverStore:
     """Open the store at PATH, creating it when PATH is missing or an empty directory."""
     config = store_config(args)
     root = args.root
-    if is_object_root(root):  # created by its STORE object if absent (§12)
-        return _open_created(args, config, root)
-    if os.path.exists(root) and not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
-        if not os.path.isdir(root) or os.listdir(root):
-            raise CliError(
-                f"{args.path} exists and is not a Quiver store; --create makes a store only "
-                "in a new or empty directory"
-            )
-    if config.segment.path and not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+    try:
+        new = root_kind(root).check_new_root(root, args.path)
+    except StoreNotFoundError as e:
+        raise CliError(str(e)) from e
+    if new and config.segment.path:
         try:  # reach the segments location before the store is made
             SegmentLocation(config.segment.path).partitions()
         except Exception as e:

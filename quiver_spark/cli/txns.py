@@ -35,11 +35,10 @@ from typing import Any
 import click
 
 from ..config import validate_name
-from ..errors import ConfigError
+from ..errors import CliError, ConfigError
 from ..store import QuiverStore
 from .common import (
     EXIT_TROUBLE,
-    CliError,
     StoreArgs,
     emit_json,
     local_wal_note,
@@ -108,7 +107,7 @@ def collect_pending(store: QuiverStore) -> dict[str, Any]:
     """Pending transactions per partition, as the writers' heartbeats list them."""
     pending = []
     for pid, beat in sorted(store.heartbeats().items()):
-        live = writer_holder(store, pid) is not None if store.on_objects else beat.get("live")
+        live = beat.get("live")
         for txn_id, app, version, tag in beat.get("pending", []):
             pending.append(
                 {

@@ -29,7 +29,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from ..errors import ConfigError, ReadSchemaError, SchemaUnavailableError
 from ..store import QuiverStore
-from ..subscription import ReadTask, SegmentMeta, lost_report, open_store, read_task
+from ..subscription import ReadTask, SegmentMeta, open_store, read_task
 from .options import store_config
 from .source_options import parse_source_options
 
@@ -169,12 +169,6 @@ class QuiverInputPartition(InputPartition):
             f"{m.partition}/{m.seq} batches {b0}:{b1}" for m, b0, b1 in self.task.pieces
         )
         return f"QuiverInputPartition({shown})"
-
-
-# -- data loss ---------------------------------------------------------------------------
-def data_loss_report(root: str, subscriber: str | None) -> dict[str, Any]:
-    """Segments a source skipped, deduplicated (see :meth:`LostLog.report`)."""
-    return lost_report(root, subscriber)
 
 
 # -- reading -----------------------------------------------------------------------------

@@ -212,10 +212,15 @@ def test_gc_dry_run_then_gc_reclaims_what_every_subscriber_acknowledged(
     dry = ok(quiver(remote, "gc", "--dry-run"))
     assert "dry run: nothing changed" in dry and "p-0" in dry
     assert as_json(quiver(remote, "status", "--json"))["totals"]["segments"] == 5
+    objects = open_objects(remote.url, remote.options)
+    assert objects.get("metrics/gc.prom") is None  # a dry run writes nothing
     ok(quiver(remote, "gc"))
     ok(quiver(remote, "gc", "--full"))
     doc = as_json(quiver(remote, "status", "--json"))
     assert {p["partition"]: p["first_seq"] for p in doc["partitions"]} == {"p-0": 2, "p-1": 1}
+    # gc's own counters are continued in the bucket, as on a POSIX root
+    got = objects.get("metrics/gc.prom")
+    assert got is not None and b"quiver_" in got.data
 
 
 def test_metrics_show_the_store_series_and_every_process_file(remote: Remote) -> None:

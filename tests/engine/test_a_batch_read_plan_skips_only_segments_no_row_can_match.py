@@ -75,3 +75,25 @@ def test_a_vanished_segment_fails_the_plan_or_is_skipped_and_counted(three: Path
     seqs, ks = _planned(three, fail_on_data_loss=False)
     assert seqs == [1, 3] and ks == [*range(10), *range(20, 30)]
     assert [s["seq"] for s in lost_report(str(three), None)["segments"]] == [2]
+
+
+def test_on_an_object_root_a_skipped_segment_is_reported_from_the_bucket(
+    bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lost-segment log of a batch read on an object root is the bucket's
+    ``readers/`` object, and the report reads it there (never a local path named
+    after the URL)."""
+    from quiver_spark.objects.memory import MemoryObjects
+
+    monkeypatch.chdir(tmp_path)  # a local path named after the URL would land here
+    root = f"memory://{bucket}/s"
+    int_segments(root, [(0, 10), (10, 10), (20, 10)], config=EVENT_TIME)
+    objects = MemoryObjects(bucket, "s")
+    for info in objects.list("segments/p-0/"):
+        if info.key.endswith("00000000000000000002.arrow"):
+            objects.delete(info.key)
+    _, ks = _planned(root, fail_on_data_loss=False)  # type: ignore[arg-type]
+    assert ks == [*range(10), *range(20, 30)]
+    assert [s["seq"] for s in lost_report(root, None)["segments"]] == [2]
+    assert [o.key for o in objects.list("readers/")]
+    assert not any(tmp_path.rglob("*.lost.jsonl"))
