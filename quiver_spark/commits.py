@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from . import format as fmt
 from .config import validate_name
-from .errors import CorruptionError
-from .objects import ObjectExists, ObjectStore
+from .errors import CorruptionError, ObjectExists
+from .objects import ObjectStore
 from .objects.writes import local_of, retry_conflicts
 
 log = logging.getLogger(__name__)

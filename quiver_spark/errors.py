@@ -128,6 +128,21 @@ class LeaseLostError(QuiverError):
         )
 
 
+class FencedError(LeaseLostError):
+    """Raised when a writer finds its partition's MANIFEST written under a higher epoch:
+    another writer took the partition over, and this one must stop writing it
+    (ARCHITECTURE.md §12.4).
+
+    ``path`` names the partition, ``epoch`` this writer's epoch and ``new_epoch`` the
+    one the MANIFEST was written at.
+    """
+
+    def __init__(self, path: str, epoch: int, new_epoch: int) -> None:
+        super().__init__(
+            path, epoch, new_epoch, f"the manifest was written at epoch {new_epoch} since"
+        )
+
+
 class CorruptionError(QuiverError):
     """Raised when a persisted unit fails verification.
 
@@ -218,6 +233,19 @@ class SegmentExistsError(QuiverError, FileExistsError):
         super().__init__(f"segment {path} is already published with different content")
 
 
+class SeqTakenError(SegmentExistsError):
+    """Raised on an object root when the objects of seq ``seq`` of ``partition`` hold
+    bytes this writer did not write (another holder of the partition's lease made
+    them). The writer records the seq void in the MANIFEST and publishes at the next
+    seq (ARCHITECTURE.md §12.4). ``path`` names the object found.
+    """
+
+    def __init__(self, path: str, partition: str, seq: int) -> None:
+        super().__init__(path)
+        self.partition = partition
+        self.seq = seq
+
+
 class MissingKind(enum.StrEnum):
     """Why a published segment has no readable ``.meta`` (ARCHITECTURE.md §9a).
 
@@ -272,3 +300,104 @@ class UnknownOptionError(ConfigError):
     def __init__(self, option: str, value: object, allowed: str) -> None:
         super().__init__(option, value, allowed)
         self.args = (f"unknown option {option!r} (value {value!r}); allowed: {allowed}",)
+
+
+# -- object storage (ARCHITECTURE.md §12, quiver_spark.objects) ------------------------
+
+
+class PreconditionFailed(QuiverError):
+    """Raised when a conditional write's condition did not hold, so nothing was written.
+
+    ``key`` names the object (as shown to a user), ``what`` says what was found.
+    """
+
+    def __init__(self, key: str, what: str) -> None:
+        self.key = key
+        self.what = what
+        super().__init__(f"{key}: {what}")
+
+
+class ObjectExists(PreconditionFailed):
+    """Raised when ``create`` found the key already present."""
+
+
+class VersionMismatch(PreconditionFailed):
+    """Raised when ``replace`` found another version (or no object) under the key."""
+
+
+class ObjectConflict(QuiverError, OSError):
+    """Raised when the storage refused a conditional write because another one on the
+    same key was in progress (S3 409 ConditionalRequestConflict): nothing was written;
+    retry. ``key`` names the object."""
+
+    retryable = True
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class RequestRejected(QuiverError, OSError):
+    """Raised when the storage, or the client before sending, refused the request for a
+    reason sending it again cannot change (an HTTP 4xx other than 408, 409 and 429, a
+    501, a client setting such as an ``http://`` endpoint without ``allow_http``): this
+    request was not carried out. Never retried. ``key`` names the object."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class RetriesExhausted(QuiverError, OSError):
+    """Raised when a conditional write still fails with transient errors as its retry
+    budget runs out (:mod:`quiver_spark.objects.retry`, ARCHITECTURE.md §12.1).
+
+    ``key`` names the object and ``attempts`` counts the tries. Its outcome is unknown
+    (an attempt may have landed) unless ``written_nothing``: every attempt was refused
+    with a 409. The message is written for the user (the key, the attempts, the time
+    spent and ``storage.retry_timeout``).
+    """
+
+    def __init__(
+        self, key: str, message: str, *, attempts: int, written_nothing: bool = False
+    ) -> None:
+        self.key = key
+        self.attempts = attempts
+        self.written_nothing = written_nothing
+        super().__init__(message)
+
+
+class StorageClockUnknown(QuiverError, OSError):
+    """Raised when the storage did not report when the clock probe ``key`` was written
+    (a store that keeps no modification times): nothing can be decided on the
+    storage's clock (:mod:`quiver_spark.objects.clock`)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+class OutcomeUnknownError(QuiverError, OSError):
+    """Raised when an ack-log append on an object root may or may not have committed
+    and reading back cannot tell. ``key`` names the delta object; retry the call."""
+
+    retryable = True
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+class CliError(QuiverError):
+    """Raised by a ``quiver`` command for what it reports as one ``Error: <message>``
+    line on stderr, exiting with ``exit_code`` (2, a usage mistake, unless given; see
+    :mod:`quiver_spark.cli.common`). The command group turns it into click's report.
+    """
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        self.message = message
+        self.exit_code = exit_code
+        super().__init__(message)

@@ -35,8 +35,15 @@ from typing import Any
 from . import format as fmt
 from . import option_table as o
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
-from .errors import ConfigError, CorruptionError, PolicyConflictError, QuiverError
-from .objects import ObjectExists, ObjectStore, PreconditionFailed, Stored
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    ObjectExists,
+    PolicyConflictError,
+    PreconditionFailed,
+    QuiverError,
+)
+from .objects import ObjectStore, Stored
 from .objects.writes import retry_conflicts
 
 log = logging.getLogger(__name__)

@@ -54,7 +54,6 @@ from .fs import DEFAULT_IO, FileIO, partition_locked
 from .gauges import observe
 from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_key
 from .objects import ObjectStore, open_objects
-from .objects import RetriesExhausted as RetriesExhausted  # what its calls may raise
 from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport
 from .partition.recovery import ACT_MARGIN

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from .. import __version__
-from .common import EXIT_INTERRUPTED, EXIT_TROUBLE, CliError, configure_logging, one_line
+from ..errors import CliError
+from .common import EXIT_INTERRUPTED, EXIT_TROUBLE, configure_logging, one_line
 from .config import config
 from .fsck import fsck
 from .gc import gc
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 class QuiverGroup(click.Group):
     """The command group; an error no command turned into a message is one line too.
 
-    A command's own errors are :class:`~.common.CliError` lines. Anything else (a
+    A command's own errors are :class:`~quiver_spark.errors.CliError` lines. Anything else (a
     filesystem backend failing half-way, a bug) becomes ``Error: <type>: <message>``
     with exit 1, and its traceback goes to the debug log (``-vv``), never to a user
     who did not ask for it. Ctrl-C exits 130 with one line, never 1 (which ``fsck``
@@ -35,6 +36,10 @@ class QuiverGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except CliError as e:  # click prints it as `Error: <message>` and exits with its code
+            shown = click.ClickException(e.message)
+            shown.exit_code = e.exit_code  # type: ignore[misc]  # per-instance code
+            raise shown from e
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:  # not an unhealthy store (exit 1): the shell's 130

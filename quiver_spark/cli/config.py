@@ -35,7 +35,7 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError, QuiverError
+from ..errors import CliError, ConfigError, QuiverError
 from ..options import (
     ALIASES,
     canonical_option,
@@ -44,7 +44,7 @@ from ..options import (
 )
 from ..policy import POLICY_OPTIONS, StorePolicy, policy_of, repair_policy
 from ..store import QuiverStore
-from .common import CliError, StoreArgs, emit_json, render_table, store_arguments, with_store
+from .common import StoreArgs, emit_json, render_table, store_arguments, with_store
 
 SCHEMA = "quiver.config/1"
 LOCATIONS = ("segment.path", "wal.path")

@@ -48,14 +48,13 @@ from typing import Any
 
 import click
 
-from ..errors import ConfigError, CorruptionError, QuiverError
+from ..errors import CliError, ConfigError, CorruptionError, QuiverError, RetriesExhausted
 from ..fsck import FsckReport, StoreChecker
 from ..store import QuiverStore
 from .common import (
     EXIT_OK,
     EXIT_TROUBLE,
     EXIT_USAGE,
-    CliError,
     StoreArgs,
     check_segments_reachable,
     check_store_path,
@@ -89,6 +88,8 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
     except ConfigError as e:
         raise open_error(args, config, e) from e
     except QuiverError as e:  # no STORE on an object root, a bad storage option...
+        if isinstance(e, RetriesExhausted):  # the storage still failing: no usage error
+            raise
         raise CliError(str(e), EXIT_USAGE) from e
     check_segments_reachable(store, args.path)
     return store

@@ -78,7 +78,7 @@ import click
 
 from .. import format as fmt
 from ..control.manifest import ManifestEntry
-from ..errors import CorruptionError
+from ..errors import CliError, CorruptionError
 from ..policy import POLICY_OPTIONS
 from ..retained import RetainedIndex
 from ..segment import SegmentMeta
@@ -88,7 +88,6 @@ from ..urls import is_object_url
 from ..wal import list_wal_files
 from .common import (
     EXIT_TROUBLE,
-    CliError,
     StoreArgs,
     emit_json,
     human_bytes,

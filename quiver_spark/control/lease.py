@@ -29,9 +29,17 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from ..errors import ConfigError, CorruptionError, LeaseHeldError, LeaseLostError
+from ..errors import (
+    ConfigError,
+    CorruptionError,
+    LeaseHeldError,
+    LeaseLostError,
+    ObjectConflict,
+    ObjectExists,
+    VersionMismatch,
+)
 from ..format import MAGIC_LEASE, decode_frame, encode_frame
-from ..objects.base import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
+from ..objects.base import ObjectStore
 from .clock import elapsed
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
-from ..errors import CorruptionError, LeaseLostError
+from ..errors import (
+    CorruptionError,
+    FencedError,
+    ObjectConflict,
+    ObjectExists,
+    VersionMismatch,
+)
 from ..format import (
     FRAME_SIZE,
     MAGIC_MANIFEST,
@@ -32,7 +38,7 @@ from ..format import (
     manifest_key,
     writer_lease_key,
 )
-from ..objects import ObjectConflict, ObjectExists, ObjectStore, VersionMismatch
+from ..objects import ObjectStore
 from ..seams import SegmentInfo
 from .lease import stored_epoch
 
@@ -59,16 +65,6 @@ when some entry has a value: a manifest without them reads as "no transactions".
 TXNS_GONE_KEEP = 4096
 """Transaction ids of entries retention removed that the manifest keeps (newest)."""
 _ATTEMPTS = 64  # replace races lost in a row before giving up (each one means progress elsewhere)
-
-
-class FencedError(LeaseLostError):
-    """A writer found the partition's MANIFEST written under a higher epoch: another
-    writer took the partition over, and this one must stop writing it."""
-
-    def __init__(self, path: str, epoch: int, new_epoch: int) -> None:
-        super().__init__(
-            path, epoch, new_epoch, f"the manifest was written at epoch {new_epoch} since"
-        )
 
 
 class _MetaLike(SegmentInfo, Protocol):

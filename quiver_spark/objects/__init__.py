@@ -9,15 +9,9 @@ from __future__ import annotations
 from ..urls import is_object_url
 from .base import (
     CountingObjects,
-    ObjectConflict,
-    ObjectExists,
     ObjectInfo,
     ObjectStore,
-    PreconditionFailed,
-    RequestRejected,
-    RetriesExhausted,
     Stored,
-    VersionMismatch,
     create_or_same,
 )
 from .options import StorageOptions, redact
@@ -25,16 +19,10 @@ from .roots import open_objects
 
 __all__ = [
     "CountingObjects",
-    "ObjectConflict",
-    "ObjectExists",
     "ObjectInfo",
     "ObjectStore",
-    "PreconditionFailed",
-    "RequestRejected",
-    "RetriesExhausted",
     "StorageOptions",
     "Stored",
-    "VersionMismatch",
     "create_or_same",
     "is_object_url",
     "open_objects",

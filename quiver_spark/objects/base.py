@@ -22,13 +22,13 @@ A *version* is an opaque string that changes on every successful write of the ke
 storage (a listing: one request a page of :data:`LIST_PAGE` names), so request counts
 (:class:`CountingObjects`) are what a bill shows.
 
-Failures: ObjectExists / VersionMismatch when the precondition did not hold (the
-write did not happen); ObjectConflict when the storage refused a conditional write
-because another one on the same key was in flight (S3's 409: nothing happened,
-retry); RequestRejected when the request could not be carried out as sent (a 4xx, a
-501, a client setting: nothing happened, and nothing will on a retry); any other
-failure is an ``OSError`` whose outcome is *unknown* (the write may have happened and
-its response been lost). Callers resolve an unknown outcome by reading back
+Failures (each in :mod:`quiver_spark.errors`): ObjectExists / VersionMismatch when the
+precondition did not hold (the write did not happen); ObjectConflict when the storage
+refused a conditional write because another one on the same key was in flight (S3's 409:
+nothing happened, retry); RequestRejected when the request could not be carried out as
+sent (a 4xx, a 501, a client setting: nothing happened, and nothing will on a retry);
+any other failure is an ``OSError`` whose outcome is *unknown* (the write may have
+happened and its response been lost). Callers resolve an unknown outcome by reading back
 (:func:`create_or_same`), never by assuming. On a cloud root the store itself first
 retries a conditional write that failed transiently and reads an unknown outcome back
 (:mod:`.retry`), so what reaches a caller is a decided outcome or
@@ -49,6 +49,8 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from ..errors import ObjectExists, RequestRejected, RetriesExhausted
 
 LIST_PAGE = 1000
 """Names one listing request returns at most (S3, GCS and Azure all page by 1,000)."""
@@ -75,44 +77,6 @@ def dirs_of(prefix: str, keys: Iterable[str]) -> list[str]:
             if slash and head:
                 out.add(head)
     return sorted(out)
-
-
-class PreconditionFailed(Exception):
-    """The write's condition did not hold, so nothing was written."""
-
-    def __init__(self, key: str, what: str) -> None:
-        super().__init__(f"{key}: {what}")
-        self.key = key
-
-
-class ObjectExists(PreconditionFailed):
-    """``create`` found the key already present."""
-
-
-class VersionMismatch(PreconditionFailed):
-    """``replace`` found another version (or no object) under the key."""
-
-
-class ObjectConflict(OSError):
-    """The storage refused a conditional write because another one on the same key
-    was in progress (S3 409 ConditionalRequestConflict): nothing was written; retry."""
-
-
-class RequestRejected(OSError):
-    """The storage, or the client before sending, refused the request for a reason
-    sending it again cannot change (an HTTP 4xx other than 408, 409 and 429, a 501, a
-    client setting such as an ``http://`` endpoint without ``allow_http``): this request
-    was not carried out. Never retried."""
-
-
-class RetriesExhausted(OSError):
-    """A conditional write still failing with transient errors when its retry budget
-    ran out (:mod:`.retry`). Its outcome is unknown (an attempt may have landed)
-    unless ``written_nothing``: every attempt was refused with a 409."""
-
-    def __init__(self, message: str, *, written_nothing: bool = False) -> None:
-        super().__init__(message)
-        self.written_nothing = written_nothing
 
 
 @dataclass(frozen=True)

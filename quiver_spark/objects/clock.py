@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..errors import StorageClockUnknown
 from .base import ObjectStore
 from .writes import retry_conflicts
 
@@ -30,11 +31,6 @@ RESOLUTION_NS = 2 * 10**9
 """What a comparison of two storage times allows for: S3 reports Last-Modified in
 whole seconds, and may stamp a write at its request's start. A decision that needs an
 interval of at least ``D`` by the storage's clock waits for ``D + RESOLUTION_NS``."""
-
-
-class StorageClockUnknown(OSError):
-    """The storage did not report when the probe was written (a store that keeps no
-    modification times): nothing can be decided on the storage's clock."""
 
 
 class StorageClock:
@@ -62,9 +58,11 @@ class StorageClock:
         info = self.objects.info(self.key)
         after = self._mono()
         if info is None or info.modified_ns is None:
+            shown = self.objects.display(self.key)
             raise StorageClockUnknown(
-                f"{self.objects.display(self.key)}: the storage reports no modification "
-                "time, so no interval can be measured on its clock"
+                shown,
+                f"{shown}: the storage reports no modification "
+                "time, so no interval can be measured on its clock",
             )
         self._probed = (info.modified_ns, after)
         return info.modified_ns

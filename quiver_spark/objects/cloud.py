@@ -50,18 +50,9 @@ from obstore.exceptions import (
     UnauthenticatedError,
 )
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ObjectConflict, ObjectExists, RequestRejected, VersionMismatch
 from ..urls import object_family
-from .base import (
-    ObjectConflict,
-    ObjectExists,
-    ObjectInfo,
-    ObjectStore,
-    RequestRejected,
-    Stored,
-    VersionMismatch,
-    check_directory,
-)
+from .base import ObjectInfo, ObjectStore, Stored, check_directory
 from .options import StorageOptions
 from .retry import INIT_BACKOFF_S, MAX_BACKOFF_S, RetryBudget, write_conditionally
 
@@ -185,21 +176,22 @@ class CloudObjects(ObjectStore):
         cause = e if msg == raw else None  # a chained message must not show a secret
         if isinstance(e, AlreadyExistsError | PreconditionError) and _CONFLICT_RE.search(raw):
             raise ObjectConflict(
+                shown,
                 f"{op} {shown}: another conditional write of the key was in progress "
-                f"(409, nothing written; retry): {msg}"
+                f"(409, nothing written; retry): {msg}",
             ) from cause
         if isinstance(e, AlreadyExistsError):
             raise ObjectExists(shown, "already exists") from cause
         if isinstance(e, PreconditionError):
             raise VersionMismatch(shown, "is not at the version given") from cause
-        kind: type[OSError] = OSError
+        message = f"{op} {shown} failed: {msg}"
         if isinstance(e, PermissionDeniedError | UnauthenticatedError):
-            kind = PermissionError
-        elif isinstance(e, FileNotFoundError):
-            kind = FileNotFoundError
-        elif _rejected(raw):
-            kind = RequestRejected
-        raise kind(f"{op} {shown} failed: {msg}") from cause
+            raise PermissionError(message) from cause
+        if isinstance(e, FileNotFoundError):
+            raise FileNotFoundError(message) from cause
+        if _rejected(raw):
+            raise RequestRejected(shown, message) from cause
+        raise OSError(message) from cause
 
     def _call(self, op: str, key: str, fn: Callable[[], R]) -> R:
         try:

@@ -21,15 +21,9 @@ from __future__ import annotations
 import builtins
 import os
 
+from ..errors import ObjectExists, VersionMismatch
 from ..fs import DEFAULT_IO, FileIO, file_lock
-from .base import (
-    ObjectExists,
-    ObjectInfo,
-    ObjectStore,
-    Stored,
-    VersionMismatch,
-    check_directory,
-)
+from .base import ObjectInfo, ObjectStore, Stored, check_directory
 
 LOCK_NAME = ".objects.lock"
 

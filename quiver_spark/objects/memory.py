@@ -21,15 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import (
-    ObjectExists,
-    ObjectInfo,
-    ObjectStore,
-    Stored,
-    VersionMismatch,
-    check_directory,
-    dirs_of,
-)
+from ..errors import ObjectExists, VersionMismatch
+from .base import ObjectInfo, ObjectStore, Stored, check_directory, dirs_of
 
 _LOCK = threading.RLock()
 _BUCKETS: dict[str, dict[str, tuple[bytes, str]]] = {}

@@ -5,19 +5,19 @@ cannot be retried blindly: a retry whose first attempt had landed answers 412, w
 reads as a failed condition. :func:`write_conditionally` retries it the one safe way:
 
 - a *transient* failure (an ``OSError`` other than :class:`PermissionError`,
-  :class:`FileNotFoundError` and :class:`~.base.RequestRejected`: a 5xx, a 409
-  :class:`~.base.ObjectConflict`, a dropped connection, a timeout) is retried with the
-  same bytes and the same condition, after a jittered exponential pause, while the
-  budget lasts;
-- a failed condition (:class:`~.base.ObjectExists`, :class:`~.base.VersionMismatch`)
-  met by the *first* attempt, or after only 409s (nothing written), is raised at once;
+  :class:`FileNotFoundError` and :class:`~quiver_spark.errors.RequestRejected`: a 5xx,
+  a 409 :class:`~quiver_spark.errors.ObjectConflict`, a dropped connection, a timeout)
+  is retried with the same bytes and the same condition, after a jittered exponential
+  pause, while the budget lasts;
+- a failed condition (:class:`~quiver_spark.errors.ObjectExists`,
+  :class:`~quiver_spark.errors.VersionMismatch`) met by the *first* attempt, or after only 409s (nothing written), is raised at once;
 - met after an attempt of unknown outcome (anything transient but a 409), it is
   resolved by reading the key back: when it holds exactly these bytes the earlier
   attempt landed and the write succeeded (the version read is returned); otherwise the
   failed condition is raised (another write is there now: ours never landed, or landed
   and was replaced since);
-- when no attempt may start within the budget any more, :class:`~.base.RetriesExhausted`
-  names the key, the attempts, the time spent and the budget.
+- when no attempt may start within the budget any more,
+  :class:`~quiver_spark.errors.RetriesExhausted` names the key, the attempts, the time spent and the budget.
 
 Every attempt carries the same condition, so each one that lands late is refused by
 the storage like any other write racing it. The one thing a retry adds: a ``create``
@@ -33,14 +33,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import ObjectConflict, PreconditionFailed, RequestRejected, RetriesExhausted
 from ..option_table import STORAGE_RETRY_TIMEOUT_DEFAULT
-from .base import (
-    ObjectConflict,
-    PreconditionFailed,
-    RequestRejected,
-    RetriesExhausted,
-    Stored,
-)
+from .base import Stored
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +126,11 @@ def write_conditionally(
                 else "nothing was written (every attempt met another conditional write: 409)"
             )
             raise RetriesExhausted(
+                shown,
                 f"{op} {shown}: still failing after {attempts} attempts over {spent:.1f}s, "
                 f"the retry budget being {budget.timeout_s:g}s (storage.{RETRY_TIMEOUT_OPTION}); "
                 f"{outcome}; last error: {last}",
+                attempts=attempts,
                 written_nothing=not unknown,
             ) from last
         budget.sleep(pause)

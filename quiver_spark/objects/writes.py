@@ -1,8 +1,8 @@
 """Two ways of writing the control objects that every root shares (ARCHITECTURE.md §12.2).
 
 - :func:`retry_conflicts`: run a conditional write again while the storage answers
-  :class:`~.base.ObjectConflict` (nothing was written); every other outcome is the
-  caller's to judge.
+  :class:`~quiver_spark.errors.ObjectConflict` (nothing was written); every other
+  outcome is the caller's to judge.
 - :func:`put_advisory`: an advisory object (metrics, heartbeat): on a POSIX root the
   temp + rename of the node_exporter textfile convention, without fsync, so that no
   acknowledgement or finalize waits on it; elsewhere an unconditional ``put``.
@@ -14,7 +14,8 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
-from .base import ObjectConflict, ObjectStore
+from ..errors import ObjectConflict
+from .base import ObjectStore
 from .local import LocalObjects
 
 T = TypeVar("T")

@@ -26,12 +26,11 @@ import pyarrow as pa
 from .. import format as fmt
 from ..config import StoreConfig
 from ..control.lease import Lease
-from ..errors import CorruptionError, SegmentMissingError, WalFailedError
+from ..errors import CorruptionError, SegmentMissingError, SeqTakenError, WalFailedError
 from ..fs import FileIO
 from ..ranges import RangeSet
 from ..seams import NO_DELETIONS, DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
-from ..segment.catalog import SeqTakenError
 from ..staging import drop_staged, staged_ids
 from ..wal import (
     WalCarry,

@@ -27,6 +27,7 @@ from ..errors import (
     BatchTooLargeError,
     LeaseLostError,
     QuiverError,
+    SeqTakenError,
     StoreAtCapacityError,
     StoreClosedError,
     WalFailedError,
@@ -35,7 +36,6 @@ from ..fs import DEFAULT_IO, FileIO, PartitionLock
 from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
-from ..segment.catalog import SeqTakenError
 from ..staging import drop_staged, one_schema, staged_ids
 from ..wal import (
     WalCarry,

@@ -25,7 +25,13 @@ import pyarrow as pa
 
 from ..config import NAME_RE, SegmentConfig, validate_name
 from ..control.manifest import Manifest, ManifestEntry, ManifestStore, manifest_key
-from ..errors import CorruptionError, LeaseLostError, SegmentExistsError, SegmentMissingError
+from ..errors import (
+    CorruptionError,
+    LeaseLostError,
+    SegmentExistsError,
+    SegmentMissingError,
+    SeqTakenError,
+)
 from ..format import (
     MAGIC_QUARANTINE_MARK,
     META_SUFFIX,
@@ -58,17 +64,6 @@ from .reader import SegmentReader, open_verified
 from .writer import Serialized, coalesce, event_time_range, prepare, serialize
 
 log = logging.getLogger(__name__)
-
-
-class SeqTakenError(SegmentExistsError):
-    """On an object root: the objects of seq ``seq`` hold bytes this writer did not
-    write (another holder of the partition's lease made them). The writer records
-    the seq void in the MANIFEST and publishes at the next seq (ARCHITECTURE.md §12.4)."""
-
-    def __init__(self, path: str, partition: str, seq: int) -> None:
-        super().__init__(path)
-        self.partition = partition
-        self.seq = seq
 
 
 _SEQS_TAKEN_IN_A_ROW = 24

@@ -9,15 +9,14 @@ traceback puts our message dozens of lines below the first.
 
 :func:`one_line` marks the entry points Spark calls (the data source's methods, the
 sink's and the source's). When one of them raises a :class:`QuiverError` (an error
-written for the user: bad option, wrong path, lost data) inside a PySpark worker, it
-sets ``SPARK_HIDE_TRACEBACK`` in that worker's environment just before the exception
-leaves. So does :class:`~quiver_spark.objects.RetriesExhausted` (a storage still
-failing when the retry budget ran out, ARCHITECTURE.md §12.1), whose message is written
-for the user too: the key, the attempts, the time spent and ``storage.retry_timeout``.
-Every PySpark 4.3 worker that runs a data source (planning workers, the stream source
-runner, the streaming sink's commit runner, executor workers) exits after reporting an
-exception, so the setting dies with the process and never reaches a user's own UDF
-errors. Any other exception (a bug, an unexpected ``OSError``) keeps its traceback.
+written for the user: bad option, wrong path, lost data, a storage still failing when
+the retry budget ran out, :class:`~quiver_spark.errors.RetriesExhausted`,
+ARCHITECTURE.md §12.1) inside a PySpark worker, it sets ``SPARK_HIDE_TRACEBACK`` in that
+worker's environment just before the exception leaves. Every PySpark 4.3 worker that
+runs a data source (planning workers, the stream source runner, the streaming sink's
+commit runner, executor workers) exits after reporting an exception, so the setting dies
+with the process and never reaches a user's own UDF errors. Any other exception (a bug,
+an unexpected ``OSError``) keeps its traceback.
 ``tests/spark/test_first_contact_errors.py`` checks both.
 """
 
@@ -31,11 +30,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from ..errors import QuiverError
-from ..store import RetriesExhausted
 
 HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
 
-USER_ERRORS = (QuiverError, RetriesExhausted)
+USER_ERRORS = (QuiverError,)
 """The exceptions whose message is written for the user: reported without a traceback."""
 
 F = TypeVar("F", bound=Callable[..., Any])

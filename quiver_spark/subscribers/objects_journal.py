@@ -36,17 +36,20 @@ from collections.abc import Callable, Iterator
 from typing import Any, Self
 
 from ..control.clock import elapsed
-from ..errors import CorruptionError, QuiverError, StoreClosedError
-from ..format import MAGIC_CHECKPOINT, checksum, decode_frame, encode_frame
-from ..fs import FileIO
-from ..objects import (
+from ..errors import (
+    CorruptionError,
     ObjectConflict,
     ObjectExists,
-    ObjectStore,
+    OutcomeUnknownError,
     PreconditionFailed,
-    Stored,
+    QuiverError,
+    RequestRejected,
+    RetriesExhausted,
+    StoreClosedError,
 )
-from ..objects.base import RequestRejected, RetriesExhausted
+from ..format import MAGIC_CHECKPOINT, checksum, decode_frame, encode_frame
+from ..fs import FileIO
+from ..objects import ObjectStore, Stored
 from . import log as acklog
 from .journal import AckLogJournal
 from .state import RegistryState
@@ -79,10 +82,6 @@ def parse_delta(key: str) -> int | None:
         return None
     stem = key[len(DELTA_PREFIX) : -len(DELTA_SUFFIX)]
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
-
-
-class OutcomeUnknownError(OSError):
-    """A registry append may or may not have committed and reading back cannot tell."""
 
 
 class ObjectAckJournal(AckLogJournal):
@@ -318,9 +317,10 @@ class ObjectAckJournal(AckLogJournal):
                     conflicts += 1
                     if conflicts >= CONFLICT_ATTEMPTS:
                         raise ObjectConflict(
+                            self.objects.display(key),
                             f"{self.objects.display(key)}: another append took each of "
                             f"{conflicts} numbers tried; nothing of this call was written, "
-                            "retry it"
+                            "retry it",
                         ) from e
                     if conflicts > 1:
                         self.sleep(random.uniform(0, min(0.2, 0.005 * 2**conflicts)))
@@ -365,9 +365,11 @@ class ObjectAckJournal(AckLogJournal):
             return tokens.get(n) == token
         with contextlib.suppress(OSError):
             self.objects.delete(delta_key(n))
+        shown = self.objects.display(delta_key(n))
         raise OutcomeUnknownError(
-            f"{self.objects.display(delta_key(n))}: append stalled past checkpoint {gen}, "
-            "whether it was counted is unknown; retry the call"
+            shown,
+            f"{shown}: append stalled past checkpoint {gen}, "
+            "whether it was counted is unknown; retry the call",
         )
 
     # -- checkpoint ----------------------------------------------------------------------

@@ -41,8 +41,8 @@ from typing import Any
 
 from .. import format as fmt
 from ..config import validate_name
-from ..errors import CorruptionError
-from ..objects import ObjectExists, ObjectStore, PreconditionFailed, Stored
+from ..errors import CorruptionError, ObjectExists, PreconditionFailed
+from ..objects import ObjectStore, Stored
 from ..objects.writes import retry_conflicts
 from .live import is_live as is_live  # where the status and expiry code look for it
 

@@ -2043,10 +2043,10 @@ class ObjectFaultHooks:
                 f.fired += 1
                 raise OSError(errno_mod.EIO, f"injected: {op} {key} failed before it happened")
             if f.mode == "conflict":
-                from quiver_spark.objects.base import ObjectConflict
+                from quiver_spark.errors import ObjectConflict
 
                 f.fired += 1
-                raise ObjectConflict(errno_mod.EBUSY, f"injected: {op} {key}: 409 conflict")
+                raise ObjectConflict(key, f"injected: {op} {key}: 409 conflict")
             if f.mode == "stale":
                 f.fired += 1
                 self.faults.stale_list = f.snapshot

@@ -41,9 +41,14 @@ from quiver_spark.descriptor import (
     read_descriptor,
     recorded_schema,
 )
-from quiver_spark.errors import CorruptionError, PolicyConflictError, SchemaMismatchError
+from quiver_spark.errors import (
+    CorruptionError,
+    ObjectConflict,
+    PolicyConflictError,
+    SchemaMismatchError,
+)
 from quiver_spark.metrics import SOURCE_ACKED, Metrics, metrics_key
-from quiver_spark.objects import ObjectConflict, ObjectInfo, ObjectStore, Stored
+from quiver_spark.objects import ObjectInfo, ObjectStore, Stored
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import Faults, MemoryObjects
 from quiver_spark.policy import (
@@ -328,7 +333,7 @@ def test_a_conditional_write_refused_with_a_409_is_written_by_its_retry(root: Ro
     def conflict(op: str, key: str) -> None:
         if op in ("create", "replace", "put") and not refused[(op, key)]:
             refused[(op, key)] += 1
-            raise ObjectConflict(errno.EBUSY, f"409 ConditionalRequestConflict on {key}")
+            raise ObjectConflict(key, f"409 ConditionalRequestConflict on {key}")
 
     root.faults.before = conflict
     schema = pa.schema([pa.field("id", pa.int64())])

@@ -13,8 +13,7 @@ import pytest
 
 from quiver_spark.control import lease as lease_mod
 from quiver_spark.control.lease import HolderInfo, Lease
-from quiver_spark.errors import LeaseHeldError, LeaseLostError
-from quiver_spark.objects.base import ObjectConflict
+from quiver_spark.errors import LeaseHeldError, LeaseLostError, ObjectConflict
 from quiver_spark.objects.memory import MemoryObjects
 
 KEY = "readers/fwd.lease"
@@ -69,7 +68,7 @@ def test_an_acquire_that_met_a_conflict_is_retried(op: str) -> None:
     objects = MemoryObjects("f2")
     if op == "replace":
         Lease.acquire(objects, KEY, purpose="reader").release()
-    objects.faults.before = fail_once(op, ObjectConflict("409"))  # type: ignore[assignment]
+    objects.faults.before = fail_once(op, ObjectConflict(KEY, "409"))  # type: ignore[assignment]
     got = Lease.acquire(objects, KEY, purpose="reader")
     assert stored(objects).holder.token == got.holder.token
 
@@ -131,7 +130,7 @@ def test_a_renewal_whose_lost_write_landed_later_is_adopted() -> None:
 def test_a_renewal_that_met_a_conflict_is_retried() -> None:
     objects = MemoryObjects("f8")
     lease = Lease.acquire(objects, KEY, purpose="reader")
-    objects.faults.before = fail_once("replace", ObjectConflict("409"))  # type: ignore[assignment]
+    objects.faults.before = fail_once("replace", ObjectConflict(KEY, "409"))  # type: ignore[assignment]
     lease.renew()
     assert stored(objects).seq >= 1 and not lease.lost()
 

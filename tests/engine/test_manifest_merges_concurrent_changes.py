@@ -7,14 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from quiver_spark.control.manifest import (
-    FencedError,
-    Manifest,
-    ManifestEntry,
-    ManifestStore,
-    manifest_key,
-)
-from quiver_spark.errors import CorruptionError
+from quiver_spark.control.manifest import Manifest, ManifestEntry, ManifestStore, manifest_key
+from quiver_spark.errors import CorruptionError, FencedError
 from quiver_spark.format import encode_frame
 from quiver_spark.objects.memory import MemoryObjects
 

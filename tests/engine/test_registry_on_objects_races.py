@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from quiver_spark.errors import SubscriberError
-from quiver_spark.objects import ObjectConflict
+from quiver_spark.errors import ObjectConflict, SubscriberError
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from quiver_spark.subscribers.objects_journal import (
@@ -209,7 +208,7 @@ def test_a_call_that_raised_on_a_lost_response_can_be_retried_whole(bucket):
 def test_a_409_is_retried_and_written_once(bucket):
     a, ma = _handle(bucket)
     ma.faults.before = _once(
-        "create", lambda: (_ for _ in ()).throw(ObjectConflict("409 conditional conflict"))
+        "create", lambda: (_ for _ in ()).throw(ObjectConflict("k", "409 conditional conflict"))
     )
     _reg(a).register("x")
     assert [i.key for i in ma.list(DELTA_PREFIX)] == [delta_key(1)]
@@ -300,7 +299,7 @@ def test_a_reader_idle_past_half_the_horizon_never_counts_a_void_delta(bucket):
 
 
 def test_an_append_whose_store_spent_its_retry_budget_is_raised_after_one_round(bucket):
-    from quiver_spark.objects.base import RetriesExhausted
+    from quiver_spark.errors import RetriesExhausted
 
     a, ma = _handle(bucket)
     _reg(a).register("s")
@@ -309,7 +308,7 @@ def test_an_append_whose_store_spent_its_retry_budget_is_raised_after_one_round(
     def storm(op: str, key: str) -> None:
         if op == "create" and key.startswith(DELTA_PREFIX):
             creates.append(key)
-            raise RetriesExhausted(f"create {key}: still failing after the budget")
+            raise RetriesExhausted(key, f"create {key}: still failing after the budget", attempts=3)
 
     ma.faults.before = storm
     with pytest.raises(RetriesExhausted):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark.objects import ObjectStore, PreconditionFailed
+from quiver_spark.errors import PreconditionFailed
+from quiver_spark.objects import ObjectStore
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import MemoryObjects
 

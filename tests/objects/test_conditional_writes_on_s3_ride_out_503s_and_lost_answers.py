@@ -12,13 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from quiver_spark.objects import (
-    ObjectExists,
-    ObjectStore,
-    RetriesExhausted,
-    VersionMismatch,
-    open_objects,
-)
+from quiver_spark.errors import ObjectExists, RetriesExhausted, VersionMismatch
+from quiver_spark.objects import ObjectStore, open_objects
 from tests.fault_proxy import FaultProxy, fault_proxies
 from tests.moto_server import MotoS3, moto_s3, s3_options, unique_prefix
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from quiver_spark.objects import (
+from quiver_spark.errors import (
     ObjectConflict,
     ObjectExists,
     RequestRejected,
@@ -76,9 +76,9 @@ class Script:
         if step == "fail":
             raise OSError(errno.ECONNRESET, f"503 SlowDown on {key}")
         if step == "409":
-            raise ObjectConflict(errno.EBUSY, f"409 ConditionalRequestConflict on {key}")
+            raise ObjectConflict(key, f"409 ConditionalRequestConflict on {key}")
         if step == "refuse":
-            raise RequestRejected(f"400 Bad Request on {key}")
+            raise RequestRejected(key, f"400 Bad Request on {key}")
         if step == "deny":
             raise PermissionError(f"403 on {key}")
         self._lose = step == "lose"
@@ -296,12 +296,12 @@ def test_pauses_double_from_the_first_up_to_the_cap_and_are_jittered_below_it() 
 def test_only_failures_that_may_pass_are_transient() -> None:
     assert transient(OSError(errno.ECONNRESET, "reset"))
     assert transient(TimeoutError("timed out"))
-    assert transient(ObjectConflict("409"))
+    assert transient(ObjectConflict("k", "409"))
     for decided in (
         PermissionError("403"),
         FileNotFoundError("no bucket"),
-        RequestRejected("400"),
-        RetriesExhausted("spent"),
+        RequestRejected("k", "400"),
+        RetriesExhausted("k", "spent", attempts=3),
         ObjectExists("k", "exists"),
         ValueError("not an I/O failure"),
     ):

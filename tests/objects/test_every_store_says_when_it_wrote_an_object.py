@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from obstore.store import MemoryStore
 
+from quiver_spark.errors import StorageClockUnknown
 from quiver_spark.objects import ObjectInfo, ObjectStore, open_objects
 from quiver_spark.objects.base import CountingObjects
-from quiver_spark.objects.clock import StorageClock, StorageClockUnknown
+from quiver_spark.objects.clock import StorageClock
 from quiver_spark.objects.cloud import CloudObjects
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import MemoryObjects

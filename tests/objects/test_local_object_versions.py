@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from quiver_spark.errors import VersionMismatch
 from quiver_spark.fs import FileIO
-from quiver_spark.objects import VersionMismatch
 from quiver_spark.objects.local import LocalObjects
 
 

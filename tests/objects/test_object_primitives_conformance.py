@@ -17,16 +17,14 @@ from pathlib import Path
 import pytest
 from obstore.store import MemoryStore
 
-from quiver_spark.errors import ConfigError
-from quiver_spark.objects import (
+from quiver_spark.errors import (
+    ConfigError,
     ObjectConflict,
     ObjectExists,
-    ObjectStore,
     RetriesExhausted,
     VersionMismatch,
-    create_or_same,
-    open_objects,
 )
+from quiver_spark.objects import ObjectStore, create_or_same, open_objects
 from quiver_spark.objects.cloud import CloudObjects
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import MemoryObjects
@@ -194,7 +192,7 @@ def test_a_conflicting_conditional_write_is_retried_by_create_or_same() -> None:
     def before(op: str, key: str) -> None:
         if op == "create" and not refused:
             refused.append(key)
-            raise ObjectConflict(f"{key}: 409 ConditionalRequestConflict")
+            raise ObjectConflict(key, f"{key}: 409 ConditionalRequestConflict")
 
     store.faults.before = before
     assert create_or_same(store, "STORE", b"s")

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from quiver_spark.objects import ObjectExists, ObjectStore, open_objects
+from quiver_spark.errors import ObjectExists
+from quiver_spark.objects import ObjectStore, open_objects
 from tests.fault_proxy import FaultProxy, fault_proxies
 from tests.moto_server import MotoS3, moto_s3, s3_options, unique_prefix
 
