@@ -6,8 +6,10 @@ not create anything opens a store's registry. The package's modules:
 
 ================  ================================================================
 ``registry.py``   the shared registry: register, record outcomes, marks (§8)
-``journal.py``    the ack log's files: locks, appends, checkpoints (§8.5)
+``journal.py``    what the registry needs of an ack log (``Journal``); its files on a
+                  POSIX root: locks, appends, checkpoints (§8.5)
 ``objects_journal.py`` the ack log on an object root: one object per append (§12.5)
+``journal_kind.py`` which of the two a root's ack log is
 ``log.py``        the ack log's bytes (§8.3)
 ``state.py``      the in-memory state the log replays into (§8.4)
 ``records.py``    one subscription record per subscriber: life and expiry (§8.10)
@@ -17,13 +19,11 @@ not create anything opens a store's registry. The package's modules:
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ..format import SUBSCRIBERS_DIR
 from ..objects import ObjectStore
-from ..objects.writes import non_posix
-from .journal import OpenReport
+from .journal import OpenReport, has_registry
+from .journal_kind import journal_kind
 from .registry import Outcome, StartPosition, SubscriberRegistry, to_runs
 
 __all__ = [
@@ -35,12 +35,6 @@ __all__ = [
     "open_registry",
     "to_runs",
 ]
-
-
-def has_registry(root: str) -> bool:
-    """True once the store at ``root`` has a ``subscribers/`` directory (§8): before
-    any subscriber was registered or any segment recorded deleted, it has none."""
-    return os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR))
 
 
 def open_registry(
@@ -58,12 +52,7 @@ def open_registry(
     log; any other: the object ack log, §12.5, whose open creates nothing and costs
     one GET and one LIST when there is none). ``kw`` goes to
     :meth:`SubscriberRegistry.open` (``io``, ``checkpoint_records``, ``salvage``)."""
-    if non_posix(objects):
-        reg = SubscriberRegistry.open(root, objects=objects, **kw)
-        if create or getattr(reg, "exists", lambda: True)():
-            return reg
-        reg.close()
-        return None
-    if not create and not has_registry(root):
-        return None
-    return SubscriberRegistry.open(root, **kw)
+    if create:
+        return SubscriberRegistry.open(root, objects=objects, **kw)
+    journal = journal_kind(objects).open_existing(root, objects=objects, **kw)
+    return None if journal is None else SubscriberRegistry(journal)

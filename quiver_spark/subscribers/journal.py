@@ -1,19 +1,22 @@
-"""The ack log as shared files: locks, reading what others appended, durable appends,
-checkpoints, and the rebuild after a failed I/O (ARCHITECTURE.md §8).
+"""The ack log's journal: what the registry needs of it, and the POSIX files
+(ARCHITECTURE.md §8; the object root's journal is :mod:`.objects_journal`, §12.5).
 
-Files under ``<root>/subscribers/``: ``LOCK`` (flock target), ``CHECKPOINT`` (framed
-msgpack, magic ``QCKP``) and ``ack-<gen>.log`` files (:mod:`.log`). Every append holds
-an exclusive ``flock`` on ``LOCK`` for one ``write`` + ``fdatasync``; readers hold it
-shared while they read the new tail, so a reader never sees a half-written record and
-a compactor never rotates under a writer.
+:class:`~.registry.SubscriberRegistry` holds one :class:`Journal` and asks it for the
+state the ack log describes and for transactions that append one encoded record batch;
+the journal does the locking, reading what others appended, durable appends and
+checkpoints. :func:`~.journal_kind.journal_kind` picks the journal for a root.
+
+The POSIX journal, :class:`FileJournal`, keeps files under ``<root>/subscribers/``:
+``LOCK`` (flock target), ``CHECKPOINT`` (framed msgpack, magic ``QCKP``) and
+``ack-<gen>.log`` files (:mod:`.log`). Every append holds an exclusive ``flock`` on
+``LOCK`` for one ``write`` + ``fdatasync``; readers hold it shared while they read the
+new tail, so a reader never sees a half-written record and a compactor never rotates
+under a writer.
 
 A failed I/O never leaves the journal unusable: the failed write is cut back and its
 records are never applied, and the next call rebuilds the state from disk (checkpoint +
-logs, as :meth:`AckLogJournal.open` does) and continues in a new log generation, so
+logs, as :meth:`FileJournal.open` does) and continues in a new log generation, so
 a log file whose write or fsync failed is never written or fsynced again (§8.5).
-
-:class:`AckLogJournal` keeps the :class:`~.state.RegistryState` the files describe;
-:class:`~.registry.SubscriberRegistry` is the subscriber API over it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Any, ClassVar, Protocol, Self
 
 from ..errors import QuiverError, StoreClosedError
 from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
@@ -39,6 +43,10 @@ log = logging.getLogger(__name__)
 
 LOCK_NAME = "LOCK"
 CHECKPOINT_NAME = "CHECKPOINT"
+
+Build = Callable[[], acklog.RecordEncoder | None]
+"""A registry mutation's body: it reads the journal's state and returns the records to
+append (from :meth:`Journal.encoder`), or None when there is nothing to write."""
 
 
 @dataclass
@@ -53,41 +61,166 @@ class OpenReport:
     duration_s: float = 0.0
 
 
-class AckLogJournal:
-    """One process's handle on the shared ack log and the state it describes.
+class Journal(Protocol):
+    """What :class:`~.registry.SubscriberRegistry` needs of an ack log."""
 
-    Open with :meth:`open`; writes go through :meth:`_append` under :meth:`_locked`
+    locks_processes: ClassVar[bool]
+    """True when a transaction holds a lock that excludes other processes (POSIX's
+    ``flock``); False on an object root, where nothing locks between processes: each
+    transaction is validated again at its own commit, and a live consumer holds a lease
+    whose claim its acknowledgements carry (§12.3, §12.5)."""
+    root: str
+    dir: str
+    """Where the ack log is, as messages name it."""
+    report: OpenReport
+    mutex: threading.RLock
+    """Held by the journal while it changes ``state``; a reader holds it for a
+    consistent look at several parts of it."""
+
+    @property
+    def state(self) -> RegistryState:
+        """The state as of the last transaction or :meth:`refresh` (read it, never
+        change it)."""
+        ...
+
+    def transact(self, build: Build) -> acklog.RecordEncoder | None:
+        """One registry mutation: ``build()`` validates against the current state and
+        returns the records to append (from :meth:`encoder`), or None when there is
+        nothing to write; when this returns they are durable and applied.
+
+        ``build`` may run more than once (on a fresher state, when another append took
+        its place on an object root, §12.5), so it only reads the state and fills the
+        encoder: anything it reports goes through variables it sets afresh on each
+        run."""
+        ...
+
+    def encoder(self) -> acklog.RecordEncoder:
+        """The encoder of the records ``build`` returns (only inside :meth:`transact`)."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[object]:
+        """A fresh state no transaction of another caller changes meanwhile (on an
+        object root: of this process; each transaction inside is validated again)."""
+        ...
+
+    def refresh(self) -> None:
+        """Read what other processes appended since the last read."""
+        ...
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the state (raises on failure)."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        """The ack log's depth since its checkpoint, totals and repairs."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Replayed:
+    """The state a journal read and the counts its figures report, replaced whole when
+    the journal reads its checkpoint again."""
+
+    state: RegistryState = field(default_factory=RegistryState)
+    checkpoint_gen: int = 0
+    """The log generation (POSIX) or delta (object root) the checkpoint covers."""
+    since_checkpoint: int = 0
+    """Records applied above the checkpoint."""
+    records_total: int = 0
+
+    @classmethod
+    def from_checkpoint(cls, name: str, body: dict[str, Any] | None) -> Replayed:
+        """What the checkpoint ``body`` (read from ``name``; None: there is none) holds."""
+        if body is None:
+            return cls()
+        return cls(
+            RegistryState.from_body(name, body),
+            int(body.get("log_gen", 0)),
+            0,
+            int(body.get("records_total", 0)),
+        )
+
+    def apply(self, facts: acklog.Facts) -> None:
+        self.state.apply(facts)
+        self.since_checkpoint += facts.records
+        self.records_total += facts.records
+
+    def figures(self, current_gen: int, torn_bytes_cut: int, salvaged: int) -> dict[str, int]:
+        """The figures :meth:`Journal.stats` reports for every kind of ack log."""
+        return {
+            "records_since_checkpoint": self.since_checkpoint,
+            "bytes_since_checkpoint": self.since_checkpoint * acklog.RECORD_SIZE,
+            "records_total": self.records_total,
+            "checkpoint_gen": self.checkpoint_gen,
+            "current_gen": current_gen,
+            "torn_bytes_cut": torn_bytes_cut,
+            "salvaged_records": salvaged,
+            "orphan_records": self.state.orphans,
+        }
+
+
+def read_at_open(journal: Journal, read: Callable[[], Replayed], detail: Callable[[], str]) -> None:
+    """Open a new ``journal``: ``read()`` replays its checkpoint and tail and returns
+    what it read; ``detail()`` is what the open log line adds for its kind of ack log.
+    A failed read closes the journal."""
+    t0 = time.perf_counter()
+    try:
+        replayed = read()
+    except BaseException:
+        journal.close()
+        raise
+    journal.report.records_replayed = replayed.since_checkpoint
+    journal.report.duration_s = time.perf_counter() - t0
+    log.info(
+        "quiver.acklog.open dir=%s checkpoint_gen=%d records=%d %s salvaged=%d ms=%.1f",
+        journal.dir,
+        replayed.checkpoint_gen,
+        replayed.since_checkpoint,
+        detail(),
+        len(journal.report.salvaged),
+        journal.report.duration_s * 1000,
+    )
+
+
+def has_registry(root: str) -> bool:
+    """True once the store at ``root`` has a ``subscribers/`` directory (§8): before
+    any subscriber was registered or any segment recorded deleted, it has none."""
+    return os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR))
+
+
+class FileJournal:
+    """One process's handle on a POSIX root's shared ack log and the state it describes.
+
+    Open with :meth:`open`; writes go through :meth:`transact` under :meth:`_locked`
     (exclusive); reads use the state as of the last write or :meth:`refresh`.
     """
 
-    def __init__(
-        self,
-        root: str,
-        io: FileIO,
-        checkpoint_records: int,
-        salvage: bool,
-        objects: ObjectStore | None = None,
-    ) -> None:
+    locks_processes: ClassVar[bool] = True
+
+    def __init__(self, root: str, io: FileIO, checkpoint_records: int, salvage: bool) -> None:
         self.root = root
         self.dir = os.path.join(root, SUBSCRIBERS_DIR)
         self.io = io
         self.checkpoint_records = max(1, int(checkpoint_records))
         self.salvage = salvage
         self.report = OpenReport()
-        self.state = RegistryState()
-        self._mutex = threading.RLock()
+        self.replayed = Replayed()
+        self.mutex = threading.RLock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
         self._log_fd: int | None = None
         self._log_fd_gen = -1
         self._cursor: acklog.Cursor | None = None
-        self._ckpt_gen = 0
-        self._since_ckpt = 0
-        self._records_total = 0
         self._stale: BaseException | None = None  # set by a failed I/O: rebuild first
         self._lock_exclusive = False
         self.torn_cut_bytes = 0
         self.salvaged_records = 0
+
+    @property
+    def state(self) -> RegistryState:
+        return self.replayed.state
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -100,69 +233,68 @@ class AckLogJournal:
         salvage: bool = False,
         objects: ObjectStore | None = None,
     ) -> Self:
-        """Open the ack log of the store at ``root`` and replay checkpoint + tail
-        (:meth:`_replay`), as :meth:`_implementation` picks for ``objects`` (the root's
-        object store; None is POSIX).
+        """Open the ack log under ``<root>/subscribers`` (created if needed) and replay
+        checkpoint + tail under an exclusive lock (``objects`` is not used: the files
+        are POSIX).
 
         ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
         instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`.
         """
-        reg = cls._implementation(objects)(root, io, checkpoint_records, salvage, objects)
-        t0 = time.perf_counter()
-        try:
-            reg._replay()
-        except BaseException:
-            reg.close()
-            raise
-        reg.report.records_replayed = reg._since_ckpt
-        reg.report.duration_s = time.perf_counter() - t0
-        log.info(
-            "quiver.acklog.open dir=%s checkpoint_gen=%d records=%d %s salvaged=%d ms=%.1f",
-            reg.dir,
-            reg._ckpt_gen,
-            reg._since_ckpt,
-            reg._replay_detail(),
-            len(reg.report.salvaged),
-            reg.report.duration_s * 1000,
-        )
-        return reg
+        journal = cls(root, io, checkpoint_records, salvage)
+        read_at_open(journal, journal._replay, lambda: f"torn={len(journal.report.torn)}")
+        return journal
 
     @classmethod
-    def _implementation(cls, objects: ObjectStore | None) -> type[Self]:
-        """The class :meth:`open` opens for the root's object store (this one)."""
-        return cls
+    def open_existing(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self | None:
+        """:meth:`open`, or None without creating anything when the root has no
+        ``subscribers/`` directory."""
+        if not has_registry(root):
+            return None
+        return cls.open(root, io=io, checkpoint_records=checkpoint_records, salvage=salvage)
 
-    def _replay(self) -> None:
-        """Create ``<root>/subscribers`` if needed and replay checkpoint + tail under an
-        exclusive lock (the files are POSIX: ``objects`` is not used)."""
+    @classmethod
+    def read_unlocked(cls, root: str, io: FileIO) -> Self:
+        """The checkpoint and logs read without a lock and without repairing anything
+        (bad records skipped, a torn tail left out): what ``quiver fsck`` compares the
+        subscription records with. Nothing is opened: only ``state`` is of use."""
+        journal = cls(root, io, 1, salvage=True)
+        journal._load_checkpoint()
+        start = journal.replayed.checkpoint_gen
+        gens = [g for g in acklog.list_generations(io, journal.dir) if g >= start]
+        for gen in gens:
+            path = os.path.join(journal.dir, acklog.log_file_name(gen))
+            journal._cursor = acklog.open_cursor(io, path)
+            journal._read_file(path, False, last_file=gen == gens[-1])
+        return journal
+
+    def _replay(self) -> Replayed:
         self.io.mkdir(self.dir)
         self._lock_fd = self.io.open_append(os.path.join(self.dir, LOCK_NAME))
         with self._locked(exclusive=True, refresh=False):
             self._load_checkpoint()
             self._catch_up(exclusive=True)
-
-    def _replay_detail(self) -> str:
-        """What the open log line adds for this kind of ack log."""
-        return f"torn={len(self.report.torn)}"
+        return self.replayed
 
     def close(self) -> None:
-        with self._mutex:
+        with self.mutex:
             for fd in (self._log_fd, self._lock_fd):
                 if fd is not None:
                     with contextlib.suppress(OSError):
                         self.io.close(fd)
             self._log_fd = self._lock_fd = None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- locking -----------------------------------------------------------------------
     @contextlib.contextmanager
     def _locked(self, *, exclusive: bool, refresh: bool = True) -> Iterator[None]:
-        with self._mutex:
+        with self.mutex:
             if self._lock_fd is None:
                 raise StoreClosedError(f"subscriber registry {self.dir} is closed")
             if self._lock_depth:
@@ -205,15 +337,16 @@ class AckLogJournal:
         cause = self._stale
         self._close_log_fd()
         # a rebuild that fails midway leaves the last consistent state for readers
-        saved = (self.state, self._cursor, self._ckpt_gen, self._since_ckpt, self._records_total)
+        saved = (self.replayed, self._cursor)
         try:
             self._load_checkpoint()
             self._catch_up(exclusive=True)
-            gen = max([self._ckpt_gen, *acklog.list_generations(self.io, self.dir)]) + 1
+            gens = acklog.list_generations(self.io, self.dir)
+            gen = max([self.replayed.checkpoint_gen, *gens]) + 1
             acklog.create_log(self.io, self.dir, gen)
             self._catch_up(exclusive=True)  # onto the new, empty generation
         except BaseException:
-            self.state, self._cursor, self._ckpt_gen, self._since_ckpt, self._records_total = saved
+            self.replayed, self._cursor = saved
             raise
         self._stale = None
         log.warning(
@@ -231,39 +364,36 @@ class AckLogJournal:
             self._log_fd_gen = -1
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[Self]:
-        """Hold the registry's exclusive lock (fresh state) across several steps.
+    def exclusive(self) -> Iterator[None]:
+        """Hold the ack log's exclusive lock (fresh state) across several steps.
 
         Retention uses it so that no subscriber registers or acks between its plan,
         the ``dropped`` records and the deletion.
         """
         with self._locked(exclusive=True):
-            yield self
+            yield
 
     # -- reading -----------------------------------------------------------------------
     def _load_checkpoint(self) -> None:
         path = os.path.join(self.dir, CHECKPOINT_NAME)
-        if not self.io.exists(path):
-            self.state, self._ckpt_gen, self._records_total = RegistryState(), 0, 0
-        else:
+        body = None
+        if self.io.exists(path):
             body = decode_frame(path, MAGIC_CHECKPOINT, self.io.read_file(path))
-            self.state = RegistryState.from_body(path, body)
-            self._ckpt_gen = int(body.get("log_gen", 0))
-            self._records_total = int(body.get("records_total", 0))
+        self.replayed = Replayed.from_checkpoint(path, body)
         self._cursor = None
-        self._since_ckpt = 0
-        self.report.checkpoint_gen = self._ckpt_gen
+        self.report.checkpoint_gen = self.replayed.checkpoint_gen
 
     def _catch_up(self, *, exclusive: bool) -> None:
         """Read every record appended since the last read (caller holds the lock)."""
         gens = acklog.list_generations(self.io, self.dir)
         if self._cursor is not None and self._cursor.gen not in gens:
             self._load_checkpoint()  # our file was compacted away: restart from there
-        live = [g for g in gens if g >= self._ckpt_gen]
+        ckpt_gen = self.replayed.checkpoint_gen
+        live = [g for g in gens if g >= ckpt_gen]
         if not live:
             if not exclusive:
                 return
-            gen = max([self._ckpt_gen, *gens, 0]) + 1
+            gen = max([ckpt_gen, *gens, 0]) + 1
             acklog.create_log(self.io, self.dir, gen)
             live = [gen]
         for gen in live:
@@ -285,10 +415,7 @@ class AckLogJournal:
             self.salvaged_records += len(tail.skipped)
             self.report.salvaged.extend((path, off) for off in tail.skipped)
         if tail.data:
-            facts = acklog.decode_records(tail.data)
-            self.state.apply(facts)
-            self._since_ckpt += facts.records
-            self._records_total += facts.records
+            self.replayed.apply(acklog.decode_records(tail.data))
         if tail.torn_bytes and exclusive and tail.torn_offset is not None:
             log.warning(
                 "quiver.acklog.torn_tail path=%s offset=%d bytes=%d",
@@ -311,19 +438,9 @@ class AckLogJournal:
             pass
 
     # -- writing -----------------------------------------------------------------------
-    def _transact(
-        self, build: Callable[[], acklog.RecordEncoder | None]
-    ) -> acklog.RecordEncoder | None:
-        """One registry mutation: ``build()`` validates against the current state and
-        returns the records to append (from :meth:`_encoder`), or None when there is
-        nothing to write; when this returns they are durable and applied.
-
-        Here: under ``LOCK_EX`` after reading the new tail, so ``build`` runs once on
-        a state nobody else can change before the append (§8.5). The object journal
-        runs ``build`` again on a fresher state when another append took its place
-        (§12.5), so ``build`` only reads the state and fills the encoder: anything it
-        reports goes through variables it sets afresh on each run.
-        """
+    def transact(self, build: Build) -> acklog.RecordEncoder | None:
+        """:meth:`Journal.transact` under ``LOCK_EX`` after reading the new tail, so
+        ``build`` runs once on a state nobody else can change before the append (§8.5)."""
         with self._locked(exclusive=True):
             enc = build()
             if enc is not None:
@@ -355,11 +472,8 @@ class AckLogJournal:
             log.error("quiver.acklog.write_failed path=%s offset=%d error=%s", path, cur.offset, e)
             raise
         self._cursor = acklog.Cursor(cur.gen, cur.offset + len(data), enc.running)
-        facts = acklog.decode_records(data)
-        self.state.apply(facts)
-        self._since_ckpt += facts.records
-        self._records_total += facts.records
-        if self._since_ckpt >= self.checkpoint_records:
+        self.replayed.apply(acklog.decode_records(data))
+        if self.replayed.since_checkpoint >= self.checkpoint_records:
             try:
                 self._checkpoint_locked()
             except (OSError, QuiverError) as e:  # the append is durable: do not fail it
@@ -370,7 +484,7 @@ class AckLogJournal:
                     e,
                 )
 
-    def _encoder(self) -> acklog.RecordEncoder:
+    def encoder(self) -> acklog.RecordEncoder:
         assert self._cursor is not None
         return acklog.RecordEncoder(self._cursor.running)
 
@@ -388,7 +502,7 @@ class AckLogJournal:
         assert self._cursor is not None
         new_gen = self._cursor.gen + 1
         acklog.create_log(self.io, self.dir, new_gen)
-        body = self.state.to_body(new_gen, self._records_total)
+        body = self.state.to_body(new_gen, self.replayed.records_total)
         path = os.path.join(self.dir, CHECKPOINT_NAME)
         self.io.atomic_write(path, encode_frame(MAGIC_CHECKPOINT, body))
         old = [g for g in acklog.list_generations(self.io, self.dir) if g < new_gen]
@@ -396,25 +510,17 @@ class AckLogJournal:
         log.info(
             "quiver.acklog.checkpoint gen=%d records=%d removed_files=%d",
             new_gen,
-            self._since_ckpt,
+            self.replayed.since_checkpoint,
             len(old),
         )
-        self._ckpt_gen = new_gen
-        self._since_ckpt = 0
+        self.replayed.checkpoint_gen = new_gen
+        self.replayed.since_checkpoint = 0
         self._cursor = acklog.open_cursor(
             self.io, os.path.join(self.dir, acklog.log_file_name(new_gen))
         )
 
     # -- stats ---------------------------------------------------------------------------------
-    def acklog_stats(self) -> dict[str, int]:
-        """The ack log's depth since its checkpoint, totals and repairs."""
-        return {
-            "records_since_checkpoint": self._since_ckpt,
-            "bytes_since_checkpoint": self._since_ckpt * acklog.RECORD_SIZE,
-            "records_total": self._records_total,
-            "checkpoint_gen": self._ckpt_gen,
-            "current_gen": self._cursor.gen if self._cursor else 0,
-            "torn_bytes_cut": self.torn_cut_bytes,
-            "salvaged_records": self.salvaged_records,
-            "orphan_records": self.state.orphans,
-        }
+    def stats(self) -> dict[str, int]:
+        return self.replayed.figures(
+            self._cursor.gen if self._cursor else 0, self.torn_cut_bytes, self.salvaged_records
+        )

@@ -6,7 +6,7 @@ Keys under the root::
     subscribers/log/<n:020d>.ack         delta n: a complete §8.2/§8.3 ack-log file,
                                          generation n, created only if absent
 
-There is no lock. A mutation (:meth:`ObjectAckJournal._transact`) reads what others
+There is no lock. A mutation (:meth:`ObjectJournal.transact`) reads what others
 appended (one LIST after the cursor, one GET per new delta), runs ``build`` on that
 state and creates delta ``head + 1``; when another append took the number
 (``ObjectExists``) it reads again and runs ``build`` again, so every decision is
@@ -17,7 +17,7 @@ call committed. Facts commute (§8.4), so the state is the replay of CHECKPOINT 
 deltas above its ``log_gen``, whatever process wrote them.
 
 Deltas at or below an older checkpoint's ``log_gen`` are deleted once this process has
-known that checkpoint for :attr:`ObjectAckJournal.horizon_s` of its monotonic clock.
+known that checkpoint for :attr:`ObjectJournal.horizon_s` of its monotonic clock.
 An appender whose head-read-to-create-returned interval reached half the horizon (its
 number could have been deleted and re-created by it) checks CHECKPOINT before it
 reports success; a reader idle that long checks CHECKPOINT before it reads on from
@@ -31,9 +31,10 @@ import contextlib
 import logging
 import random
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from ..control.clock import elapsed
 from ..errors import (
@@ -48,10 +49,10 @@ from ..errors import (
     StoreClosedError,
 )
 from ..format import MAGIC_CHECKPOINT, checksum, decode_frame, encode_frame
-from ..fs import FileIO
+from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore, Stored
 from . import log as acklog
-from .journal import AckLogJournal
+from .journal import Build, OpenReport, Replayed, read_at_open
 from .state import RegistryState
 
 log = logging.getLogger(__name__)
@@ -84,27 +85,24 @@ def parse_delta(key: str) -> int | None:
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
 
 
-class ObjectAckJournal(AckLogJournal):
-    """One process's handle on an object root's ack log and the state it describes.
+class ObjectJournal:
+    """One process's handle on an object root's ack log and the state it describes
+    (the :class:`~.journal.Journal` of an object root)."""
 
-    The interface the registry uses is :class:`~.journal.AckLogJournal`'s:
-    :meth:`_transact`, :meth:`_encoder`, :meth:`exclusive`, :meth:`refresh`,
-    :meth:`checkpoint`, ``state``, ``_mutex``, :meth:`acklog_stats`, :meth:`close`.
-    """
+    locks_processes: ClassVar[bool] = False
 
     def __init__(
-        self,
-        root: str,
-        io: FileIO,
-        checkpoint_records: int,
-        salvage: bool,
-        objects: ObjectStore | None = None,
+        self, root: str, objects: ObjectStore, checkpoint_records: int, salvage: bool
     ) -> None:
-        super().__init__(root, io, checkpoint_records, salvage)
-        if objects is None:
-            raise TypeError("an object ack journal needs the root's ObjectStore (objects=...)")
+        self.root = root
         self.objects = objects
         self.dir = objects.display("subscribers")
+        self.checkpoint_records = max(1, int(checkpoint_records))
+        self.salvage = salvage
+        self.report = OpenReport()
+        self.replayed = Replayed()
+        self.mutex = threading.RLock()
+        self.salvaged_records = 0
         self.checkpoint_deltas = CHECKPOINT_DELTAS
         self.horizon_s = HORIZON_S
         self.clock: Callable[[], float] = elapsed  # counts a suspend (§12.5)
@@ -119,24 +117,69 @@ class ObjectAckJournal(AckLogJournal):
         self._pending: tuple[int, int] | None = None  # (n, token) while build runs
         self._closed = False
 
+    @property
+    def state(self) -> RegistryState:
+        return self.replayed.state
+
     # -- lifecycle ---------------------------------------------------------------------
-    def _replay(self) -> None:
-        """Read CHECKPOINT, list the deltas above it and replay them (creates nothing).
+    @classmethod
+    def open(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self:
+        """Read CHECKPOINT, list the deltas above it and replay them (creates nothing;
+        ``io`` is not used: everything is in ``objects``, the root's object store).
 
         Cost: 1 GET + 1 LIST + one GET per delta above the checkpoint (fewer than
-        about ``2 * checkpoint_deltas``), whatever the subscribers' history."""
-        with self._mutex:
-            self._reload()
+        about ``2 * checkpoint_deltas``), whatever the subscribers' history.
+        ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
+        instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`."""
+        if objects is None:
+            raise TypeError("an object ack journal needs the root's ObjectStore (objects=...)")
+        journal = cls(root, objects, checkpoint_records, salvage)
+        read_at_open(
+            journal,
+            journal._replay,
+            lambda: f"deltas={journal._head - journal.replayed.checkpoint_gen}",
+        )
+        return journal
 
-    def _replay_detail(self) -> str:
-        return f"deltas={self._head - self._ckpt_gen}"
+    @classmethod
+    def open_existing(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self | None:
+        """:meth:`open`, or None when nothing was ever appended (opening created
+        nothing: it cost one GET and one LIST)."""
+        journal = cls.open(
+            root, io=io, checkpoint_records=checkpoint_records, salvage=salvage, objects=objects
+        )
+        if journal.exists():
+            return journal
+        journal.close()
+        return None
+
+    def _replay(self) -> Replayed:
+        with self.mutex:
+            self._reload()
+            return self.replayed
 
     def exists(self) -> bool:
         """True once anything was ever appended (a CHECKPOINT or a delta was found)."""
         return self._ckpt_known is not None or self._head > 0
 
     def close(self) -> None:
-        with self._mutex:
+        with self.mutex:
             self._closed = True
 
     def _check_open(self) -> None:
@@ -144,25 +187,24 @@ class ObjectAckJournal(AckLogJournal):
             raise StoreClosedError(f"subscriber registry {self.dir} is closed")
 
     @contextlib.contextmanager
-    def _locked(self, *, exclusive: bool, refresh: bool = True) -> Iterator[None]:
-        with self._mutex:
+    def _caught_up(self) -> Iterator[None]:
+        with self.mutex:
             self._check_open()
-            if refresh:
-                self._catch_up_objects()
+            self._catch_up_objects()
             yield
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[Self]:
+    def exclusive(self) -> Iterator[None]:
         """A fresh state held against this process's other threads. There is no lock
         between processes on an object root: each mutation inside is validated again
-        at its own commit (:meth:`_transact`), so a decision's records (retention's
+        at its own commit (:meth:`transact`), so a decision's records (retention's
         ``condemn``: dropped + deleted) are one transaction against the newest state."""
-        with self._locked(exclusive=True):
-            yield self
+        with self._caught_up():
+            yield
 
     def refresh(self) -> None:
         """Read what others appended: one LIST (plus one GET per new delta)."""
-        with self._locked(exclusive=False):
+        with self._caught_up():
             pass
 
     # -- reading -----------------------------------------------------------------------
@@ -181,17 +223,13 @@ class ObjectAckJournal(AckLogJournal):
         """Rebuild the state from CHECKPOINT and the deltas above it; the state is
         replaced only once all of it was read."""
         stored, body = got if got is not None else self._get_checkpoint()
-        if body is None:
-            state, gen, total, tokens = RegistryState(), 0, 0, {}
-        else:
-            state = RegistryState.from_body(self.objects.display(CHECKPOINT_KEY), body)
-            gen = int(body.get("log_gen", 0))
-            total = int(body.get("records_total", 0))
-            tokens = {int(k): int(v) for k, v in dict(body.get("tokens", {})).items()}
+        replayed = Replayed.from_checkpoint(self.objects.display(CHECKPOINT_KEY), body)
+        gen = replayed.checkpoint_gen
+        tokens = {} if body is None else _tokens_of(body)
         listed_at = self.clock()
         infos = self.objects.list(DELTA_PREFIX, after=delta_key(gen))
         nums = sorted(n for n in (parse_delta(i.key) for i in infos) if n is not None)
-        head, since, deltas = gen, 0, 0
+        head, deltas = gen, 0
         salvaged: list[tuple[str, int]] = []
         for n in nums:
             if n != head + 1:
@@ -211,13 +249,10 @@ class ObjectAckJournal(AckLogJournal):
                 self._reload()
                 return
             salvaged.extend(skipped)
-            state.apply(facts)
+            replayed.apply(facts)
             tokens[n] = token
-            since += facts.records
-            total += facts.records
             head, deltas = n, deltas + 1
-        self.state, self._ckpt_gen, self._head = state, gen, head
-        self._since_ckpt, self._records_total = since, total
+        self.replayed, self._head = replayed, head
         self._tokens = {k: v for k, v in tokens.items() if k > head - TOKEN_WINDOW}
         self._listed_at = listed_at
         self.report.checkpoint_gen = gen
@@ -270,31 +305,24 @@ class ObjectAckJournal(AckLogJournal):
 
     def _apply(self, n: int, token: int, facts: acklog.Facts) -> None:
         facts.position = n
-        self.state.apply(facts)
+        self.replayed.apply(facts)
         self._head = n
         self._tokens[n] = token
         self._tokens.pop(n - TOKEN_WINDOW, None)
-        self._since_ckpt += facts.records
-        self._records_total += facts.records
 
     # -- writing -----------------------------------------------------------------------
-    def _encoder(self) -> acklog.RecordEncoder:
-        assert self._pending is not None, "records are built inside _transact"
+    def encoder(self) -> acklog.RecordEncoder:
+        assert self._pending is not None, "records are built inside transact"
         n, token = self._pending
         return acklog.RecordEncoder(checksum(acklog.encode_header(n, token)))
 
-    def _append(self, enc: acklog.RecordEncoder) -> None:
-        raise AssertionError("an object journal appends through _transact")
-
-    def _transact(
-        self, build: Callable[[], acklog.RecordEncoder | None]
-    ) -> acklog.RecordEncoder | None:
-        """Catch up (1 LIST), ``build`` on that state, create delta ``head + 1``
+    def transact(self, build: Build) -> acklog.RecordEncoder | None:
+        """:meth:`~.journal.Journal.transact` without a lock: catch up (1 LIST), ``build`` on that state, create delta ``head + 1``
         (1 create); on ``ObjectExists``/409 catch up and build again (bounded, with
         jitter). A lost response is resolved by the token (committed: done; absent:
         built and tried again); when it cannot be resolved the error is raised and the
         state is what the deltas read so far describe, so the call can be retried."""
-        with self._mutex:
+        with self.mutex:
             self._check_open()
             conflicts = unknown = 0
             while True:
@@ -360,7 +388,7 @@ class ObjectAckJournal(AckLogJournal):
         if body is None or int(body.get("log_gen", 0)) < n:
             return True
         gen = int(body["log_gen"])
-        tokens = {int(k): int(v) for k, v in dict(body.get("tokens", {})).items()}
+        tokens = _tokens_of(body)
         if n in tokens or n > gen - TOKEN_WINDOW:
             return tokens.get(n) == token
         with contextlib.suppress(OSError):
@@ -374,14 +402,14 @@ class ObjectAckJournal(AckLogJournal):
 
     # -- checkpoint ----------------------------------------------------------------------
     def _maybe_checkpoint(self) -> None:
-        n = self._head
+        n, gen = self._head, self.replayed.checkpoint_gen
         k = max(1, self.checkpoint_deltas)
-        due = n % k == 0 or n - self._ckpt_gen >= 2 * k or self.maintenance_error is not None
+        due = n % k == 0 or n - gen >= 2 * k or self.maintenance_error is not None
         known = self._ckpt_known[0] if self._ckpt_known is not None else 0
         if n <= known:
             self.maintenance_error = None  # a checkpoint at least this far exists
             return
-        if not (due or self._since_ckpt >= self.checkpoint_records):
+        if not (due or self.replayed.since_checkpoint >= self.checkpoint_records):
             return
         try:
             self._write_checkpoint()
@@ -396,7 +424,7 @@ class ObjectAckJournal(AckLogJournal):
 
     def checkpoint(self) -> None:
         """Catch up and write a checkpoint at the head (raises on failure)."""
-        with self._locked(exclusive=True):
+        with self._caught_up():
             self._write_checkpoint()
 
     def _write_checkpoint(self) -> None:
@@ -406,7 +434,7 @@ class ObjectAckJournal(AckLogJournal):
         n = self._head
         if self._ckpt_known is not None and self._ckpt_known[0] >= n:
             return
-        body = self.state.to_body(n, self._records_total)
+        body = self.state.to_body(n, self.replayed.records_total)
         body["tokens"] = {k: v for k, v in self._tokens.items() if k > n - TOKEN_WINDOW}
         data = encode_frame(MAGIC_CHECKPOINT, body)
         for _ in range(3):
@@ -424,7 +452,8 @@ class ObjectAckJournal(AckLogJournal):
                 elif self._ckpt_known is not None and self._ckpt_known[0] >= n:
                     return  # someone checkpointed at least as far
                 continue
-            self._ckpt_gen, self._ckpt_known, self._since_ckpt = n, (n, version), 0
+            self._ckpt_known = (n, version)
+            self.replayed.checkpoint_gen, self.replayed.since_checkpoint = n, 0
             self._seen_ckpts.append((n, self.clock()))
             self.report.checkpoint_gen = n
             log.info("quiver.acklog.checkpoint gen=%d dir=%s", n, self.dir)
@@ -433,7 +462,8 @@ class ObjectAckJournal(AckLogJournal):
 
     def _delete_covered(self) -> None:
         now = self.clock()
-        ripe = [g for g, t in self._seen_ckpts if now - t >= self.horizon_s and g < self._ckpt_gen]
+        gen = self.replayed.checkpoint_gen
+        ripe = [g for g, t in self._seen_ckpts if now - t >= self.horizon_s and g < gen]
         if not ripe or max(ripe) <= self._deleted_upto:
             return
         upto = max(ripe)
@@ -446,13 +476,17 @@ class ObjectAckJournal(AckLogJournal):
         log.info("quiver.acklog.deltas_deleted upto=%d count=%d", upto, len(gone))
 
     # -- stats ---------------------------------------------------------------------------------
-    def acklog_stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, int]:
         """The POSIX log's figures, the head delta standing for the log generation."""
         return {
-            **super().acklog_stats(),
-            "current_gen": self._head,
-            "deltas_since_checkpoint": self._head - self._ckpt_gen,
+            **self.replayed.figures(self._head, 0, self.salvaged_records),
+            "deltas_since_checkpoint": self._head - self.replayed.checkpoint_gen,
         }
+
+
+def _tokens_of(body: dict[str, Any]) -> dict[int, int]:
+    """The delta tokens a checkpoint holds."""
+    return {int(k): int(v) for k, v in dict(body.get("tokens", {})).items()}
 
 
 def _new_token() -> int:

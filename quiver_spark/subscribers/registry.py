@@ -1,37 +1,35 @@
 """SubscriberRegistry: register, record outcomes, query marks; shared by processes.
 
-The subscriber API over the ack log; the files, locks, appends, checkpoints and the
-rebuild after a failed I/O are the journal's: :class:`~.journal.AckLogJournal` (POSIX
-files, §8) or :class:`~.objects_journal.ObjectAckJournal` (an object root, §12.5),
-which :meth:`SubscriberRegistry.open` picks by the root's object store. Neither journal
+The subscriber API over the ack log. The registry holds one
+:class:`~.journal.Journal`, which keeps the files, locks, appends, checkpoints and the
+rebuild after a failed I/O: :class:`~.journal.FileJournal` (POSIX files, §8) or
+:class:`~.objects_journal.ObjectJournal` (an object root, §12.5), as
+:func:`~.journal_kind.journal_kind` picks for the root's object store. No journal
 imports this module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Self
 
 from ..config import validate_name
 from ..errors import ConfigError, SubscriberError, UnknownSegmentError
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
-from ..objects.writes import non_posix
 from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
-from .journal import AckLogJournal
+from .journal import FileJournal, Journal, OpenReport
+from .journal_kind import journal_kind
 from .live import LiveClaim
-from .objects_journal import ObjectAckJournal
-from .state import PartState
+from .state import PartState, RegistryState
 
 log = logging.getLogger(__name__)
 
-LOCK_NAME = "LOCK"
-CHECKPOINT_NAME = "CHECKPOINT"
 MAX_RUN = 0xFFFF_FFFF
 
 
@@ -87,7 +85,7 @@ def to_runs(seqs: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
-class SubscriberRegistry(AckLogJournal):
+class SubscriberRegistry:
     """Subscriber marks, gap sets and outcomes, durable in a shared ack log.
 
     Open with :meth:`open`. Writes (``register``, ``deregister``, ``record``) are
@@ -95,40 +93,89 @@ class SubscriberRegistry(AckLogJournal):
     appended; reads use the state as of the last write or :meth:`refresh`.
     """
 
-    def __init__(
-        self,
-        root: str,
-        io: FileIO,
-        checkpoint_records: int,
-        salvage: bool,
-        objects: ObjectStore | None = None,
-    ) -> None:
-        super().__init__(root, io, checkpoint_records, salvage, objects)
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._mutex = journal.mutex
         self._claims: dict[tuple[int, str], set[int]] = {}
 
     @classmethod
-    def _implementation(cls, objects: ObjectStore | None) -> type[Self]:
-        """What :meth:`AckLogJournal.open` opens for the root's object store: None or a
-        (wrapped) :class:`~quiver_spark.objects.local.LocalObjects` keeps the POSIX ack
-        log under ``<root>/subscribers/`` (§8); any other store opens the object ack log
-        (``subscribers/CHECKPOINT`` + ``subscribers/log/``, §12.5), which creates
-        nothing until the first append."""
-        return cast("type[Self]", ObjectSubscriberRegistry) if non_posix(objects) else cls
+    def open(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = 100_000,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self:
+        """Open the ack log of the store at ``root`` (the journal
+        :func:`~.journal_kind.journal_kind` picks for ``objects``, the root's object
+        store; None is POSIX) and replay checkpoint + tail.
+
+        ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
+        instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`.
+        """
+        journal = journal_kind(objects).open(
+            root, io=io, checkpoint_records=checkpoint_records, salvage=salvage, objects=objects
+        )
+        return cls(journal)
 
     @classmethod
     def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:
-        """The subscribers the checkpoint and logs register, read without a lock and
-        without repairing anything (bad records skipped, a torn tail left out): what
-        ``quiver fsck`` compares the subscription records with."""
-        reg = cls(root, io, 1, salvage=True)
-        reg._load_checkpoint()
-        gens = [g for g in acklog.list_generations(io, reg.dir) if g >= reg._ckpt_gen]
-        for gen in gens:
-            path = os.path.join(reg.dir, acklog.log_file_name(gen))
-            reg._cursor = acklog.open_cursor(io, path)
-            reg._read_file(path, False, last_file=gen == gens[-1])
-        return reg.subscribers()
+        """The subscribers the checkpoint and logs of a POSIX root register, read
+        without a lock and without repairing anything (bad records skipped, a torn
+        tail left out): what ``quiver fsck`` compares the subscription records with."""
+        return cls(FileJournal.read_unlocked(root, io)).subscribers()
 
+    # -- the journal's ---------------------------------------------------------------------
+    @property
+    def root(self) -> str:
+        return self.journal.root
+
+    @property
+    def state(self) -> RegistryState:
+        """The ack log's state as of the last write or :meth:`refresh` (read only)."""
+        return self.journal.state
+
+    @property
+    def report(self) -> OpenReport:
+        """What opening the ack log found and did."""
+        return self.journal.report
+
+    def refresh(self) -> None:
+        """Read what other processes appended since the last read."""
+        self.journal.refresh()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[Self]:
+        """Hold the ack log's exclusive lock (fresh state) across several steps.
+
+        Retention uses it so that no subscriber registers or acks between its plan,
+        the ``dropped`` records and the deletion. On an object root, where nothing
+        locks between processes, it holds off this process's other threads, and each
+        mutation inside is validated again at its own commit (§12.5).
+        """
+        with self.journal.exclusive():
+            yield self
+
+    def checkpoint(self) -> None:
+        """Write a checkpoint of the ack log now (raises on failure)."""
+        self.journal.checkpoint()
+
+    def acklog_stats(self) -> dict[str, int]:
+        """The ack log's depth since its checkpoint, totals and repairs."""
+        return self.journal.stats()
+
+    def close(self) -> None:
+        self.journal.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- subscribers ---------------------------------------------------------------------
     def _part_id(self, partition: str, enc: acklog.RecordEncoder, new: dict[str, int]) -> int:
         pid = self.state.part_ids.get(partition)
         if pid is None:
@@ -145,7 +192,6 @@ class SubscriberRegistry(AckLogJournal):
             raise SubscriberError(f"unknown subscriber {sub!r}; registered: {self.subscribers()}")
         return sid
 
-    # -- subscribers ---------------------------------------------------------------------
     def register(
         self,
         sub: str,
@@ -183,7 +229,8 @@ class SubscriberRegistry(AckLogJournal):
                 if exist_ok:
                     return None
                 raise SubscriberError(f"subscriber {sub!r} is already registered")
-            enc, new = self._encoder(), cast("dict[Any, Any]", {})
+            enc = self.journal.encoder()
+            new: dict[str, int] = {}
             sid = self.state.next_sub_id
             enc.add_name(acklog.NS_SUBSCRIBER, sid, sub)
             for p, h in sorted(marks.items()):
@@ -192,7 +239,7 @@ class SubscriberRegistry(AckLogJournal):
                     enc.add(acklog.K_START, sub=sid, part=pid, a=h)
             return enc
 
-        if self._transact(build) is None:
+        if self.journal.transact(build) is None:
             return
         log.info("quiver.subscriber.register subscriber=%s marks=%s", sub, marks)
 
@@ -202,11 +249,11 @@ class SubscriberRegistry(AckLogJournal):
 
         def build() -> acklog.RecordEncoder:
             gone[:] = [self._sid(sub)]
-            enc = self._encoder()
+            enc = self.journal.encoder()
             enc.add(acklog.K_DEREG, sub=gone[0])
             return enc
 
-        self._transact(build)
+        self.journal.transact(build)
         with self._mutex:
             self._claims = {k: v for k, v in self._claims.items() if k[0] not in gone}
         log.info("quiver.subscriber.deregister subscriber=%s", sub)
@@ -226,11 +273,11 @@ class SubscriberRegistry(AckLogJournal):
             if sid is None or not idle():
                 return None
             gone.append(sid)
-            enc = self._encoder()
+            enc = self.journal.encoder()
             enc.add(acklog.K_DEREG, sub=sid)
             return enc
 
-        if self._transact(build) is None:
+        if self.journal.transact(build) is None:
             return False
         with self._mutex:
             self._claims = {k: v for k, v in self._claims.items() if k[0] not in gone}
@@ -296,11 +343,11 @@ class SubscriberRegistry(AckLogJournal):
             standing = self.state.claims.get(sid)
             if standing is not None and standing[0] > claim.epoch:
                 raise claim.refused(sub)  # a consumer of a later lease claimed it
-            enc = self._encoder()
+            enc = self.journal.encoder()
             enc.add(acklog.K_CLAIM, sub=sid, a=claim.token, b=claim.epoch)
             return enc
 
-        self._transact(build)
+        self.journal.transact(build)
 
     def record_many(
         self,
@@ -325,7 +372,8 @@ class SubscriberRegistry(AckLogJournal):
         def build() -> acklog.RecordEncoder | None:
             released.clear()
             sid = self._sid(sub)
-            enc, new = self._encoder(), cast("dict[Any, Any]", {})
+            enc = self.journal.encoder()
+            new: dict[str, int] = {}
             if consumer is not None and self.state.claimed_by(sid) != consumer.token:
                 # another consumer claimed it later, or this registration is newer
                 # than the consumer's claim (registered again meanwhile): never ours
@@ -347,7 +395,7 @@ class SubscriberRegistry(AckLogJournal):
                 released[(sid, p)] = todo
             return enc if enc.parts else None
 
-        self._transact(build)
+        self.journal.transact(build)
         with self._mutex:
             for key, todo in released.items():
                 claims = self._claims.get(key)
@@ -465,7 +513,8 @@ class SubscriberRegistry(AckLogJournal):
 
         def build() -> acklog.RecordEncoder | None:
             dropped.clear()
-            enc, new = self._encoder(), cast("dict[Any, Any]", {})
+            enc = self.journal.encoder()
+            new: dict[str, int] = {}
             for p, seqs in sorted(deletions.items()):
                 seqs = sorted(set(seqs))
                 if not seqs:
@@ -488,7 +537,7 @@ class SubscriberRegistry(AckLogJournal):
                     enc.add(acklog.K_DELETED, part=pid, a=first, b=count)
             return enc if enc.parts else None
 
-        self._transact(build)
+        self.journal.transact(build)
         return dropped
 
     def marks_table(self) -> list[tuple[str, str, int, set[int]]]:
@@ -527,7 +576,3 @@ class SubscriberRegistry(AckLogJournal):
                     for pid, ps in self.state.deleted.items()
                 },
             }
-
-
-class ObjectSubscriberRegistry(ObjectAckJournal, SubscriberRegistry):
-    """:class:`SubscriberRegistry` on an object root's ack log."""

@@ -21,8 +21,8 @@ from tests.engine.test_registry_on_objects_races import (
     _fill_and_delete,
     _fresh,
     _handle,
+    _journal,
     _once,
-    _reg,
 )
 
 
@@ -65,15 +65,15 @@ def test_an_appender_suspended_past_a_checkpoint_and_deletion_writes_its_facts_a
     deleter_clock = Clock()
     a, ma = _handle(bucket)  # its own clock: the real one
     b, _ = _handle(bucket, deleter_clock)
-    _reg(a).register("s")
-    _reg(a).register("t")
+    a.register("s")
+    a.register("t")
 
     def suspended() -> None:  # a's machine sleeps while b deletes what a read as head
         _fill_and_delete(b, deleter_clock)
-        _suspend(monkeypatch, a.horizon_s)
+        _suspend(monkeypatch, _journal(a).horizon_s)
 
     ma.faults.before = _once("create", suspended)
-    _reg(a).record("t", P, [100], Outcome.ACK)
+    a.record("t", P, [100], Outcome.ACK)
     fresh = _fresh(bucket)
     assert fresh.is_done("t", P, 100)  # the acknowledgement is there for everyone
     assert fresh.state.digest() == a.state.digest()

@@ -16,11 +16,11 @@ from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retention import apply_retention
 from quiver_spark.subscribers import Outcome, SubscriberRegistry, open_registry
 from quiver_spark.subscribers import log as acklog
-from quiver_spark.subscribers.journal import AckLogJournal
+from quiver_spark.subscribers.journal import FileJournal
 from quiver_spark.subscribers.objects_journal import (
     CHECKPOINT_KEY,
     DELTA_PREFIX,
-    ObjectAckJournal,
+    ObjectJournal,
     delta_key,
 )
 from tests.engine.subscriber_helpers import MemCatalog
@@ -31,6 +31,11 @@ P = "p-0"
 def _open(bucket: str, objects=None, **kw) -> SubscriberRegistry:
     objects = objects if objects is not None else MemoryObjects(bucket, "store")
     return SubscriberRegistry.open(objects.url, objects=objects, **kw)
+
+
+def _journal(r: SubscriberRegistry) -> ObjectJournal:
+    assert isinstance(r.journal, ObjectJournal)
+    return r.journal
 
 
 def _deltas(m: MemoryObjects) -> list[str]:
@@ -50,13 +55,13 @@ def _workload(r: SubscriberRegistry, start: int, n: int) -> None:
 
 def test_an_object_root_gets_the_object_journal_and_a_posix_one_the_files(bucket, tmp_path):
     reg = _open(bucket)
-    assert isinstance(reg, ObjectAckJournal) and isinstance(reg, SubscriberRegistry)
+    assert isinstance(reg.journal, ObjectJournal)
     local = SubscriberRegistry.open(str(tmp_path), objects=LocalObjects(str(tmp_path)))
-    assert not isinstance(local, ObjectAckJournal) and isinstance(local, AckLogJournal)
+    assert isinstance(local.journal, FileJournal)
     assert (tmp_path / "subscribers" / "LOCK").exists()
     counted = CountingObjects(LocalObjects(str(tmp_path)))
     again = SubscriberRegistry.open(str(tmp_path), objects=counted)
-    assert not isinstance(again, ObjectAckJournal)
+    assert isinstance(again.journal, FileJournal)
 
 
 def test_a_read_never_creates_a_registry_on_an_object_root(bucket):
@@ -73,8 +78,7 @@ def test_a_read_never_creates_a_registry_on_an_object_root(bucket):
 def test_live_state_full_replay_and_checkpoint_plus_deltas_agree(bucket, tmp_path):
     m = MemoryObjects(bucket, "store")
     r = _open(bucket, m)
-    assert isinstance(r, ObjectAckJournal)
-    r.checkpoint_deltas = 16
+    _journal(r).checkpoint_deltas = 16
     r.register("a")
     r.register("b", start={"p-0": 3})
     _workload(r, 1, 150)
@@ -97,7 +101,6 @@ def test_live_state_full_replay_and_checkpoint_plus_deltas_agree(bucket, tmp_pat
 
 def test_refresh_sees_another_handles_facts_across_its_checkpoint(bucket):
     a, b = _open(bucket), _open(bucket)
-    assert isinstance(b, ObjectAckJournal)
     a.register("s")
     b.refresh()
     b.record("s", P, [1, 2], Outcome.ACK)
@@ -151,12 +154,11 @@ def test_an_idle_refresh_is_one_list(bucket):
 def test_open_reads_the_checkpoint_one_listing_and_only_the_deltas_since(bucket):
     m = MemoryObjects(bucket, "store")
     w = _open(bucket, m)
-    assert isinstance(w, ObjectAckJournal)
     w.register("a")
     for i in range(1, 200):
         w.record("a", P, [i], Outcome.ACK)
     since = w.stats()["acklog"]["deltas_since_checkpoint"]
-    assert 0 < since < w.checkpoint_deltas
+    assert 0 < since < _journal(w).checkpoint_deltas
     c = CountingObjects(m)
     r = _open(bucket, c)
     assert dict(c.counts) == {"get": 1 + since, "list": 1}
@@ -210,10 +212,9 @@ def test_a_retention_pass_on_an_object_root_records_dropped_and_deleted_once(buc
 
 def test_a_failed_checkpoint_never_fails_the_append_and_is_retried_at_the_next(bucket):
     m = MemoryObjects(bucket, "store")
-    r = _open(bucket, m)
-    assert isinstance(r, ObjectAckJournal)
+    reg = _open(bucket, m)
+    r = _journal(reg)
     r.checkpoint_deltas = 4
-    reg = _open_same(r)
 
     def refuse(op: str, key: str) -> None:
         if key == CHECKPOINT_KEY and op in ("create", "replace"):
@@ -226,23 +227,17 @@ def test_a_failed_checkpoint_never_fails_the_append_and_is_retried_at_the_next(b
     assert r.maintenance_error is not None and m.get(CHECKPOINT_KEY) is None
     m.faults.before = None
     reg.record("a", P, [4], Outcome.ACK)
-    assert r.maintenance_error is None and r.stats()["acklog"]["checkpoint_gen"] == 5
+    assert r.maintenance_error is None and reg.stats()["acklog"]["checkpoint_gen"] == 5
     assert _open(bucket).state.digest() == reg.state.digest()
-
-
-def _open_same(r: ObjectAckJournal) -> SubscriberRegistry:
-    assert isinstance(r, SubscriberRegistry)
-    return r
 
 
 def test_deltas_are_deleted_one_checkpoint_and_a_horizon_after_they_were_covered(bucket):
     m = MemoryObjects(bucket, "store")
-    r = _open(bucket, m)
-    assert isinstance(r, ObjectAckJournal)
+    reg = _open(bucket, m)
+    r = _journal(reg)
     t = [0.0]
     r.clock = lambda: t[0]
     r.checkpoint_deltas = 4
-    reg = _open_same(r)
     reg.register("a")
     for seq in range(1, 11):  # deltas 2..11, checkpoints at 4 and 8
         reg.record("a", P, [seq], Outcome.ACK)

@@ -10,7 +10,7 @@ from pathlib import Path
 from quiver_spark.objects import CountingObjects
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.subscribers import SubscriberRegistry, live
-from quiver_spark.subscribers.objects_journal import ObjectAckJournal
+from quiver_spark.subscribers.journal import FileJournal
 
 
 class Consumer:
@@ -37,7 +37,7 @@ def test_the_ack_log_and_the_live_lock_of_a_counted_posix_root_are_both_posix(
     counted = CountingObjects(LocalObjects(str(tmp_path)))
     reg = SubscriberRegistry.open(str(tmp_path), objects=counted)
     try:
-        assert not isinstance(reg, ObjectAckJournal)
+        assert isinstance(reg.journal, FileJournal)
         assert live.uses_lease(counted) is False
     finally:
         reg.close()

@@ -12,20 +12,21 @@ import sys
 import textwrap
 
 from quiver_spark.objects.local import LocalObjects
-from quiver_spark.subscribers import Outcome
-from quiver_spark.subscribers.registry import ObjectSubscriberRegistry
+from quiver_spark.subscribers import Outcome, SubscriberRegistry
+from quiver_spark.subscribers.objects_journal import ObjectJournal
 
 WORKER = textwrap.dedent(
     """
     import json, sys
     from quiver_spark.errors import SubscriberError
     from quiver_spark.objects.local import LocalObjects
-    from quiver_spark.subscribers import Outcome
-    from quiver_spark.subscribers.registry import ObjectSubscriberRegistry
+    from quiver_spark.subscribers import Outcome, SubscriberRegistry
+    from quiver_spark.subscribers.objects_journal import ObjectJournal
     root, sub, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     objects = LocalObjects(root)
-    r = ObjectSubscriberRegistry.open(objects.url, objects=objects)
-    r.checkpoint_deltas = 8
+    journal = ObjectJournal.open(objects.url, objects=objects)
+    journal.checkpoint_deltas = 8
+    r = SubscriberRegistry(journal)
     won = []
     for i in range(1, n + 1):
         r.record(sub, "p-%d" % (i % 2), [i], Outcome.ACK)
@@ -39,9 +40,9 @@ WORKER = textwrap.dedent(
 )
 
 
-def _open(root: str) -> ObjectSubscriberRegistry:
+def _open(root: str) -> SubscriberRegistry:
     objects = LocalObjects(root)
-    return ObjectSubscriberRegistry.open(objects.url, objects=objects)
+    return SubscriberRegistry(ObjectJournal.open(objects.url, objects=objects))
 
 
 def test_three_processes_keep_every_ack_and_win_each_name_once(tmp_path):

@@ -17,7 +17,7 @@ from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from quiver_spark.subscribers.objects_journal import (
     DELTA_PREFIX,
-    ObjectAckJournal,
+    ObjectJournal,
     delta_key,
 )
 
@@ -32,14 +32,13 @@ class Clock:
         return self.t
 
 
-def _handle(bucket: str, clock: Clock | None = None) -> tuple[ObjectAckJournal, MemoryObjects]:
+def _handle(bucket: str, clock: Clock | None = None) -> tuple[SubscriberRegistry, MemoryObjects]:
     """A registry handle with its own connection to the bucket (another process)."""
     m = MemoryObjects(bucket, "store")
     reg = SubscriberRegistry.open(m.url, objects=m)
-    assert isinstance(reg, ObjectAckJournal)
-    reg.sleep = lambda s: None
+    _journal(reg).sleep = lambda s: None
     if clock is not None:
-        reg.clock = clock
+        _journal(reg).clock = clock
     return reg, m
 
 
@@ -55,46 +54,46 @@ def _once(op: str, action: Callable[[], None]) -> Callable[[str, str], None]:
     return hook
 
 
-def _reg(r: ObjectAckJournal) -> SubscriberRegistry:
-    assert isinstance(r, SubscriberRegistry)
-    return r
+def _journal(r: SubscriberRegistry) -> ObjectJournal:
+    assert isinstance(r.journal, ObjectJournal)
+    return r.journal
 
 
 def _fresh(bucket: str) -> SubscriberRegistry:
-    return _reg(_handle(bucket)[0])
+    return _handle(bucket)[0]
 
 
 def test_a_name_raced_by_two_processes_has_exactly_one_winner(bucket):
     a, ma = _handle(bucket)
     b, _ = _handle(bucket)
-    ma.faults.before = _once("create", lambda: _reg(b).register("x"))
+    ma.faults.before = _once("create", lambda: b.register("x"))
     with pytest.raises(SubscriberError, match="already registered"):
-        _reg(a).register("x")
+        a.register("x")
     fresh = _fresh(bucket)
     assert fresh.subscribers() == ["x"]
     assert [i.key for i in ma.list(DELTA_PREFIX)] == [delta_key(1)]  # one registration
-    assert _reg(a).subscribers() == ["x"]  # the loser caught up
+    assert a.subscribers() == ["x"]  # the loser caught up
 
 
 def test_facts_racing_for_the_same_number_are_all_kept(bucket):
     a, ma = _handle(bucket)
     b, _ = _handle(bucket)
-    _reg(a).register("s")
-    _reg(b).refresh()
-    ma.faults.before = _once("create", lambda: _reg(b).record("s", P, [2], Outcome.ACK))
-    _reg(a).record("s", P, [1], Outcome.ACK)
+    a.register("s")
     b.refresh()
-    for r in (_reg(a), _reg(b), _fresh(bucket)):
+    ma.faults.before = _once("create", lambda: b.record("s", P, [2], Outcome.ACK))
+    a.record("s", P, [1], Outcome.ACK)
+    b.refresh()
+    for r in (a, b, _fresh(bucket)):
         assert r.hwm("s", P) == 2
 
 
 def test_a_deletion_decided_before_a_racing_ack_drops_only_what_is_still_undone(bucket):
     a, ma = _handle(bucket)
     b, _ = _handle(bucket)
-    _reg(a).register("s")
-    _reg(b).refresh()
-    ma.faults.before = _once("create", lambda: _reg(b).record("s", P, [1], Outcome.ACK))
-    dropped = _reg(a).condemn({P: [1, 2]})
+    a.register("s")
+    b.refresh()
+    ma.faults.before = _once("create", lambda: b.record("s", P, [1], Outcome.ACK))
+    dropped = a.condemn({P: [1, 2]})
     assert dropped == {"s": {P: [2]}}  # decided again on the state with the ack
     fresh = _fresh(bucket)
     assert fresh.deleted_marks(P).highest == 2 and fresh.hwm("s", P) == 2
@@ -103,19 +102,19 @@ def test_a_deletion_decided_before_a_racing_ack_drops_only_what_is_still_undone(
 def test_a_deregistration_racing_a_registration_of_another_name_keeps_both(bucket):
     a, ma = _handle(bucket)
     b, _ = _handle(bucket)
-    _reg(a).register("old")
-    ma.faults.before = _once("create", lambda: _reg(b).register("new"))
-    _reg(a).deregister("old")
+    a.register("old")
+    ma.faults.before = _once("create", lambda: b.register("new"))
+    a.deregister("old")
     assert _fresh(bucket).subscribers() == ["new"]
     with pytest.raises(SubscriberError, match="unknown subscriber"):
-        _reg(b).deregister("old")  # b catches up first: already gone
+        b.deregister("old")  # b catches up first: already gone
 
 
 def test_threads_of_two_processes_lose_no_ack_and_register_each_name_once(bucket):
     a, _ = _handle(bucket)
     b, _ = _handle(bucket)
     names = [f"n{i}" for i in range(12)]
-    _reg(a).register("s")
+    a.register("s")
     wins: list[str] = []
     errors: list[BaseException] = []
 
@@ -133,8 +132,8 @@ def test_threads_of_two_processes_lose_no_ack_and_register_each_name_once(bucket
             errors.append(e)
 
     ts = [
-        threading.Thread(target=work, args=(_reg(a), range(1, 80, 2))),
-        threading.Thread(target=work, args=(_reg(b), range(2, 81, 2))),
+        threading.Thread(target=work, args=(a, range(1, 80, 2))),
+        threading.Thread(target=work, args=(b, range(2, 81, 2))),
     ]
     for t in ts:
         t.start()
@@ -160,17 +159,17 @@ def _lose_response(times: int) -> Callable[[str, str], None]:
 def test_a_registration_whose_response_was_lost_is_committed_exactly_once(bucket):
     a, ma = _handle(bucket)
     ma.faults.after = _lose_response(1)
-    _reg(a).register("x")  # no "already registered": the token says it was ours
+    a.register("x")  # no "already registered": the token says it was ours
     assert [i.key for i in ma.list(DELTA_PREFIX)] == [delta_key(1)]
     assert _fresh(bucket).subscribers() == ["x"]
     ma.faults.after = _lose_response(1)
-    assert _reg(a).condemn({P: [1, 2]}) == {"x": {P: [1, 2]}}
+    assert a.condemn({P: [1, 2]}) == {"x": {P: [1, 2]}}
     assert len(ma.list(DELTA_PREFIX)) == 2
 
 
 def test_a_create_that_failed_before_writing_is_written_once_on_retry(bucket):
     a, ma = _handle(bucket)
-    _reg(a).register("x")
+    a.register("x")
     left = [1]
 
     def refuse(op: str, key: str) -> None:
@@ -179,14 +178,14 @@ def test_a_create_that_failed_before_writing_is_written_once_on_retry(bucket):
             raise TimeoutError("connection reset")
 
     ma.faults.before = refuse
-    _reg(a).record("x", P, [1], Outcome.ACK)
+    a.record("x", P, [1], Outcome.ACK)
     assert len(ma.list(DELTA_PREFIX)) == 2
     assert _fresh(bucket).hwm("x", P) == 1
 
 
 def test_a_call_that_raised_on_a_lost_response_can_be_retried_whole(bucket):
     a, ma = _handle(bucket)
-    _reg(a).register("x")
+    a.register("x")
     ma.faults.after = _lose_response(1)
     lists = [0]
 
@@ -198,10 +197,10 @@ def test_a_call_that_raised_on_a_lost_response_can_be_retried_whole(bucket):
 
     ma.faults.before = read_back_fails
     with pytest.raises(TimeoutError):
-        _reg(a).record("x", P, [1], Outcome.ACK)
-    assert not _reg(a).is_done("x", P, 1)  # nothing of the call applied in memory
-    _reg(a).record("x", P, [1], Outcome.ACK)  # retried whole
-    assert _reg(a).hwm("x", P) == 1
+        a.record("x", P, [1], Outcome.ACK)
+    assert not a.is_done("x", P, 1)  # nothing of the call applied in memory
+    a.record("x", P, [1], Outcome.ACK)  # retried whole
+    assert a.hwm("x", P) == 1
     assert len(ma.list(DELTA_PREFIX)) == 2  # it had landed: not written twice
 
 
@@ -210,26 +209,25 @@ def test_a_409_is_retried_and_written_once(bucket):
     ma.faults.before = _once(
         "create", lambda: (_ for _ in ()).throw(ObjectConflict("k", "409 conditional conflict"))
     )
-    _reg(a).register("x")
+    a.register("x")
     assert [i.key for i in ma.list(DELTA_PREFIX)] == [delta_key(1)]
 
 
-def _fill_and_delete(b: ObjectAckJournal, clock: Clock) -> None:
+def _fill_and_delete(b: SubscriberRegistry, clock: Clock) -> None:
     """Another process registers ``y`` and appends through two checkpoints a horizon
     apart (checkpoints at every 4th delta number), so that it deletes every delta the
     first one covers."""
-    b.checkpoint_deltas = 4
-    reg = _reg(b)
-    reg.refresh()
-    reg.register("y")
+    _journal(b).checkpoint_deltas = 4
+    b.refresh()
+    b.register("y")
     seq = 1
     while b.stats()["acklog"]["checkpoint_gen"] == 0:
-        reg.record("s", P, [seq], Outcome.ACK)
+        b.record("s", P, [seq], Outcome.ACK)
         seq += 1
-    clock.t += b.horizon_s + 1
+    clock.t += _journal(b).horizon_s + 1
     first = b.stats()["acklog"]["checkpoint_gen"]
     while b.stats()["acklog"]["checkpoint_gen"] == first:
-        reg.record("s", P, [seq], Outcome.ACK)
+        b.record("s", P, [seq], Outcome.ACK)
         seq += 1
 
 
@@ -237,8 +235,8 @@ def test_an_appender_stalled_past_a_checkpoint_and_deletion_writes_its_facts_aga
     clock = Clock()
     a, ma = _handle(bucket, clock)
     b, mb = _handle(bucket, clock)
-    _reg(a).register("s")
-    _reg(a).register("t")
+    a.register("s")
+    a.register("t")
     head = a.stats()["acklog"]["current_gen"]
 
     def stall() -> None:  # a's create is delayed while b goes on, then lands
@@ -246,13 +244,13 @@ def test_an_appender_stalled_past_a_checkpoint_and_deletion_writes_its_facts_aga
         assert mb.get(delta_key(head + 1)) is None  # the number a will create was deleted
 
     ma.faults.before = _once("create", stall)
-    _reg(a).record("t", P, [100], Outcome.ACK)
+    a.record("t", P, [100], Outcome.ACK)
     assert a.stats()["acklog"]["current_gen"] > b.stats()["acklog"]["checkpoint_gen"]
     assert mb.get(delta_key(head + 1)) is None  # the void delta was removed
     fresh = _fresh(bucket)
     assert fresh.is_done("t", P, 100) and fresh.subscribers() == ["s", "t", "y"]
     b.refresh()
-    assert _reg(b).is_done("t", P, 100)
+    assert b.is_done("t", P, 100)
     assert fresh.state.digest() == a.state.digest() == b.state.digest()
 
 
@@ -260,13 +258,13 @@ def test_a_registration_stalled_but_counted_by_a_checkpoint_is_not_written_twice
     clock = Clock()
     a, ma = _handle(bucket, clock)
     b, _ = _handle(bucket, clock)
-    _reg(a).register("s")
+    a.register("s")
     ma.faults.after = _once("create", lambda: _fill_and_delete(b, clock))  # after it landed
-    _reg(a).register("x")  # must not be refused as "already registered"
+    a.register("x")  # must not be refused as "already registered"
     assert _fresh(bucket).subscribers() == ["s", "x", "y"]
-    assert _reg(a).subscribers() == ["s", "x"]  # its own state: the head it wrote
+    assert a.subscribers() == ["s", "x"]  # its own state: the head it wrote
     a.refresh()
-    assert _reg(a).subscribers() == ["s", "x", "y"]
+    assert a.subscribers() == ["s", "x", "y"]
 
 
 def test_a_reader_idle_past_half_the_horizon_never_counts_a_void_delta(bucket):
@@ -274,9 +272,9 @@ def test_a_reader_idle_past_half_the_horizon_never_counts_a_void_delta(bucket):
     a, ma = _handle(bucket, clock)
     b, _ = _handle(bucket, clock)
     c, _ = _handle(bucket, clock)
-    _reg(a).register("s")
-    _reg(a).register("t")
-    _reg(a).record("t", P, [50], Outcome.ACK)  # head 3: b's first checkpoint is at 4
+    a.register("s")
+    a.register("t")
+    a.record("t", P, [50], Outcome.ACK)  # head 3: b's first checkpoint is at 4
     c.refresh()  # c's cursor: the same head as a's
     stalled: list[bool] = []
     kept: list[str] = []
@@ -290,19 +288,19 @@ def test_a_reader_idle_past_half_the_horizon_never_counts_a_void_delta(bucket):
             raise TimeoutError("delete timed out")
 
     ma.faults.before = faults
-    _reg(a).register("x")  # built on head 3: id 3, which b's "y" took in delta 4
+    a.register("x")  # built on head 3: id 3, which b's "y" took in delta 4
     assert kept == [delta_key(4)]  # the void delta is still there, under c's cursor
     c.refresh()
     fresh = _fresh(bucket)
     assert c.state.digest() == fresh.state.digest()
-    assert _reg(c).subscribers() == ["s", "t", "x", "y"]
+    assert c.subscribers() == ["s", "t", "x", "y"]
 
 
 def test_an_append_whose_store_spent_its_retry_budget_is_raised_after_one_round(bucket):
     from quiver_spark.errors import RetriesExhausted
 
     a, ma = _handle(bucket)
-    _reg(a).register("s")
+    a.register("s")
     creates: list[str] = []
 
     def storm(op: str, key: str) -> None:
@@ -312,8 +310,8 @@ def test_an_append_whose_store_spent_its_retry_budget_is_raised_after_one_round(
 
     ma.faults.before = storm
     with pytest.raises(RetriesExhausted):
-        _reg(a).record("s", P, [1], Outcome.ACK)
+        a.record("s", P, [1], Outcome.ACK)
     assert len(creates) == 1  # the store's budget is spent once, not once per round
     ma.faults.before = None
-    _reg(a).record("s", P, [1], Outcome.ACK)  # the call can be retried whole
+    a.record("s", P, [1], Outcome.ACK)  # the call can be retried whole
     assert _fresh(bucket).is_done("s", P, 1)

@@ -30,6 +30,7 @@ from quiver_spark.policy import replace_policy
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.retention_plan import decide_retention
 from quiver_spark.subscribers import Outcome
+from quiver_spark.subscribers.journal import FileJournal
 from quiver_spark.subscribers.registry import SubscriberRegistry
 from quiver_spark.subscribers.state import PartState
 from tests.stores import HAND_SEALED, publish
@@ -54,7 +55,7 @@ def in_memory_registry(
     deleted: dict[str, tuple[int, set[int]]],
 ) -> SubscriberRegistry:  # fmt: skip
     """A registry whose state is set directly (no files): every query is the real one."""
-    reg = SubscriberRegistry("unused", DEFAULT_IO, 1, False)
+    reg = SubscriberRegistry(FileJournal("unused", DEFAULT_IO, 1, False))
     state = reg.state
     for i, p in enumerate(parts, 1):
         state.parts[i], state.part_ids[p] = p, i
