@@ -30,7 +30,7 @@ from ..errors import LeaseLostError, LockedError, SubscriberError
 from ..format import READERS_DIR, live_lease_key
 from ..fs import PartitionLock, partition_locked
 from ..objects.base import ObjectStore
-from ..objects.writes import non_posix
+from .journal_kind import journal_kind
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +95,9 @@ def live_claim(subscriber: str, owner: object, objects: ObjectStore | None) -> L
 
 
 def uses_lease(objects: ObjectStore | None) -> bool:
-    """True when the root's live-consumer lock is a lease: an object root not on POSIX."""
-    return non_posix(objects)
+    """True when the root's live-consumer lock is a lease: on a root whose ack log
+    locks nothing between processes (an object root), neither does a ``flock``."""
+    return not journal_kind(objects).locks_processes
 
 
 ACT_MARGIN = 0.5
