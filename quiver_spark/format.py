@@ -89,6 +89,7 @@ MAGIC_COMMIT = b"QTXN"
 MAGIC_HEARTBEAT = b"QHBT"
 MAGIC_POLICY = b"QPOL"
 MAGIC_MANIFEST = b"QMAN"  # §6.7
+MAGIC_GONE = b"QGON"  # §12.4
 MAGIC_LEASE = b"QLSE"  # §12.3
 MAGIC_STAGED = b"QSTG"  # §12.6
 MAGIC_SUBSCRIPTION = b"QSUB"  # §8.10
@@ -211,11 +212,19 @@ HEARTBEAT_FILE = "HEARTBEAT"
 WAL_DIR = "wal"
 LEASE_FILE = "LEASE"
 MANIFEST_FILE = "MANIFEST"
+GONE_FILE = "GONE"
 
 
 def manifest_key(partition: str) -> str:
     """``partitions/<pid>/MANIFEST``: the partition's publication record (§6.7, §12.4)."""
     return f"{PARTITIONS_DIR}/{partition}/{MANIFEST_FILE}"
+
+
+def gone_key(partition: str) -> str:
+    """``partitions/<pid>/GONE``: on an object root, a second copy of what the
+    partition's MANIFEST knows that no listing can tell (the seqs gone, its high, the
+    transactions sealed), kept by retention (§12.4)."""
+    return f"{PARTITIONS_DIR}/{partition}/{GONE_FILE}"
 
 
 def writer_lease_key(partition: str) -> str:

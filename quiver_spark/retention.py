@@ -62,6 +62,34 @@ class CheckedCatalog(Protocol):
     ) -> tuple[Mapping[str, Sequence[int]], Sequence[DamagedInfo]]: ...
 
 
+@runtime_checkable
+class LeftoverCatalog(Protocol):
+    """A catalog whose segments may leave staged objects behind (an object root's
+    ``SegmentLocation``, §12.6): removed before the segments are recorded deleted."""
+
+    def drop_leftover_staged(self, partition: str, seqs: Sequence[int]) -> None: ...
+
+
+def _drop_leftovers(catalog: LeftoverCatalog, deletions: Mapping[str, Sequence[int]]) -> set[Key]:
+    """Remove the leftover staged objects of the segments about to go, partition by
+    partition; the segments of a partition where that failed, which this pass keeps
+    (logged: the storage refused or failed, the next pass tries again)."""
+    held: set[Key] = set()
+    for p, seqs in deletions.items():
+        try:
+            catalog.drop_leftover_staged(p, seqs)
+        except OSError as e:
+            log.warning(
+                "quiver.gc.held partition=%s seqs=%s: their leftover staged objects cannot "
+                "be removed (%s); the segments are kept until they can",
+                p,
+                list(seqs),
+                e,
+            )
+            held.update((p, q) for q in seqs)
+    return held
+
+
 def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
     out = {}
     for p, seqs in pl.deletions().items():
@@ -119,6 +147,8 @@ def apply_retention(
             lost = sorted(unregistered(reg)) if unregistered is not None else []
             view = witnessed(reg, lost)
 
+            held: set[Key] = set()
+
             def decide() -> RetentionPlan:
                 return decide_retention(
                     index,
@@ -128,6 +158,7 @@ def apply_retention(
                     wal_bytes,
                     per_partition_cap=per_partition_cap,
                     n_partitions=n_partitions,
+                    held=held,
                 )
 
             pl = decide()
@@ -143,6 +174,22 @@ def apply_retention(
                     break
                 index.remove(gone)
                 index.mark_damaged(bad)
+                pl = decide()
+                deletions = pl.deletions()
+            cleared: dict[str, set[int]] = {}
+            while deletions and isinstance(catalog, LeftoverCatalog):
+                # what must go before a segment does, first: a partition where that
+                # fails keeps its segments this pass, and the plan is made again
+                todo = {
+                    p: [q for q in seqs if q not in cleared.get(p, ())]
+                    for p, seqs in deletions.items()
+                }
+                stuck = _drop_leftovers(catalog, {p: v for p, v in todo.items() if v})
+                for p, seqs in todo.items():
+                    cleared.setdefault(p, set()).update(q for q in seqs if (p, q) not in stuck)
+                if not stuck:
+                    break
+                held |= stuck
                 pl = decide()
                 deletions = pl.deletions()
             sizes = _chosen_sizes(index, pl)

@@ -97,6 +97,9 @@ class RetentionPlan:
     cap_bytes: int | None = None
     reasons: list[str] = field(default_factory=list)
     damaged: list[Key] = field(default_factory=list)  # kept: metadata unreadable
+    held: list[Key] = field(default_factory=list)
+    """Kept this pass: something that must go before them could not (their leftover
+    staged objects, §12.6); never chosen, their bytes count."""
 
     def deletions(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -115,6 +118,7 @@ def decide_retention(
     per_partition_cap: bool = False,
     n_partitions: int | None = None,
     damaged: Sequence[DamagedInfo] = (),
+    held: Iterable[Key] = (),
 ) -> RetentionPlan:
     """Decide deletions and throttling. Pure: no I/O, no clock.
 
@@ -149,6 +153,10 @@ def decide_retention(
         return seq <= floor or seq in above
 
     chosen = _Chosen()
+    chosen.keys.update(held)  # never chosen; their bytes stay counted
+    pl.held = sorted(k for k in held if index.get(*k) is not None)
+    if pl.held:
+        pl.reasons.append(f"held: {len(pl.held)} segments kept until what goes first can")
 
     # 1. time: older than the window goes whatever its ack state (dropped recorded)
     if config.max_age_hours is not None:
@@ -156,6 +164,8 @@ def decide_retention(
         for p in parts:
             for s in index.expired(p, now_ns - window):
                 key = (p, s.seq)
+                if key in chosen:
+                    continue
                 chosen.add(s)
                 if done(p, s.seq):
                     pl.delete_steady.append(key)

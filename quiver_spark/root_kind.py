@@ -30,6 +30,7 @@ from . import format as fmt
 from . import staging
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
+from .control.clock import elapsed
 from .control.lease import Lease, current_holder
 from .control.manifest import ManifestStore
 from .errors import (
@@ -79,7 +80,8 @@ class StoreParts:
     manifests: ManifestStore
     commits: CommitLog
     segments: SegmentLocation
-    lease_clock: Callable[[], float]
+    lease_clock: Callable[[], Callable[[], float]]
+    """The store's lease clock as it is now (a test may replace it on the store)."""
 
 
 class RootKind(Protocol):
@@ -374,20 +376,36 @@ class ObjectRoot:
         :class:`~quiver_spark.errors.LeaseHeldError` (a ``LockedError``) while another
         live writer holds it."""
         validate_name("partition", pid)
-        p = self.parts
         try:
-            current = p.manifests.read(pid)
+            current = self.parts.manifests.read(pid)
         except CorruptionError:
-            current = None
+            current = None  # the writer rewrites it from a listing (§6.7)
+        return self.claim(pid, "writer", current.epoch if current is not None else 0, elapsed)
+
+    def claim(
+        self, pid: str, purpose: str, min_epoch: int, clock: Callable[[], float] | None = None
+    ) -> Lease:
+        """Take ``pid``'s writer LEASE for ``purpose`` (a writer, or a sealer of a lost
+        machine's staged rows) above ``min_epoch``, keep it renewed and claim its epoch
+        in the partition's MANIFEST: the one way any holder comes to change a partition
+        (§12.3, §12.7). LeaseHeldError while another live holder has it. ``clock``:
+        what the holder observes others' leases by (default: the store's)."""
+        p = self.parts
         lease = Lease.acquire(
             p.objects,
             fmt.writer_lease_key(pid),
-            purpose="writer",
+            purpose=purpose,
             ttl_s=p.config.lease_ttl_s,
-            min_epoch=current.epoch if current is not None else 0,
+            min_epoch=min_epoch,
+            clock=clock or p.lease_clock(),
         )
-        lease.keep()
-        p.manifests.claim(pid, lease.epoch, lease.confirm)
+        try:
+            lease.keep()
+            p.manifests.claim(pid, lease.epoch, lease.confirm)
+        except BaseException:
+            p.manifests.unclaim(pid)
+            lease.release()
+            raise
         return lease
 
     def writer_holder(self, wal_root: str, pid: str) -> str | None:
@@ -454,19 +472,10 @@ class ObjectRoot:
                 f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
                 f"be read ({e}); repair it (the partition's next writer rewrites it)"
             ) from e
-        lease = Lease.acquire(
-            p.objects,
-            fmt.writer_lease_key(pid),
-            purpose="sealer",
-            ttl_s=p.config.lease_ttl_s,
-            min_epoch=current.epoch if current is not None else 0,
-            clock=p.lease_clock,
-        )
+        lease = self.claim(pid, "sealer", current.epoch if current is not None else 0)
         sealed: list[tuple[str, int]] = []
         garbage: list[int] = []
         try:
-            lease.keep()
-            p.manifests.claim(pid, lease.epoch, lease.confirm)
             for txn_id in ids:
                 if current is not None and current.seals(txn_id):
                     garbage.append(txn_id)

@@ -123,7 +123,7 @@ class QuiverStore:
         seg_url = recorded
         self.segments_url = seg_url
         # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
-        self.manifests = ManifestStore(self.objects)
+        self.manifests = ManifestStore(self.objects, keeps_facts=kind.shares_objects)
         self.segment_location = SegmentLocation(
             seg_url,
             io=io,
@@ -145,7 +145,7 @@ class QuiverStore:
                 self.manifests,
                 self.commits,
                 self.segment_location,
-                lambda: self.lease_clock(),
+                lambda: self.lease_clock,
             )
         )
         """What differs between a POSIX root and an object root (:mod:`.root_kind`)."""

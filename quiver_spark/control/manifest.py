@@ -32,9 +32,11 @@ from ..errors import (
 )
 from ..format import (
     FRAME_SIZE,
+    MAGIC_GONE,
     MAGIC_MANIFEST,
     decode_frame,
     encode_frame,
+    gone_key,
     manifest_key,
     writer_lease_key,
 )
@@ -180,6 +182,40 @@ class Manifest:
         """``txn_floor`` raised to ``floor`` (it never decreases)."""
         return self if floor <= self.txn_floor else replace(self, txn_floor=floor)
 
+    def facts(self) -> Manifest:
+        """What only this manifest knows of its partition, no listing can tell: its
+        high, the seqs gone, the transactions sealed (no entry, no damage, no epoch)."""
+        return replace(self, epoch=0, entries=(), damaged=(), version=None)
+
+    def with_facts(self, kept: Manifest) -> Manifest:
+        """These facts joined with ``kept``'s (a partition's GONE, §12.4): every seq
+        either records gone stays gone (an entry of one ``kept`` records gone is
+        dropped), the higher high, every transaction either names as sealed, the
+        higher transaction floor. All of them only grow, so joining is safe in any
+        order and with a copy of any age."""
+        floor = max(self.deleted_floor, kept.deleted_floor)
+        above = {s for s in (*self.deleted_above, *kept.deleted_above) if s > floor}
+        while floor + 1 in above:
+            floor += 1
+            above.discard(floor)
+        gone = set(self.txns_gone)
+        txns = (*self.txns_gone, *(t for t in kept.txns_gone if t not in gone))
+        out = replace(
+            self,
+            high=max(self.high, kept.high),
+            deleted_floor=floor,
+            deleted_above=frozenset(above),
+            txns_gone=txns[-TXNS_GONE_KEEP:],
+            txn_floor=max(self.txn_floor, kept.txn_floor),
+        )
+        if any(out.deleted(e.seq) for e in out.entries):
+            out = replace(
+                out,
+                entries=tuple(e for e in out.entries if not out.deleted(e.seq)),
+                damaged=tuple((q, err) for q, err in out.damaged if not out.deleted(q)),
+            )
+        return out
+
     def lists(self, seq: int) -> bool:
         """Whether ``seq`` is a live entry (on an object root: published)."""
         i = bisect.bisect_left(self.entries, seq, key=lambda e: e.seq)
@@ -237,7 +273,7 @@ class Manifest:
         return self if epoch <= self.epoch else replace(self, epoch=epoch)
 
     # -- bytes ------------------------------------------------------------------------
-    def encode(self) -> bytes:
+    def encode(self, magic: bytes = MAGIC_MANIFEST) -> bytes:
         cols: dict[str, list[Any]] = {c: [getattr(e, c) for e in self.entries] for c in COLUMNS}
         body = {
             "partition": self.partition,
@@ -257,12 +293,14 @@ class Manifest:
             body["txns_gone"] = list(self.txns_gone)
         if self.txn_floor:
             body["txn_floor"] = self.txn_floor
-        return encode_frame(MAGIC_MANIFEST, body)
+        return encode_frame(magic, body)
 
     @classmethod
-    def decode(cls, path: str, raw: bytes, version: str | None = None) -> Manifest:
+    def decode(
+        cls, path: str, raw: bytes, version: str | None = None, magic: bytes = MAGIC_MANIFEST
+    ) -> Manifest:
         """Verify and decode; CorruptionError (naming ``path``) on any damage."""
-        body = decode_frame(path, MAGIC_MANIFEST, raw)
+        body = decode_frame(path, magic, raw)
 
         def bad(what: str) -> CorruptionError:
             return CorruptionError(path, FRAME_SIZE, f"manifest {what}")
@@ -313,6 +351,15 @@ class Manifest:
         )
 
 
+def _gone_grew(before: Manifest, after: Manifest) -> bool:
+    """Whether a change recorded a seq gone or a transaction sealed and retired."""
+    return (
+        after.deleted_floor != before.deleted_floor
+        or after.deleted_above != before.deleted_above
+        or after.txns_gone != before.txns_gone
+    )
+
+
 def empty(partition: str) -> Manifest:
     return Manifest(partition)
 
@@ -336,13 +383,18 @@ class ManifestStore:
     so a writer's next change costs one ``replace`` (no read) while nobody else wrote.
     """
 
-    def __init__(self, objects: ObjectStore, *, epoch: int = 0) -> None:
+    def __init__(self, objects: ObjectStore, *, epoch: int = 0, keeps_facts: bool = False) -> None:
         self.objects = objects
         self.epoch = epoch
+        self.keeps_facts = keeps_facts
+        """Object root: the seqs gone and transactions sealed are kept twice, in the
+        MANIFEST and in ``partitions/<pid>/GONE`` (§12.4): a MANIFEST rebuilt from a
+        listing after damage joins the GONE copy (a listing cannot tell what is gone)."""
         self.stats = ManifestStats()
         self._last: dict[str, Manifest] = {}
         self._claimed: dict[str, int] = {}
         self._confirm: dict[str, Callable[[], None]] = {}
+        self._gone: dict[str, Manifest] = {}  # the GONE copy this handle last read or wrote
 
     def claim(self, partition: str, epoch: int, confirm: Callable[[], None] | None = None) -> None:
         """This handle writes ``partition`` under lease epoch ``epoch``: its next change
@@ -436,8 +488,68 @@ class ManifestStore:
             )
         return m
 
+    # -- GONE: the facts a listing cannot tell, kept twice (§12.4) ------------------------
+    def kept_facts(self, partition: str) -> Manifest | None:
+        """The partition's GONE (one GET): None when there is none or it fails
+        verification (logged; a MANIFEST rebuilt without it relies on the ack log)."""
+        key = gone_key(partition)
+        got = self.objects.get(key)
+        if got is None:
+            return None
+        try:
+            kept = Manifest.decode(self.objects.display(key), got.data, got.version, MAGIC_GONE)
+        except CorruptionError as e:
+            log.warning("quiver.manifest.gone_damaged path=%s error=%s", key, e)
+            return None
+        if kept.partition != partition:
+            log.warning("quiver.manifest.gone_damaged path=%s names %s", key, kept.partition)
+            return None
+        self._gone[partition] = kept
+        return kept
+
+    def keep_facts(self, manifest: Manifest) -> None:
+        """After retention removed segments from ``manifest``'s partition: store its
+        facts (:meth:`Manifest.facts`) joined with those already kept, in
+        ``partitions/<pid>/GONE``, so that a MANIFEST damaged later is rebuilt from a
+        listing without reusing a seq or sealing a transaction again. One conditional
+        write while this handle wrote the last copy, a GET first otherwise; a copy that
+        fails verification is replaced."""
+        p, key = manifest.partition, gone_key(manifest.partition)
+        for _ in range(_ATTEMPTS):
+            cur = self._gone.get(p)
+            version = cur.version if cur is not None else None
+            if cur is None:
+                got = self.objects.get(key)
+                if got is not None:
+                    version = got.version
+                    try:
+                        cur = Manifest.decode(
+                            self.objects.display(key), got.data, version, MAGIC_GONE
+                        )
+                    except CorruptionError as e:
+                        log.warning("quiver.manifest.gone_damaged path=%s error=%s", key, e)
+            new = manifest.facts() if cur is None else cur.facts().with_facts(manifest.facts())
+            if cur is not None and new == cur.facts():
+                return  # nothing new to keep
+            try:
+                if version is None:
+                    version = self.objects.create(key, new.encode(MAGIC_GONE))
+                else:
+                    version = self.objects.replace(key, new.encode(MAGIC_GONE), version=version)
+            except (ObjectExists, VersionMismatch, ObjectConflict):
+                self._gone.pop(p, None)
+                continue
+            except BaseException:
+                self._gone.pop(p, None)
+                raise
+            self._gone[p] = replace(new, version=version)
+            return
+        raise OSError(f"{self.objects.display(key)}: {_ATTEMPTS} conditional writes in a row lost")
+
     def create(self, manifest: Manifest) -> Manifest | None:
-        """Store ``manifest`` if the partition has none; None when one appeared first."""
+        """Store ``manifest`` (made from a listing, joined with the partition's GONE
+        copy) if the partition has none; None when one appeared first."""
+        manifest = self._with_kept(manifest)
         epoch = self._built_epoch(manifest.partition)
         try:
             version = self.objects.create(
@@ -492,7 +604,9 @@ class ManifestStore:
             try:
                 if cur is None:
                     # never below the newest holder's epoch, whoever writes it
-                    new = change(build()).at_epoch(max(mine, self._built_epoch(partition)))
+                    new = change(self._with_kept(build())).at_epoch(
+                        max(mine, self._built_epoch(partition))
+                    )
                     if damaged_version is None:
                         version = self.objects.create(key, new.encode())
                         self.stats.built += 1
@@ -514,5 +628,25 @@ class ManifestStore:
                 raise
             out = replace(new, version=version)
             self._last[partition] = out
+            if self.keeps_facts and (cur is None or _gone_grew(cur, out)):
+                self._keep_best_effort(out)
             return out
         raise OSError(f"{self.display(partition)}: {_ATTEMPTS} conditional writes in a row lost")
+
+    def _with_kept(self, built: Manifest) -> Manifest:
+        """A MANIFEST made from a listing, joined with the partition's GONE copy."""
+        if not self.keeps_facts:
+            return built
+        kept = self.kept_facts(built.partition)
+        return built if kept is None else built.with_facts(kept)
+
+    def _keep_best_effort(self, manifest: Manifest) -> None:
+        try:
+            self.keep_facts(manifest)
+        except OSError as e:  # the ack log's deleted marks still cover the seqs (§11)
+            log.warning(
+                "quiver.manifest.gone_unwritten partition=%s error=%s (the next change "
+                "that removes a segment writes it again)",
+                manifest.partition,
+                e,
+            )

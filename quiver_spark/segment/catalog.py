@@ -183,6 +183,8 @@ class SegmentLocation:
         # partition -> the MANIFEST as this instance last read or wrote it: what the
         # probes of an object root accept without reading it again
         self._copies: dict[str, Manifest] = {}
+        # seqs whose leftover staged objects a retention pass just removed (§12.6)
+        self._leftovers_dropped: dict[str, set[int]] = {}
         if objects is None:
             check_url("segment.path", url)  # a missing backend or bad URL: one clear error
         self.is_local = objects is None and is_local_url(url)
@@ -1176,7 +1178,8 @@ class SegmentLocation:
         Idempotent: missing files are ignored.
         """
         seqs = list(seqs)
-        self._drop_leftover_staged(partition, seqs)
+        cleared = self._leftovers_dropped.pop(partition, set())
+        self.drop_leftover_staged(partition, [q for q in seqs if q not in cleared])
         self.forget(partition, seqs)
         self._manifest_remove(partition, seqs)
         pairs = [self._paths(partition, s) for s in seqs]
@@ -1214,7 +1217,7 @@ class SegmentLocation:
             self.mark_damaged(damaged)
         return gone, damaged
 
-    def _drop_leftover_staged(self, partition: str, seqs: builtins.list[int]) -> None:
+    def drop_leftover_staged(self, partition: str, seqs: Iterable[int]) -> None:
         """Object root, before a segment leaves the MANIFEST: remove the staged objects
         still left for the transactions it holds (a writer's drop after sealing is best
         effort). Once the segment is gone only the MANIFEST's ``txns_gone`` names them,
@@ -1222,24 +1225,25 @@ class SegmentLocation:
         sealed again and rows retention deleted read twice (§12.6). One LIST of
         ``txns/`` when the segments name transactions; a failure raises before
         anything is removed (the next pass deletes the segment again)."""
-        if self.manifests is None:
+        doomed = set(seqs)
+        if self.manifests is None or not doomed:
             return
         copy = self._copies.get(partition)
-        doomed = set(seqs)
         txns: set[int] = set()
         if copy is not None:
             txns.update(t for e in copy.entries if e.seq in doomed for t in e.txns)
-        for seq in seqs:
+        for seq in doomed:
             meta = self.cached(partition, seq)
             if meta is not None:
                 txns.update(meta.txns)
-        if not txns:
-            return
-        objects = self.manifests.objects
-        left = [t for t in staged_ids(objects, partition) if t in txns]
-        if left:
-            drop_staged(objects, partition, left)
-            log.info("quiver.staged.dropped_with_segment partition=%s txns=%s", partition, left)
+        if txns:
+            objects = self.manifests.objects
+            left = [t for t in staged_ids(objects, partition) if t in txns]
+            if left:
+                drop_staged(objects, partition, left)
+                log.info("quiver.staged.dropped_with_segment partition=%s txns=%s", partition, left)
+        # the delete that follows need not look again
+        self._leftovers_dropped.setdefault(partition, set()).update(doomed)
 
     def _manifest_remove(self, partition: str, seqs: builtins.list[int]) -> None:
         """Before any file goes: the seqs leave the MANIFEST, recorded gone (so a
