@@ -4,7 +4,7 @@ An executor slot no longer written: every segment of partition ``p-1`` was
 acknowledged and deleted (``--deleted`` seqs recorded deleted in the ack log), while
 ``p-0`` is live. After a consumer's full listing its view of ``p-1`` holds no seq;
 each later trigger probes ``p-1`` for new segments. Prints the median wall time of
-:meth:`Subscription.plan` per trigger.
+:meth:`Subscription.next_batch_end` per trigger.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/bench_idle_partition.py [--deleted 1000000]``
 """
@@ -35,11 +35,11 @@ def main() -> None:
             s.subscribers.condemn({"p-1": range(1, args.deleted + 1)})  # one run record
             s.segment_location.delete("p-1", [1])
         with Subscription.open(root, "r") as sub:
-            first = sub.plan(Position({"p-0": 0, "p-1": args.deleted}))  # full listing
+            first = sub.next_batch_end(Position({"p-0": 0, "p-1": args.deleted}))  # full listing
             times = []
             for _ in range(args.triggers):
                 t0 = time.perf_counter()
-                sub.plan(first)
+                sub.next_batch_end(first)
                 times.append(time.perf_counter() - t0)
     print(
         f"deleted={args.deleted} triggers={args.triggers} "

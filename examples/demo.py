@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         events.writeStream.format("quiver")
         .option("checkpointLocation", str(work / "ckpt" / "producer"))
         .option("segment.max_open_duration", "1s")
-        .option("eventTimeColumn", "event_time")
+        .option("segment.event_time_column", "event_time")
         .trigger(processingTime="1 second")
         .start(str(store))
     )

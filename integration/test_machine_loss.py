@@ -65,7 +65,7 @@ def _client(endpoint: str, secret: str):  # type: ignore[no-untyped-def]
 def decisions(store: str, storage: dict[str, str]) -> dict[int, frozenset[tuple[str, int]]]:
     """The sink's commit decisions in the bucket: batch id -> winning ``(partition, txn)``."""
     from quiver_spark.commits import CommitLog
-    from quiver_spark.objects.urls import open_objects
+    from quiver_spark.objects import open_objects
 
     objects = open_objects(store, storage)
     log = CommitLog(objects)

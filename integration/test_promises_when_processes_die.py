@@ -540,7 +540,7 @@ def test_writer_with_another_segments_path_is_refused_naming_both(
     child("write", root=str(root), first=0, rows=3, segments=1,
           config={"segments_path": str(recorded)}).done()  # fmt: skip
     ev = child("segments_path_mismatch", root=str(root), segments_path=str(other)).done()
-    assert ev["refused"], f"a writer with segments.path={other} was accepted: {ev}"
+    assert ev["refused"], f"a writer with segment.path={other} was accepted: {ev}"
     assert str(recorded) in ev["error"] and str(other) in ev["error"], ev["error"]
     assert published(root, segments=other) == []
 

@@ -6,7 +6,7 @@ option, so the environment carries endpoint and credentials to the driver and it
 Python workers). Two tests:
 
 * the Spark round trip: ``jobs/pipeline.py`` in ``local[2]`` from the fresh venv,
-  the sink with ``segments.path=s3://bucket/quiver``, two subscribers (and in the
+  the sink with ``segment.path=s3://bucket/quiver``, two subscribers (and in the
   soak tier a driver kill -9 mid-upload and a restart); every key exactly once at
   both subscribers,
   every segment both acked deleted from the bucket, and the bucket holds nothing
@@ -118,7 +118,7 @@ def test_spark_round_trip_with_segments_in_s3_reclaims_remote_segments(
     url = f"s3://{bucket}/quiver"
     run = Pipeline(
         fresh_venv, "local[2]", None, tmp_path / "s3-pipeline", total=3000, rows_per_batch=300,
-        sink_options={**SINK_OPTIONS, "segments.path": url},
+        sink_options={**SINK_OPTIONS, "segment.path": url},
         store_args=["--segments-path", url], env=s3_env,
     )  # fmt: skip
     try:
@@ -135,7 +135,7 @@ def test_spark_round_trip_with_segments_in_s3_reclaims_remote_segments(
     remote = assert_only_published_pairs(bucket_keys(bucket, "quiver/"))
     local_segments = run.store / "segments"
     assert not local_segments.exists() or not any(local_segments.rglob("*.arrow")), (
-        "segments were written locally although segments.path is in S3"
+        "segments were written locally although segment.path is in S3"
     )
     wal_dirs = sorted((run.store / "partitions").glob("*/wal"))
     assert wal_dirs, "the WAL should be on local disk under the store (partitions/<pid>/wal)"

@@ -33,12 +33,12 @@ Parser = Callable[[str, object], Any]
 
 @dataclass(frozen=True)
 class Option:
-    """One documented option: its name, default as shown, meaning and old spellings.
+    """One documented option: its name, default as shown and meaning.
 
     Naming scheme: store options are dotted snake_case grouped by what they configure
     (``segment.*``, ``wal.*``, ``retention.*``, ``subscriber.*``); reader options are
-    Spark-style camelCase like Kafka's and Delta's (``maxSegmentsPerTrigger``). Aliases
-    are earlier spellings, accepted for one release and documented as such.
+    Spark-style camelCase like Kafka's and Delta's (``maxSegmentsPerTrigger``). Each
+    option has one name: any other spelling is an unknown option.
 
     ``parse`` turns a value of the option into its typed value (None: the option is
     not a setting, such as ``path``). A default shown as ``none`` or as
@@ -48,7 +48,6 @@ class Option:
     name: str
     default: str
     help: str
-    aliases: tuple[str, ...] = ()
     parse: Parser | None = None
 
     @property
@@ -95,7 +94,7 @@ def _size_cap_policy(option: str, value: object) -> SizeCapPolicy:
 
 def parse_max_age_hours(option: str, value: object) -> float | None:
     """``retention.max_age`` in hours: a duration with a unit (``72h``, ``7d``); a bare
-    number is refused, being ambiguous between the old hours and seconds."""
+    number is refused, being ambiguous between hours and seconds."""
     if not given(value):
         return None
     text = str(value).strip()
@@ -122,8 +121,6 @@ WAL_PATH = "wal.path"
 RETENTION_SIZE_CAP = "retention.size_cap"
 RETENTION_SIZE_CAP_POLICY = "retention.size_cap_policy"
 RETENTION_MAX_AGE = "retention.max_age"
-RETENTION_MAX_AGE_HOURS_ALIAS = "retention.max_retain_after_ingestion_hours"
-"""The earlier spelling of ``retention.max_age``, under which a bare number is hours."""
 RETENTION_STEADY_STATE_HEADROOM = "retention.steady_state_headroom"
 RETENTION_BACKPRESSURE_TIMEOUT = "retention.backpressure_timeout"
 SUBSCRIBER_EXPIRE_AFTER = "subscriber.expire_after"
@@ -140,11 +137,9 @@ STORE_OPTION_TABLE: tuple[Option, ...] = (
            "the stream is idle: the bound on commit-to-visible latency",
            parse=_positive(parse_duration, GREATER_THAN_ZERO)),
     Option(SEGMENT_PATH, "<path>/segments", "where finalized segments live: a local path or "
-           "any fsspec URL (`s3://bucket/prefix`); recorded at creation", ("segments.path",),
-           parse=_text),
+           "any fsspec URL (`s3://bucket/prefix`); recorded at creation", parse=_text),
     Option(SEGMENT_EVENT_TIME_COLUMN, "none", "a timestamp, date or integer column whose "
-           "min/max each segment keeps (batch reads prune on it)", ("eventTimeColumn",),
-           parse=_text),
+           "min/max each segment keeps (batch reads prune on it)", parse=_text),
     Option(WAL_FLUSH_INTERVAL, "25ms", "group-fsync period of the WAL; `0` fsyncs every "
            "append", parse=parse_duration),
     Option(WAL_MAX_SIZE, "4GB", "WAL cap per partition: reaching it finalizes; if undecided "
@@ -158,7 +153,7 @@ STORE_OPTION_TABLE: tuple[Option, ...] = (
            "unacknowledged segments, recorded as `dropped`)", parse=_size_cap_policy),
     Option(RETENTION_MAX_AGE, "none", "store policy: delete segments ingested longer ago "
            "than this duration (`72h`, `7d`), acknowledged or not (recorded as `dropped`)",
-           (RETENTION_MAX_AGE_HOURS_ALIAS,), parse=parse_max_age_hours),
+           parse=parse_max_age_hours),
     Option(RETENTION_STEADY_STATE_HEADROOM, "0B", "store policy: keep this many bytes of "
            "fully acknowledged segments as a spool", parse=parse_size),
     Option(RETENTION_BACKPRESSURE_TIMEOUT, "30s", "how long an append waits for space "
@@ -193,8 +188,6 @@ STORE_OPTIONS: dict[str, tuple[str, str]] = {
     o.name: (o.default, o.help) for o in STORE_OPTION_TABLE if o.parse is not None
 }
 """Store settings by canonical name: ``(default as shown, meaning)``."""
-ALIASES: dict[str, str] = {a: o.name for o in STORE_OPTION_TABLE for a in o.aliases}
-"""Earlier spelling -> canonical name."""
 
 STORAGE_RETRY_TIMEOUT = "storage.retry_timeout"
 

@@ -1,12 +1,12 @@
 """Store options as given (Spark options, a YAML file, the CLI) to a typed StoreConfig.
 
-Options are matched under any case and any earlier spelling (:func:`canonicalize`),
-sources are layered (:func:`overlay`, :func:`merged_options`), and each value is parsed
-by its entry in the option table (:mod:`quiver_spark.option_table`, which holds every
-option's name, default, parser and meaning). Every error names the option as given,
-the value given and what is allowed. A front end (the Spark data source, the CLI)
-parses its options with what this module exports, a root (option ``path``) with
-:func:`root_location` and a location it must reach with :func:`check_url`.
+Options are matched under any case (:func:`canonicalize`), sources are layered
+(:func:`overlay`, :func:`merged_options`), and each value is parsed by its entry in the
+option table (:mod:`quiver_spark.option_table`, which holds every option's name,
+default, parser and meaning). Every error names the option as given, the value given and
+what is allowed. A front end (the Spark data source, the CLI) parses its options with
+what this module exports, a root (option ``path``) with :func:`root_location` and a
+location it must reach with :func:`check_url`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from . import option_table as o
 from .config import RetentionConfig, SegmentConfig, StoreConfig, WalConfig, validate_name
 from .errors import ConfigError, UnknownOptionError
 from .option_table import (
-    ALIASES,
     OPTION,
     STORAGE_OPTION_TABLE,
     STORE_OPTION_TABLE,
@@ -39,7 +38,6 @@ from .values import (
 )
 
 __all__ = [
-    "ALIASES",
     "DURATION_ALLOWED",
     "SIZE_ALLOWED",
     "STORAGE_OPTION_TABLE",
@@ -67,25 +65,24 @@ __all__ = [
 ]
 
 _PREFIXES = ("segment.", "segments.", "wal.", "retention.", "subscriber.")
+"""The store's namespaces: an unknown key under one of them is refused, never ignored
+(``segments.`` too, a common misspelling of ``segment.``)."""
 
 
 def canonical_option(key: str) -> str | None:
-    """The canonical name of store option ``key`` (any case, or an alias), else None."""
+    """The canonical name of store option ``key`` (in any case), else None."""
     k = key.strip().lower()
     for name in STORE_OPTIONS:
         if name.lower() == k:
-            return name
-    for alias, name in ALIASES.items():
-        if alias.lower() == k:
             return name
     return None
 
 
 def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None) -> dict[str, Any]:
-    """Store option keys under their canonical names (other keys unchanged), with an
-    alias's own value rule applied: under ``retention.max_retain_after_ingestion_hours``
-    a bare number is hours. Used before merging sources of options (YAML, explicit),
-    so an explicit option wins over the same option spelled the old way in a file."""
+    """Store option keys under their canonical names (other keys unchanged). Used
+    before merging sources of options (YAML, explicit), so an explicit option wins over
+    the same option spelled in another case in a file; one option given twice with two
+    values is refused."""
     out: dict[str, Any] = {}
     seen: dict[str, str] = {}
     for key, value in options.items():
@@ -93,10 +90,6 @@ def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None
         if name is None:
             out[key] = value
             continue
-        if str(key).strip().lower() == o.RETENTION_MAX_AGE_HOURS_ALIAS and re.fullmatch(
-            r"\s*[0-9]+(\.[0-9]+)?\s*", str(value)
-        ):
-            value = f"{str(value).strip()}h"
         if name in out and str(out[name]) != str(value):
             raise ConfigError(
                 str(key), value, f"one value: {seen[name]!r} (the same option) says {out[name]!r}"
@@ -110,7 +103,7 @@ def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None
 
 def overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``top`` over it, where a store option in ``top`` replaces the same
-    option in ``base`` under any spelling (an explicit option wins over a file's)."""
+    option in ``base`` in any case (an explicit option wins over a file's)."""
     winners = {canonical_option(str(k)) for k in top} - {None}
     out = {k: v for k, v in base.items() if canonical_option(str(k)) not in winners}
     out.update(top)
@@ -118,10 +111,30 @@ def overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for a near miss of ``key`` among ``known``, else ``""``."""
+    """`` (did you mean 'x'?)`` for a near miss of ``key`` among ``known``, else ``""``.
+
+    The near miss is the closest spelling; failing that, the one name of ``key``'s
+    namespace sharing the most words with it
+    (``retention.max_retain_after_ingestion_hours``: ``retention.max_age``).
+    """
     names = {n.lower(): n for n in known}
     close = difflib.get_close_matches(key.lower(), list(names), n=1, cutoff=0.75)
-    return f" (did you mean {names[close[0]]!r}?)" if close else ""
+    if close:
+        return f" (did you mean {names[close[0]]!r}?)"
+    space, _, rest = key.lower().partition(".")
+    shared = {
+        name: len(_words(rest) & _words(low.partition(".")[2]))
+        for low, name in names.items()
+        if rest and low.partition(".")[0] == space
+    }
+    most = max(shared.values(), default=0)
+    best = [name for name, n in shared.items() if n == most]
+    return f" (did you mean {best[0]!r}?)" if most and len(best) == 1 else ""
+
+
+def _words(name: str) -> set[str]:
+    """The words of an option name: ``max_open_duration`` -> {max, open, duration}."""
+    return set(re.findall(r"[a-z0-9]+", name.lower()))
 
 
 def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
@@ -129,7 +142,7 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
 
     Keys outside the store's namespaces are ignored (Spark passes its own); an
     unknown key inside them (``segment.target_sise``) is an error naming the near miss,
-    as is a bad value. Aliases (earlier spellings) are accepted.
+    as is a bad value.
     """
     # Spark hands options over case-insensitively (lower-cased keys): match that way.
     opts: dict[str, Any] = {}
@@ -142,10 +155,9 @@ def store_config_from_options(options: Mapping[str, Any]) -> StoreConfig:
     for key, value in canonicalize(given, names).items():
         if canonical_option(str(key)) is None:
             if str(key).lower().startswith(_PREFIXES):
-                known = [*STORE_OPTIONS, *ALIASES]
                 allowed = (
                     "a store option"
-                    + did_you_mean(str(key), known)
+                    + did_you_mean(str(key), STORE_OPTIONS)
                     + ": "
                     + ", ".join(sorted(STORE_OPTIONS))
                 )

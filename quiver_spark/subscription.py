@@ -86,9 +86,6 @@ with, and the read tasks of its batches and of a batch read."""
 
 log = logging.getLogger(__name__)
 
-Start = StartPosition
-"""The name earlier code imports from here (one type: :class:`StartPosition`)."""
-
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
 RECORD_PERIOD_S = 1.0
@@ -457,9 +454,6 @@ class Subscription:
             self._require_registered(new_ok=True)
             self.seal_idle()
             return self.planner.plan(after, caps, until)
-
-    plan = next_batch_end
-    """The earlier name of :meth:`next_batch_end`, kept for callers that use it."""
 
     @property
     def latest(self) -> Position | None:

@@ -29,6 +29,7 @@ from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .errors import ConfigError, QuiverError
 from .fs import partition_locked
+from .option_table import SEGMENT_EVENT_TIME_COLUMN
 from .root_kind import root_kind
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def check_event_time_column(config: StoreConfig, schema: pa.Schema) -> None:
     ]
     if col not in ok:
         raise ConfigError(
-            "eventTimeColumn", col, "a timestamp, date or integer column: " + ", ".join(ok)
+            SEGMENT_EVENT_TIME_COLUMN, col, "a timestamp, date or integer column: " + ", ".join(ok)
         )
 
 

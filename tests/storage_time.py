@@ -17,8 +17,8 @@ from pathlib import Path
 from quiver_spark import format as fmt
 from quiver_spark.errors import CorruptionError
 from quiver_spark.objects import memory
-from quiver_spark.objects.urls import is_object_url
 from quiver_spark.subscribers import records
+from quiver_spark.urls import is_object_url
 
 HOUR_S = 3600.0
 STORAGE_TIMES = ("activity_carried_ns", "expired_stored_ns")

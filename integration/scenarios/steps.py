@@ -270,7 +270,7 @@ def oversized_batch(a: dict[str, Any]) -> None:
 
 
 def segments_path_mismatch(a: dict[str, Any]) -> None:
-    """Scenario 6: a writer configured with another ``segments.path`` than the store's."""
+    """Scenario 6: a writer configured with another ``segment.path`` than the store's."""
     config = make_config({"segments_path": a["segments_path"]})
     try:
         store = QuiverStore.open(a["root"], config, partition="p-0", create=False, background=False)

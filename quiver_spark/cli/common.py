@@ -32,7 +32,6 @@ from ..errors import (
 )
 from ..objects import StorageOptions
 from ..options import (
-    ALIASES,
     STORE_OPTIONS,
     canonical_option,
     did_you_mean,
@@ -270,13 +269,13 @@ def parse_option_flags(flags: Sequence[str]) -> dict[str, str]:
         if not sep or not key.strip():
             raise ConfigError("--option", flag, "KEY=VALUE, e.g. retention.size_cap=10GB")
         if canonical_option(key) is None:
-            hint = did_you_mean(key.strip(), [*STORE_OPTIONS, *ALIASES])
+            hint = did_you_mean(key.strip(), STORE_OPTIONS)
             raise UnknownOptionError(
                 key.strip(),
                 value.strip(),
                 f"a store option{hint}: " + ", ".join(sorted(STORE_OPTIONS)),
             )
-        out[key.strip()] = value.strip()  # as given: an alias keeps its own value rules
+        out[key.strip()] = value.strip()
     return out
 
 

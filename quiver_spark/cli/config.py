@@ -37,7 +37,6 @@ import click
 
 from ..errors import CliError, ConfigError, QuiverError
 from ..options import (
-    ALIASES,
     canonical_option,
     did_you_mean,
     store_config_from_options,
@@ -68,13 +67,12 @@ def _near(key: str) -> str:
     tail = _tail(key)
     if tail is not None:
         return f" (did you mean {tail!r}?)"
-    policy_aliases = [a for a, o in ALIASES.items() if o in POLICY_OPTIONS]
-    return did_you_mean(key.strip(), [*POLICY_OPTIONS, *policy_aliases])
+    return did_you_mean(key.strip(), POLICY_OPTIONS)
 
 
 def _parse_changes(pairs: tuple[str, ...], action: str) -> dict[str, Any]:
     """Policy changes from ``KEY=VALUE`` arguments; each mistake is one CliError line."""
-    raw: dict[str, str] = {}  # as given (an alias keeps its own value rules)
+    raw: dict[str, str] = {}  # as given
     names: list[str] = []
     for i, pair in enumerate(pairs):
         key, sep, value = pair.partition("=")

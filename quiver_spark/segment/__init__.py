@@ -9,14 +9,12 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 ``backends``   :func:`~.backends.open_backend`: which backend a location opens
 ``local``      :class:`LocalBackend`: a POSIX directory, fsync and rename
 ``remote``     :class:`RemoteBackend`: any fsspec URL, single-request uploads
-``urls``       :mod:`quiver_spark.urls`' location names, for importers of this package
 ``writer``     serializing batches into one Arrow IPC file, CRC while writing
 ``reader``     :class:`SegmentReader`: verified reads of one ``.arrow``
 ``meta``       :class:`SegmentMeta`: the ``.meta`` body, schema fingerprints
 =============  ==================================================================
 """
 
-from ..errors import SegmentExistsError
 from .backend import SegmentBackend
 from .catalog import CleanupReport, DamagedSegment, SegmentListing, SegmentLocation, SegmentSurvey
 from .meta import SegmentMeta, schema_fingerprint
@@ -26,7 +24,6 @@ __all__ = [
     "CleanupReport",
     "DamagedSegment",
     "SegmentBackend",
-    "SegmentExistsError",
     "SegmentListing",
     "SegmentLocation",
     "SegmentMeta",

@@ -18,6 +18,7 @@ import pyarrow.ipc as ipc
 
 from ..errors import ConfigError, SchemaMismatchError
 from ..format import checksum
+from ..option_table import SEGMENT_EVENT_TIME_COLUMN
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,14 @@ def event_time_range(table: pa.Table, column: str | None) -> tuple[int | None, i
         return None, None
     allowed = "a top-level timestamp, date or integer column of the segment schema"
     if column not in table.schema.names:
-        raise ConfigError("eventTimeColumn", column, allowed)
+        raise ConfigError(SEGMENT_EVENT_TIME_COLUMN, column, allowed)
     dtype = table.schema.field(column).type
     if pa.types.is_date32(dtype):
         physical = pa.int32()
     elif pa.types.is_timestamp(dtype) or pa.types.is_date64(dtype) or pa.types.is_integer(dtype):
         physical = pa.int64()
     else:
-        raise ConfigError("eventTimeColumn", f"{column} ({dtype})", allowed)
+        raise ConfigError(SEGMENT_EVENT_TIME_COLUMN, f"{column} ({dtype})", allowed)
     bounds = pc.min_max(table.column(column))
     lo, hi = bounds["min"], bounds["max"]
     if not lo.is_valid:
@@ -107,7 +108,7 @@ def event_time_range(table: pa.Table, column: str | None) -> tuple[int | None, i
     try:
         return lo.cast(physical).as_py(), hi.cast(physical).as_py()
     except pa.ArrowInvalid as e:  # uint64 beyond int64
-        raise ConfigError("eventTimeColumn", column, "values that fit in int64") from e
+        raise ConfigError(SEGMENT_EVENT_TIME_COLUMN, column, "values that fit in int64") from e
 
 
 def serialize(

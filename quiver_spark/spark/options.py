@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError, PolicyConflictError, UnknownOptionError
+from ..errors import ConfigError, UnknownOptionError
 from ..options import (
-    ALIASES,
     STORE_OPTIONS,
     StoreConfig,
     canonical_option,
@@ -48,8 +47,9 @@ PATH_ALLOWED = (
 def spark_options(options: Mapping[str, Any]) -> dict[str, str]:
     """Options with lower-cased keys and the ``config`` YAML folded in (explicit wins).
 
-    Keys are lower-cased on both sides so a YAML ``eventTimeColumn`` and an explicit
-    ``eventtimecolumn`` (Spark's spelling after its case-insensitive map) are one key.
+    Keys are lower-cased on both sides so a YAML ``maxSegmentsPerTrigger`` and an
+    explicit ``maxsegmentspertrigger`` (Spark's spelling after its case-insensitive map)
+    are one key.
     """
     explicit = {str(k).lower(): v for k, v in options.items() if v is not None}
     cfg = explicit.get(CONFIG)
@@ -91,8 +91,8 @@ def source_root(options: Mapping[str, Any]) -> str:
 
 
 def store_config(options: Mapping[str, Any]) -> StoreConfig:
-    """Parse every store option (``segment.*``, ``segments.*``, ``wal.*``,
-    ``retention.*``, ``eventTimeColumn``) into a validated :class:`StoreConfig`.
+    """Parse every store option (``segment.*``, ``wal.*``, ``retention.*``,
+    ``subscriber.*``, ``lease.*``) into a validated :class:`StoreConfig`.
 
     Unknown keys inside the store's namespaces are errors (a typo must not be
     ignored); keys outside them belong to Spark or to the source and are skipped.
@@ -116,7 +116,7 @@ def check_sink_known(options: Mapping[str, Any]) -> None:
             continue
         if k.startswith(STORAGE_PREFIX) and len(k) > len(STORAGE_PREFIX):
             continue
-        hint = did_you_mean(k, [*STORE_OPTIONS, *ALIASES])
+        hint = did_you_mean(k, STORE_OPTIONS)
         raise UnknownOptionError(
             str(key),
             value,
@@ -132,16 +132,3 @@ def validate_sink_options(options: Mapping[str, Any]) -> tuple[str, StoreConfig]
     root = store_root(options)
     config = store_config(options)
     return root, config
-
-
-def as_given(e: ConfigError, options: Mapping[str, Any]) -> ConfigError:
-    """``e`` naming the option as the user spelled it (an earlier spelling such as
-    ``segments.path``) when the engine reported it under its canonical name."""
-    given = [
-        str(k)
-        for k in options
-        if canonical_option(str(k)) == e.option and str(k).lower() != e.option.lower()
-    ]
-    if not given or type(e) not in (ConfigError, PolicyConflictError, UnknownOptionError):
-        return e
-    return type(e)(given[0], e.value, e.allowed)

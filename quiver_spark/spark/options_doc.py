@@ -20,8 +20,7 @@ def _cell(default: str) -> str:
 def table(options: Iterable[Option]) -> str:
     rows = ["| option | default | meaning |", "|---|---|---|"]
     for o in options:
-        also = f" (also accepted: {', '.join(f'`{a}`' for a in o.aliases)})" if o.aliases else ""
-        rows.append(f"| `{o.name}` | {_cell(o.default)} | {o.help}{also} |")
+        rows.append(f"| `{o.name}` | {_cell(o.default)} | {o.help} |")
     return "\n".join(rows)
 
 

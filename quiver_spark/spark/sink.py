@@ -49,7 +49,7 @@ from ..errors import (
 )
 from ..store import QuiverStore
 from . import slots
-from .options import as_given, storage_options, validate_sink_options
+from .options import storage_options, validate_sink_options
 from .user_errors import one_line
 
 log = logging.getLogger(__name__)
@@ -136,15 +136,11 @@ class _QuiverWriterBase:
         self.storage = storage_options(self.options)
         self.spark_schema = schema
         self.target = arrow_schema(schema)
-        try:  # SchemaMismatchError names both schemas
-            self.store_id = QuiverStore.prepare_writes(
-                self.root, self.config, self.target, storage_options=self.storage or None
-            )  # named by the commit records (ARCHITECTURE.md §6.4)
-        except ConfigError as e:  # an option contradicting the store: name it as given
-            given = as_given(e, self.options)
-            if given is e:
-                raise
-            raise given from e
+        # named by the commit records (ARCHITECTURE.md §6.4); SchemaMismatchError names
+        # both schemas, a ConfigError the option contradicting the store
+        self.store_id = QuiverStore.prepare_writes(
+            self.root, self.config, self.target, storage_options=self.storage or None
+        )
 
     # executor side --------------------------------------------------------------------
     def _write_txn(

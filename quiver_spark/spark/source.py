@@ -280,9 +280,10 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
     """Reads every retained segment; prunes segments by event time and ingestion time.
 
     ``pushFilters`` (needs ``spark.sql.python.filterPushdown.enabled=true``) keeps
-    comparisons on the store's ``eventTimeColumn`` and on ``_quiver_ingestion_time``
-    to skip whole segments whose min/max cannot match. Every filter is handed back to
-    Spark, which still evaluates it row by row: pruning only saves reads.
+    comparisons on the store's ``segment.event_time_column`` and on
+    ``_quiver_ingestion_time`` to skip whole segments whose min/max cannot match. Every
+    filter is handed back to Spark, which still evaluates it row by row: pruning only
+    saves reads.
     """
 
     def __init__(self, options: Mapping[str, Any], schema: StructType) -> None:

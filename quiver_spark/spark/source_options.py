@@ -176,10 +176,6 @@ def check_known(options: Mapping[str, Any]) -> None:
         )
 
 
-StartingPosition = StartPosition
-"""The name earlier code imports from here (one type: the engine's :class:`StartPosition`)."""
-
-
 @dataclass(frozen=True)
 class SourceOptions:
     """Validated source options (see :data:`SOURCE_OPTIONS`).

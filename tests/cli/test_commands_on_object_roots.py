@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
-from quiver_spark.objects.urls import open_objects
+from quiver_spark.objects import open_objects
 from quiver_spark.subscribers import Outcome
 from tests.moto_server import ACCESS_KEY_ID, SECRET, MotoS3, moto_s3, unique_prefix
 

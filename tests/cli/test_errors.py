@@ -51,8 +51,7 @@ def test_a_regular_file_is_not_a_store(tmp_path: Path) -> None:
         ("retention.size_cap_policy=sometimes", "retention.size_cap_policy", "sometimes",
          "backpressure | drop_oldest"),
         ("segment.max_open_duration=soon", "segment.max_open_duration", "soon", "ms, s, m, h"),
-        ("retention.max_retain_after_ingestion_hours=-1",
-         "retention.max_retain_after_ingestion_hours", "-1", "a duration such as 25ms"),
+        ("retention.max_age=-1h", "retention.max_age", "-1h", "a duration such as 25ms"),
         ("retention.size_cap", "--option", "retention.size_cap", "KEY=VALUE"),
     ],
 )  # fmt: skip

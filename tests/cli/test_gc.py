@@ -113,7 +113,7 @@ def test_gc_under_backpressure_deletes_nothing_unacked_and_says_it_throttles(bui
 
 
 def test_gc_with_time_retention_deletes_old_segments_whatever_their_acks(built: Built) -> None:
-    run_json(["config", built.root, "set", "retention.max_retain_after_ingestion_hours=0.00000001"])
+    run_json(["config", built.root, "set", "retention.max_age=0.00000001h"])
     doc = run_json(["gc", built.root])
     assert len(doc["deleted"]) == 6
     assert {d["reason"] for d in doc["deleted"]} == {"acked", "time"}

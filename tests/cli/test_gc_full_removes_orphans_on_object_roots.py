@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.objects.urls import open_objects
+from quiver_spark.objects import open_objects
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
 from tests.stores import fenced_finalize, id_batch, taken_over_while_paused, wal_in
 

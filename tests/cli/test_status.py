@@ -171,7 +171,7 @@ def test_status_finds_wal_and_segments_at_relocated_paths(tmp_path: Path) -> Non
     from quiver_spark.options import store_config_from_options
 
     root, wal, segs = tmp_path / "store", tmp_path / "wal", tmp_path / "segs"
-    cfg = store_config_from_options({"wal.path": str(wal), "segments.path": str(segs)})
+    cfg = store_config_from_options({"wal.path": str(wal), "segment.path": str(segs)})
     with QuiverStore.open(str(root), cfg, partition="p-0", background=False) as store:
         store.append(pa.record_batch({"id": pa.array([1, 2, 3], type=pa.int64())}))
         store.finalize()

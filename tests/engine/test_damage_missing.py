@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
-from quiver_spark.errors import SegmentMissingError
-from quiver_spark.missing import DELETED, MISSING, QUARANTINED, evidence
+from quiver_spark.dataloss import evidence
+from quiver_spark.errors import MissingKind, SegmentMissingError
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from tests.stores import int_segments
 
@@ -36,20 +36,20 @@ def test_deleted_quarantined_and_vanished_seqs_are_told_apart(tmp_path: Path) ->
     assert ev.highest == 6
     assert ev.classify(2) is None
     gone = ev.classify(1)
-    assert gone is not None and gone.kind == DELETED and not gone.data_loss
+    assert gone is not None and gone.kind == MissingKind.DELETED and not gone.data_loss
     quarantined, vanished = ev.losses()
     assert (quarantined.seq, quarantined.kind, vanished.seq, vanished.kind) == (
         3,
-        QUARANTINED,
+        MissingKind.QUARANTINED,
         4,
-        MISSING,
+        MissingKind.MISSING,
     )
     assert quarantined.evidence is not None
     assert quarantined.evidence.endswith(f"p-0/quarantine/{3:020d}.reason")
     assert "segment crc mismatch at offset 200" in quarantined.note
     err = quarantined.error("set failOnDataLoss=false to skip it")
     assert isinstance(err, SegmentMissingError)
-    assert (err.partition, err.seq, err.kind) == ("p-0", 3, QUARANTINED)
+    assert (err.partition, err.seq, err.kind) == ("p-0", 3, MissingKind.QUARANTINED)
     assert err.evidence == quarantined.evidence
     assert "segment 3 of partition p-0 is quarantined" in str(err)
     assert quarantined.evidence in str(err) and "failOnDataLoss" in str(err)
@@ -77,7 +77,9 @@ def test_the_last_segment_quarantined_is_still_known_to_have_been_published(
         store.segment_location.quarantine("p-0", 3, "bad")
         store.segment_location.quarantine("p-0", 3, "bad again")  # a second reason file
         ev = evidence(store.segment_location, None, "p-0")
-    assert ev.highest == 3 and [(m.seq, m.kind) for m in ev.losses()] == [(3, QUARANTINED)]
+    assert ev.highest == 3 and [(m.seq, m.kind) for m in ev.losses()] == [
+        (3, MissingKind.QUARANTINED)
+    ]
 
 
 def test_deleted_seqs_cost_nothing_to_skip(tmp_path: Path) -> None:

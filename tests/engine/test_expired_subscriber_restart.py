@@ -33,14 +33,14 @@ def expired(root: Path) -> None:
     """Subscriber "E" read a segment, acknowledged it, then idled past expire_after."""
     int_segments(root, [(0, 1), (1, 1), (2, 1)], config=CFG)
     with Subscription.open(str(root), "E") as sub:
-        sub.ack(sub.plan(sub.start(), until=SAVED))
+        sub.ack(sub.next_batch_end(sub.start(), until=SAVED))
     time_passes(root, 2 * HOUR_S)
     with QuiverStore.open(str(root), CFG, partition=None, background=False) as s:
         assert s.run_retention().expired == ["E"]
 
 
 CALLS: dict[str, Callable[[Subscription], object]] = {
-    "plan": lambda sub: sub.plan(SAVED),
+    "plan": lambda sub: sub.next_batch_end(SAVED),
     "segments": lambda sub: sub.segments(SAVED, Position({"p-0": 3})),
     "ack": lambda sub: sub.ack(Position({"p-0": 2})),
     "acked": lambda sub: sub.acked(),
@@ -90,7 +90,7 @@ def test_a_consumer_process_resuming_from_its_saved_position_after_expiry_fails_
         from quiver_spark.subscription import Subscription
         saved = Position({"p-0": 1})  # what this consumer kept, as a checkpoint does
         with Subscription.open(root, "E") as sub:
-            end = sub.plan(saved)
+            end = sub.next_batch_end(saved)
             for meta in sub.segments(saved, end):
                 print("row from", meta.seq)
             sub.ack(end)

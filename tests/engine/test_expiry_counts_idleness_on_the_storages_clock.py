@@ -67,7 +67,7 @@ CONSUMER = (
     + """
 from quiver_spark.subscription import Subscription
 with Subscription.open(root, name) as sub:
-    assert sub.ack(sub.plan(sub.start())) >= 1
+    assert sub.ack(sub.next_batch_end(sub.start())) >= 1
 """
 )
 
@@ -125,7 +125,7 @@ class Root:
     def acknowledge_all(self, name: str) -> None:
         """``name`` reads and acknowledges everything, then stops."""
         with self.consumer(name) as sub:
-            assert sub.ack(sub.plan(sub.start())) >= 1
+            assert sub.ack(sub.next_batch_end(sub.start())) >= 1
 
 
 def make(url: str, tmp_path: Path, expire_after_s: float, **options: Any) -> Root:

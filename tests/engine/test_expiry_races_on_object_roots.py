@@ -100,7 +100,7 @@ def test_a_live_consumer_on_an_object_root_is_never_expired(
         live.start()
         assert expire(pass_) == []
         assert registered(pass_) == ["x"]
-        assert live.ack(live.plan(live.start())) == 1
+        assert live.ack(live.next_batch_end(live.start())) == 1
 
 
 def test_a_start_while_the_pass_writes_its_tombstone_keeps_the_subscriber(
@@ -121,7 +121,7 @@ def test_a_start_while_the_pass_writes_its_tombstone_keeps_the_subscriber(
         assert registered(pass_) == ["x"]
         rec = records.read_record(other.objects, "x")
         assert rec is not None and rec.expired_ns is None  # the tombstone was taken back
-        assert started[0].ack(started[0].plan(started[0].start())) == 1
+        assert started[0].ack(started[0].next_batch_end(started[0].start())) == 1
     finally:
         for sub in started:
             sub.close()
@@ -166,7 +166,7 @@ def test_an_acknowledgement_just_before_the_deregistration_keeps_the_subscriber(
 
     def ack() -> None:
         with Subscription(other, "x", live=False) as sub:
-            acked.append(sub.ack(sub.plan(sub.acked())))
+            acked.append(sub.ack(sub.next_batch_end(sub.acked())))
 
     fired = once(pass_, lambda op, key: op == "create" and key.startswith("subscribers/log/"), ack)
     assert expire(pass_) == []

@@ -53,11 +53,11 @@ def test_a_partition_whose_every_segment_was_deleted_costs_constant_work_per_tri
     retired_slot(tmp_path)
     with Subscription.open(str(tmp_path), "r") as sub:
         start = Position({"p-0": 0, "p-1": DELETED})
-        first = sub.plan(start)  # the first plan lists every partition: p-1 has no seq
+        first = sub.next_batch_end(start)  # the first plan lists every partition: p-1 has no seq
         assert first == Position({"p-0": 1, "p-1": DELETED})
         calls = counted(sub, monkeypatch)
         for _ in range(3):
-            assert sub.plan(first) == first
+            assert sub.next_batch_end(first) == first
         # per trigger: a check or two and one probe read per partition
         assert calls["is_deleted"] <= 3 * 2, calls
         assert calls["reads"] <= 3 * (1 + 2), calls  # the quarantine mark, a probe each
@@ -68,10 +68,10 @@ def test_a_segment_published_after_the_deleted_history_is_found_by_the_next_trig
 ) -> None:
     retired_slot(tmp_path)
     with Subscription.open(str(tmp_path), "r") as sub:
-        first = sub.plan(Position({"p-0": 0, "p-1": DELETED}))
+        first = sub.next_batch_end(Position({"p-0": 0, "p-1": DELETED}))
         # the slot is written again: its writer continues after the deleted seqs
         int_segments(tmp_path, [(200, 2)], partition="p-1")
-        end = sub.plan(first)
+        end = sub.next_batch_end(first)
         assert end == Position({"p-0": 1, "p-1": DELETED + 1})
         (meta,) = sub.segments(first, end)
         assert (meta.partition, meta.seq) == ("p-1", DELETED + 1)

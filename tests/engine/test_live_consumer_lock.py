@@ -48,7 +48,7 @@ def test_a_consumer_closed_or_dropped_without_closing_is_replaced_by_the_next(
 ) -> None:
     int_segments(tmp_path, [(0, 1), (1, 1)])
     with Subscription.open(str(tmp_path), "r") as sub:
-        sub.ack(sub.plan(sub.start(), until=Position({"p-0": 1})))
+        sub.ack(sub.next_batch_end(sub.start(), until=Position({"p-0": 1})))
     abandoned = Subscription.open(str(tmp_path), "r")  # never closed, as a replaced reader
     abandoned.start()
     del abandoned

@@ -10,8 +10,8 @@ import pytest
 from quiver_spark import QuiverStore
 from quiver_spark.errors import ConfigError
 from quiver_spark.options import store_config_from_options
-from quiver_spark.segment.urls import check_url, local_path
 from quiver_spark.spark.options import store_config, store_root, validate_sink_options
+from quiver_spark.urls import check_url, local_path
 
 LOADED = sys.modules["fsspec.registry"]._registry
 

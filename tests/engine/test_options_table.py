@@ -54,7 +54,7 @@ def test_an_unknown_source_option_is_refused_naming_what_was_meant(
 def test_known_options_in_any_case_and_store_options_pass(tmp_path: Path) -> None:
     opts = parse_source_options(
         {"path": str(tmp_path), "SUBSCRIBER": "s", "maxrowspertrigger": "10",
-         "segment.max_open_duration": "1s", "eventTimeColumn": "ts"},
+         "segment.max_open_duration": "1s", "segment.event_time_column": "ts"},
         streaming=True,
     )  # fmt: skip
     assert opts.max_rows == 10 and opts.max_segments == DEFAULT_MAX_SEGMENTS  # both apply

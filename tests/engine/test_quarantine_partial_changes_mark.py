@@ -26,7 +26,7 @@ class ArrowMoveFails(FileIO):
 def test_a_partial_quarantine_still_changes_the_mark(tmp_path: Path) -> None:
     int_segments(tmp_path, [(0, 1), (1, 1)], partition="p-0")
     with Subscription.open(str(tmp_path), "r") as sub:
-        first = sub.plan(sub.start())
+        first = sub.next_batch_end(sub.start())
         assert first == Position({"p-0": 2})
         int_segments(tmp_path, [(2, 1), (3, 1), (4, 1)], partition="p-0")  # seqs 3, 4, 5
         other = SegmentLocation(str(tmp_path / "segments"), io=ArrowMoveFails())
@@ -35,6 +35,6 @@ def test_a_partial_quarantine_still_changes_the_mark(tmp_path: Path) -> None:
             other.quarantine("p-0", 3, "test: damaged")
         assert not other.is_published("p-0", 3)  # the .meta was moved: unpublished
         # the consumer's next trigger must see past the hole (seqs 4, 5 are published)
-        end = sub.plan(first)
+        end = sub.next_batch_end(first)
         assert end == Position({"p-0": 5}), end
         assert other.quarantine_mark() != before, "the segment is unpublished but no mark changed"

@@ -21,7 +21,7 @@ from tests.stores import int_segments
 def test_a_failed_listing_after_a_quarantine_does_not_hide_it(tmp_path: Path) -> None:
     int_segments(tmp_path, [(0, 1), (1, 1)], partition="p-0")
     with Subscription.open(str(tmp_path), "r") as sub:
-        first = sub.plan(sub.start())
+        first = sub.next_batch_end(sub.start())
         assert first == Position({"p-0": 2})
         int_segments(tmp_path, [(2, 1), (3, 1), (4, 1)], partition="p-0")  # seqs 3, 4, 5
         with QuiverStore.open(str(tmp_path), partition=None, create=False) as other:
@@ -38,9 +38,9 @@ def test_a_failed_listing_after_a_quarantine_does_not_hide_it(tmp_path: Path) ->
 
         loc.published_seqs = flaky  # type: ignore[method-assign]
         with pytest.raises(OSError):
-            sub.plan(first)  # the listing prompted by the new mark fails once
+            sub.next_batch_end(first)  # the listing prompted by the new mark fails once
         # the next trigger: the quarantine must still be noticed, and seqs 4, 5 planned
-        end = sub.plan(first)
+        end = sub.next_batch_end(first)
         assert end == Position({"p-0": 5}), end
         with pytest.raises(DataLossError, match="quarantine"):
             sub.segments(first, end)

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from quiver_spark.errors import SegmentMissingError
-from quiver_spark.segment import SegmentExistsError, SegmentLocation
+from quiver_spark.errors import SegmentExistsError, SegmentMissingError
+from quiver_spark.segment import SegmentLocation
 from tests.engine.segment_helpers import RecordingIO, int_batches, write_simple
 
 A1 = "00000000000000000001.arrow"

@@ -12,8 +12,8 @@ import fsspec
 import pyarrow as pa
 import pytest
 
-from quiver_spark.errors import ChecksumMismatchError, SegmentMissingError
-from quiver_spark.segment import SegmentExistsError, SegmentLocation
+from quiver_spark.errors import ChecksumMismatchError, SegmentExistsError, SegmentMissingError
+from quiver_spark.segment import SegmentLocation
 from tests.engine.segment_helpers import FlakyMemoryFS, int_batches, mixed_batch, write_simple
 
 fsspec.register_implementation(FlakyMemoryFS.protocol, FlakyMemoryFS, clobber=True)

@@ -106,9 +106,9 @@ def test_event_time_is_none_without_a_column_or_when_all_null(loc):
 
 
 def test_an_unusable_event_time_column_is_refused_naming_the_option(loc):
-    with pytest.raises(ConfigError, match="eventTimeColumn"):
+    with pytest.raises(ConfigError, match=r"segment\.event_time_column"):
         _write(loc, int_batches(1, 5), event_time_column="nope")
-    with pytest.raises(ConfigError, match="eventTimeColumn"):
+    with pytest.raises(ConfigError, match=r"segment\.event_time_column"):
         _write(loc, [mixed_batch(0, 5)], event_time_column="name")
     assert loc.list("p0") == []
 

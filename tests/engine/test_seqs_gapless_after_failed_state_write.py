@@ -31,7 +31,7 @@ class StateWriteFailsOnce(FileIO):
 def test_a_failed_state_write_leaves_no_gap_in_the_seqs(tmp_path: Path) -> None:
     int_segments(tmp_path, [(0, 1)], partition="p-0")  # seq 1
     with Subscription.open(str(tmp_path), "r") as sub:
-        first = sub.plan(sub.start())
+        first = sub.next_batch_end(sub.start())
         assert first == Position({"p-0": 1})
         io = StateWriteFailsOnce()
         with QuiverStore.open(
@@ -45,6 +45,6 @@ def test_a_failed_state_write_leaves_no_gap_in_the_seqs(tmp_path: Path) -> None:
                 pass
             store.finalize()  # the retry publishes the rows
         published = sub.location.published_seqs("p-0")
-        end = sub.plan(first)  # the consumer's next trigger
+        end = sub.next_batch_end(first)  # the consumer's next trigger
         assert end.is_after(first), f"published seqs {published}, planned nothing: {end}"
         assert published == [1, 2], f"published seqs {published}: a seq was skipped"

@@ -1,6 +1,6 @@
 """An embedded consumer names its start position as the Spark option does.
 
-``Subscription.start`` takes a :class:`Start` or the strings ``startingPosition``
+``Subscription.start`` takes a :class:`StartPosition` or the strings ``startingPosition``
 accepts (``earliest``, ``latest``, ``acked``, any case); anything else is refused with
 one line naming the value and the allowed ones.
 """
@@ -13,7 +13,7 @@ import pytest
 
 from quiver_spark.errors import ConfigError
 from quiver_spark.position import Position
-from quiver_spark.subscription import Start, Subscription
+from quiver_spark.subscription import StartPosition, Subscription
 from tests.child import run_python
 from tests.stores import int_segments
 
@@ -24,7 +24,7 @@ from tests.stores import int_segments
         ("latest", {"p-0": 3}),
         ("LATEST", {"p-0": 3}),
         (" earliest ", {"p-0": 0}),
-        (Start.LATEST, {"p-0": 3}),
+        (StartPosition.LATEST, {"p-0": 3}),
         ("acked", {"p-0": 0}),
     ],
 )
@@ -56,7 +56,7 @@ def test_a_consumer_script_starting_at_latest_reads_only_what_comes_after(tmp_pa
         with Subscription.open(root, "tail") as sub:
             start = sub.start("latest")
             int_segments(root, [(2, 2)])
-            end = sub.plan(start)
+            end = sub.next_batch_end(start)
             print([m.seq for m in sub.segments(start, end)])
             sub.start("newest")
         """
@@ -75,11 +75,10 @@ def test_a_new_subscriber_registered_at_acked_starts_at_the_earliest_segment(
     """``StartPosition`` is one type for the registry and the subscription: a subscriber
     not yet registered has acknowledged nothing, so ``ACKED`` registers it as
     ``EARLIEST`` (every retained segment still to deliver)."""
-    from quiver_spark.subscribers import StartPosition, SubscriberRegistry
+    from quiver_spark.subscribers import SubscriberRegistry
 
     int_segments(tmp_path, [(0, 1), (1, 1), (2, 1)])
     with SubscriberRegistry.open(str(tmp_path)) as reg:
         reg.register("a", start=StartPosition.ACKED, retained={"p-0": [2, 3]})
         reg.register("l", start=StartPosition.LATEST, retained={"p-0": [2, 3]})
         assert (reg.hwm("a", "p-0"), reg.hwm("l", "p-0")) == (1, 3)
-    assert Start is StartPosition

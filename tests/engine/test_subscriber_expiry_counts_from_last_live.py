@@ -60,7 +60,7 @@ def test_a_caught_up_subscriber_is_not_expired_right_after_its_consumer_stops(
 ) -> None:
     fill(tmp_path, 2)
     with Subscription.open(str(tmp_path), "quiet") as sub:
-        sub.ack(sub.plan(sub.start()))  # caught up
+        sub.ack(sub.next_batch_end(sub.start()))  # caught up
         _age_last_ack(tmp_path, "quiet", 3 * DAY_NS)  # ... then a quiet weekend, live
         with handle(tmp_path) as s:
             assert s.run_retention().expired == []
@@ -97,7 +97,7 @@ def test_a_record_written_before_last_live_existed_still_reads(tmp_path: Path) -
 CONSUMER = """
     from quiver_spark.subscription import Subscription
     with Subscription.open(root, "weekend") as sub:
-        sub.ack(sub.plan(sub.start()))
+        sub.ack(sub.next_batch_end(sub.start()))
         print("caught up", flush=True)
         input()  # live until the test lets it stop
 """

@@ -40,7 +40,7 @@ def test_an_idle_subscriber_expires_releases_its_segments_and_fails_clearly(tmp_
     with Subscription.open(str(tmp_path), "idle") as idle:
         idle.start()  # registered, never acknowledges
     with Subscription.open(str(tmp_path), "busy") as busy:
-        busy.ack(busy.plan(busy.start()))
+        busy.ack(busy.next_batch_end(busy.start()))
     with handle(tmp_path) as s:
         time_passes(tmp_path, HOUR_S)  # by the storage's clock, which expiry goes by
         assert s.run_retention().expired == []  # not idle long enough

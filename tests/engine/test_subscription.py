@@ -11,7 +11,7 @@ import pytest
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.errors import DataLossError
 from quiver_spark.position import Position
-from quiver_spark.subscription import Caps, Start, Subscription
+from quiver_spark.subscription import Caps, StartPosition, Subscription
 from tests.child import run_python
 from tests.stores import int_segments
 
@@ -72,19 +72,23 @@ def test_plan_admits_oldest_first_across_partitions_under_every_cap(tmp_path: Pa
     with Subscription.open(str(tmp_path), "r") as sub:
         start = sub.start()
         assert start == Position({"p-0": 0, "p-1": 0})
-        assert sub.plan(start, Caps(max_segments=2)) == Position({"p-0": 1, "p-1": 1})
-        assert sub.plan(start, Caps(max_rows=150)) == Position({"p-0": 1, "p-1": 0})
+        assert sub.next_batch_end(start, Caps(max_segments=2)) == Position({"p-0": 1, "p-1": 1})
+        assert sub.next_batch_end(start, Caps(max_rows=150)) == Position({"p-0": 1, "p-1": 0})
         one = sub.meta("p-0", 1)
         assert one is not None
-        assert sub.plan(start, Caps(max_bytes=1)) == Position({"p-0": 1, "p-1": 0})  # >= 1
-        assert sub.plan(start, Caps(), until=Position({"p-0": 1})) == Position({"p-0": 1, "p-1": 0})
+        assert sub.next_batch_end(start, Caps(max_bytes=1)) == Position(
+            {"p-0": 1, "p-1": 0}
+        )  # >= 1
+        assert sub.next_batch_end(start, Caps(), until=Position({"p-0": 1})) == Position(
+            {"p-0": 1, "p-1": 0}
+        )
         assert sub.latest == Position({"p-0": 2, "p-1": 1})
 
 
 def test_start_positions_for_new_and_known_subscribers(tmp_path: Path) -> None:
     fill(tmp_path, "p-0", [(0, 1), (1, 1), (2, 1)])
     with Subscription.open(str(tmp_path), "late") as sub:
-        assert sub.start(Start.LATEST) == Position({"p-0": 3})
+        assert sub.start(StartPosition.LATEST) == Position({"p-0": 3})
     with Subscription.open(str(tmp_path), "early") as sub:
         assert sub.start() == Position({"p-0": 0})
         sub.ack(Position({"p-0": 2}))
@@ -98,14 +102,14 @@ def test_a_published_segment_that_vanished_is_data_loss_per_policy(tmp_path: Pat
     (seg / f"{2:020d}.meta").unlink()  # gone by hand: no retention record, no quarantine
     with Subscription.open(str(tmp_path), "strict") as sub:
         start = sub.start()
-        end = sub.plan(start)
+        end = sub.next_batch_end(start)
         assert end == Position({"p-0": 3})
         with pytest.raises(DataLossError, match="segment 2 of partition p-0") as err:
             sub.segments(start, end)
         assert err.value.kind == "missing"
     with Subscription.open(str(tmp_path), "lenient", fail_on_data_loss=False) as sub:
         start = sub.start()
-        metas = sub.segments(start, sub.plan(start))
+        metas = sub.segments(start, sub.next_batch_end(start))
         assert [m.seq for m in metas] == [1, 3]
         report = sub.lost.report()
         assert report["lost"] == 1 and report["segments"][0]["seq"] == 2
@@ -163,7 +167,7 @@ def test_a_corrupt_meta_is_data_loss_naming_the_file(tmp_path: Path) -> None:
     with Subscription.open(str(tmp_path), "r") as sub:
         start = sub.start()
         with pytest.raises(DataLossError, match="corrupt") as err:
-            sub.segments(start, sub.plan(start))
+            sub.segments(start, sub.next_batch_end(start))
         assert err.value.evidence == str(meta)
 
 
@@ -181,7 +185,7 @@ def test_a_start_by_time_begins_at_the_first_segment_with_a_row_at_or_after_it(
     with Subscription.open(str(tmp_path), "since") as sub:
         start = sub.start(since_ns=cut)
         assert start == Position({"p-0": 2, "p-1": 0})
-        assert keys(sub, sub.segments(start, sub.plan(start))) == [2, 3, 10]
+        assert keys(sub, sub.segments(start, sub.next_batch_end(start))) == [2, 3, 10]
     with Subscription.open(str(tmp_path), "future") as sub:
         assert sub.start(since_ns=time.time_ns() + 10**12) == Position({"p-0": 4, "p-1": 1})
 
@@ -193,7 +197,7 @@ def test_planning_between_full_listings_probes_new_seqs_instead_of_listing(
     fill(tmp_path, "p-1", [(100, 1)])
     with Subscription.open(str(tmp_path), "r") as sub:
         start = sub.start()
-        first = sub.plan(start)  # a full listing
+        first = sub.next_batch_end(start)  # a full listing
         assert first == Position({"p-0": 20, "p-1": 1})
         calls = {"list": 0, "reads": 0, "rounds": 0}
         loc = sub.location
@@ -211,7 +215,7 @@ def test_planning_between_full_listings_probes_new_seqs_instead_of_listing(
         loc.published_seqs = listing  # type: ignore[method-assign]
         loc._b.read_many = read_many  # type: ignore[method-assign]
         fill(tmp_path, "p-0", [(50, 1), (51, 1)])
-        assert sub.plan(first) == Position({"p-0": 22, "p-1": 1})
+        assert sub.next_batch_end(first) == Position({"p-0": 22, "p-1": 1})
         # the quarantine mark, then one read per partition beyond what exists plus one
         # per new segment; a round's reads go together (one request each, sent at once)
         assert calls == {"list": 0, "reads": 1 + 2 + 2, "rounds": 1 + 3}
@@ -226,7 +230,7 @@ def test_a_segment_after_a_hole_is_planned_at_the_next_trigger_without_a_listing
     reports it. Neither waits for the periodic listing."""
     fill(tmp_path, "p-0", [(0, 1), (1, 1)])
     with Subscription.open(str(tmp_path), "r") as sub:
-        first = sub.plan(sub.start())
+        first = sub.next_batch_end(sub.start())
         assert first == Position({"p-0": 2})
         listings = {"n": 0}
         real = sub.location.published_seqs
@@ -241,14 +245,14 @@ def test_a_segment_after_a_hole_is_planned_at_the_next_trigger_without_a_listing
             with other.subscribers.exclusive() as reg:  # another process's pass
                 reg.condemn({"p-0": [3]})
             other.segment_location.delete("p-0", [3])
-        end = sub.plan(first)
+        end = sub.next_batch_end(first)
         assert end == Position({"p-0": 6}) and listings["n"] == 0
         assert keys(sub, sub.segments(first, end)) == [3, 4, 5]
         assert sub.metrics.total("quiver.source.dropped_segments_total") == 1  # reported
         fill(tmp_path, "p-0", [(6, 1), (7, 1)])  # seqs 7, 8, not seen yet
         with QuiverStore.open(str(tmp_path), partition=None, create=False) as other:
             other.segment_location.quarantine("p-0", 7, "test: damaged")
-        end = sub.plan(Position({"p-0": 6}))
+        end = sub.next_batch_end(Position({"p-0": 6}))
         assert end == Position({"p-0": 8}) and listings["n"] > 0  # the mark changed: listed
         with pytest.raises(DataLossError, match="quarantine"):
             sub.segments(Position({"p-0": 6}), end)
@@ -264,15 +268,15 @@ def test_a_seq_removed_by_hand_is_passed_at_the_periodic_listing(
 
     fill(tmp_path, "p-0", [(0, 1)])
     with Subscription.open(str(tmp_path), "r") as sub:
-        first = sub.plan(sub.start())
+        first = sub.next_batch_end(sub.start())
         assert first == Position({"p-0": 1})
         fill(tmp_path, "p-0", [(1, 1), (2, 1)])  # seqs 2, 3
         for suffix in ("meta", "arrow"):
             (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
-        assert sub.plan(first) == first  # probing stops at the hole
+        assert sub.next_batch_end(first) == first  # probing stops at the hole
         later = planning.time.monotonic() + planning.FULL_LISTING_PERIOD_S + 1
         monkeypatch.setattr(planning.time, "monotonic", lambda: later)
-        end = sub.plan(first)
+        end = sub.next_batch_end(first)
         assert end == Position({"p-0": 3})
         with pytest.raises(DataLossError, match="missing"):
             sub.segments(first, end)

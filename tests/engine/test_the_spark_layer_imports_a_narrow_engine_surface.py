@@ -75,7 +75,7 @@ def test_the_count_sees_every_spelling_of_an_engine_import(tmp_path: Path) -> No
         "from . import b\n"
         "from .b import x\n"
         "def f():\n"
-        "    from ..objects.urls import open_objects\n"
+        "    from ..objects.roots import open_objects\n"
     )
     found = engine_imports(tmp_path / "quiver_spark")
     assert sorted(found) == ["commits", "dataloss", "format", "fs", "objects", "pruning"]

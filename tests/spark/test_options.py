@@ -26,8 +26,8 @@ BAD_VALUES = [
     ("wal.flush_interval", "fast", "units ms, s, m, h"),
     ("wal.max_size", "4QB", "1024-based"),
     ("retention.size_cap", "lots", "units B, KB, MB, GB"),
-    ("retention.max_retain_after_ingestion_hours", "-3", "a duration such as 25ms"),
-    ("retention.max_retain_after_ingestion_hours", "forever", "a duration such as 25ms"),
+    ("retention.max_age", "-3h", "a duration such as 25ms"),
+    ("retention.max_age", "forever", "a duration such as 25ms"),
     ("retention.backpressure_timeout", "soon", "units ms, s, m, h"),
     ("segment.target_sise", "32MB", "unknown option"),
     ("wal.flush_intervall", "25ms", "unknown option"),
@@ -77,7 +77,7 @@ def test_store_root_is_absolute_and_accepts_file_urls(tmp_path):
 
 
 def test_spark_lower_cased_keys_parse_like_the_documented_names():
-    cfg = store_config({"SEGMENT.TARGET_SIZE": "8MB", "eventtimecolumn": "ts"})
+    cfg = store_config({"SEGMENT.TARGET_SIZE": "8MB", "segment.EVENT_TIME_COLUMN": "ts"})
     assert cfg.segment.target_size_bytes == 8 * 1024**2
     assert cfg.segment.event_time_column == "ts"
 

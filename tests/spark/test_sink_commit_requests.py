@@ -21,9 +21,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import quiver_spark.store as store_module
 from quiver_spark import QuiverStore
+from quiver_spark.objects import open_objects
 from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import reset_memory
-from quiver_spark.objects.urls import open_objects
 from quiver_spark.spark import slots
 from quiver_spark.spark.sink import QuiverCommitMessage, QuiverStreamWriter
 

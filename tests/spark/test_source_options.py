@@ -8,7 +8,8 @@ from quiver_spark.errors import ConfigError, OffsetFormatError
 from quiver_spark.position import Position
 from quiver_spark.read_tasks import split_segment
 from quiver_spark.spark.offsets import QuiverOffset
-from quiver_spark.spark.source_options import StartingPosition, parse_source_options
+from quiver_spark.spark.source_options import parse_source_options
+from quiver_spark.subscribers import StartPosition
 
 from .source_helpers import write_segments
 
@@ -46,7 +47,7 @@ def test_options_parse_case_insensitively_with_defaults():
          "maxbytespertrigger": "1MB"},
         streaming=True,
     )
-    assert o.starting_position is StartingPosition.LATEST
+    assert o.starting_position is StartPosition.LATEST
     assert (o.max_bytes, o.max_segments, o.max_rows) == (1024 * 1024, 1000, None)  # the default segment limit applies too
     assert o.fail_on_data_loss and not o.include_metadata and o.limited
 
