@@ -159,7 +159,10 @@ class HolderInfo:
 
 
 @dataclass(frozen=True)
-class _Body:
+class LeaseBody:
+    """A lease object's body (ARCHITECTURE.md §12.3): its epoch, whether its holder
+    released it, its write count ``seq`` and who holds it."""
+
     epoch: int
     released: bool
     seq: int
@@ -189,7 +192,9 @@ def _int_or_none(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _decode(where: str, raw: bytes) -> _Body:
+def decode_lease(where: str, raw: bytes) -> LeaseBody:
+    """The body of a lease object's bytes ``raw`` (read from ``where``), or a
+    :class:`~quiver_spark.errors.CorruptionError` naming ``where``."""
     body = decode_frame(where, MAGIC_LEASE, raw)
     try:
         epoch, token, ttl_s = body["epoch"], body["token"], float(body["ttl_s"])
@@ -205,7 +210,7 @@ def _decode(where: str, raw: bytes) -> _Body:
             pid_start=_int_or_none(body.get("pid_start")),
             node=body.get("node") if isinstance(body.get("node"), str) else None,
         )
-        return _Body(epoch, bool(body.get("released", False)), int(body.get("seq", 0)), holder)
+        return LeaseBody(epoch, bool(body.get("released", False)), int(body.get("seq", 0)), holder)
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptionError(where, 16, f"lease body is not valid: {e}") from e
 
@@ -360,7 +365,7 @@ class Lease:
         if got is None:
             return cls._write(objects, key, purpose, ttl_s, min_epoch, None, clock)
         try:
-            body: _Body | None = _decode(where, got.data)
+            body: LeaseBody | None = decode_lease(where, got.data)
         except CorruptionError as e:
             body, damage = None, str(e)
         if body is not None:
@@ -441,7 +446,7 @@ class Lease:
             if got is None:
                 raise  # nothing was written
             try:
-                body = _decode(objects.display(key), got.data)
+                body = decode_lease(objects.display(key), got.data)
             except CorruptionError:
                 return _RETRY
             if body.holder.token != holder.token:
@@ -517,7 +522,7 @@ class Lease:
         if got is None:
             self._fence(None, "the lease object was deleted")
         try:
-            body = _decode(self.url, got.data)
+            body = decode_lease(self.url, got.data)
         except CorruptionError as e:
             self._fence(None, f"the lease object is damaged ({e}), so holding it cannot be proved")
         if body.holder.token != self.holder.token or body.epoch != self.epoch:
@@ -605,7 +610,7 @@ def current_holder(objects: ObjectStore, key: str, *, clock: Clock = elapsed) ->
     if got is None:
         return None
     try:
-        body = _decode(objects.display(key), got.data)
+        body = decode_lease(objects.display(key), got.data)
     except CorruptionError:
         unknown = HolderInfo("?", -1, "", "unknown holder", "?", DEFAULT_TTL_S)
         watched = _observe(_ident(objects, key), got.version, clock)
@@ -624,7 +629,7 @@ def stored_epoch(objects: ObjectStore, key: str) -> int:
     if got is None:
         return 0
     try:
-        return _decode(objects.display(key), got.data).epoch
+        return decode_lease(objects.display(key), got.data).epoch
     except CorruptionError:
         return 0
 

@@ -322,7 +322,7 @@ class World:
         got = self.h.bucket_objects().get(key)
         if got is None:
             return 0
-        return lease_mod._decode(key, got.data).epoch
+        return lease_mod.decode_lease(key, got.data).epoch
 
 
 # -- holding a holder ----------------------------------------------------------------------------

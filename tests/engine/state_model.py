@@ -2320,7 +2320,7 @@ class ObjectStoreHarness(StoreHarness):
         if got is None:
             return
         try:
-            body = lease_mod._decode(key, got.data)
+            body = lease_mod.decode_lease(key, got.data)
         except CorruptionError:
             return  # damaged: already an unknown holder, watched for its ttl alike
         if body.released:
@@ -2340,7 +2340,7 @@ class ObjectStoreHarness(StoreHarness):
         self.lost_leases.discard(p)
         got = self.bucket_objects().get(f"partitions/{p}/LEASE")
         try:
-            body = lease_mod._decode("LEASE", got.data) if got is not None else None
+            body = lease_mod.decode_lease("LEASE", got.data) if got is not None else None
         except CorruptionError:
             body = None
         if body is None or body.released or body.holder.host != self.LOST_HOST:

@@ -46,7 +46,7 @@ def test_a_consumer_whose_lease_moved_never_acknowledges_after_a_newer_consumer_
     # and is stopped (it releases the lease)
     got = objects.get(key)
     assert got is not None
-    body = lease_mod._decode(key, got.data)
+    body = lease_mod.decode_lease(key, got.data)
     other = lease_mod.HolderInfo("host-c", 9, "c" * 32, "live consumer", "?", 30.0)
     objects.replace(
         key, lease_mod._encode(body.epoch + 1, other, seq=1, released=True), version=got.version

@@ -51,7 +51,7 @@ def test_a_consumer_replaced_while_it_was_paused_cannot_acknowledge_when_it_resu
             # another consumer, having seen the lease unchanged for its ttl, takes it
             got = objects.get(key)
             assert got is not None
-            body = lease_mod._decode(key, got.data)
+            body = lease_mod.decode_lease(key, got.data)
             other = lease_mod.HolderInfo("host-c", 9, "c" * 32, "live consumer", "?", 30.0)
             objects.replace(key, lease_mod._encode(body.epoch + 1, other, seq=0),
                             version=got.version)  # fmt: skip

@@ -45,10 +45,10 @@ def fail_once(op: str, exc: BaseException) -> object:
     return hook
 
 
-def stored(objects: MemoryObjects) -> lease_mod._Body:
+def stored(objects: MemoryObjects) -> lease_mod.LeaseBody:
     got = objects.get(KEY)
     assert got is not None
-    return lease_mod._decode(KEY, got.data)
+    return lease_mod.decode_lease(KEY, got.data)
 
 
 @pytest.mark.parametrize("op", ["create", "replace"])

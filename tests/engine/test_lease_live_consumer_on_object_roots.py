@@ -95,7 +95,7 @@ def test_a_consumer_whose_lease_was_taken_over_is_told_so() -> None:
     key = live.live_lease_key("r")
     got = objects.get(key)
     assert got is not None
-    body = lease_mod._decode(key, got.data)
+    body = lease_mod.decode_lease(key, got.data)
     successor = lease_mod.HolderInfo("host-c", 9, "c" * 32, "live consumer", "?", 30.0)
     objects.replace(key, lease_mod._encode(body.epoch + 1, successor, seq=0), version=got.version)
     held = live._live[objects.display(key)].lock
@@ -104,7 +104,7 @@ def test_a_consumer_whose_lease_was_taken_over_is_told_so() -> None:
     with pytest.raises(LeaseLostError, match="pid 9 on host-c"):
         live.check_live("r", mine, objects)
     live.release_live("unused", "r", mine, objects)  # a lost lease is not written
-    assert lease_mod._decode(key, objects.get(key).data).holder.host == "host-c"  # type: ignore[union-attr]
+    assert lease_mod.decode_lease(key, objects.get(key).data).holder.host == "host-c"  # type: ignore[union-attr]
 
 
 def test_a_posix_root_keeps_its_flock(tmp_path: Path) -> None:

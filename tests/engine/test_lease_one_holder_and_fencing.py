@@ -239,7 +239,7 @@ def test_a_keeper_renews_until_released_and_records_a_loss() -> None:
     fresh.release()
     assert not bg._thread.is_alive()
     got = objects.get(KEY)
-    assert got is not None and lease_mod._decode(KEY, got.data).released
+    assert got is not None and lease_mod.decode_lease(KEY, got.data).released
 
 
 def race(
@@ -283,4 +283,4 @@ def test_concurrent_acquirers_of_an_expired_lease_have_exactly_one_winner_each_r
         assert winners[0].epoch == 101 + round_
         got = objects.get(KEY)
         assert got is not None
-        assert lease_mod._decode(KEY, got.data).holder.token == winners[0].holder.token
+        assert lease_mod.decode_lease(KEY, got.data).holder.token == winners[0].holder.token

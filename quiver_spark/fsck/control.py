@@ -1,0 +1,214 @@
+"""The root's control objects: STORE, POLICY and its copy, each partition's MANIFEST
+and every lease (ARCHITECTURE.md §6.1, §6.6, §6.7, §12.3).
+
+A damaged STORE, POLICY, MANIFEST or lease is a problem; a damaged or missing POLICY
+copy is a warning (only repair reads it); a lease released, expired or held is a note.
+"""
+
+from __future__ import annotations
+
+from .. import format as fmt
+from .. import policy
+from ..config import NAME_RE
+from ..control.lease import decode_lease
+from ..control.manifest import Manifest, manifest_key
+from ..errors import CorruptionError, QuiverError
+from .report import FindingKind, FsckRun
+from .segments import has_segment_files
+
+
+def control_partitions(run: FsckRun) -> list[str]:
+    """Partitions with an object under ``partitions/`` of the root (MANIFEST, LEASE)."""
+    names = {k.split("/")[1] for k in run.keys(f"{fmt.PARTITIONS_DIR}/") if k.count("/") >= 2}
+    return sorted(n for n in names if NAME_RE.fullmatch(n))
+
+
+def check_store_file(run: FsckRun) -> None:
+    """The STORE descriptor (§6.1): it decodes and names its format and uuid."""
+    path = run.shown(fmt.STORE_FILE)
+    try:
+        body = fmt.decode_frame(path, fmt.MAGIC_STORE, run.read(fmt.STORE_FILE))
+        for key in ("format", "uuid"):
+            if key not in body:
+                raise CorruptionError(path, fmt.FRAME_SIZE, f"STORE lacks {key!r}")
+    except CorruptionError as e:
+        run.corruption(FindingKind.STORE, e)
+    except FileNotFoundError:
+        run.problem(FindingKind.STORE, path, "missing")
+    run.report.checked["store"] += 1
+
+
+def check_policy(run: FsckRun) -> None:
+    """POLICY and its copy ``POLICY.copy`` (§6.6)."""
+    root = run.store.root
+    path, copy = run.shown(policy.POLICY_FILE), run.shown(policy.POLICY_COPY_FILE)
+    run.report.checked["policy"] += 1
+    try:
+        recorded = policy.read_recorded(run.store.objects)
+    except OSError as e:
+        run.problem(FindingKind.POLICY, path, f"cannot read: {e}")
+        return
+    except CorruptionError as e:
+        run.problem(
+            FindingKind.POLICY, e.path, f"{e.reason}; every process applies the most conservative "
+            f"policy until it is repaired with: {policy.repair_hint(root)}", offset=e.offset,
+        )  # fmt: skip
+        recorded = None
+    else:
+        if recorded is None:
+            run.warning(
+                FindingKind.POLICY, path, "none recorded (a store from before POLICY existed): the "
+                "next writer records its options as the store's policy",
+            )  # fmt: skip
+            return
+    try:
+        fmt.decode_frame(copy, fmt.MAGIC_POLICY, run.read(policy.POLICY_COPY_FILE))
+    except FileNotFoundError:
+        if recorded is not None:
+            run.warning(
+                FindingKind.POLICY_COPY, copy, "missing: a damaged POLICY could only be repaired from "
+                f"explicit values; write it with: quiver config {root} repair",
+            )  # fmt: skip
+        return
+    except OSError as e:
+        run.warning(FindingKind.POLICY_COPY, copy, f"cannot read: {e} (only repair reads it)")
+        return
+    except CorruptionError as e:
+        fix = f"quiver config {root} repair" if recorded else "repair POLICY with KEY=VALUE"
+        run.warning(
+            FindingKind.POLICY_COPY, e.path, f"{e.reason} (only repair reads it; rewrite it with: "
+            f"{fix})", offset=e.offset,
+        )  # fmt: skip
+    run.report.checked["policy"] += 1
+
+
+def check_manifest(run: FsckRun, pid: str) -> None:
+    """``partitions/<pid>/MANIFEST``: it decodes, and it agrees with what is
+    published (an entry's ``.meta`` exists; a ``.meta`` it lacks is one readers find
+    by probing after its ``high``, or one it records deleted)."""
+    key = manifest_key(pid)
+    shown = run.shown(key)
+    first = _manifest_disagreements(run, pid, key, shown)
+    if not first:
+        return
+    again = _manifest_disagreements(run, pid, key, shown, count=False)  # a pass ran?
+    for level, seq, reason in again:
+        if (level, seq, reason) in first or level == "damaged":
+            if level == "warning":
+                run.warning(FindingKind.MANIFEST, shown, reason, partition=pid, seq=seq)
+            else:
+                run.problem(FindingKind.MANIFEST, shown, reason, partition=pid, seq=seq)
+
+
+def _manifest_disagreements(
+    run: FsckRun, pid: str, key: str, shown: str, *, count: bool = True
+) -> list[tuple[str, int | None, str]]:
+    try:
+        raw = run.read(key)
+    except FileNotFoundError:
+        if count and has_segment_files(run, pid):
+            run.warning(
+                FindingKind.MANIFEST, shown, "missing while the partition has segments: readers "
+                "list the partition, and the next reader or writer writes it from the "
+                "listing", partition=pid,
+            )  # fmt: skip
+        return []
+    except OSError as e:
+        return [("damaged", None, f"cannot read: {e}")]
+    if count:
+        run.report.checked["manifests"] += 1
+    try:
+        m = Manifest.decode(shown, raw)
+        if m.partition != pid:
+            raise CorruptionError(shown, fmt.FRAME_SIZE, f"names partition {m.partition}")
+    except CorruptionError as e:
+        return [
+            (
+                "damaged", None, f"{e.reason} (readers list the partition instead; its "
+                "next writer or retention pass rewrites it)",
+            )
+        ]  # fmt: skip
+    loc = run.store.segment_location
+    try:
+        published = set(loc.listing(pid).published)
+    except (OSError, QuiverError):
+        return []  # the segment checks report the listing
+    out: list[tuple[str, int | None, str]] = []
+    live = set(m.seqs())
+    named = {
+        f.seq
+        for f in run.report.problems
+        if f.kind is FindingKind.SEGMENT_META and f.partition == pid
+    }  # a .meta gone with its .arrow left: named by the segment checks already
+    for seq in sorted(live - published - named):
+        out.append(
+            (
+                "problem", seq, f"lists segment {seq}, whose .meta is missing: readers "
+                "count it missing",
+            )
+        )  # fmt: skip
+    probed = m.high + 1
+    while probed in published:
+        probed += 1
+    for seq in sorted(published - live):
+        if seq > m.high and seq < probed:
+            out.append(
+                (
+                    "warning", seq, f"segment {seq} was published after the manifest's "
+                    f"high {m.high} and is not in it yet (readers find it by probing; "
+                    "the partition's next writer adds it)",
+                )
+            )  # fmt: skip
+        elif m.deleted(seq):
+            out.append(
+                (
+                    "warning", seq, f"records segment {seq} deleted, but its .meta remains "
+                    "(a deletion stopped between its steps; readers do not see it)",
+                )
+            )  # fmt: skip
+        else:
+            out.append(
+                (
+                    "problem", seq, f"lacks published segment {seq} (high {m.high}): new "
+                    "readers do not see it",
+                )
+            )  # fmt: skip
+    return out
+
+
+def check_lease(run: FsckRun, key: str, pid: str | None = None) -> None:
+    """A lease object (§12.3): a damaged one is a problem (its next claimant must
+    wait out its time to live); a released or expired one is only noted."""
+    shown = run.shown(key)
+    try:
+        raw = run.read(key)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        run.problem(FindingKind.LEASE, shown, f"cannot read: {e}", partition=pid)
+        return
+    run.report.checked["leases"] += 1
+    try:
+        body = decode_lease(shown, raw)
+    except CorruptionError as e:
+        run.problem(
+            FindingKind.LEASE, e.path, f"{e.reason} (its next claimant waits the lease's time to "
+            "live, then takes it over with a higher epoch)", offset=e.offset, partition=pid,
+        )  # fmt: skip
+        return
+    holder = body.holder
+    if body.released:
+        run.note(
+            FindingKind.LEASE, shown, f"released at epoch {body.epoch} by {holder.describe()} "
+            "(the next claimant takes it at once)", partition=pid,
+        )  # fmt: skip
+    elif holder.dead_here():
+        run.note(
+            FindingKind.LEASE, shown, f"expired: its holder, {holder.describe()}, is gone (the next "
+            f"claimant takes it over at once with epoch {body.epoch + 1})", partition=pid,
+        )  # fmt: skip
+    else:
+        run.note(
+            FindingKind.LEASE, shown, f"held at epoch {body.epoch} by {holder.describe()} (expired "
+            f"if not renewed within {holder.ttl_s:g}s)", partition=pid,
+        )  # fmt: skip
