@@ -102,6 +102,7 @@ class StoreChecker:
             if self.store.on_objects:
                 key = fmt.writer_lease_key(pid)
                 tasks.append((1, lambda key=key, pid=pid: control.check_lease(run, key, pid)))  # type: ignore[misc]
+                tasks.append((1, lambda pid=pid: control.check_gone(run, pid)))  # type: ignore[misc]
         tasks.append((1, lambda: segments.check_quarantine_mark(run)))
         if self.store.on_objects:
             tasks.extend(transactions.staged_tasks(run))

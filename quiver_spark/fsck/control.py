@@ -100,6 +100,30 @@ def check_manifest(run: FsckRun, pid: str) -> None:
                 run.problem(FindingKind.MANIFEST, shown, reason, partition=pid, seq=seq)
 
 
+def check_gone(run: FsckRun, pid: str) -> None:
+    """``partitions/<pid>/GONE`` (object roots, §12.4): absent, or it decodes and names
+    its partition. Damaged it is a warning: the MANIFEST holds the same facts, and the
+    next removal of a segment writes the copy again."""
+    key = fmt.gone_key(pid)
+    shown = run.shown(key)
+    try:
+        raw = run.read(key)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        run.warning(FindingKind.GONE, shown, f"cannot read: {e}", partition=pid)
+        return
+    try:
+        kept = Manifest.decode(shown, raw, magic=fmt.MAGIC_GONE)
+        if kept.partition != pid:
+            raise CorruptionError(shown, fmt.FRAME_SIZE, f"names partition {kept.partition}")
+    except CorruptionError as e:
+        run.warning(
+            FindingKind.GONE, shown, f"{e.reason} (the MANIFEST holds the same facts; the "
+            "next retention pass that removes a segment writes it again)", partition=pid,
+        )  # fmt: skip
+
+
 def _manifest_disagreements(
     run: FsckRun, pid: str, key: str, shown: str, *, count: bool = True
 ) -> list[tuple[str, int | None, str]]:

@@ -41,6 +41,7 @@ class FindingKind(enum.StrEnum):
     SEGMENT_ORPHAN = "segment_orphan"
     SEGMENT_PENDING = "segment_pending"
     MANIFEST = "manifest"
+    GONE = "gone"
     LEASE = "lease"
     QUARANTINE_MARK = "quarantine_mark"
     STAGED = "staged"

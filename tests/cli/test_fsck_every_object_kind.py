@@ -35,6 +35,7 @@ FLIPPED: dict[str, tuple[str, str]] = {
     "POLICY.copy": ("warning", "policy_copy"),
     "partitions/p-0/MANIFEST": ("problem", "manifest"),
     "partitions/p-0/LEASE": ("problem", "lease"),
+    "partitions/p-0/GONE": ("warning", "gone"),
     "partitions/p-0/txns/*.txn": ("problem", "staged"),
     "segments/p-0/00000000000000000004.arrow": ("problem", "segment"),
     "segments/p-0/00000000000000000004.meta": ("problem", "segment_meta"),
