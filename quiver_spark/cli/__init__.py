@@ -9,20 +9,21 @@ Exit codes: 0 success; 1 the command found trouble (an unhealthy store in ``fsck
 a corrupt file met by ``status``, a lock held elsewhere, an unknown or duplicate
 subscriber); 2 usage errors (bad flags or option values, a missing or non-Quiver
 path); 130 interrupted (Ctrl-C), with one line and no traceback, also while the
-command is still importing its modules (this module imports nothing heavy; the
+command is still importing its modules; 141, silently, when the reader of its output
+went away (``quiver status PATH | head``) (this module imports nothing heavy; the
 commands live in :mod:`.app`). Also runnable as ``python -m quiver_spark.cli``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["cli", "main"]
 
-EXIT_INTERRUPTED = 130
-"""128 + SIGINT, the shell's convention for a command stopped by Ctrl-C."""
+from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -34,6 +35,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:  # while importing: the group handles it once running
         sys.stderr.write("\nInterrupted.\n")
         sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # whoever read the output stopped early (`quiver status PATH | head`): say
+        # nothing, and let no flush at exit complain about the closed pipe again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(EXIT_BROKEN_PIPE)
 
 
 def __getattr__(name: str) -> Any:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Any
 
 import click
 
 from .. import __version__
 from ..errors import CliError
-from .common import EXIT_INTERRUPTED, EXIT_TROUBLE, configure_logging, one_line
+from .common import configure_logging, one_line
 from .config import config
+from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TROUBLE
 from .fsck import fsck
 from .gc import gc
 from .metrics import metrics
@@ -42,6 +45,10 @@ class QuiverGroup(click.Group):
             raise shown from e
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:  # the reader went away (`quiver ... | head`): not an error
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # no flush at exit complains again
+            raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
         except KeyboardInterrupt:  # not an unhealthy store (exit 1): the shell's 130
             click.echo("Interrupted.", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None

@@ -42,11 +42,7 @@ from ..options import (
 from ..policy import damage_warning
 from ..store import QuiverStore
 from ..urls import check_url, is_object_root, root_location
-
-EXIT_OK = 0
-EXIT_TROUBLE = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT
+from .exits import EXIT_TROUBLE, EXIT_USAGE
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")

@@ -52,9 +52,6 @@ from ..errors import CliError, ConfigError, CorruptionError, QuiverError, Retrie
 from ..fsck import FsckReport, StoreChecker
 from ..store import QuiverStore
 from .common import (
-    EXIT_OK,
-    EXIT_TROUBLE,
-    EXIT_USAGE,
     StoreArgs,
     check_segments_reachable,
     check_store_path,
@@ -65,6 +62,7 @@ from .common import (
     store_arguments,
     store_config,
 )
+from .exits import EXIT_OK, EXIT_TROUBLE, EXIT_USAGE
 
 SCHEMA = "quiver.fsck/1"
 

@@ -59,7 +59,6 @@ from ..segment.catalog import DamagedSegment
 from ..store import QuiverStore
 from ..wal import list_wal_files, scan_wal_file, wal_limits
 from .common import (
-    EXIT_TROUBLE,
     StoreArgs,
     emit_json,
     human_bytes,
@@ -68,6 +67,7 @@ from .common import (
     wal_partitions,
     with_store,
 )
+from .exits import EXIT_TROUBLE
 
 SCHEMA = "quiver.gc/1"
 

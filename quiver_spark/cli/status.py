@@ -87,7 +87,6 @@ from ..subscribers import SubscriberRegistry, records
 from ..urls import is_object_url
 from ..wal import list_wal_files
 from .common import (
-    EXIT_TROUBLE,
     StoreArgs,
     emit_json,
     human_bytes,
@@ -98,6 +97,7 @@ from .common import (
     wal_partitions,
     with_store,
 )
+from .exits import EXIT_TROUBLE
 from .registry import open_registry
 
 SCHEMA = "quiver.status/1"

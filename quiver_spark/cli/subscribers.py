@@ -30,7 +30,6 @@ from ..segment import SegmentLocation
 from ..store import QuiverStore
 from ..subscribers import records
 from .common import (
-    EXIT_TROUBLE,
     StoreArgs,
     check_segments_reachable,
     emit_json,
@@ -43,6 +42,7 @@ from .common import (
     store_arguments,
     store_config,
 )
+from .exits import EXIT_TROUBLE
 from .registry import open_registry
 from .status import collect_status, filter_options
 

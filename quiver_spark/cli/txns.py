@@ -38,7 +38,6 @@ from ..config import validate_name
 from ..errors import CliError, ConfigError
 from ..store import QuiverStore
 from .common import (
-    EXIT_TROUBLE,
     StoreArgs,
     emit_json,
     local_wal_note,
@@ -47,6 +46,7 @@ from .common import (
     with_store,
     writer_holder,
 )
+from .exits import EXIT_TROUBLE
 
 SCHEMA = "quiver.txns/1"
 
