@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from quiver_spark.spark.source_read import data_loss_report
+from quiver_spark.subscription import lost_report as data_loss_report
 
 from ..cli.conftest import run_json
 from ..damage import flip_byte

@@ -8,9 +8,9 @@ import pytest
 
 from quiver_spark import RetentionConfig, SizeCapPolicy
 from quiver_spark.retention import apply_retention
-from quiver_spark.spark.source_read import data_loss_report
 from quiver_spark.store import QuiverStore
 from quiver_spark.subscribers import StartPosition, SubscriberRegistry
+from quiver_spark.subscription import lost_report as data_loss_report
 
 from ..damage import flip_byte
 from .source_helpers import Collector, run_available_now, segment_files, stream, write_segments

@@ -23,10 +23,10 @@ from quiver_spark.spark.source_read import (
     META_SEGMENT,
     QuiverInputPartition,
     arrow_target,
-    data_loss_report,
     read_partition,
     spark_schema_of,
 )
+from quiver_spark.subscription import lost_report as data_loss_report
 
 from ..damage import flip_byte
 from .source_helpers import ROWS_PER_SEGMENT, write_segments
