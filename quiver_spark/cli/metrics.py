@@ -9,6 +9,14 @@ textfile collector pointed at a directory never sees a series twice:
 
     quiver metrics /data/quiver --textfile /var/lib/node_exporter/quiver.prom   # cron
     quiver metrics /data/quiver --all     # this plus every process file, on stdout
+    quiver metrics s3://bucket/store --serve 0.0.0.0:9464 --all   # scraped by Prometheus
+
+``--serve [HOST:]PORT`` keeps one read handle open and answers ``GET /metrics`` (and
+``/``) with the same exposition, computed again at most every ``--interval`` (15 s:
+each computation reads the store, on an object root a few requests per partition), so
+any number of scrapers cost the store one computation per interval. It runs until
+Ctrl-C (exit 130); a computation that fails answers 503 naming why, and the next
+scrape tries again.
 
 A process file that cannot be read back (damaged bytes; the files are advisory) is
 named on stderr (``warning: metrics file ... skipped``) and left out; the rest is
@@ -22,8 +30,10 @@ slot is written again.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import click
 from prometheus_client import CollectorRegistry, generate_latest
@@ -32,10 +42,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .. import metrics as m
 from ..config import NAME_RE
+from ..errors import CliError, ConfigError, QuiverError
 from ..gauges import observe
 from ..retained import RetainedIndex
 from ..store import QuiverStore
-from .common import StoreArgs, emit_json, store_arguments, with_store, writer_holder
+from ..values import parse_duration
+from .common import StoreArgs, emit_json, open_store, store_arguments, with_store, writer_holder
+from .exits import EXIT_TROUBLE, EXIT_USAGE
 from .registry import open_registry
 from .status import collect_status
 
@@ -166,7 +179,27 @@ def process_files(store: QuiverStore) -> list[list[Metric]]:
     is_flag=True,
     help="First remove the files of writers whose partition no process holds.",
 )
-def metrics(args: StoreArgs, textfile: str | None, include_all: bool, prune: bool) -> None:
+@click.option(
+    "--serve",
+    metavar="[HOST:]PORT",
+    help="Serve the series at http://HOST:PORT/metrics for Prometheus to scrape, until "
+    "Ctrl-C (HOST defaults to 127.0.0.1; 0.0.0.0 listens on every interface).",
+)
+@click.option(
+    "--interval",
+    default="15s",
+    show_default=True,
+    metavar="DURATION",
+    help="With --serve: compute the series again at most this often.",
+)
+def metrics(
+    args: StoreArgs,
+    textfile: str | None,
+    include_all: bool,
+    prune: bool,
+    serve: str | None,
+    interval: str,
+) -> None:
     """Print the store-wide metrics in the Prometheus text format."""
 
     def run(store: QuiverStore) -> str:
@@ -176,6 +209,20 @@ def metrics(args: StoreArgs, textfile: str | None, include_all: bool, prune: boo
         texts = [store_metrics(store).to_prometheus(scopes=(m.STORE,))]
         return merged_exposition(texts, process_files(store) if include_all else [])
 
+    if serve is not None:
+        if textfile or args.as_json:
+            raise CliError("--serve answers scrapes: it takes neither --textfile nor --json", EXIT_USAGE)
+        host, port = serve_address(serve)
+        try:
+            every = parse_duration("--interval", interval)
+        except ConfigError as e:
+            raise CliError(str(e), EXIT_USAGE) from e
+        store = open_store(args)
+        try:
+            serve_metrics(host, port, Exposition(lambda: run(store), every))
+        finally:
+            store.close()
+        return
     text = with_store(args, run)
     if args.as_json:  # the same series as a document: {"schema", "families": [...]}
         emit_json(as_document(text))
@@ -187,3 +234,77 @@ def metrics(args: StoreArgs, textfile: str | None, include_all: bool, prune: boo
         os.replace(tmp, textfile)
     else:
         click.echo(text, nl=False)
+
+
+def serve_address(value: str) -> tuple[str, int]:
+    """``[HOST:]PORT`` as ``(host, port)``; CliError (exit 2) naming what is allowed."""
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise CliError(
+            f"--serve {value!r}: expected [HOST:]PORT with PORT a number from 0 to 65535 "
+            "(e.g. 9464 or 0.0.0.0:9464)",
+            EXIT_USAGE,
+        )
+    return host, int(port)
+
+
+class Exposition:
+    """The exposition text, computed by ``compute`` at most every ``interval_s``
+    seconds however many scrapes ask (one computation at a time)."""
+
+    def __init__(self, compute: Callable[[], str], interval_s: float) -> None:
+        self.compute = compute
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._text: str | None = None
+        self._at = float("-inf")
+
+    def get(self) -> str:
+        with self._lock:
+            if self._text is None or time.monotonic() - self._at >= self.interval_s:
+                self._text = None  # a failed computation is never served as current
+                self._text = self.compute()
+                self._at = time.monotonic()
+            return self._text
+
+
+def serve_metrics(host: str, port: int, exposition: Exposition) -> None:
+    """Answer ``GET /metrics`` (and ``/``) from ``exposition`` until Ctrl-C."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] not in ("/", "/metrics"):
+                self._answer(404, "not found: Quiver's series are at /metrics\n")
+                return
+            try:
+                body = exposition.get()
+            except (QuiverError, OSError) as e:
+                self._answer(503, f"quiver metrics: the store could not be read: {e}\n")
+                return
+            self._answer(200, body, "text/plain; version=0.0.4; charset=utf-8")
+
+        def _answer(self, code: int, text: str, kind: str = "text/plain; charset=utf-8") -> None:
+            data = text.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None  # a scrape every few seconds is not news
+
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as e:
+        raise CliError(f"--serve {host}:{port}: cannot listen there ({e.strerror or e})", EXIT_TROUBLE) from e
+    server.daemon_threads = True
+    bound = server.server_address[1]
+    click.echo(
+        f"serving the store's metrics at http://{host}:{bound}/metrics (Ctrl-C stops)", err=True
+    )
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
