@@ -1,7 +1,7 @@
 """A writer that comes back to a partition it wrote before never reuses a seq
 subscribers acknowledged, even when the partition's GONE does not record those seqs
-(the retention pass that deleted them could not write it, or it was damaged) and the
-MANIFEST was damaged afterwards.
+(the retention pass that deleted them could not write it, died before it did, or GONE
+was damaged) and the MANIFEST was damaged afterwards.
 
 On an object root the seqs gone and the partition's ``high`` are kept twice: in the
 MANIFEST and in ``partitions/<pid>/GONE`` (ARCHITECTURE.md §12.4). The GONE write is
@@ -14,7 +14,10 @@ the deleted seqs is left, joined with a GONE that never learned them, and the wr
 publishes under a seq every subscriber already acknowledged. Its rows, acknowledged
 to its caller, are never delivered and the next retention pass deletes them. The same
 holds when GONE and the MANIFEST are both damaged, where §12.4 says the writer falls
-back to the ack log's marks: a writer with a STATE never reads them.
+back to the ack log's marks: a writer with a STATE never reads them. And a pass
+that dies between its MANIFEST change and its GONE write needs no storage failure at
+all: the pass that finishes its deletion (``quiver gc --full``) changes no MANIFEST,
+so it writes no GONE either.
 """
 
 from __future__ import annotations
@@ -90,6 +93,37 @@ def test_a_transient_failure_of_the_gone_write_never_lets_a_writer_reuse_an_ackn
     damage("partitions/p-0/MANIFEST")
     machine_a_writes_again(tmp_path, driver)
     driver.close()
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+def test_a_pass_that_died_before_its_gone_write_never_lets_a_writer_reuse_an_acknowledged_seq(
+    tmp_path: Path,
+) -> None:
+    driver = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-d"), partition=None, background=False)
+    driver.subscribers.register("s")
+    three_seqs_on_two_machines(tmp_path, driver)
+
+    def dies_at_the_gone_write(op: str, key: str) -> None:
+        if op in ("create", "replace", "put") and key.endswith("/GONE"):
+            raise Crash(key)
+
+    driver.objects.faults.before = dies_at_the_gone_write
+    with pytest.raises(Crash):
+        driver.run_retention()  # the MANIFEST records 1 .. 3 deleted, GONE does not
+    driver.objects.faults.before = None
+    driver.close()
+
+    # a new process finishes the deletion (`quiver gc --full`)
+    gc = QuiverStore.open(ROOT, wal_in(tmp_path / "wal-gc"), partition=None, background=False)
+    gc.run_retention(listing=True)
+    assert not MemoryObjects(BUCKET, "s").list("segments/p-0/")
+
+    damage("partitions/p-0/MANIFEST")
+    machine_a_writes_again(tmp_path, gc)
+    gc.close()
 
 
 def test_a_damaged_gone_beside_a_damaged_manifest_never_lets_a_writer_reuse_an_acknowledged_seq(
