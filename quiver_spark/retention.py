@@ -63,31 +63,13 @@ class CheckedCatalog(Protocol):
 
 
 @runtime_checkable
-class LeftoverCatalog(Protocol):
-    """A catalog whose segments may leave staged objects behind (an object root's
-    ``SegmentLocation``, §12.6): removed before the segments are recorded deleted."""
+class PreparedCatalog(Protocol):
+    """A catalog with something to do before segments are recorded deleted (an object
+    root's ``SegmentLocation``: leftover staged objects, the GONE copy, §12.4, §12.6)."""
 
-    def drop_leftover_staged(self, partition: str, seqs: Sequence[int]) -> None: ...
+    def prepare_removal(self, partition: str, seqs: Sequence[int]) -> Sequence[int]: ...
 
-
-def _drop_leftovers(catalog: LeftoverCatalog, deletions: Mapping[str, Sequence[int]]) -> set[Key]:
-    """Remove the leftover staged objects of the segments about to go, partition by
-    partition; the segments of a partition where that failed, which this pass keeps
-    (logged: the storage refused or failed, the next pass tries again)."""
-    held: set[Key] = set()
-    for p, seqs in deletions.items():
-        try:
-            catalog.drop_leftover_staged(p, seqs)
-        except OSError as e:
-            log.warning(
-                "quiver.gc.held partition=%s seqs=%s: their leftover staged objects cannot "
-                "be removed (%s); the segments are kept until they can",
-                p,
-                list(seqs),
-                e,
-            )
-            held.update((p, q) for q in seqs)
-    return held
+    def record_removal(self, partition: str, seqs: Sequence[int]) -> None: ...
 
 
 def _chosen_sizes(index: RetainedIndex, pl: RetentionPlan) -> dict[Key, int]:
@@ -166,33 +148,59 @@ def apply_retention(
                 index.sync(catalog, reg, full=True)
                 pl = decide()
             deletions = pl.deletions()
-            while deletions and isinstance(catalog, CheckedCatalog):
-                # the view may come from a manifest: what was removed by hand is
-                # forgotten, a damaged .meta kept; then the plan is made again
-                gone, bad = catalog.check_before_delete(deletions)
-                if not gone and not bad:
-                    break
-                index.remove(gone)
-                index.mark_damaged(bad)
-                pl = decide()
-                deletions = pl.deletions()
-            cleared: dict[str, set[int]] = {}
-            while deletions and isinstance(catalog, LeftoverCatalog):
-                # what must go before a segment does, first: a partition where that
-                # fails keeps its segments this pass, and the plan is made again
-                todo = {
-                    p: [q for q in seqs if q not in cleared.get(p, ())]
-                    for p, seqs in deletions.items()
+            checked: set[Key] = set()
+            prepared: set[Key] = set()
+            while deletions:
+                # every plan is checked and prepared before anything is recorded: the
+                # view may come from a manifest (what was removed by hand is forgotten, a
+                # damaged .meta kept), and what must go first may not (those segments are
+                # held this pass); either way the plan is made again
+                fresh = {
+                    p: [q for q in seqs if (p, q) not in checked] for p, seqs in deletions.items()
                 }
-                stuck = _drop_leftovers(catalog, {p: v for p, v in todo.items() if v})
-                for p, seqs in todo.items():
-                    cleared.setdefault(p, set()).update(q for q in seqs if (p, q) not in stuck)
+                fresh = {p: v for p, v in fresh.items() if v}
+                if fresh and isinstance(catalog, CheckedCatalog):
+                    gone, bad = catalog.check_before_delete(fresh)
+                    checked.update((p, q) for p, seqs in fresh.items() for q in seqs)
+                    if gone or bad:
+                        index.remove(gone)
+                        index.mark_damaged(bad)
+                        pl = decide()
+                        deletions = pl.deletions()
+                        continue
+                todo = {
+                    p: [q for q in seqs if (p, q) not in prepared] for p, seqs in deletions.items()
+                }
+                todo = {p: v for p, v in todo.items() if v}
+                stuck: set[Key] = set()
+                if todo and isinstance(catalog, PreparedCatalog):
+                    for p, seqs in todo.items():
+                        kept = set(catalog.prepare_removal(p, seqs))
+                        stuck.update((p, q) for q in kept)
+                        prepared.update((p, q) for q in seqs if q not in kept)
                 if not stuck:
                     break
                 held |= stuck
                 pl = decide()
                 deletions = pl.deletions()
             sizes = _chosen_sizes(index, pl)
+            if deletions and isinstance(catalog, PreparedCatalog):
+                # the plan's last word: each partition's removal is kept in its GONE
+                # before anything is recorded; where that fails, its segments stay
+                for p, seqs in list(deletions.items()):
+                    try:
+                        catalog.record_removal(p, seqs)
+                    except OSError as e:
+                        log.warning(
+                            "quiver.gc.held partition=%s seqs=%s: its GONE cannot be "
+                            "written (%s); kept until it can",
+                            p,
+                            seqs,
+                            e,
+                        )
+                        pl.hold([(p, q) for q in seqs], sizes)
+                deletions = pl.deletions()
+                sizes = _chosen_sizes(index, pl)
             dropped: dict[str, dict[str, list[int]]] = {}
             if deletions:
                 before = (

@@ -101,6 +101,21 @@ class RetentionPlan:
     """Kept this pass: something that must go before them could not (their leftover
     staged objects, §12.6); never chosen, their bytes count."""
 
+    def hold(self, keys: Iterable[Key], sizes: Mapping[Key, int]) -> None:
+        """Keep ``keys`` after all (something that must precede their deletion failed
+        once the plan was final): out of every deletion list, into :attr:`held`, their
+        bytes (``sizes``) back in :attr:`bytes_after`."""
+        out = set(keys)
+        if not out:
+            return
+        for name in ("delete_steady", "delete_time", "delete_size", "drop_size"):
+            kept = [k for k in getattr(self, name) if k not in out]
+            self.bytes_after += sum(sizes.get(k, 0) for k in getattr(self, name) if k in out)
+            setattr(self, name, kept)
+        for k in out:
+            self.drop_records.pop(k, None)
+        self.held = sorted({*self.held, *out})
+
     def deletions(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for p, s in self.delete_steady + self.delete_time + self.delete_size + self.drop_size:

@@ -394,7 +394,8 @@ class ManifestStore:
         self._last: dict[str, Manifest] = {}
         self._claimed: dict[str, int] = {}
         self._confirm: dict[str, Callable[[], None]] = {}
-        self._gone: dict[str, Manifest] = {}  # the GONE copy this handle last read or wrote
+        # the GONE copy this handle last read or wrote (None: seen absent)
+        self._gone: dict[str, Manifest | None] = {}
 
     def claim(self, partition: str, epoch: int, confirm: Callable[[], None] | None = None) -> None:
         """This handle writes ``partition`` under lease epoch ``epoch``: its next change
@@ -495,6 +496,7 @@ class ManifestStore:
         key = gone_key(partition)
         got = self.objects.get(key)
         if got is None:
+            self._gone[partition] = None  # none yet: a first keep creates it unread
             return None
         try:
             kept = Manifest.decode(self.objects.display(key), got.data, got.version, MAGIC_GONE)
@@ -515,10 +517,11 @@ class ManifestStore:
         write while this handle wrote the last copy, a GET first otherwise; a copy that
         fails verification is replaced."""
         p, key = manifest.partition, gone_key(manifest.partition)
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
+            known = attempt == 0 and p in self._gone  # read or written by this handle
             cur = self._gone.get(p)
             version = cur.version if cur is not None else None
-            if cur is None:
+            if cur is None and not known:
                 got = self.objects.get(key)
                 if got is not None:
                     version = got.version
@@ -628,7 +631,7 @@ class ManifestStore:
                 raise
             out = replace(new, version=version)
             self._last[partition] = out
-            if self.keeps_facts and (cur is None or _gone_grew(cur, out)):
+            if self.keeps_facts and _gone_grew(cur or empty(partition), out):
                 self._keep_best_effort(out)
             return out
         raise OSError(f"{self.display(partition)}: {_ATTEMPTS} conditional writes in a row lost")
@@ -643,10 +646,10 @@ class ManifestStore:
     def _keep_best_effort(self, manifest: Manifest) -> None:
         try:
             self.keep_facts(manifest)
-        except OSError as e:  # the ack log's deleted marks still cover the seqs (§11)
+        except OSError as e:  # retention wrote its removals before this change (§12.4)
             log.warning(
                 "quiver.manifest.gone_unwritten partition=%s error=%s (the next change "
-                "that removes a segment writes it again)",
+                "that records a seq gone writes it again)",
                 manifest.partition,
                 e,
             )

@@ -183,8 +183,10 @@ class SegmentLocation:
         # partition -> the MANIFEST as this instance last read or wrote it: what the
         # probes of an object root accept without reading it again
         self._copies: dict[str, Manifest] = {}
-        # seqs whose leftover staged objects a retention pass just removed (§12.6)
-        self._leftovers_dropped: dict[str, set[int]] = {}
+        # seqs a retention pass just prepared for removal (prepare_removal), and the
+        # transactions each of them names
+        self._prepared: dict[str, set[int]] = {}
+        self._named: dict[str, dict[int, set[int]]] = {}
         if objects is None:
             check_url("segment.path", url)  # a missing backend or bad URL: one clear error
         self.is_local = objects is None and is_local_url(url)
@@ -605,6 +607,17 @@ class SegmentLocation:
             return seqs
         return [q for q in seqs if not gone.holds(q)]
 
+    def _ack_log_marks(self, partition: str) -> DeletedMarks | None:
+        """Object root: the ack log's record of ``partition``'s deleted seqs, None when
+        there is none or it cannot be read (logged: the listing and GONE decide)."""
+        if self.deleted_marks is None or not self.manifest_publishes:
+            return None
+        try:
+            return self.deleted_marks(partition)
+        except (OSError, CorruptionError) as e:
+            log.warning("quiver.segment.deleted_marks_unread partition=%s error=%s", partition, e)
+            return None
+
     def _without_fenced_orphans(
         self, partition: str, seqs: builtins.list[int]
     ) -> builtins.list[int]:
@@ -649,6 +662,16 @@ class SegmentLocation:
         high = max([*live, *quarantined], default=0)
         m = Manifest(partition, high=high, entries=tuple(entries))
         m = m.removed(s for s in range(1, high + 1) if s not in live)
+        marks = self._ack_log_marks(partition)
+        if marks is not None:  # what the ack log records deleted stays gone (§12.4)
+            m = m.with_facts(
+                Manifest(
+                    partition,
+                    high=marks.highest,
+                    deleted_floor=marks.floor,
+                    deleted_above=frozenset(marks.above),
+                )
+            )
         log.info(
             "quiver.manifest.built partition=%s segments=%d high=%d", partition, len(entries), high
         )
@@ -1178,8 +1201,14 @@ class SegmentLocation:
         Idempotent: missing files are ignored.
         """
         seqs = list(seqs)
-        cleared = self._leftovers_dropped.pop(partition, set())
-        self.drop_leftover_staged(partition, [q for q in seqs if q not in cleared])
+        prepared = self._prepared.pop(partition, set())
+        self._named.pop(partition, None)
+        held = self.prepare_removal(partition, [q for q in seqs if q not in prepared])
+        if held:
+            raise OSError(
+                f"partition {partition}: segments {held} kept: what must go before them "
+                "could not (logged quiver.gc.held); the next pass deletes them"
+            )
         self.forget(partition, seqs)
         self._manifest_remove(partition, seqs)
         pairs = [self._paths(partition, s) for s in seqs]
@@ -1217,33 +1246,78 @@ class SegmentLocation:
             self.mark_damaged(damaged)
         return gone, damaged
 
-    def drop_leftover_staged(self, partition: str, seqs: Iterable[int]) -> None:
-        """Object root, before a segment leaves the MANIFEST: remove the staged objects
-        still left for the transactions it holds (a writer's drop after sealing is best
-        effort). Once the segment is gone only the MANIFEST's ``txns_gone`` names them,
-        and a MANIFEST rebuilt from a listing after damage cannot: a leftover would be
-        sealed again and rows retention deleted read twice (§12.6). One LIST of
-        ``txns/`` when the segments name transactions; a failure raises before
-        anything is removed (the next pass deletes the segment again)."""
-        doomed = set(seqs)
+    def prepare_removal(self, partition: str, seqs: Iterable[int]) -> builtins.list[int]:
+        """Object root, while retention plans to delete ``seqs``: the staged objects
+        still left for the transactions they hold are removed (a writer's drop after
+        sealing is best effort; once the segments are gone a MANIFEST rebuilt from a
+        listing could not name those transactions, and a leftover would be sealed
+        again, §12.6): one LIST of ``txns/`` when they name transactions, one DELETE per
+        leftover. Removing a leftover is harmless even if the segment then stays (its
+        transaction is sealed: the MANIFEST names it). Once the plan is final,
+        :meth:`record_removal` keeps the removal in GONE.
+
+        Returns the seqs to hold this pass (logged ``quiver.gc.held``): those naming a
+        transaction whose leftover could not be removed (all that name one when the
+        LIST failed). Nothing raises."""
+        doomed = sorted(set(seqs))
         if self.manifests is None or not doomed:
+            return []
+        copy = self._copies.get(partition)
+        named: dict[int, set[int]] = {q: set() for q in doomed}
+        if copy is not None:
+            for e in copy.entries:
+                if e.seq in named:
+                    named[e.seq].update(e.txns)
+        for q in doomed:
+            meta = self.cached(partition, q)
+            if meta is not None:
+                named[q].update(meta.txns)
+        txns = {t for ts in named.values() for t in ts}
+        held: set[int] = set()
+        objects = self.manifests.objects
+        if txns:
+            try:
+                left = [t for t in staged_ids(objects, partition) if t in txns]
+            except OSError as e:
+                held.update(q for q, ts in named.items() if ts)
+                log.warning("quiver.gc.held partition=%s seqs=%s: txns/ unlisted (%s)",
+                            partition, sorted(held), e)  # fmt: skip
+                left = []
+            for t in left:
+                try:
+                    drop_staged(objects, partition, [t])
+                except OSError as e:
+                    stuck = sorted(q for q, ts in named.items() if t in ts)
+                    held.update(stuck)
+                    log.warning(
+                        "quiver.gc.held partition=%s seqs=%s: the leftover staged object of "
+                        "transaction %d cannot be removed (%s); kept until it can",
+                        partition, stuck, t, e,
+                    )  # fmt: skip
+            if left:
+                log.info("quiver.staged.dropped_with_segment partition=%s txns=%s", partition, left)
+        going = [q for q in doomed if q not in held]
+        self._named.setdefault(partition, {}).update({q: named[q] for q in going})
+        # the delete that follows need not prepare them again
+        self._prepared.setdefault(partition, set()).update(going)
+        return sorted(held)
+
+    def record_removal(self, partition: str, seqs: Iterable[int]) -> None:
+        """Object root, just before retention records ``seqs`` deleted (the plan's
+        last word): join their removal (seqs gone, the high, the transactions they
+        held, retired) into the partition's GONE (§12.4), so that a MANIFEST rebuilt
+        later never brings them back, whatever happens to the pass after. OSError when
+        GONE cannot be written: the caller keeps these segments this pass."""
+        doomed = sorted(set(seqs))
+        if self.manifests is None or not doomed or not self.manifests.keeps_facts:
             return
         copy = self._copies.get(partition)
-        txns: set[int] = set()
-        if copy is not None:
-            txns.update(t for e in copy.entries if e.seq in doomed for t in e.txns)
-        for seq in doomed:
-            meta = self.cached(partition, seq)
-            if meta is not None:
-                txns.update(meta.txns)
-        if txns:
-            objects = self.manifests.objects
-            left = [t for t in staged_ids(objects, partition) if t in txns]
-            if left:
-                drop_staged(objects, partition, left)
-                log.info("quiver.staged.dropped_with_segment partition=%s txns=%s", partition, left)
-        # the delete that follows need not look again
-        self._leftovers_dropped.setdefault(partition, set()).update(doomed)
+        named = self._named.get(partition, {})
+        base = copy if copy is not None else Manifest(partition)
+        retired = tuple(sorted(t for q in doomed for t in named.get(q, ())))
+        self.manifests.keep_facts(
+            base.removed(doomed).with_facts(Manifest(partition, txns_gone=retired))
+        )
 
     def _manifest_remove(self, partition: str, seqs: builtins.list[int]) -> None:
         """Before any file goes: the seqs leave the MANIFEST, recorded gone (so a
