@@ -59,6 +59,13 @@ class Txn:
 
 HEARTBEAT_PENDING = 256
 """Pending transactions a heartbeat lists at most (oldest first)."""
+RESOLVE_GRACE_S = 5.0
+"""How long after its first record a pending transaction's commit record is looked for
+at every maintenance tick (a micro-batch's decision comes within it)."""
+RESOLVE_CAP_S = 30.0
+"""The longest wait between two looks for the commit record of a transaction still
+pending after :data:`RESOLVE_GRACE_S` on an object root, or at a staged transaction of
+another incarnation that is undecided or damaged (each look is a request)."""
 
 
 class OpenSegment:

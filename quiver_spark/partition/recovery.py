@@ -31,7 +31,7 @@ from ..fs import FileIO
 from ..ranges import RangeSet
 from ..seams import NO_DELETIONS, DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
-from ..staging import drop_staged, staged_ids
+from ..staging import staged_ids
 from ..wal import (
     WalCarry,
     WalDecoder,
@@ -43,6 +43,7 @@ from ..wal import (
     wal_limits,
 )
 from .model import OpenSegment, RecoveryReport, Txn
+from .staged import StagedBook
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +100,7 @@ class PartitionRecovery:
     _drop_from: int | None
     _cut: tuple[int, list[WalCarry]] | None
     _cut_settled: bool
-    _undropped: set[int]
-    _foreign: dict[int, tuple[float, float]]
-    _txn_ceiling: int | None
+    _staged: StagedBook
 
     # -- what replay admits into: the live writer's ---------------------------------------
     def _admit(
@@ -140,25 +139,9 @@ class PartitionRecovery:
             lease.renew()
 
     def _drop_staged(self, txns: tuple[int, ...]) -> None:
-        """Object root: the staged objects of transactions now in the MANIFEST are
-        garbage (§12.6); removed best effort: a failed delete is retried with the
-        writer's next publication (and the next observer pass removes leftovers)."""
-        if not self.segments.manifest_publishes:
-            return
-        assert self.segments.manifests is not None
-        # never the staged object of a transaction the MANIFEST does not name: its rows
-        # would be nowhere else once this writer's WAL is gone
-        wanted = sorted({*txns, *self._undropped})
-        named = tuple(t for t in wanted if self.segments.seals_txn(self.pid, t))
-        if not named:
-            return
-        try:
-            drop_staged(self.segments.manifests.objects, self.pid, named)
-        except OSError as e:
-            self._undropped.update(named)
-            log.warning("quiver.staged.drop_failed partition=%s txns=%s: %s", self.pid, named, e)
-        else:
-            self._undropped.difference_update(named)
+        """Object root: remove the staged objects of transactions now in the MANIFEST
+        (best effort, :meth:`StagedBook.drop`)."""
+        self._staged.drop(txns)
 
     def _publish_own(
         self,
@@ -479,17 +462,14 @@ class PartitionRecovery:
             # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
             # §12.6): this writer holds the lease, so no observer seals them; it seals
             # the committed ones itself (``_seal_foreign``), next look at once
-            held = {*self._pending, *self._open.txns, *self._unpublished_txns}
-            keep = {
-                t: self._foreign.get(t, (0.0, 0.0))
-                for t in staged
-                if not manifest.seals(t) and t not in held
-            }
-            self._foreign = keep
+            self._staged.adopt(
+                [t for t in staged if not manifest.seals(t)],
+                {*self._pending, *self._open.txns, *self._unpublished_txns},
+            )
         if self.segments.manifest_publishes:
             # the listing above may lag behind the bucket: the floor this writer records
             # stays at the MANIFEST's until a later listing is taken into account
-            self._txn_ceiling = manifest.txn_floor if manifest is not None else 0
+            self._staged.ceiling = manifest.txn_floor if manifest is not None else 0
         if (
             publishing
             or rep.torn_tails

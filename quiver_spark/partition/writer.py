@@ -36,37 +36,23 @@ from ..fs import DEFAULT_IO, FileIO, PartitionLock
 from ..ranges import ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
-from ..staging import drop_staged, one_schema, staged_ids
 from ..wal import (
     WalCarry,
     encode_txn,
 )
-from .model import HEARTBEAT_PENDING, OpenSegment, Txn, partition_dir
+from .model import (
+    HEARTBEAT_PENDING,
+    RESOLVE_CAP_S,
+    RESOLVE_GRACE_S,
+    OpenSegment,
+    Txn,
+    partition_dir,
+)
 from .recovery import _MOVES, PartitionRecovery
-from .staged_seal import Outcome, seal_one
-
-RESOLVE_GRACE_S = 5.0
-"""How long after its first record a pending transaction's commit record is looked for
-at every maintenance tick (a micro-batch's decision comes within it)."""
-RESOLVE_CAP_S = 30.0
-"""The longest wait between two looks for the commit record of a transaction still
-pending after :data:`RESOLVE_GRACE_S` on an object root (each look is a request)."""
+from .staged import StagedBook, staged_schema
+from .staged_seal import seal_one
 
 log = logging.getLogger(__name__)
-
-
-def _one_schema(
-    pid: str, txn_id: int, records: list[tuple[int, int, pa.RecordBatch]]
-) -> list[tuple[int, int, pa.RecordBatch]]:
-    """A transaction's records under the one schema its staged object has
-    (:func:`~quiver_spark.staging.one_schema`: the same columns, taken by name or, for
-    repeated names, by position, nullable where any batch is); as they are when the
-    store took them as different schemas (a schema change: they are split)."""
-    try:
-        batches = one_schema(pid, txn_id, [b for _, _, b in records])
-    except ValueError:
-        return records
-    return [(seq, ns, b) for (seq, ns, _), b in zip(records, batches, strict=True)]
 
 
 class PartitionWriter(PartitionRecovery):
@@ -129,15 +115,9 @@ class PartitionWriter(PartitionRecovery):
         self._cut: tuple[int, list[WalCarry]] | None = None
         # the cut is durable and its records written again (kept until a recovery succeeds)
         self._cut_settled = False
-        # object root: staged transactions the MANIFEST names whose delete failed
-        # (retried with the next publication, §12.6)
-        self._undropped: set[int] = set()
-        # object root: staged transactions of this partition that neither this WAL nor
-        # the MANIFEST holds -> (next look, interval); sealed by this writer (§12.6)
-        self._foreign: dict[int, tuple[float, float]] = {}
-        # object root: the highest txn_floor this writer may record until a listing
-        # of txns/ made after its open was taken into account (None: no limit)
-        self._txn_ceiling: int | None = None
+        # object root: the staged transactions of this partition it keeps track of
+        # (failed deletes, another incarnation's, the floor's ceiling; §12.6)
+        self._staged = StagedBook(segments, self.pid)
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
         try:
@@ -283,7 +263,7 @@ class PartitionWriter(PartitionRecovery):
         # within it), so a MANIFEST entry that names it holds all of it (§12.6)
         whole = marker is not None and self.segments.manifest_publishes
         if whole and marker is not None:
-            records = _one_schema(self.pid, marker, records)
+            records = staged_schema(self.pid, marker, records)
         try:
             if (
                 whole
@@ -422,7 +402,7 @@ class PartitionWriter(PartitionRecovery):
         open listed, and kept out of the transaction floor until then (§12.6)."""
         with self._lock:
             if self.lease is not None and not self._closed:
-                self._foreign.setdefault(txn_id, (0.0, 0.0))
+                self._staged.note(txn_id)
 
     # -- finalize ------------------------------------------------------------------
     def _publish_pending(self) -> None:
@@ -455,66 +435,29 @@ class PartitionWriter(PartitionRecovery):
             self._unpublished_txns = ()
 
     def _txn_floor(self) -> int:
-        """Object root: the highest transaction id at or below which every transaction
-        of this partition is sealed or decided against (§12.6): below the lowest one
-        this writer has not sealed yet (pending, committed in the open segment, or
-        another incarnation's it looks at), else its highest id. Never above
-        ``_txn_ceiling`` (the MANIFEST's floor at open) until a listing of ``txns/``
-        made since the open noted every staged object it shows (the open's listing
-        may have lagged: a floor over an object it hid would make it garbage)."""
-        floor = self._floor_now()
-        if self._txn_ceiling is not None and floor > self._txn_ceiling:
-            if not self._list_foreign():
-                return self._txn_ceiling
-            self._txn_ceiling = None
-            floor = self._floor_now()
-        return floor
-
-    def _floor_now(self) -> int:
+        """Object root: the ``txn_floor`` to record (§12.6): below the lowest
+        transaction this writer has not sealed yet (pending, committed in the open
+        segment, being admitted, or another incarnation's it looks at), else its
+        highest id; capped as :meth:`StagedBook.floor` says."""
         # ``_admitting``: a transaction being admitted (its marker among its seqs) is in
         # neither ``_pending`` nor the open segment while a finalize it triggers runs
-        open_ids = [*self._pending, *self._open.txns, *self._foreign, *self._admitting]
-        return min(open_ids) - 1 if open_ids else self.wal.next_seq - 1
-
-    def _list_foreign(self) -> bool:
-        """Object root: list ``txns/`` (one LIST) and note as foreign every staged
-        object this writer neither holds nor finds named by the MANIFEST; False when
-        the listing failed (the floor then stays where it was)."""
-        assert self.segments.manifests is not None
-        try:
-            listed = staged_ids(self.segments.manifests.objects, self.pid)
-        except OSError as e:
-            log.warning("quiver.staged.list_failed partition=%s: %s", self.pid, e)
-            return False
-        held = {
-            *self._pending,
-            *self._open.txns,
-            *self._unpublished_txns,
-            *self._foreign,
-            *self._admitting,
-        }
-        for t in listed:
-            if t not in held and not self.segments.seals_txn(self.pid, t):
-                self._foreign[t] = (0.0, 0.0)
-        return True
+        writing = [*self._pending, *self._open.txns, *self._admitting]
+        return self._staged.floor(writing, self._unpublished_txns, self.wal.next_seq - 1)
 
     def _seal_foreign(self) -> None:
         """Object root: seal the committed staged transactions this writer's WAL does
         not hold (another incarnation's, whose disk was lost) as a sealer would
-        (§12.6), at this writer's epoch; drop those decided without them; look at an
-        undecided one again after 1 s, 2, 4... at most every :data:`RESOLVE_CAP_S`, at
-        a damaged one every :data:`RESOLVE_CAP_S` (left for fsck, never floored).
-        Runs only with nothing past the commit point (``_unpublished`` is None)."""
-        if not self._foreign or self._unpublished is not None or self.lease is None:
+        (§12.6), at this writer's epoch, and drop those decided without them; when to
+        look at each again is the :class:`StagedBook`'s. Runs only with nothing past
+        the commit point (``_unpublished`` is None)."""
+        staged = self._staged
+        if not staged.foreign or self._unpublished is not None or self.lease is None:
             return
         assert self.segments.manifests is not None
         objects = self.segments.manifests.objects
         now = time.monotonic()
         garbage: list[int] = []
-        for txn_id in sorted(self._foreign):
-            due, interval = self._foreign[txn_id]
-            if now < due:
-                continue
+        for txn_id in staged.due(now):
             done = seal_one(
                 objects,
                 self.commits,
@@ -527,27 +470,11 @@ class PartitionWriter(PartitionRecovery):
                 log=log,
                 first_seq=self._next_seq,
             )
-            if done.outcome is Outcome.UNDECIDED:
-                interval = min(RESOLVE_CAP_S, max(1.0, 2 * interval))
-                self._foreign[txn_id] = (now + interval, interval)
-                continue
-            if done.outcome is Outcome.DAMAGED:
-                # left for fsck (its rows may be committed and nowhere else): kept out
-                # of the floor's reach, looked at again every RESOLVE_CAP_S (one GET)
-                # until someone repairs or removes it; logged quiver.staged.damaged
-                self._foreign[txn_id] = (now + RESOLVE_CAP_S, RESOLVE_CAP_S)
-                continue
             if done.meta is not None:
                 self._next_seq = max(self._next_seq, done.meta.seq + 1)
-            if done.garbage:
+            if staged.looked(txn_id, done, now):
                 garbage.append(txn_id)
-            del self._foreign[txn_id]  # decided or absent
-        if garbage:
-            try:
-                drop_staged(objects, self.pid, garbage)
-            except OSError as e:  # garbage: retried with the next publication
-                self._undropped.update(garbage)
-                log.warning("quiver.staged.drop_failed partition=%s: %s", self.pid, e)
+        staged.drop_garbage(garbage)
 
     def _moved(self, meta: SegmentMeta) -> None:
         """Object root: this writer's segment now goes out as ``meta`` (its seq was
@@ -567,7 +494,7 @@ class PartitionWriter(PartitionRecovery):
 
     def _finalize(self) -> SegmentMeta | None:
         self._publish_pending()
-        if self._foreign:
+        if self._staged.foreign:
             try:
                 self._seal_foreign()
             except LeaseLostError as e:
