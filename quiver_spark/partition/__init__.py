@@ -1,12 +1,23 @@
 """One store partition's writer: WAL, open segment, finalize, recovery (ARCHITECTURE.md §7).
 
-- :mod:`.writer`: :class:`PartitionWriter`, the live writer (appends, transactions,
-  finalize, maintenance, status);
-- :mod:`.recovery`: rebuilding its in-memory state from disk, at open and after a
-  failed I/O (§7.3, §7.4);
-- :mod:`.model`: the open segment, a pending transaction, :class:`RecoveryReport`;
-- :mod:`.staged_seal`: what a holder of the partition's lease does with one staged
-  transaction a lost machine left (§12.6), for its next writer and for an observer.
+================  ===================================================================
+``writer``        :class:`PartitionWriter`, the live writer (appends, transactions,
+                  finalize, maintenance, status); it applies the recovery plans
+``recovery``      planning a recovery at open and after a failed I/O (§7.3, §7.4):
+                  reads STATE, the ack log, the MANIFEST and ``txns/``, returns frozen
+                  plans; writes nothing
+``failure``       what a failed I/O left the writer with, and the cut of a failed WAL
+                  (§7.4)
+``publication``   the writer's publication on an object root: lease check, a seq
+                  taken by another holder (§12.4)
+``staged``        the writer's bookkeeping of its partition's staged transactions on an
+                  object root: failed deletes, another incarnation's, the txn floor
+                  (§12.6)
+``staged_seal``   what a holder of the partition's lease does with one staged
+                  transaction a lost machine left (§12.6), for its next writer and for
+                  an observer
+``model``         the open segment, a pending transaction, :class:`RecoveryReport`
+================  ===================================================================
 """
 
 from .model import HEARTBEAT_PENDING, RecoveryReport, partition_dir

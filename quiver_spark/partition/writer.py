@@ -5,8 +5,9 @@ for its lifetime. Appends go to the WAL and to the in-memory open segment; recor
 of a transaction wait in ``pending`` until its commit record decides them (§9).
 Finalize writes the open segment as an immutable Arrow IPC file, commits the
 partition STATE (the commit point), then publishes the segment's metadata and
-truncates WAL files nobody needs (§7). Opening and failures rebuild the state through
-:class:`~quiver_spark.partition.recovery.PartitionRecovery`.
+truncates WAL files nobody needs (§7). Opening, and the next call after a failure
+(§7.4), rebuild the state from disk: :mod:`.recovery` reads and returns plans, the
+writer applies them (:meth:`PartitionWriter._recover`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import pyarrow as pa
 
@@ -27,36 +29,56 @@ from ..errors import (
     BatchTooLargeError,
     LeaseLostError,
     QuiverError,
+    SegmentMissingError,
     SeqTakenError,
     StoreAtCapacityError,
     StoreClosedError,
     WalFailedError,
 )
 from ..fs import DEFAULT_IO, FileIO, PartitionLock
-from ..ranges import ranges_of
+from ..ranges import RangeSet, ranges_of
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
-from ..wal import (
-    WalCarry,
-    encode_txn,
-)
+from ..wal import WalWriter, encode_txn, recover_wal, wal_limits
+from .failure import FailureState
 from .model import (
     HEARTBEAT_PENDING,
     RESOLVE_CAP_S,
     RESOLVE_GRACE_S,
     OpenSegment,
+    RecoveryReport,
     Txn,
     partition_dir,
 )
-from .recovery import _MOVES, PartitionRecovery
+from .publication import MOVES, check_lease, publish_own
+from .recovery import (
+    Publishing,
+    PublishingPlan,
+    Replayed,
+    deleted_marks,
+    gone_unpublished,
+    list_staged,
+    minus,
+    next_segment_seq,
+    plan_publishing,
+    plan_recovery,
+    read_state,
+    replay,
+)
 from .staged import StagedBook, staged_schema
 from .staged_seal import seal_one
 
 log = logging.getLogger(__name__)
 
 
-class PartitionWriter(PartitionRecovery):
+class PartitionWriter:
     """Exclusive writer of one partition. Thread-safe; use through QuiverStore."""
+
+    # rebuilt from disk by every recovery (:meth:`_recover`)
+    wal: WalWriter
+    recovery: RecoveryReport
+    _covered: RangeSet
+    _next_seq: int
 
     def __init__(
         self,
@@ -97,24 +119,11 @@ class PartitionWriter(PartitionRecovery):
         self._admitting: set[int] = set()
         self._recovering = False
         self.maintenance_error: BaseException | None = None
-        # A failure that may have left the in-memory state other than what recovery
-        # would rebuild from disk (§7.4): the next call discards it and recovers.
-        self._broken: BaseException | None = None
-        # A WAL failure no caller of append/flush/finalize/begin_txn has seen yet
-        # (the background flusher's, or one a maintenance tick met): raised once to
-        # the next such call, so no later flush acknowledges what it left undurable.
-        self._unreported_wal: BaseException | None = None
-        # set by a WAL failure, cleared once a recovery sealed what it replayed
-        self._seal_on_recovery = False
+        # a failure that may have left the in-memory state other than what recovery
+        # would rebuild from disk, and what it leaves to do (§7.4)
+        self._failure = FailureState(self.pid)
         # STATE's wal_limit: WAL files cut after a failure (first seq -> last seq read)
         self._wal_limit: dict[int, int] = {}
-        # first seq of the call whose WAL write or fsync raised: nothing of it is kept
-        self._drop_from: int | None = None
-        # a WAL failure's cut and the records to write again past it, until both are
-        # durable (kept across failed attempts of the recovery)
-        self._cut: tuple[int, list[WalCarry]] | None = None
-        # the cut is durable and its records written again (kept until a recovery succeeds)
-        self._cut_settled = False
         # object root: the staged transactions of this partition it keeps track of
         # (failed deletes, another incarnation's, the floor's ceiling; §12.6)
         self._staged = StagedBook(segments, self.pid)
@@ -142,9 +151,9 @@ class PartitionWriter(PartitionRecovery):
             try:
                 seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
             except WalFailedError as e:
-                self._failed_call(first)
+                self._failure.failed_call(first)
                 self._poison(e)
-                self._reported(e)
+                self._failure.reported(e)
                 raise
             self._pending[seq] = Txn(seq, app, int(version), tag)
             return seq
@@ -181,9 +190,9 @@ class PartitionWriter(PartitionRecovery):
             try:
                 seqs = self.wal.append_batches(batches, ingestion_ns=ns, txn_id=txn_id)
             except WalFailedError as e:
-                self._failed_call(first)
+                self._failure.failed_call(first)
                 self._poison(e)
-                self._reported(e)
+                self._failure.reported(e)
                 raise
             self.last_write_ns = ns
             records = [(seq, ns, b) for seq, b in zip(seqs, batches, strict=True)]
@@ -211,11 +220,6 @@ class PartitionWriter(PartitionRecovery):
                 self._admitting = set()
             return seqs[-1]
 
-    def _failed_call(self, first: int) -> None:
-        """A call whose records start at seq ``first`` met a WAL failure: none is kept."""
-        if self._drop_from is None:
-            self._drop_from = first
-
     def _maintenance_failed(self, what: str, e: BaseException) -> None:
         self.maintenance_error = e
         log.error("quiver.maintenance.deferred partition=%s during=%s: %s", self.pid, what, e)
@@ -236,7 +240,7 @@ class PartitionWriter(PartitionRecovery):
                 if isinstance(e, WalFailedError):
                     if wal is self.wal:
                         self._poison(e)
-                    self._reported(e)
+                    self._failure.reported(e)
             raise
 
     def _admit(
@@ -404,7 +408,18 @@ class PartitionWriter(PartitionRecovery):
             if self.lease is not None and not self._closed:
                 self._staged.note(txn_id)
 
-    # -- finalize ------------------------------------------------------------------
+    # -- finalize and publication ------------------------------------------------------
+    def _check_lease(self) -> None:
+        """Before a publication on an object root: the writer still holds its lease
+        (:func:`~.publication.check_lease`: a lost one raises LeaseLostError, one
+        short of time is renewed first)."""
+        check_lease(self.lease)
+
+    def _drop_staged(self, txns: tuple[int, ...]) -> None:
+        """Object root: remove the staged objects of transactions now in the MANIFEST
+        (best effort, :meth:`StagedBook.drop`)."""
+        self._staged.drop(txns)
+
     def _publish_pending(self) -> None:
         """Publish the segment past the commit point; idempotent, retried until it lands.
 
@@ -418,11 +433,15 @@ class PartitionWriter(PartitionRecovery):
             try:
                 if self.segments.manifest_publishes:
                     self._check_lease()
-                    self._unpublished = self._publish_own(
+                    floor = self._txn_floor()
+                    self._unpublished = publish_own(
+                        self.segments,
+                        self.pid,
                         self._unpublished,
-                        self._moved,
-                        self._unpublished_txns,
-                        self._txn_floor(),
+                        next_seq=self._next_seq,
+                        commit=self._moved,
+                        txns=self._unpublished_txns,
+                        txn_floor=floor,
                     )
                 else:
                     self.segments.publish(self._unpublished)
@@ -479,6 +498,7 @@ class PartitionWriter(PartitionRecovery):
     def _moved(self, meta: SegmentMeta) -> None:
         """Object root: this writer's segment now goes out as ``meta`` (its seq was
         taken by another holder): STATE names it, its new commit point."""
+        self._next_seq = meta.seq + 1
         self._unpublished = meta
         self._write_state(meta)
 
@@ -489,7 +509,7 @@ class PartitionWriter(PartitionRecovery):
             try:
                 return self._finalize()
             except BaseException as e:
-                self._reported(e)
+                self._failure.reported(e)
                 raise
 
     def _finalize(self) -> SegmentMeta | None:
@@ -521,7 +541,7 @@ class PartitionWriter(PartitionRecovery):
                 raise
         # A failure here changes nothing recovery would not redo: the rows stay open
         # and the retry writes the same seq again (any orphan .arrow is replaced).
-        for _ in range(_MOVES):
+        for _ in range(MOVES):
             try:
                 meta = self.segments.write_data(
                     self.pid,
@@ -545,7 +565,7 @@ class PartitionWriter(PartitionRecovery):
                 seq += 1
                 self._next_seq = seq
         else:
-            raise OSError(f"partition {self.pid}: {_MOVES} seqs in a row taken up to {seq}")
+            raise OSError(f"partition {self.pid}: {MOVES} seqs in a row taken up to {seq}")
         try:
             for lo, hi in meta.wal_ranges:
                 self._covered.add(lo, hi)
@@ -606,6 +626,224 @@ class PartitionWriter(PartitionRecovery):
         remaining = self.wal.files()
         if remaining:
             self._covered.drop_below(remaining[0].first_seq)
+
+    # -- STATE ---------------------------------------------------------------------
+    def _write_state(self, publishing: SegmentMeta | None) -> None:
+        # a cut is kept while its file exists (this write precedes any unlink)
+        present = {f.first_seq for f in self.wal.files()}
+        self._wal_limit = {k: v for k, v in self._wal_limit.items() if k in present}
+        body = {
+            "partition": self.pid,
+            "next_seq": self._next_seq,
+            "covered": self._covered.to_list(),
+            "publishing": publishing.to_body() if publishing is not None else None,
+            "next_record_seq": self.wal.next_seq,
+            "updated_ns": time.time_ns(),
+        }
+        if publishing is not None and self._unpublished_txns:  # object roots only (§12.6)
+            body["publishing_txns"] = list(self._unpublished_txns)
+        if self._wal_limit:
+            body["wal_limit"] = sorted([k, v] for k, v in self._wal_limit.items())
+        self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))
+
+    def _state_durable(self, state: dict) -> None:
+        """Write the STATE just read again, atomically, before acting on it.
+
+        The STATE read may be one whose rename is not durable yet (the directory fsync
+        after it failed in this process, or the process that wrote it died before the
+        fsync): a segment published on its word, with the old STATE back after a power
+        loss, would be read beside the WAL records the old STATE replays.
+        """
+        self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state))
+
+    # -- recovery: applying the plans of .recovery (§7.3) ------------------------------
+    def _recover(self, *, republish: bool = False) -> RecoveryReport:
+        """Rebuild the in-memory state from disk (§7.3); ``republish``: write the
+        ``.meta`` of STATE's ``publishing`` segment again even if it exists (its name
+        may not be durable after a publication that failed in this process).
+
+        The reads and decisions are :mod:`.recovery`'s; what is written, removed and
+        replayed, in this order, is here (the fence first on an object root, §12.7)."""
+        t0 = time.monotonic()
+        rep = RecoveryReport(partition=self.pid)
+        self._open = OpenSegment()
+        self._pending = {}
+        self._unpublished = None
+        self._unpublished_txns = ()
+        self._admitting = set()
+        state = read_state(self.io, self.state_path)
+        self._covered = RangeSet(tuple(r) for r in state["covered"])
+        self._next_seq = int(state["next_seq"])
+        on_objects = self.segments.manifest_publishes
+        deleted = deleted_marks(state, self.pid, self._deleted, on_objects=on_objects)
+        fenced_manifest = None
+        if on_objects:
+            self._check_lease()  # a fenced writer learns it here, before touching anything
+            # fence first (§12.4): the MANIFEST is brought to this writer's epoch before
+            # anything else is written or removed, so every earlier holder's manifest
+            # change fails from here on, and a higher epoch there fences this writer
+            fenced_manifest = self.segments.sync_manifest(self.pid)
+        publishing = plan_publishing(
+            state, deleted, self.segments, self.pid, self.state_path, republish=republish
+        )
+        rep.republished_seq = self._settle_publishing(publishing, state)
+        # an object root's writer removes nothing it did not publish (§12.4): another
+        # holder's upload may be in flight, and a delete cannot be fenced
+        cleanup = self.segments.cleanup(self.pid, unpublished=not on_objects)
+        rep.removed_files.extend(cleanup.removed)
+        if on_objects:
+            # the MANIFEST this writer fenced, as its own publications since left it
+            manifest = self.segments.manifest_copy(self.pid) or fenced_manifest
+        else:
+            # The partition's MANIFEST (§6.7): written from a listing if it has none
+            # (the one-time upgrade) or is damaged; a segment published after its last
+            # entry (a publication that died before its manifest step) is added.
+            manifest = self.segments.sync_manifest(self.pid)
+        self._next_seq = next_segment_seq(
+            self._next_seq, deleted, cleanup, manifest, on_objects=on_objects
+        )
+        # object root (§12.6): transactions another holder sealed are never sealed
+        # again, and this writer's transaction ids start above every id the MANIFEST
+        # or a staged object names (no id of another incarnation is ever reused)
+        staged = list_staged(self.segments, self.pid, manifest)
+        plan = plan_recovery(manifest, staged, covered=self._covered, on_objects=on_objects)
+        if plan.staged is not None:
+            self._drop_staged(plan.garbage)
+        self._wal_limit = wal_limits(self.state_path, state)
+        wal = recover_wal(
+            self.wal_dir,
+            salvage=self.config.salvage,
+            io=self.io,
+            covered=self._covered.covers,
+            limits=self._wal_limit,
+        )
+        rep.wal_files = len(wal.files)
+        rep.torn_tails = list(wal.torn)
+        rep.records_scanned = sum(len(scan.records) for scan in wal.scans)
+        rep.salvaged_skips = sum(len(scan.skipped) for scan in wal.scans)
+        # The WAL writer exists before anything is replayed: replaying may finalize
+        # (a schema change, a transaction past segment.target_size).
+        next_record_seq = plan.next_record_seq(wal, state)
+        skipped = next_record_seq > wal.next_record_seq and bool(wal.files)
+        if skipped:
+            # seqs written once but never durable (or cut as a torn tail) are gone: say
+            # so in STATE, or the next recovery takes the gap before the new file for
+            # damage (the range holds no record anyone acknowledged)
+            self._covered.add(wal.next_record_seq, next_record_seq - 1)
+        self.wal = WalWriter(
+            self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
+        )
+        old = time.monotonic() - self.config.segment.max_open_duration_s
+        self._recovering = True  # no WAL file is deleted before the whole WAL is replayed
+        try:
+            self._replay(replay(wal, self._covered, old), rep, old)
+            # named by the MANIFEST, or at or below its txn_floor (sealed or decided
+            # against: a retired transaction txns_gone no longer names is never sealed
+            # again, §12.6)
+            for txn_id in plan.retired(self._pending):
+                txn = self._pending.pop(txn_id)  # sealed by another holder: covered
+                for seq in (txn_id, *(r[0] for r in txn.records)):
+                    self._covered.add(seq, seq)
+                rep.sealed_elsewhere += 1
+                log.warning(
+                    "quiver.recovery.sealed_elsewhere partition=%s txn=%d app=%s version=%d",
+                    self.pid,
+                    txn_id,
+                    txn.app,
+                    txn.version,
+                )
+            before = len(self._pending)
+            self._resolve()
+            rep.discarded_txns = before - len(self._pending) if before else 0
+        finally:
+            self._recovering = False
+        if self._open:  # recovered data is old: let maintenance finalize it promptly
+            self._open.opened_mono = min(self._open.opened_mono, old)
+        rep.pending_txns = len(self._pending)
+        if plan.staged is not None:
+            # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
+            # §12.6): this writer holds the lease, so no observer seals them; it seals
+            # the committed ones itself (``_seal_foreign``), next look at once
+            self._staged.adopt(
+                plan.unsealed, {*self._pending, *self._open.txns, *self._unpublished_txns}
+            )
+        if on_objects:
+            # the listing above may lag behind the bucket: the floor this writer records
+            # stays at the MANIFEST's until a later listing is taken into account
+            self._staged.ceiling = plan.txn_ceiling
+        if (
+            publishing.action is not Publishing.NONE
+            or rep.torn_tails
+            or state.get("next_seq") != self._next_seq
+            or "partition" not in state
+            or skipped
+        ):
+            self._write_state(None)
+        self._truncate_wal()
+        rep.next_segment_seq = self._next_seq
+        rep.duration_s = time.monotonic() - t0
+        if rep.records_scanned or rep.torn_tails or rep.removed_files:
+            log.info("quiver.recovery %s", rep.summary())
+        return rep
+
+    def _settle_publishing(self, plan: PublishingPlan, state: dict) -> int | None:
+        """Carry out ``plan`` for the segment ``state`` names as ``publishing`` (§7.3
+        step 2; §12.4 on an object root, where a move makes ``state`` name the moved
+        segment); returns the seq published, if any."""
+        meta = plan.meta
+        if plan.action is Publishing.SEALED_ELSEWHERE and meta is not None:
+            self._covered = minus(self._covered, meta.wal_ranges)
+        if not plan.rewrites_state or meta is None:
+            return None
+        self._state_durable(state)
+
+        def commit(moved: SegmentMeta) -> None:
+            self._next_seq = moved.seq + 1
+            state["next_seq"] = moved.seq + 1
+            state["publishing"] = moved.to_body()
+            self._state_durable(state)
+
+        try:
+            if plan.action is Publishing.OWN:
+                own = publish_own(
+                    self.segments,
+                    self.pid,
+                    meta,
+                    next_seq=self._next_seq,
+                    commit=commit,
+                    txns=plan.txns,
+                )
+                self._drop_staged(plan.txns)
+                return own.seq
+            if plan.action is Publishing.AGAIN:
+                self.segments.publish(meta, again=True)
+            else:
+                self.segments.publish(meta)
+            return meta.seq
+        except SegmentMissingError as e:
+            if e.kind != "missing":
+                raise
+        listed = self.segments.manifest_copy(self.pid) if plan.action is Publishing.OWN else None
+        if gone_unpublished(plan, self.pid, listed, acks_known=self._deleted is not None):
+            self._covered = minus(self._covered, meta.wal_ranges)
+        return None
+
+    def _replay(self, steps: Iterator[Txn | Replayed], rep: RecoveryReport, old: float) -> None:
+        """Replay the WAL records not yet inside durable segments (§7.3 step 5): the
+        steps of :func:`~.recovery.replay` open pending transactions, join them, or
+        join the open segment (which may finalize)."""
+        for step in steps:
+            if isinstance(step, Txn):
+                self._pending[step.txn_id] = step
+                continue
+            rep.records_replayed += 1
+            rep.rows_replayed += step.batch.num_rows
+            if step.discarded:
+                continue
+            if step.txn_id:
+                self._pending[step.txn_id].records.append((step.seq, step.ingestion_ns, step.batch))
+            else:
+                self._admit([(step.seq, step.ingestion_ns, step.batch)], since=old)
 
     # -- maintenance and status ---------------------------------------------------------
     def maintain(self) -> SegmentMeta | None:
@@ -678,6 +916,75 @@ class PartitionWriter(PartitionRecovery):
                 ),
             }
 
+    # -- a failed I/O in a process that goes on (§7.4) ------------------------------------
+    def _poison(self, e: BaseException) -> None:
+        """Discard the in-memory state after ``e``: the next call recovers from disk
+        (:meth:`FailureState.poison`)."""
+        self._failure.poison(e, self.wal)
+
+    def _ready(self, *, foreground: bool = True) -> None:
+        """Make the writer usable for the next operation (caller holds the lock).
+
+        Raises a WAL failure nobody was told of to a foreground caller (once); then
+        rebuilds a discarded state through recovery. A background caller (a tick)
+        rebuilds too, so what calls that returned wrote is sealed without waiting for a
+        caller, but leaves the report of the failure for the next foreground call.
+        """
+        self._check_open()
+        failure = self._failure
+        if failure.broken is None and self.wal.failed:
+            self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
+        if failure.unreported_wal is not None and foreground:
+            e, failure.unreported_wal = failure.unreported_wal, None
+            raise e
+        if failure.broken is not None:
+            unreported = failure.unreported_wal
+            try:
+                self._rebuild()
+            except WalFailedError:
+                if foreground:
+                    failure.unreported_wal = None
+                raise
+            if not foreground:  # a tick recovers; the report still waits for a caller
+                failure.unreported_wal = failure.unreported_wal or unreported
+
+    def _rebuild(self) -> None:
+        """Recover the partition from disk in place, keeping the partition lock.
+
+        The old WAL writer is closed first (its written records are flushed unless it
+        failed: a failed file is never synced again). After a WAL failure the failed
+        file is cut for good and the records it may not hold durably are written again
+        into a new file (:meth:`FailureState.settle`); recovery then reads the WAL, and
+        the records it replays into the open segment are sealed at once.
+        """
+        failure = self._failure
+        cause = failure.broken
+        try:
+            self.wal.close()  # idempotent; raises once if its last flush fails
+        except WalFailedError as e:
+            failure.unreported_wal = e
+            failure.seal_on_recovery = True
+            raise
+        try:
+            failure.settle(self.wal, self.wal_dir, self.io, self.state_path, self.config.wal)
+            self.recovery = self._recover(republish=True)
+            if failure.seal_on_recovery and self._open:
+                self._finalize()
+        except BaseException as e:
+            failure.broken = e
+            try:
+                self.wal.close()
+            except Exception as close_error:  # never opened a file: nothing to lose
+                log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, close_error)
+            raise
+        failure.recovered()
+        log.warning(
+            "quiver.writer.recovered partition=%s after=%s %s",
+            self.pid,
+            cause,
+            self.recovery.summary(),
+        )
+
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"partition {self.pid} writer is closed")
@@ -698,11 +1005,12 @@ class PartitionWriter(PartitionRecovery):
                 return
             unreported: BaseException | None = None
             unsettled: BaseException | None = None
+            failure = self._failure
             try:
-                if self._broken is None and self.wal.failed:
+                if failure.broken is None and self.wal.failed:
                     self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
-                unreported = self._unreported_wal
-                if finalize and self._broken is None:
+                unreported = failure.unreported_wal
+                if finalize and failure.broken is None:
                     self._resolve()
                     self._finalize()
                     self.write_heartbeat()  # status must not show a sealed segment as open
@@ -712,38 +1020,16 @@ class PartitionWriter(PartitionRecovery):
                     self.wal.close()
                 finally:
                     try:
-                        unsettled = self._settle_on_close()
+                        unsettled = failure.settle_on_close(
+                            self.wal, self.wal_dir, self.io, self.state_path, self.config.wal
+                        )
                     finally:
                         self._flock.release()
                         if self.lease is not None:
                             self.lease.release()
             if unsettled is not None:
-                self._unreported_wal = None
+                failure.unreported_wal = None
                 raise unsettled
             if unreported is not None:
-                self._unreported_wal = None
+                failure.unreported_wal = None
                 raise unreported
-
-    def _settle_on_close(self) -> WalFailedError | None:
-        """Settle a failed WAL before the lock is released; the error to raise if not.
-
-        Runs after the WAL writer is closed (a failed one closes without another
-        fsync). Without the cut the next open reads the failed file whole, records
-        of the call that raised included, which only a crash may leave.
-        """
-        if self._cut is None and not self.wal.failed:
-            return None
-        try:
-            self._settle_failed_wal()
-        except Exception as e:
-            cut = self._cut[0] if self._cut is not None else self.wal.durable_seq
-            err = WalFailedError(
-                getattr(e, "errno", None) or 0,
-                f"partition {self.pid}: close could not cut its failed wal at seq {cut} ({e}); "
-                f"as after a crash, the next open may read back or lose records after seq {cut} "
-                "(none was acknowledged); free space or fix wal.path before reopening",
-            )
-            err.__cause__ = e
-            log.error("quiver.writer.close_unsettled partition=%s: %s", self.pid, err)
-            return err
-        return None

@@ -1,0 +1,75 @@
+"""A writer's publication on an object root (ARCHITECTURE.md §12.4).
+
+The MANIFEST is the publication point. Before a publication the writer still holds its
+lease with margin (:func:`check_lease`); a seq another holder's objects took is
+recorded void and the same bytes go out at the next free seq (:func:`publish_own`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..control.lease import Lease
+from ..errors import SeqTakenError
+from ..segment import SegmentLocation, SegmentMeta
+from .recovery import ACT_MARGIN
+
+MOVES = 16
+"""Seqs in a row found taken by another lease holder before a publication gives up."""
+
+
+def check_lease(lease: Lease | None) -> None:
+    """Before a publication on an object root: the writer still holds ``lease``. A lost
+    one raises LeaseLostError; one with less than half its ttl left since its last
+    renewal (the process was paused, its keeper fell behind) is renewed first, which
+    raises LeaseLostError when another holder took it over."""
+    if lease is None:
+        return
+    keeper = lease.keeper
+    if keeper is not None and keeper.error is not None:
+        raise keeper.error
+    if lease.lost() or lease.remaining() < lease.ttl_s * ACT_MARGIN:
+        lease.renew()
+
+
+def publish_own(
+    segments: SegmentLocation,
+    pid: str,
+    meta: SegmentMeta,
+    *,
+    next_seq: int,
+    commit: Callable[[SegmentMeta], None],
+    txns: tuple[int, ...] = (),
+    txn_floor: int = 0,
+) -> SegmentMeta:
+    """Publish the segment ``meta`` of ``pid``'s writer; returns the metadata published.
+
+    When another holder's ``.meta`` took its seq, the seq is recorded void in the
+    MANIFEST (a later holder's epoch there raises LeaseLostError: the writer was
+    fenced) and the same bytes are uploaded again at the first free seq from
+    ``next_seq`` (the writer's next segment seq) on; ``commit(moved)`` makes the
+    writer's next seq ``moved.seq + 1`` and STATE name the moved segment (its new
+    commit point) before it is published. ``txn_floor``: recorded in the MANIFEST with
+    it (§12.6).
+    """
+    for _ in range(MOVES):
+        try:
+            segments.publish(meta, txns=txns, txn_floor=txn_floor)
+            return meta
+        except SeqTakenError:
+            pass
+        segments.void(pid, meta.seq)
+        seq = max(next_seq, meta.seq + 1)
+        for _ in range(MOVES):
+            try:
+                moved = segments.move_data(meta, seq)
+                break
+            except SeqTakenError:
+                segments.void(pid, seq)
+                seq += 1
+        else:
+            raise OSError(f"partition {pid}: {MOVES} seqs in a row taken after {seq}")
+        next_seq = moved.seq + 1
+        commit(moved)
+        meta = moved
+    raise OSError(f"partition {pid}: segment {meta.seq} taken {MOVES} times in a row")
