@@ -54,10 +54,11 @@ class QuiverGroup(click.Group):
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
         except Exception as e:
             log.debug("quiver.cli.unexpected", exc_info=True)
-            raise CliError(
-                f"{type(e).__name__}: {one_line(e)} (run with -vv for the traceback)",
-                EXIT_TROUBLE,
-            ) from e
+            shown = click.ClickException(  # a CliError raised here would escape as a traceback
+                f"{type(e).__name__}: {one_line(e)} (run with -vv for the traceback)"
+            )
+            shown.exit_code = EXIT_TROUBLE  # type: ignore[misc]  # per-instance code
+            raise shown from e
 
 
 @click.group(cls=QuiverGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -27,6 +27,7 @@ from ..errors import (
     ConfigError,
     CorruptionError,
     QuiverError,
+    StorageConfigError,
     StoreNotFoundError,
     UnknownOptionError,
 )
@@ -159,7 +160,8 @@ def store_arguments(func: F) -> F:
             multiple=True,
             metavar="KEY=VALUE",
             help="An object store client setting for an s3://, gs:// or az:// PATH "
-            "(repeatable), e.g. aws_endpoint=http://host:9000; never printed.",
+            "(repeatable), e.g. aws_endpoint=http://host:9000 (or storage.aws_endpoint=..., "
+            "as Spark and error messages spell it); never printed.",
         ),
         click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout."),
         verbose_option,
@@ -331,6 +333,8 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
     except StoreNotFoundError as e:  # an object root without its STORE object
         raise CliError(str(e), EXIT_USAGE) from e
+    except StorageConfigError as e:
+        raise storage_error(e) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     check_segments_reachable(store, args.path)
@@ -338,6 +342,13 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
     if damaged is not None:  # named by every command, never a failure (ARCHITECTURE.md §6.6)
         click.echo(f"warning: {damage_warning(store.root, damaged)}", err=True)
     return store
+
+
+def storage_error(e: StorageConfigError) -> CliError:
+    """An object root configured wrong, as a command reports it: its one line naming
+    what to set, exit 2 (a usage mistake), or 1 when nothing answered at the endpoint
+    (the storage may be down rather than misconfigured)."""
+    return CliError(str(e), EXIT_TROUBLE if e.retryable else EXIT_USAGE)
 
 
 def open_error(args: StoreArgs, config: StoreConfig, e: ConfigError) -> CliError:
@@ -361,10 +372,11 @@ def check_segments_reachable(store: QuiverStore, path: str) -> None:
         store.segment_location.partitions()
     except Exception as e:
         store.close()
+        misconfigured = isinstance(e, StorageConfigError) and not e.retryable
         raise CliError(
             f"store {path} keeps its segments at {store.segments_url}, which cannot be "
             f"reached: {type(e).__name__}: {one_line(e)}",
-            EXIT_TROUBLE,
+            EXIT_USAGE if misconfigured else EXIT_TROUBLE,
         ) from e
 
 
@@ -383,6 +395,8 @@ def with_store(args: StoreArgs, fn: Callable[[QuiverStore], T]) -> T:
         raise
     except CorruptionError as e:
         raise CliError(f"{e}; run `quiver fsck {args.path}`", EXIT_TROUBLE) from e
+    except StorageConfigError as e:
+        raise storage_error(e) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     finally:

@@ -48,7 +48,14 @@ from typing import Any
 
 import click
 
-from ..errors import CliError, ConfigError, CorruptionError, QuiverError, RetriesExhausted
+from ..errors import (
+    CliError,
+    ConfigError,
+    CorruptionError,
+    QuiverError,
+    RetriesExhausted,
+    StorageConfigError,
+)
 from ..fsck import FsckReport, StoreChecker
 from ..store import QuiverStore
 from .common import (
@@ -59,6 +66,7 @@ from .common import (
     human_bytes,
     open_error,
     stderr_is_tty,
+    storage_error,
     store_arguments,
     store_config,
 )
@@ -85,6 +93,8 @@ def open_for_fsck(args: StoreArgs) -> QuiverStore:
         return QuiverStore(root, config, DEFAULT_IO, {}, options, objects)
     except ConfigError as e:
         raise open_error(args, config, e) from e
+    except StorageConfigError as e:
+        raise storage_error(e) from e
     except QuiverError as e:  # no STORE on an object root, a bad storage option...
         if isinstance(e, RetriesExhausted):  # the storage still failing: no usage error
             raise

@@ -24,7 +24,14 @@ import time
 import click
 
 from ..config import StoreConfig, validate_name
-from ..errors import CliError, ConfigError, QuiverError, StoreNotFoundError, SubscriberError
+from ..errors import (
+    CliError,
+    ConfigError,
+    QuiverError,
+    StorageConfigError,
+    StoreNotFoundError,
+    SubscriberError,
+)
 from ..root_kind import root_kind
 from ..segment import SegmentLocation
 from ..store import QuiverStore
@@ -39,6 +46,7 @@ from .common import (
     open_error,
     open_store,
     render_table,
+    storage_error,
     store_arguments,
     store_config,
 )
@@ -114,6 +122,8 @@ def subscribers(
         raise
     except SubscriberError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
+    except StorageConfigError as e:
+        raise storage_error(e) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     finally:
@@ -148,6 +158,8 @@ def _open_created(args: StoreArgs, config: StoreConfig, root: str) -> QuiverStor
         )  # fmt: skip
     except ConfigError as e:
         raise open_error(args, config, e) from e
+    except StorageConfigError as e:
+        raise storage_error(e) from e
     except QuiverError as e:
         raise CliError(str(e), EXIT_TROUBLE) from e
     check_segments_reachable(store, args.path)

@@ -26,7 +26,9 @@ Failures (each in :mod:`quiver_spark.errors`): ObjectExists / VersionMismatch wh
 precondition did not hold (the write did not happen); ObjectConflict when the storage
 refused a conditional write because another one on the same key was in flight (S3's 409:
 nothing happened, retry); RequestRejected when the request could not be carried out as
-sent (a 4xx, a 501, a client setting: nothing happened, and nothing will on a retry);
+sent (a 4xx, a 501, a client setting: nothing happened, and nothing will on a retry),
+a StorageConfigError among them when the root is configured wrong (no credentials,
+access denied, no such bucket...: one line naming what to set);
 any other failure is an ``OSError`` whose outcome is *unknown* (the write may have
 happened and its response been lost). Callers resolve an unknown outcome by reading back
 (:func:`create_or_same`), never by assuming. On a cloud root the store itself first

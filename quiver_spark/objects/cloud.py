@@ -14,6 +14,15 @@ HTTP client options).
   budget of storage option ``retry_timeout`` (60 s).
 - Every other request uses obstore's retries (at most 5, within the same budget: 5xx,
   connection errors, timeouts).
+- A mistake of configuration (no credentials, access denied, no such bucket, plain
+  http without ``allow_http``, another region, an endpoint nothing answers at within
+  the budget) is one :class:`~quiver_spark.errors.StorageConfigError` naming what to
+  set, from :func:`classify`; a malformed endpoint is refused before obstore sees it
+  (:meth:`~.options.StorageOptions.check_endpoints`). A request fails within
+  ``retry_timeout``: obstore starts no retry after its own ``retry_timeout``, which is
+  the budget less the longest pause and connect timeout an attempt started just before
+  may take (:func:`read_retry`); the connect timeout is at most a quarter of the budget
+  (5 s at the default) unless ``connect_timeout`` sets it.
 - Errors: ``AlreadyExistsError`` -> :class:`ObjectExists`; ``PreconditionError``
   (412, or 404 for ``If-Match`` on a missing key) -> :class:`VersionMismatch`; a 409
   (S3 ``ConditionalRequestConflict``, which obstore reports as ``AlreadyExistsError``)
@@ -36,10 +45,13 @@ HTTP client options).
 from __future__ import annotations
 
 import builtins
+import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import (
@@ -50,10 +62,24 @@ from obstore.exceptions import (
     UnauthenticatedError,
 )
 
-from ..errors import ConfigError, ObjectConflict, ObjectExists, RequestRejected, VersionMismatch
+from ..errors import (
+    AccessDeniedError,
+    ConfigError,
+    EndpointUnreachableError,
+    HttpNotAllowedError,
+    NoCredentialsError,
+    NoSuchBucketError,
+    ObjectConflict,
+    ObjectExists,
+    RequestRejected,
+    StorageConfigError,
+    VersionMismatch,
+    WrongRegionError,
+)
 from ..urls import object_family
+from ..values import parse_duration
 from .base import ObjectInfo, ObjectStore, Stored, check_directory
-from .options import StorageOptions
+from .options import ENDPOINT_KEYS, STORAGE_PREFIX, StorageOptions, partial_id
 from .retry import INIT_BACKOFF_S, MAX_BACKOFF_S, RetryBudget, write_conditionally
 
 R = TypeVar("R")
@@ -69,17 +95,35 @@ READ_RETRIES_BACKSTOP = 1000
 """obstore needs a count; the budget (``retry_timeout``) is what bounds read retries."""
 
 
-def read_retry(timeout_s: float) -> dict[str, Any]:
+CONNECT_TIMEOUT_S = 5.0
+"""obstore's own connect timeout: a root's default, unless a quarter of its budget is less."""
+
+
+def connect_timeout_s(budget_s: float) -> float:
+    """The connect timeout of a root whose retry budget is ``budget_s`` (unless the
+    ``connect_timeout`` option or ``AWS_CONNECT_TIMEOUT`` sets one): obstore's 5 s, at
+    most a quarter of the budget, so an endpoint that never accepts is tried a few
+    times before the budget runs out."""
+    return min(CONNECT_TIMEOUT_S, budget_s / 4)
+
+
+def read_retry(timeout_s: float, connect_s: float | None = None) -> dict[str, Any]:
     """obstore's retries of every request but a conditional write: as many as fit in
     ``timeout_s`` (the root's one budget; the count is only a backstop), so a storm of
-    transient errors on a read fails its caller only once the budget is spent."""
+    transient errors on a read fails its caller only once the budget is spent, and a
+    request nothing answers fails within it. obstore starts no retry once its own
+    ``retry_timeout`` has passed, but one it starts just before still pauses up to
+    ``max_backoff`` and may wait ``connect_s`` (the client's connect timeout) to
+    connect: its ``retry_timeout`` is the budget less both."""
+    connect = connect_timeout_s(timeout_s) if connect_s is None else connect_s
+    max_backoff = min(MAX_BACKOFF_S, timeout_s / 8)
     return {
         "max_retries": READ_RETRIES_BACKSTOP,
         "backoff": {
-            "init_backoff": timedelta(seconds=INIT_BACKOFF_S),
-            "max_backoff": timedelta(seconds=MAX_BACKOFF_S),
+            "init_backoff": timedelta(seconds=min(INIT_BACKOFF_S, max_backoff)),
+            "max_backoff": timedelta(seconds=max_backoff),
         },
-        "retry_timeout": timedelta(seconds=timeout_s),
+        "retry_timeout": timedelta(seconds=max(0.0, timeout_s - max_backoff - connect)),
     }
 
 
@@ -114,6 +158,179 @@ def _first_line(e: BaseException) -> str:
     return " ".join(text.split())[:600]
 
 
+# -- what a user's configuration did (one place; errors.StorageConfigError) ------------
+_URI_RE = re.compile(r"Error performing ([A-Z]+) (\S+) in ")
+_STATUS_LINE_RE = re.compile(r"status code: (\d{3}(?: [A-Z][A-Za-z]*)*)")
+_CODE_RE = re.compile(r"<Code>(\w+)</Code>")
+_BUCKET_NAME_RE = re.compile(r"<BucketName>([^<]+)</BucketName>")
+_EXPECTING_RE = re.compile(r"expecting '([a-z0-9-]+)'")
+_REGION_TAG_RE = re.compile(r"<Region>([a-z0-9-]+)</Region>")
+_MAX_RETRIES_RE = re.compile(r"max_retries: (\d+)")
+_AFTER_RE = re.compile(r"after (\d+) retries")
+_CONNECT_RE = re.compile(r"kind: Connect\b|Error\(\s*Connect,|ConnectError\(")
+"""obstore's ``Debug source`` of a request whose connection failed (refused, host not
+found, connect timed out), wherever the client noticed it."""
+_IMDS_RE = re.compile(r"^/latest/(api/token|meta-data/)")
+_BARE_REDIRECT = "Received redirect without LOCATION"
+_REGION_KEYS = ("aws_region", "region", "aws_default_region", "default_region")
+_REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
+_KEY_ID_KEYS = ("aws_access_key_id", "access_key_id")
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def _origin(uri: str) -> str:
+    """``scheme://host[:port]`` of ``uri`` (no path, no credentials)."""
+    parts = urlsplit(uri)
+    if not parts.scheme or not parts.hostname:
+        return uri
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{host}{port}"
+
+
+def _connect_reason(text: str) -> str | None:
+    """What a failed connection met, None when ``text`` shows no connection failure."""
+    if not _CONNECT_RE.search(text):
+        return None
+    if "ConnectionRefused" in text:
+        return "connection refused"
+    if '"dns error"' in text:
+        return "host not found"
+    if "TimedOut" in text:
+        return "connect timed out"
+    return "no connection"
+
+
+def _status(text: str) -> str | None:
+    """``403 Forbidden`` from obstore's text, None when no answer came."""
+    m = _STATUS_LINE_RE.search(text)
+    return m.group(1) if m else None
+
+
+def classify(
+    e: BaseException,
+    *,
+    url: str,
+    op: str,
+    key: str,
+    options: StorageOptions,
+    family: str,
+    seconds: float = 0.0,
+    budget_s: float = 60.0,
+    environ: Mapping[str, str] | None = None,
+) -> StorageConfigError | None:
+    """The configuration mistake obstore's failure ``e`` shows, or None (a failure of
+    the storage itself, transient or not: left as it was).
+
+    ``url`` is the root as shown, ``op`` and ``key`` the request (``get``, ``STORE``;
+    ``open`` for the client's construction), ``seconds`` how long the call took,
+    ``budget_s`` the root's ``retry_timeout``; ``environ`` (``os.environ``) is where
+    obstore read what no option set. Told apart by obstore's text (its first line and
+    the ``Debug source`` after it: the request's URI, the answer's status and body, the
+    connection error): no credentials (the instance metadata service was asked, or one
+    half of a key pair is set), plain http refused, nothing answering after the
+    retries (a connection failure, never a single attempt of a write: those are
+    retried by :mod:`.retry`), and on S3 a missing bucket, another region and a 401/403
+    (its S3 error code says which credential is wrong). Every message names what to
+    set and shows no secret: the access key id only partially."""
+    text = str(e)
+    env = os.environ if environ is None else environ
+    m = _URI_RE.search(text)
+    uri = m.group(2) if m else ""
+    endpoint = options.scrub(_origin(uri)) if uri else ""
+    request = f"{op} {key}"
+    prefix = {"s3": "aws_", "gcs": "google_", "azure": "azure_"}.get(family, "")
+    groups = ENDPOINT_KEYS.get(family, ())
+    where = options.setting(*groups[0], environ=env) if groups else None
+    endpoint_setting = where[0] if where else f"{STORAGE_PREFIX}{prefix}endpoint"
+    if family == "s3":
+        if "Missing SecretAccessKey" in text:
+            return NoCredentialsError(
+                url,
+                given="storage.aws_access_key_id",
+                missing="storage.aws_secret_access_key",
+            )
+        if "Missing AccessKeyId" in text:
+            return NoCredentialsError(
+                url,
+                given="storage.aws_secret_access_key",
+                missing="storage.aws_access_key_id",
+            )
+        if uri and _IMDS_RE.match(urlsplit(uri).path):
+            reason = _connect_reason(text)
+            status = _status(text)
+            answer = f"answered {status}" if status else f"did not answer ({reason or 'no answer'})"
+            return NoCredentialsError(url, metadata=endpoint, answer=answer)
+    if "BadScheme" in text and uri.startswith("http://"):
+        allow = f"{STORAGE_PREFIX}{prefix}allow_http"
+        note = ""
+        given = options.setting((f"{prefix}allow_http", "allow_http"), (), env)
+        env_name = f"{prefix.upper()}ALLOW_HTTP"
+        if given is not None and given[1].strip().lower() in _FALSE:
+            note = f" ({given[0]} is {given[1]!r})"
+        elif env_name in env and env[env_name].strip().lower() in _FALSE:
+            note = f" (the environment sets {env_name}={env[env_name]})"
+        return HttpNotAllowedError(url, endpoint=endpoint, setting=allow, note=note)
+    reason = _connect_reason(text)
+    retries = _MAX_RETRIES_RE.search(text)
+    if reason is not None and retries is not None and int(retries.group(1)) > 0:
+        after = _AFTER_RE.search(text)
+        return EndpointUnreachableError(
+            url,
+            endpoint=endpoint,
+            setting=endpoint_setting,
+            request=request,
+            reason=reason,
+            attempts=int(after.group(1)) + 1 if after else 1,
+            seconds=seconds,
+            budget_s=budget_s,
+        )
+    if family != "s3":
+        return None
+    code_m = _CODE_RE.search(text)
+    code = code_m.group(1) if code_m else ""
+    bucket = urlsplit(url).hostname or ""
+    if code == "NoSuchBucket":
+        named = _BUCKET_NAME_RE.search(text)
+        return NoSuchBucketError(
+            url,
+            bucket=named.group(1) if named else bucket,
+            endpoint=endpoint,
+            endpoint_setting=endpoint_setting,
+        )
+    malformed = code == "AuthorizationHeaderMalformed" and _EXPECTING_RE.search(text)
+    if _BARE_REDIRECT in text or code == "PermanentRedirect" or malformed:
+        expected = _EXPECTING_RE.search(text) or _REGION_TAG_RE.search(text)
+        region = options.setting(_REGION_KEYS, _REGION_ENV, env)
+        return WrongRegionError(
+            url,
+            bucket=bucket,
+            region=region[1] if region else "us-east-1",
+            region_from=f"set by {region[0]}" if region else "the default",
+            expected=expected.group(1) if expected else None,
+        )
+    status = _status(text)
+    denied = isinstance(e, PermissionDeniedError | UnauthenticatedError)
+    if denied or (status is not None and status[:3] in ("401", "403")):
+        key_id = options.setting(_KEY_ID_KEYS, ("AWS_ACCESS_KEY_ID",), env)
+        return AccessDeniedError(
+            url,
+            request=request,
+            status=int(status[:3]) if status else 403,
+            code=code,
+            key_id=partial_id(key_id[1]) if key_id else None,
+        )
+    return None
+
+
+def _is_panic(e: BaseException) -> bool:
+    """Whether ``e`` is the exception pyo3 raises for a panic inside obstore."""
+    return type(e).__name__ == "PanicException"
+
+
 class CloudObjects(ObjectStore):
     """A root in a cloud bucket. ``store`` (an obstore store, e.g. ``MemoryStore()``)
     replaces the one ``url`` would open; ``url`` is then only how messages show it."""
@@ -136,16 +353,24 @@ class CloudObjects(ObjectStore):
             self.budget = budget or RetryBudget()
             self._store = self._cond = store
             return
-        config, client = self.options.split(self.family)
         self.budget = budget or RetryBudget(timeout_s=self.options.retry_timeout_s)
-        reads = retry or read_retry(self.budget.timeout_s)
-        inherit = client or None  # None: obstore takes the environment's client settings
+        default_connect = connect_timeout_s(self.budget.timeout_s)
+        config, client = self.options.split(
+            self.family, client_defaults={"connect_timeout": f"{default_connect * 1000:.0f}ms"}
+        )
+        self.options.check_endpoints(self.url, self.family)
         try:
-            self._store = _from_url(url, config=config, client_options=inherit, retry_config=reads)
-            self._cond = _from_url(
-                url, config=config, client_options=inherit, retry_config=NO_RETRY
-            )
+            connect = parse_duration("connect_timeout", client.get("connect_timeout", ""))
+        except ConfigError:
+            connect = default_connect  # obstore refuses the value below
+        reads = retry or read_retry(self.budget.timeout_s, connect)
+        try:
+            self._store = _from_url(url, config=config, client_options=client, retry_config=reads)
+            self._cond = _from_url(url, config=config, client_options=client, retry_config=NO_RETRY)
         except (BaseError, ValueError) as e:
+            err = self._classified("open", "", e, 0.0)
+            if err is not None:
+                raise err from None
             raise ConfigError(
                 "path",
                 self.url,
@@ -169,11 +394,30 @@ class CloudObjects(ObjectStore):
         return {"e_tag": version}
 
     # -- errors -------------------------------------------------------------------
-    def _fail(self, op: str, key: str, e: BaseException) -> NoReturn:
+    def _classified(
+        self, op: str, key: str, e: BaseException, seconds: float
+    ) -> StorageConfigError | None:
+        return classify(
+            e,
+            url=self.url,
+            op=op,
+            key=key,
+            options=self.options,
+            family=self.family,
+            seconds=seconds,
+            budget_s=self.budget.timeout_s,
+        )
+
+    def _fail(self, op: str, key: str, e: BaseException, seconds: float = 0.0) -> NoReturn:
         shown = self.display(key)
         raw = _first_line(e)
         msg = self.options.scrub(raw)
-        cause = e if msg == raw else None  # a chained message must not show a secret
+        # a chained message must not show a secret
+        cause = e if self.options.scrub(str(e)) == str(e) else None
+        if not isinstance(e, AlreadyExistsError | PreconditionError):
+            err = self._classified(op, key, e, seconds)
+            if err is not None:
+                raise err from cause
         if isinstance(e, AlreadyExistsError | PreconditionError) and _CONFLICT_RE.search(raw):
             raise ObjectConflict(
                 shown,
@@ -194,12 +438,25 @@ class CloudObjects(ObjectStore):
         raise OSError(message) from cause
 
     def _call(self, op: str, key: str, fn: Callable[[], R]) -> R:
+        started = time.monotonic()
         try:
             return fn()
-        except FileNotFoundError:
+        except FileNotFoundError as e:  # the key, or the bucket (NoSuchBucketError)
+            err = self._classified(op, key, e, time.monotonic() - started)
+            if err is not None:
+                raise err from None
             raise
         except (BaseError, OSError, ValueError) as e:
-            self._fail(op, key, e)
+            self._fail(op, key, e, time.monotonic() - started)
+        except BaseException as e:
+            if not _is_panic(e):
+                raise
+            raise RequestRejected(
+                self.display(key),
+                f"{op} {self.display(key)} failed: the storage client gave up "
+                f"(obstore panicked: {self.options.scrub(_first_line(e))}); check the "
+                f"storage options {self.options!s}",
+            ) from None
 
     # -- the primitives -----------------------------------------------------------
     def get(self, key: str) -> Stored | None:

@@ -8,7 +8,12 @@ with or without the ``aws_``/``google_``/``azure_`` prefix), its HTTP client key
 ``retry_timeout`` (:data:`~quiver_spark.option_table.STORAGE_OPTION_TABLE`; never
 handed to obstore). A key the root's client does not know is refused with the near
 misses named; every value of a key that names a secret is shown as ``***``
-(:func:`redact`), an access key id by its first and last characters.
+(:func:`redact`), an access key id by its first and last characters. A key may carry
+the ``storage.`` prefix Spark's options and Quiver's messages use
+(``storage.aws_endpoint`` is ``aws_endpoint``). An endpoint (``aws_endpoint``, the
+metadata endpoint..., or the environment variable that sets it) must be an
+``http://`` or ``https://`` URL with a host: :meth:`StorageOptions.check_endpoints`
+refuses anything else before the client sees it (obstore 0.12 panics on some).
 
 What the environment sets (``AWS_ALLOW_HTTP``, ``AWS_ENDPOINT``...) applies unless an
 option sets the same key: obstore reads the environment for configuration keys and
@@ -24,12 +29,15 @@ import difflib
 import os
 import re
 from collections.abc import Iterator, Mapping
+from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidEndpointError
 from ..option_table import STORAGE_OPTION
 from ..urls import family_schemes, object_family
 
 _PREFIX = {"s3": "aws_", "gcs": "google_", "azure": "azure_"}
+STORAGE_PREFIX = "storage."
+"""How Spark's options and Quiver's messages spell a storage option (``storage.<key>``)."""
 
 _S3 = """access_key_id aws_access_key_id aws_bucket aws_bucket_name aws_checksum_algorithm
 aws_conditional_put aws_container_authorization_token_file
@@ -88,6 +96,55 @@ QUIVER_KEYS: dict[str, str] = {
 """Storage option keys Quiver reads itself (``retry_timeout``) -> the documented name
 (``storage.retry_timeout``); they never reach obstore."""
 
+ENDPOINT_KEYS: dict[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
+    "s3": (
+        (("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),
+         ("AWS_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")),
+        (("aws_metadata_endpoint", "metadata_endpoint"), ("AWS_METADATA_ENDPOINT",)),
+    ),
+    "gcs": ((("google_base_url", "base_url"), ("GOOGLE_BASE_URL",)),),
+    "azure": (
+        (("azure_endpoint", "endpoint"), ("AZURE_ENDPOINT", "AZURE_STORAGE_ENDPOINT")),
+        (("azure_authority_host", "authority_host"), ("AZURE_AUTHORITY_HOST",)),
+        (("azure_msi_endpoint", "msi_endpoint"), ("AZURE_MSI_ENDPOINT",)),
+    ),
+}  # fmt: skip
+"""Per family, the settings that name an endpoint: each group's option keys (aliases of
+one setting) and the environment variables obstore reads for it when no option sets it."""
+
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_HOST_RE = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+")
+
+
+def endpoint_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as an endpoint URL, or None when it is one:
+    ``http://`` or ``https://``, a host name or IP address, an optional port."""
+    if not value.strip():
+        return "it is empty"
+    if any(c.isspace() for c in value):
+        return "it contains whitespace"
+    m = _SCHEME_RE.match(value)
+    if m is None:
+        return "it has no scheme (http:// or https://)"
+    if m.group(1).lower() not in ("http", "https"):
+        return f"its scheme {m.group(1)}:// is neither http:// nor https://"
+    parts = urlsplit(value)
+    host = parts.hostname
+    if not host:
+        return "it has no host"
+    if not _HOST_RE.fullmatch(host):
+        return f"its host {host!r} is not a host name or IP address"
+    try:
+        port = parts.port
+    except ValueError:
+        return "its port is not a number from 1 to 65535"
+    if port == 0:
+        return "its port is not a number from 1 to 65535"
+    if parts.query or parts.fragment:
+        return "it has a query or a fragment"
+    return None
+
+
 _SECRET_RE = re.compile(
     r"secret|password|passwd|token|sas|credential|private|session|signature|_key$|^key$|_key_base64",
 )
@@ -101,7 +158,8 @@ def is_secret_key(key: str) -> bool:
     return not _IDENTIFIER_RE.search(k) and bool(_SECRET_RE.search(k))
 
 
-def _partial(value: str) -> str:
+def partial_id(value: str) -> str:
+    """An access key id as it may be shown: ``AKIA...MPLE`` (``***`` when short)."""
     return f"{value[:4]}...{value[-4:]}" if len(value) >= 12 else "***"
 
 
@@ -114,7 +172,7 @@ def redact(options: Mapping[str, object] | None) -> dict[str, str]:
         if is_secret_key(k):
             out[k] = "***"
         elif _IDENTIFIER_RE.search(k.lower()):
-            out[k] = _partial(text)
+            out[k] = partial_id(text)
         else:
             out[k] = _URL_USERINFO_RE.sub("***@", text)
     return out
@@ -131,7 +189,10 @@ class StorageOptions(Mapping[str, str]):
     never show a secret; :meth:`scrub` removes their secret values from any text."""
 
     def __init__(self, options: Mapping[str, object] | None = None) -> None:
-        self._d = {str(k).strip().lower(): _text(v) for k, v in (options or {}).items()}
+        self._d = {
+            str(k).strip().lower().removeprefix(STORAGE_PREFIX): _text(v)
+            for k, v in (options or {}).items()
+        }
 
     def __getitem__(self, key: str) -> str:
         return self._d[key]
@@ -164,15 +225,57 @@ class StorageOptions(Mapping[str, str]):
         name = QUIVER_KEYS["retry_timeout"]
         return float(STORAGE_OPTION[name].value(self._d.get("retry_timeout"), name))
 
+    def setting(
+        self,
+        keys: tuple[str, ...],
+        env: tuple[str, ...] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> tuple[str, str] | None:
+        """``(where, value)`` of the first of ``keys`` the options set (``where``:
+        ``storage.<key>``), else of the first of the environment variables ``env``
+        (``where``: its name), else None."""
+        for k in keys:
+            if k in self._d:
+                return f"{STORAGE_PREFIX}{k}", self._d[k]
+        source = os.environ if environ is None else environ
+        for name in env:
+            if name in source:
+                return name, source[name]
+        return None
+
+    def check_endpoints(
+        self, url: str, family: str, environ: Mapping[str, str] | None = None
+    ) -> None:
+        """Refuse, before anything is contacted, an endpoint setting of ``family`` (an
+        option, or the environment variable obstore reads when no option sets it) that
+        is not an ``http://`` or ``https://`` URL with a host
+        (:class:`~quiver_spark.errors.InvalidEndpointError` naming it); ``url``: the root
+        as shown."""
+        for keys, env in ENDPOINT_KEYS.get(family, ()):
+            found = self.setting(keys, env, environ)
+            if found is None:
+                continue
+            where, value = found
+            problem = endpoint_problem(value)
+            if problem is not None:
+                raise InvalidEndpointError(
+                    url, setting=where, value=self.scrub(value), reason=problem
+                )
+
     def split(
-        self, family: str, environ: Mapping[str, str] | None = None
+        self,
+        family: str,
+        environ: Mapping[str, str] | None = None,
+        *,
+        client_defaults: Mapping[str, str] | None = None,
     ) -> tuple[dict[str, str], dict[str, str]]:
         """``(config, client_options)`` for obstore: client keys lose the family prefix
         (obstore 0.12 aborts the process-level call with a panic when one reaches
         ``config``), and the client keys ``environ`` (``os.environ``) sets as
         ``AWS_<KEY>`` / ``GOOGLE_<KEY>`` / ``AZURE_<KEY>`` are kept under the options' own
-        (module docstring); Quiver's own keys are left out. Raises :class:`ConfigError`
-        for a key the family does not know, or a value of Quiver's own keys it refuses."""
+        (module docstring), ``client_defaults`` under both; Quiver's own keys are left
+        out. Raises :class:`ConfigError` for a key the family does not know, or a value
+        of Quiver's own keys it refuses."""
         config: dict[str, str] = {}
         client: dict[str, str] = {}
         prefix = _PREFIX.get(family, "")
@@ -188,7 +291,7 @@ class StorageOptions(Mapping[str, str]):
                 config[k] = v
             else:
                 raise ConfigError("storage_options", k, _allowed_hint(family, k))
-        if client and prefix:
+        if (client or client_defaults) and prefix:
             env = os.environ if environ is None else environ
             upper = prefix.upper()
             inherited = {
@@ -196,7 +299,7 @@ class StorageOptions(Mapping[str, str]):
                 for name, value in env.items()
                 if name.startswith(upper) and name[len(upper) :].lower() in CLIENT_KEYS
             }
-            client = {**inherited, **client}
+            client = {**(client_defaults or {}), **inherited, **client}
         return config, client
 
 
@@ -223,4 +326,5 @@ def check_storage_options(url: str, storage_options: Mapping[str, object] | None
             raise ConfigError("storage_options", next(iter(opts)), _allowed_hint(family, ""))
         return opts
     opts.split(family)
+    opts.check_endpoints(StorageOptions().scrub(url), family)
     return opts

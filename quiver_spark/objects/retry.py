@@ -5,8 +5,10 @@ cannot be retried blindly: a retry whose first attempt had landed answers 412, w
 reads as a failed condition. :func:`write_conditionally` retries it the one safe way:
 
 - a *transient* failure (an ``OSError`` other than :class:`PermissionError`,
-  :class:`FileNotFoundError` and :class:`~quiver_spark.errors.RequestRejected`: a 5xx,
-  a 409 :class:`~quiver_spark.errors.ObjectConflict`, a dropped connection, a timeout)
+  :class:`FileNotFoundError` and :class:`~quiver_spark.errors.RequestRejected`, such as a
+  :class:`~quiver_spark.errors.StorageConfigError`, unless it is ``retryable``: a 5xx,
+  a 409 :class:`~quiver_spark.errors.ObjectConflict`, a dropped connection, a timeout,
+  an endpoint that did not answer a read-back)
   is retried with the same bytes and the same condition, after a jittered exponential
   pause, while the budget lasts;
 - a failed condition (:class:`~quiver_spark.errors.ObjectExists`,
@@ -70,6 +72,8 @@ class RetryBudget:
 
 def transient(e: BaseException) -> bool:
     """Whether a failed conditional write may be sent again as it was."""
+    if isinstance(e, RequestRejected) and getattr(e, "retryable", False):
+        return True  # EndpointUnreachableError: a storage that is down may come back
     return isinstance(e, OSError) and not isinstance(
         e, PermissionError | FileNotFoundError | RequestRejected | RetriesExhausted
     )

@@ -3,13 +3,16 @@ a real process against an S3 endpoint (moto), with ``-S KEY=VALUE`` storage opti
 it shows the store's content, and on a machine that is not the writer's it says in
 one line what it cannot see (the writers' WAL) instead of failing. No value of a
 secret storage option (nor the access key id) appears in any output, and a missing
-STORE object or a mistyped option is one line naming what was wrong.
+STORE object or a mistyped option is one line naming what was wrong, as is a root
+configured wrong (no credentials, no such bucket, plain http not allowed, a malformed
+endpoint: exit 2; an endpoint nothing answers at: exit 1, within storage.retry_timeout).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -51,11 +54,15 @@ class Ran:
 outputs: list[Ran] = []  # every run of this module, for the secret check
 
 
-def quiver(remote: Remote, *args: object, path: str | None = None) -> Ran:
-    """``python -m quiver_spark.cli CMD PATH ARGS -S ...`` as a new process."""
+def quiver(
+    remote: Remote, *args: object, path: str | None = None, aws_environment: bool = True
+) -> Ran:
+    """``python -m quiver_spark.cli CMD PATH ARGS -S ...`` as a new process (without this
+    environment's ``AWS_*`` variables unless ``aws_environment``)."""
     cmd, *rest = [str(a) for a in args]
     argv = [sys.executable, "-m", "quiver_spark.cli", cmd, path or remote.url, *rest]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(remote.home)}
+    base = {k: v for k, v in os.environ.items() if aws_environment or not k.startswith("AWS_")}
+    env = {**base, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(remote.home)}
     done = subprocess.run(
         [*argv, *remote.flags()], capture_output=True, text=True, timeout=120, env=env,
         check=False, cwd=remote.home,
@@ -252,6 +259,77 @@ def test_a_mistyped_storage_option_is_one_line_naming_the_near_miss(remote: Remo
     assert ran.code == 2 and ran.out == ""
     assert ran.err.count("\n") == 1, ran.err
     assert "aws_endpont" in ran.err and "did you mean 'aws_endpoint'" in ran.err
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+MISCONFIGURED = {
+    # case: (options changed (None: removed), bucket, exit code, what the line says)
+    "no credentials": (
+        {"aws_access_key_id": None, "aws_secret_access_key": None, "retry_timeout": "1s",
+         "aws_metadata_endpoint": "http://127.0.0.1:{closed}"},
+        None, 2, "set storage.aws_access_key_id and storage.aws_secret_access_key",
+    ),
+    "no such bucket": ({}, "nosuchbucket", 2, "bucket 'nosuchbucket' does not exist at http://"),
+    "nothing answers": (
+        {"aws_endpoint": "http://127.0.0.1:{closed}", "retry_timeout": "2s"},
+        None, 1, "nothing answered at http://127.0.0.1:",
+    ),
+    "plain http not allowed": (
+        {"allow_http": None}, None, 2, "set storage.aws_allow_http=true, or use an https://"
+    ),
+    "endpoint without a scheme": (
+        {"aws_endpoint": "127.0.0.1:{closed}"}, None, 2,
+        "storage.aws_endpoint '127.0.0.1:",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MISCONFIGURED))
+def test_a_misconfigured_root_is_one_line_naming_what_to_set(
+    case: str, remote: Remote, moto_s3: MotoS3
+) -> None:
+    changes, bucket, code, says = MISCONFIGURED[case]
+    closed = _closed_port()
+    options = dict(remote.options)
+    for k, v in changes.items():
+        if v is None:
+            options.pop(k)
+        else:
+            options[k] = str(v).format(closed=closed)
+    path = remote.url if bucket is None else remote.url.replace(moto_s3.url, f"s3://{bucket}")
+    ran = quiver(Remote(path, options, remote.home), "status", path=path, aws_environment=False)
+    assert ran.code == code and ran.out == "", (ran.code, ran.out, ran.err)
+    assert ran.err.count("\n") == 1 and ran.err.startswith("Error: "), ran.err
+    assert says in ran.err, ran.err
+    assert "Traceback" not in ran.err and "panicked" not in ran.err
+
+
+def test_a_storage_failure_without_a_secret_option_is_one_line_too(remote: Remote) -> None:
+    """An endpoint that accepts connections and never answers is no configuration
+    mistake Quiver can name: the command still ends with one line, without a traceback,
+    also when no secret option made it hide secrets."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepted by the kernel, never answered
+        options = {
+            "aws_endpoint": f"http://127.0.0.1:{silent.getsockname()[1]}",
+            "aws_region": "us-east-1", "allow_http": "true", "aws_skip_signature": "true",
+            "timeout": "300ms", "retry_timeout": "1s",
+        }  # fmt: skip
+        ran = quiver(Remote(remote.url, options, remote.home), "status", aws_environment=False)
+    assert ran.code == 1 and ran.out == "", (ran.code, ran.err)
+    assert ran.err.count("\n") == 1 and ran.err.startswith("Error: OSError: "), ran.err
+
+
+def test_a_storage_option_is_taken_as_the_messages_spell_it(remote: Remote) -> None:
+    spelled = {k: v for k, v in remote.options.items() if k != "allow_http"}
+    spelled["storage.aws_allow_http"] = "true"
+    ok(quiver(Remote(remote.url, spelled, remote.home), "status"))
 
 
 def test_a_secret_in_the_path_is_hidden_in_errors_and_output(

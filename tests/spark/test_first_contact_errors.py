@@ -3,9 +3,10 @@
 What ``start()``, ``load()``, ``save()`` or ``awaitTermination()`` raise is what a user
 reads first. Spark prefixes its error class; the rest of that first line must be
 Quiver's one-line message naming the mistake (an unknown option as unknown, the
-option as the user spelled it, the path that is not a store), at default settings
-and with ``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` (which
-``conf/spark-defaults.conf`` sets). A user's own UDF error keeps its traceback.
+option as the user spelled it, the path that is not a store, an object root configured
+wrong: a missing bucket, plain http not allowed, an endpoint without a scheme), at
+default settings and with ``spark.sql.execution.pyspark.udf.hideTraceback.enabled``
+(which ``conf/spark-defaults.conf`` sets). A user's own UDF error keeps its traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from typing import Any
 import pytest
 
 from quiver_spark import QuiverStore
+from quiver_spark.errors import HttpNotAllowedError, NoSuchBucketError
+from tests.moto_server import MotoS3, moto_s3, unique_prefix
+
+__all__ = ["moto_s3"]
 
 HIDE = "spark.sql.execution.pyspark.udf.hideTraceback.enabled"
 
@@ -74,7 +79,9 @@ def test_a_source_option_of_kafka_is_reported_as_unknown_naming_the_quiver_optio
     line = first_line(err.value)
     assert line.startswith("[PYTHON_DATA_SOURCE_ERROR]"), line
     assert "UnknownOptionError: unknown option 'startingOffsets' (value 'earliest')" in line, line
-    assert line.endswith("or a store option (segment.*, wal.*, retention.*, subscriber.*, storage.*)"), line
+    assert line.endswith(
+        "or a store option (segment.*, wal.*, retention.*, subscriber.*, storage.*)"
+    ), line
 
 
 def test_a_sink_pointed_at_a_file_says_the_path_is_a_file(spark: Any, tmp_path: Path) -> None:
@@ -188,3 +195,59 @@ def test_a_stream_refused_when_its_reader_is_made_names_the_mistake_on_the_first
     line = first_line(err.value)
     assert line.startswith("[STREAM_FAILED]"), line
     assert "UnboundLocalError" not in line and "['nope']" in line, line
+
+
+# -- an object root configured wrong (README "Object store settings") ------------------
+
+
+def storage(options: dict[str, object], **changes: object) -> dict[str, str]:
+    """``options`` as ``storage.<key>`` Spark options; a change to None removes the key."""
+    merged = {**options, **changes}
+    return {f"storage.{k}": str(v) for k, v in merged.items() if v is not None}
+
+
+def test_a_sink_to_a_missing_bucket_names_the_bucket(
+    spark: Any, tmp_path: Path, moto_s3: MotoS3
+) -> None:
+    url = f"s3://nosuchbucket/{unique_prefix('spark')}"
+    with pytest.raises(Exception) as err:
+        run_sink(spark, tmp_path, url, **storage(moto_s3.options))
+    line = first_line(err.value)
+    expected = NoSuchBucketError(
+        url,
+        bucket="nosuchbucket",
+        endpoint=moto_s3.endpoint,
+        endpoint_setting="storage.aws_endpoint",
+    )
+    assert line.endswith(f"NoSuchBucketError: {expected}"), line
+
+
+def test_a_source_on_plain_http_without_allow_http_names_the_option(
+    spark: Any, moto_s3: MotoS3
+) -> None:
+    url = f"{moto_s3.url}/{unique_prefix('spark')}"
+    with pytest.raises(Exception) as err:
+        (spark.readStream.format("quiver").options(**storage(moto_s3.options, allow_http=None))
+         .option("subscriber", "s").load(url))  # fmt: skip
+    line = first_line(err.value)
+    expected = HttpNotAllowedError(url, endpoint=moto_s3.endpoint, setting="storage.aws_allow_http")
+    assert line.startswith("[PYTHON_DATA_SOURCE_ERROR]"), line
+    assert line.endswith(f"HttpNotAllowedError: {expected}"), line
+
+
+def test_a_batch_read_of_an_endpoint_without_a_scheme_is_one_line_not_a_panic(
+    spark: Any, moto_s3: MotoS3
+) -> None:
+    url = f"{moto_s3.url}/{unique_prefix('spark')}"
+    endpoint = moto_s3.endpoint.removeprefix("http://")
+    with pytest.raises(Exception) as err:
+        spark.read.format("quiver").options(**storage(moto_s3.options, aws_endpoint=endpoint)).load(
+            url
+        )
+    line = first_line(err.value)
+    assert line.endswith(
+        f"InvalidEndpointError: storage.aws_endpoint {endpoint!r} is not an endpoint URL: it "
+        "has no scheme (http:// or https://); allowed: http:// or https://, a host and an "
+        "optional port (e.g. http://127.0.0.1:9000 or https://s3.eu-west-1.amazonaws.com)"
+    ), line
+    assert "Panic" not in str(err.value) and "Traceback" not in str(err.value)
