@@ -2,21 +2,26 @@
 
 The store talks to :class:`SegmentLocation`; everything else here is its parts:
 
-=============  ==================================================================
-``catalog``    :class:`SegmentLocation`: which segments exist, publish, delete,
-               cleanup, quarantine, the verified-metadata cache
-``backend``    :class:`SegmentBackend`: the file operations a location needs
-``backends``   :func:`~.backends.open_backend`: which backend a location opens
-``local``      :class:`LocalBackend`: a POSIX directory, fsync and rename
-``remote``     :class:`RemoteBackend`: any fsspec URL, single-request uploads
-``writer``     serializing batches into one Arrow IPC file, CRC while writing
-``reader``     :class:`SegmentReader`: verified reads of one ``.arrow``
-``meta``       :class:`SegmentMeta`: the ``.meta`` body, schema fingerprints
-=============  ==================================================================
+==============  ================================================================
+``catalog``     :class:`SegmentLocation`: which segments exist, write, publish,
+                delete, cleanup, quarantine
+``files``       :class:`~.files.SegmentFiles`: segment files named, listed and
+                read, the verified-metadata cache
+``quarantine``  moving a damaged segment aside, the quarantine mark
+``backend``     :class:`SegmentBackend`: the file operations a location needs
+``backends``    :func:`~.backends.open_backend`: which backend a location opens
+``local``       :class:`LocalBackend`: a POSIX directory, fsync and rename
+``remote``      :class:`RemoteBackend`: any fsspec URL, single-request uploads
+``objects``     :class:`ObjectBackend`: keys in an object root's store
+``writer``      serializing batches into one Arrow IPC file, CRC while writing
+``reader``      :class:`SegmentReader`: verified reads of one ``.arrow``
+``meta``        :class:`SegmentMeta`: the ``.meta`` body, schema fingerprints
+==============  ================================================================
 """
 
 from .backend import SegmentBackend
-from .catalog import CleanupReport, DamagedSegment, SegmentListing, SegmentLocation, SegmentSurvey
+from .catalog import CleanupReport, SegmentLocation
+from .files import DamagedSegment, SegmentListing, SegmentSurvey
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader
 

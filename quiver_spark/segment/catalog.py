@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -33,24 +32,13 @@ from ..errors import (
     SeqTakenError,
 )
 from ..format import (
-    MAGIC_QUARANTINE_MARK,
     META_SUFFIX,
     QUARANTINE_DIR,
-    QUARANTINE_MARK_NAME,
-    REASON_SUFFIX,
     SEGMENT_SUFFIX,
     TMP_SUFFIX,
     checksum,
-    decode_frame,
-    decode_reason,
-    encode_frame,
-    encode_reason,
-    meta_file_name,
-    parse_quarantined_seq,
     parse_segment_file_seq,
     parse_seq,
-    quarantine_stem,
-    segment_file_name,
 )
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
@@ -59,7 +47,9 @@ from ..staging import drop_staged, staged_ids
 from ..urls import check_url, is_local_url
 from .backend import Consume, SegmentBackend
 from .backends import open_backend
+from .files import DamagedSegment, Found, SegmentFiles, SegmentListing, SegmentSurvey
 from .meta import SegmentMeta, schema_fingerprint
+from .quarantine import move_aside, quarantine_mark, quarantine_note
 from .reader import SegmentReader, open_verified
 from .writer import Serialized, coalesce, event_time_range, prepare, serialize
 
@@ -84,32 +74,6 @@ class CleanupReport:
 
 
 @dataclass(frozen=True)
-class DamagedSegment:
-    """A published segment whose ``.meta`` fails verification (see :meth:`SegmentLocation.survey`).
-
-    ``path`` names the damaged ``.meta``; ``size_bytes`` is its ``.arrow``'s length
-    from the directory listing (0 when that is gone), so space accounting still sees it.
-    """
-
-    partition: str
-    seq: int
-    path: str
-    error: str
-    size_bytes: int
-
-
-@dataclass(frozen=True)
-class SegmentListing:
-    """The segment files of one partition directory, from one listing (nothing is read)."""
-
-    published: list[int]
-    """Seqs with a ``.meta`` (visible), sorted."""
-    unpublished: list[int]
-    """Seqs with an ``.arrow`` and no ``.meta`` (an interrupted finalize or delete,
-    which :meth:`SegmentLocation.cleanup` removes), sorted."""
-
-
-@dataclass(frozen=True)
 class PartitionView:
     """One partition's published segments as a new reader sees them: from its
     MANIFEST (one read) plus the seqs published after ``high`` and not in it yet (a
@@ -121,14 +85,6 @@ class PartitionView:
     high: int
     """The highest seq this view knows was published (0: none)."""
     from_manifest: bool
-
-
-@dataclass(frozen=True)
-class SegmentSurvey:
-    """The published segments of one partition: readable metadata and damaged ones."""
-
-    metas: list[SegmentMeta]
-    damaged: list[DamagedSegment]
 
 
 def _copied(consume: Consume, data: bytes, meta: SegmentMeta) -> Serialized:
@@ -197,11 +153,9 @@ class SegmentLocation:
             if objects is not None
             else open_backend(url, io=io, storage_options=storage_options)
         )
+        self._files = SegmentFiles(self._b)
         self.quarantined_total = 0
         """Segments quarantined through this instance (a metric for the store)."""
-        # partition -> seq -> metadata verified once: a published .meta never changes,
-        # and a listing or a probe decides what still exists (ARCHITECTURE.md §5.4)
-        self._meta_cache: dict[str, dict[int, SegmentMeta]] = {}
 
     def __repr__(self) -> str:
         return f"SegmentLocation({self.url!r})"
@@ -212,9 +166,7 @@ class SegmentLocation:
         return self._b
 
     def _paths(self, partition: str, seq: int) -> tuple[str, str]:
-        validate_name("partition", partition)
-        d = self._b.join(partition)
-        return f"{d}/{segment_file_name(seq)}", f"{d}/{meta_file_name(seq)}"
+        return self._files.paths(partition, seq)
 
     # -- writing ------------------------------------------------------------------
     def write(
@@ -650,7 +602,7 @@ class SegmentLocation:
         seq up to the highest one listed or quarantined that is not published is
         recorded gone."""
         survey = self.survey(partition)
-        quarantined = self._quarantined(partition)
+        quarantined = self._files.quarantined(partition)
         # a .meta names its transactions on an object root (§5.3): the rebuilt entries
         # name them too, so a sealed transaction is never sealed again (§12.6)
         entries = [ManifestEntry.from_meta(m, m.txns) for m in survey.metas]
@@ -900,11 +852,7 @@ class SegmentLocation:
 
     def listing(self, partition: str) -> SegmentListing:
         """Published and unpublished segment seqs of ``partition`` from one listing."""
-        validate_name("partition", partition)
-        entries = self._b.entries(self._b.join(partition))
-        published = sorted(s for n in entries if (s := parse_seq(n, META_SUFFIX)))
-        arrows = {s for n in entries if (s := parse_seq(n, SEGMENT_SUFFIX))}
-        return SegmentListing(published, sorted(arrows - set(published)))
+        return self._files.listing(partition)
 
     def data_path(self, partition: str, seq: int) -> str:
         """Where segment ``seq``'s ``.arrow`` is (or would be), as messages show it."""
@@ -913,52 +861,19 @@ class SegmentLocation:
     def quarantined(self, partition: str) -> dict[int, str]:
         """Seqs of ``partition`` with a file in ``quarantine/``, each mapped to the file
         that says why (its ``.reason`` when there is one), from one listing."""
-        return {seq: self._b.display(raw) for seq, raw in self._quarantined(partition).items()}
+        return {
+            seq: self._b.display(raw) for seq, raw in self._files.quarantined(partition).items()
+        }
 
     def quarantine_mark(self) -> bytes | None:
         """The bytes of the location's quarantine mark (§5.5), None if nothing was ever
         quarantined here: one small read. A reader that remembers them knows, by
         comparing, whether any segment was moved aside since it last looked."""
-        path = self._b.join(QUARANTINE_MARK_NAME)
-        raw = self._b.read_many([path])[path]
-        if raw is not None:
-            try:
-                decode_frame(self._b.display(path), MAGIC_QUARANTINE_MARK, raw)
-            except CorruptionError as e:  # still a change signal: its bytes are compared
-                log.warning("quiver.segment.quarantine_mark_damaged error=%s", e)
-        return raw
-
-    def _replace_mark(self, partition: str, seq: int) -> None:
-        token = os.urandom(8)
-        body = {"changed_ns": time.time_ns(), "partition": partition, "seq": seq, "token": token}
-        mark = encode_frame(MAGIC_QUARANTINE_MARK, body)
-        path = self._b.join(QUARANTINE_MARK_NAME)
-        self._b.put(  # a temporary name of its own: quarantines may run concurrently
-            path,
-            lambda consume: consume(memoryview(mark)),
-            tmp=f"{path}.{token.hex()}{TMP_SUFFIX}",
-            replace=True,  # rewritten whole by every quarantine, on an object root too
-        )
+        return quarantine_mark(self._b)
 
     def quarantine_note(self, partition: str, seq: int) -> str:
         """The reason text recorded when ``seq`` was quarantined ("" if none is readable)."""
-        raw = self._quarantined(partition).get(seq)
-        if raw is None or not raw.endswith(REASON_SUFFIX):
-            return ""
-        try:
-            return decode_reason(self._b.read(raw))
-        except OSError:
-            return ""
-
-    def _quarantined(self, partition: str) -> dict[int, str]:
-        validate_name("partition", partition)
-        qdir = self._b.join(partition, QUARANTINE_DIR)
-        out: dict[int, str] = {}
-        for n in sorted(self._b.entries(qdir)):
-            seq = parse_quarantined_seq(n)
-            if seq is not None and (seq not in out or n.endswith(REASON_SUFFIX)):
-                out[seq] = f"{qdir}/{n}"
-        return out
+        return quarantine_note(self._files, partition, seq)
 
     def list(self, partition: str) -> list[SegmentMeta]:
         """Published segments of ``partition`` sorted by seq; a corrupt ``.meta`` raises.
@@ -977,44 +892,20 @@ class SegmentLocation:
 
     def _survey(self, partition: str, *, strict: bool) -> SegmentSurvey:
         validate_name("partition", partition)
-        metas: list[SegmentMeta] = []
-        damaged: list[DamagedSegment] = []
         listed = self.published_seqs(partition)  # on an object root: those the MANIFEST lists
-        cache = self._meta_cache.setdefault(partition, {})
-        for gone in set(cache) - set(listed):  # deleted or moved aside since
-            del cache[gone]
-        for seq in listed:
-            found = self.probe(partition, seq, strict=strict)
-            if isinstance(found, DamagedSegment):
-                damaged.append(found)
-            elif found is not None:  # None: deleted between listing and reading
-                metas.append(found)
-        return SegmentSurvey(metas, damaged)
+        # each .meta through read_meta, as every read this location makes for a caller
+        return self._files.survey(partition, listed, strict=strict, read=self.read_meta)
 
-    def probe(
-        self, partition: str, seq: int, *, strict: bool = False
-    ) -> SegmentMeta | DamagedSegment | None:
+    def probe(self, partition: str, seq: int, *, strict: bool = False) -> Found | None:
         """Segment ``seq`` of ``partition`` if it is published: its metadata (verified
         once, then cached: a published ``.meta`` never changes), or a
         :class:`DamagedSegment` when the ``.meta`` fails verification (raised instead
         with ``strict``); None when it is not published. One read when not cached."""
-        hit = self._meta_cache.get(partition, {}).get(seq)
-        if hit is not None:
-            return hit
-        try:
-            meta = self.read_meta(partition, seq)
-        except SegmentMissingError:
-            return None
-        except CorruptionError as e:
-            if strict:
-                raise
-            return self._damaged(partition, seq, e)
-        self._meta_cache.setdefault(partition, {})[seq] = meta
-        return meta
+        return self._files.probe(partition, seq, strict=strict, read=self.read_meta)
 
     def probe_next(
         self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None = None
-    ) -> dict[str, builtins.list[SegmentMeta | DamagedSegment]]:
+    ) -> dict[str, builtins.list[Found]]:
         """For each partition, the segments published from seq ``starts[p]`` on, up to
         the first one that is not (seqs are gapless, §5): what was published since a
         reader last looked. ``skip(p, seq)`` true passes over a seq known to be gone
@@ -1027,7 +918,7 @@ class SegmentLocation:
         read), and what it lists from ``starts[p]`` on is the answer (§12.4).
         """
         if not self.manifest_publishes:
-            return self._probe_files(starts, skip)
+            return self._files.probe_next(starts, skip)
         return {
             validate_name("partition", p): self._listed(p, start, skip)
             for p, start in starts.items()
@@ -1035,7 +926,7 @@ class SegmentLocation:
 
     def _listed(
         self, partition: str, start: int, skip: Callable[[str, int], bool] | None
-    ) -> builtins.list[SegmentMeta | DamagedSegment]:
+    ) -> builtins.list[Found]:
         """Object root: the segments ``partition``'s MANIFEST lists from ``start`` on.
         The copy at hand answers while the MANIFEST's version is still its own (one
         HEAD: the whole cost of an idle poll); else the MANIFEST is read again (one
@@ -1051,11 +942,11 @@ class SegmentLocation:
         ):
             m = self._publication(partition)
         if m is None:  # no readable MANIFEST: the files decide (§6.7)
-            found = self._probe_files({partition: start}, skip)[partition]
+            found = self._files.probe_next({partition: start}, skip)[partition]
             seqs = self._without_deleted(partition, [f.seq for f in found])
             kept = set(self._without_fenced_orphans(partition, seqs))
             return [f for f in found if f.seq in kept]
-        out: builtins.list[SegmentMeta | DamagedSegment] = []
+        out: builtins.list[Found] = []
         for e in m.entries:
             if e.seq < start or (skip is not None and skip(partition, e.seq)):
                 continue
@@ -1064,69 +955,13 @@ class SegmentLocation:
                 out.append(got)
         return out
 
-    def _probe_files(
-        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None
-    ) -> dict[str, builtins.list[SegmentMeta | DamagedSegment]]:
-        """:meth:`probe_next` by the files alone (the ``.meta`` decides)."""
-        out: dict[str, builtins.list[SegmentMeta | DamagedSegment]] = {p: [] for p in starts}
-        nxt = {validate_name("partition", p): s for p, s in starts.items()}
-        while nxt:
-            batch: dict[str, str] = {}
-            for p in list(nxt):
-                cache = self._meta_cache.get(p, {})
-                while True:  # skipped seqs and cached metadata need no request
-                    if skip is not None and skip(p, nxt[p]):
-                        cache.pop(nxt[p], None)  # gone: never served from the cache again
-                    elif (hit := cache.get(nxt[p])) is not None:
-                        out[p].append(hit)
-                    else:
-                        break
-                    nxt[p] += 1
-                batch[p] = self._paths(p, nxt[p])[1]
-            raw = self._b.read_many(list(batch.values()))
-            for p, path in batch.items():
-                found = self._decoded(p, nxt[p], raw[path])
-                if found is None:
-                    del nxt[p]
-                else:
-                    out[p].append(found)
-                    nxt[p] += 1
-        return out
-
-    def _decoded(
-        self, partition: str, seq: int, raw: bytes | None
-    ) -> SegmentMeta | DamagedSegment | None:
-        if raw is None:
-            return None
-        try:
-            meta = self._decode(partition, seq, raw)
-        except CorruptionError as e:
-            return self._damaged(partition, seq, e)
-        self._meta_cache.setdefault(partition, {})[seq] = meta
-        return meta
-
-    def _damaged(self, partition: str, seq: int, error: CorruptionError) -> DamagedSegment:
-        arrow_path, meta_path = self._paths(partition, seq)
-        shown = self._b.display(meta_path)
-        log.warning(
-            "quiver.segment.meta_damaged partition=%s seq=%d path=%s error=%s",
-            partition,
-            seq,
-            shown,
-            error,
-        )
-        return DamagedSegment(partition, seq, shown, str(error), self._b.size(arrow_path) or 0)
-
     def cached(self, partition: str, seq: int) -> SegmentMeta | None:
         """Metadata this instance already verified (no request), or None."""
-        return self._meta_cache.get(partition, {}).get(seq)
+        return self._files.cached(partition, seq)
 
     def forget(self, partition: str, seqs: Iterable[int]) -> None:
         """Drop cached metadata of segments known to be gone."""
-        cache = self._meta_cache.get(partition)
-        if cache:
-            for seq in seqs:
-                cache.pop(seq, None)
+        self._files.forget(partition, seqs)
 
     def published_meta(self, partition: str, seq: int) -> SegmentMeta:
         """The metadata of segment ``seq`` if it is published (cached once verified);
@@ -1148,20 +983,7 @@ class SegmentLocation:
 
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
         """The published metadata of one segment; SegmentMissingError if unpublished."""
-        _, meta_path = self._paths(partition, seq)
-        shown = self._b.display(meta_path)
-        try:
-            raw = self._b.read_small(meta_path)
-        except FileNotFoundError as e:
-            raise SegmentMissingError(partition, seq, f"not published ({shown} missing)") from e
-        return self._decode(partition, seq, raw)
-
-    def _decode(self, partition: str, seq: int, raw: bytes) -> SegmentMeta:
-        shown = self._b.display(self._paths(partition, seq)[1])
-        meta = SegmentMeta.decode(shown, raw)
-        if (meta.partition, meta.seq) != (partition, seq):
-            raise CorruptionError(shown, 0, f"meta names {meta.partition}/{meta.seq}")
-        return meta
+        return self._files.read_meta(partition, seq)
 
     def open(self, meta: SegmentMeta, *, verify: bool = True) -> SegmentReader:
         """Open a published segment; with ``verify`` its size and CRC-32C are checked
@@ -1231,7 +1053,7 @@ class SegmentLocation:
                 if self.cached(p, seq) is not None:
                     if self.is_published(p, seq):
                         continue
-                    found: SegmentMeta | DamagedSegment | None = None
+                    found: Found | None = None
                 else:
                     found = self.probe(p, seq)
                 if found is None:
@@ -1382,28 +1204,6 @@ class SegmentLocation:
         """
         self.forget(partition, [seq])
         self._manifest_remove(partition, [seq])
-        arrow_path, meta_path = self._paths(partition, seq)
-        qdir = self._b.join(partition, QUARANTINE_DIR)
-        self._b.makedirs(qdir)
-        stem = f"{qdir}/{quarantine_stem(seq)}"
-        if any(self._b.exists(stem + s) for s in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX)):
-            stem = f"{qdir}/{quarantine_stem(seq, time.time_ns())}"  # quarantined before
-        note = encode_reason(partition, seq, time.time_ns(), reason)
-        self._b.put(stem + REASON_SUFFIX, lambda consume: consume(memoryview(note)))
-        moved = stem + META_SUFFIX
-        self._replace_mark(partition, seq)  # before the moves: a failed one is noticed too
-        for src, suffix in ((meta_path, META_SUFFIX), (arrow_path, SEGMENT_SUFFIX)):
-            if self._b.exists(src):
-                self._b.move(src, stem + suffix)
-                moved = stem + suffix
-        self._replace_mark(partition, seq)  # again: readers that listed meanwhile look again
+        shown = move_aside(self._files, partition, seq, reason)
         self.quarantined_total += 1
-        shown = self._b.display(moved)
-        log.warning(
-            "quiver.segment.quarantine partition=%s seq=%d to=%s reason=%s",
-            partition,
-            seq,
-            shown,
-            reason,
-        )
         return shown
