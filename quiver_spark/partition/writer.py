@@ -514,7 +514,9 @@ class PartitionWriter:
 
     def _finalize(self) -> SegmentMeta | None:
         self._publish_pending()
-        if self._staged.foreign:
+        # never while recovering: the WAL not replayed yet may hold a foreign-looking
+        # transaction itself (sealed from both, its rows would be read twice)
+        if self._staged.foreign and not self._recovering:
             try:
                 self._seal_foreign()
             except LeaseLostError as e:
@@ -734,6 +736,16 @@ class PartitionWriter:
             self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
         )
         old = time.monotonic() - self.config.segment.max_open_duration_s
+        if plan.staged is not None:
+            # before anything is replayed (a replay may seal a segment, and its
+            # publication records the txn floor): every staged transaction the MANIFEST
+            # does not name is foreign, so the floor stays below it; those the WAL
+            # turns out to hold are taken back after the replay
+            self._staged.adopt(plan.unsealed, ())
+        if on_objects:
+            # the listing above may lag behind the bucket: the floor this writer records
+            # stays at the MANIFEST's until a later listing is taken into account
+            self._staged.ceiling = plan.txn_ceiling
         self._recovering = True  # no WAL file is deleted before the whole WAL is replayed
         try:
             self._replay(replay(wal, self._covered, old), rep, old)
@@ -767,10 +779,6 @@ class PartitionWriter:
             self._staged.adopt(
                 plan.unsealed, {*self._pending, *self._open.txns, *self._unpublished_txns}
             )
-        if on_objects:
-            # the listing above may lag behind the bucket: the floor this writer records
-            # stays at the MANIFEST's until a later listing is taken into account
-            self._staged.ceiling = plan.txn_ceiling
         if (
             publishing.action is not Publishing.NONE
             or rep.torn_tails
