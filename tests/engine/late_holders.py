@@ -1,8 +1,8 @@
 """Lease holders of an object root cut off from the storage while others go on,
 machines suspended in the middle of a request, machines whose wall clocks are hours
-off: the rules of the object-root state-space test (``test_state_space_objects.py``)
-that check fencing by the storage (ARCHITECTURE.md §12.3-§12.6) on
-:class:`~tests.engine.state_model.ObjectStoreHarness`.
+off: the rules the state machine (``state_space_machine.py``) draws on an object root
+(``test_state_space_objects.py``) that check fencing by the storage (ARCHITECTURE.md
+§12.3-§12.6) on :class:`~tests.engine.state_model.ObjectStoreHarness`.
 
 **Machines.** The harness is one process of one machine (:attr:`World.home`). A
 scenario adds others, each a :class:`Machine` with its own host identity, its own

@@ -6,7 +6,7 @@ reader sees each once (the rule of RELIABILITY.md: a failed request is not a cra
 
 from __future__ import annotations
 
-from tests.engine.test_state_space_objects import ObjectStateSpace
+from tests.engine.state_space_machine import ObjectStateSpace
 
 
 def test_rows_survive_a_failed_listing_of_the_arrow_during_publication(tmp_path):
