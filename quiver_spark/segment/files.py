@@ -5,8 +5,8 @@ Segments of partition ``<pid>`` are ``<pid>/<seq:020d>.arrow`` plus
 ``<seq:020d>.meta`` under the backend's root; moved-aside ones are in
 ``<pid>/quarantine/``. :class:`SegmentFiles` names them, lists them, reads and verifies
 ``.meta`` files and caches what it verified (a published ``.meta`` never changes).
-Which of them are published is not its question: the catalog
-(:class:`~quiver_spark.segment.catalog.SegmentLocation`) answers that.
+Which of them are published is not its question: a
+:class:`~quiver_spark.segment.publication.Publication` answers that.
 """
 
 from __future__ import annotations
