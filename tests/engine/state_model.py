@@ -2264,16 +2264,21 @@ class ObjectStoreHarness(StoreHarness):
                         self.status[k] = MAYBE
 
     def _foreign_due(self) -> None:
-        """Time passes for every live writer's look at another incarnation's undecided
-        staged transactions (after 1 s, 2, 4...): the test moves the next look to now
-        instead of waiting (a batch decided since is sealed at the next tick)."""
+        """Time passes for every live writer's looks at undecided transactions, which
+        back off on the monotonic clock (after 1 s, 2, 4...): another incarnation's
+        staged ones (its :class:`~quiver_spark.partition.staged.StagedBook`) and its own
+        pending ones undecided past ``RESOLVE_GRACE_S``. The test moves the next look to
+        now instead of waiting, so a batch decided since is sealed at the next tick
+        however fast or slow the steps before ran. The attributes are reached without a
+        default: were they renamed, this fails instead of silently doing nothing."""
         for p in self.live_writers():
             store = self.writers[p]
             w = store.writer if store is not None else None
-            foreign = getattr(w, "_foreign", None)
-            if foreign:
-                for txn_id, (_, interval) in list(foreign.items()):
-                    foreign[txn_id] = (0.0, interval)
+            if w is None:
+                continue
+            for looks in (w._staged.foreign, w._recheck):
+                for txn_id, (_, interval) in list(looks.items()):
+                    looks[txn_id] = (0.0, interval)
 
     def live_check(self) -> None:
         self._foreign_due()
