@@ -242,6 +242,9 @@ class Txn:
     # its staged object was damaged when its machine was lost: its rows cannot be
     # sealed by anyone (a named loss, §11)
     unsealable: bool = False
+    # its machine was lost with its WAL: until sealed, its staged object is the only
+    # copy of its rows (a flip of that object then loses them, named)
+    wal_lost: bool = False
 
 
 @dataclass
@@ -2418,6 +2421,8 @@ class ObjectStoreHarness(StoreHarness):
         for t in self.txns:
             if t.partition != p:
                 continue
+            if t.staged:
+                t.wal_lost = True
             if t.staged and t.state == "won" and any(k not in sealed for k in t.keys):
                 STATS["machine_losses:committed_unsealed_txns"] += 1
             if t.staged and t.state == "open":
@@ -2515,9 +2520,11 @@ class ObjectStoreHarness(StoreHarness):
     def _flip_staged(
         self, index: int, frac: float, path: str | None = None, check: bool = True
     ) -> bool:
-        """A byte of one staged object flipped while its writer lives: the writer seals
+        """A byte of one staged object flipped: while its writer lives, the writer seals
         its rows from its WAL, as if nothing happened (``check``: every handle is checked
-        now); the damage matters only if the machine is lost too (:meth:`lose_machine`)."""
+        now), and the damage matters only if the machine is lost too
+        (:meth:`lose_machine`); once its machine was lost, its rows not sealed yet are
+        lost with it."""
         self.observe_quiet()
         if path is None:
             files = self.damage_files()["staged"]
@@ -2528,8 +2535,21 @@ class ObjectStoreHarness(StoreHarness):
         self._flip(path, min(size - 1, int(frac * size)))
         key = self._key(path)
         txn_id = int(key.rsplit("/", 1)[-1].split(".")[0])
-        self.damage.append(Damage("staged", path, partition=key.split("/")[1], seq=txn_id))
+        part = key.split("/")[1]
+        self.damage.append(Damage("staged", path, partition=part, seq=txn_id))
         STATS["flips:staged"] += 1
+        # a lost machine's transaction not sealed yet: the flipped object was the only
+        # copy of its rows, so they are lost (named by whoever seals, §11); committed
+        # later, its rows are lost all the same (:meth:`commit`)
+        sealed = {k for k2, (_, fp) in self.segs.items() if k2[0] == part for k in fp}
+        for t in self.txns:
+            if t.partition == part and t.txn_id == txn_id and t.staged and t.wal_lost:
+                if any(k not in sealed for k in t.keys):
+                    t.unsealable = True
+                    STATS["flips:staged_of_a_lost_machine"] += 1
+                for k in t.keys:
+                    if k not in sealed and self.status[k] == COMMITTED:
+                        self.status[k] = MAYBE
         if check:
             self.recover_and_check()
         return True
