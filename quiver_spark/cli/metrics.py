@@ -211,7 +211,9 @@ def metrics(
 
     if serve is not None:
         if textfile or args.as_json:
-            raise CliError("--serve answers scrapes: it takes neither --textfile nor --json", EXIT_USAGE)
+            raise CliError(
+                "--serve answers scrapes: it takes neither --textfile nor --json", EXIT_USAGE
+            )
         host, port = serve_address(serve)
         try:
             every = parse_duration("--interval", interval)
@@ -298,7 +300,9 @@ def serve_metrics(host: str, port: int, exposition: Exposition) -> None:
     try:
         server = ThreadingHTTPServer((host, port), Handler)
     except OSError as e:
-        raise CliError(f"--serve {host}:{port}: cannot listen there ({e.strerror or e})", EXIT_TROUBLE) from e
+        raise CliError(
+            f"--serve {host}:{port}: cannot listen there ({e.strerror or e})", EXIT_TROUBLE
+        ) from e
     server.daemon_threads = True
     bound = server.server_address[1]
     click.echo(
