@@ -17,6 +17,8 @@ help: ## list the targets
 # does not see packages served by an editable install's import hook: a .pth entry puts
 # the checkout itself on sys.path, so format("quiver") works from any directory.
 $(STAMP): pyproject.toml Makefile
+	@echo "Setting up $(VENV): quiver_spark with PySpark 4, pyarrow and the test tools."
+	@echo "The first time takes a few minutes (PySpark alone is a download of several hundred MB); later runs skip this step."
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,dev]'
@@ -26,6 +28,7 @@ $(STAMP): pyproject.toml Makefile
 venv: $(STAMP) ## create or update the virtualenv (.venv, or VENV=DIR) with every dependency
 
 demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print what happened
+	@echo "Starting Spark and the demo pipeline (about a minute)..."
 	$(PY) examples/demo.py
 
 # Two workers (pytest-xdist), each taking whole groups: every Spark test (one SparkSession)
