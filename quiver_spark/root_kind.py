@@ -437,9 +437,9 @@ class ObjectRoot:
             parts = info.key[len(root) :].split("/")
             if len(parts) != 3 or parts[1] != staging.STAGED_DIR:
                 continue
-            stem = parts[2].removesuffix(staging.STAGED_SUFFIX)
-            if parts[2].endswith(staging.STAGED_SUFFIX) and stem.isdigit():
-                out.setdefault(parts[0], []).append(int(stem))
+            txn_id = staging.staged_id(parts[2])
+            if txn_id is not None:
+                out.setdefault(parts[0], []).append(txn_id)
         return {pid: sorted(ids) for pid, ids in out.items()}
 
     def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:

@@ -207,16 +207,18 @@ def stage(
     return len(data)
 
 
+def staged_id(name: str) -> int | None:
+    """The transaction id a staged object's name (``<txn_id:020d>.txn``) gives, None
+    for any other name."""
+    stem = name[: -len(STAGED_SUFFIX)] if name.endswith(STAGED_SUFFIX) else ""
+    return int(stem) if stem.isdigit() else None
+
+
 def staged_ids(objects: ObjectStore, partition: str) -> list[int]:
     """The transaction ids staged for ``partition`` (one listing), ascending."""
     prefix = staged_prefix(partition)
-    out = []
-    for info in objects.list(prefix):
-        name = info.key[len(prefix) :]
-        stem = name[: -len(STAGED_SUFFIX)] if name.endswith(STAGED_SUFFIX) else ""
-        if stem.isdigit():
-            out.append(int(stem))
-    return sorted(out)
+    ids = (staged_id(info.key[len(prefix) :]) for info in objects.list(prefix))
+    return sorted(t for t in ids if t is not None)
 
 
 def read_staged(objects: ObjectStore, partition: str, txn_id: int) -> StagedTxn | None:
