@@ -25,7 +25,14 @@ from . import metrics as m
 from .config import RetentionConfig
 from .retained import RetainedIndex
 from .retention_plan import NO_SUBSCRIBERS, Key, RetentionPlan, decide_retention, witnessed
-from .seams import DamagedInfo, LockedLedger, RetentionLedger, RetentionView, SegmentCatalog
+from .seams import (
+    DamagedInfo,
+    DeletedMarks,
+    LockedLedger,
+    RetentionLedger,
+    RetentionView,
+    SegmentCatalog,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +65,36 @@ class CheckedCatalog(Protocol):
     deleted (``SegmentLocation``)."""
 
     def check_before_delete(
-        self, deletions: Mapping[str, Iterable[int]]
+        self,
+        deletions: Mapping[str, Iterable[int]],
+        *,
+        recorded: Callable[[str], DeletedMarks] | None = None,
     ) -> tuple[Mapping[str, Sequence[int]], Sequence[DamagedInfo]]: ...
+
+
+@runtime_checkable
+class RefreshedLedger(Protocol):
+    """An ack log that can read what other processes appended (``SubscriberRegistry``)."""
+
+    def refresh(self) -> None: ...
+
+
+def recorded_deleted(reg: RetentionLedger) -> Callable[[str], DeletedMarks]:
+    """``reg``'s deleted marks of a partition, read afresh once (the first call): what
+    another process's pass recorded deleted since this pass read the ack log. On an
+    object root that is one LIST (and a GET per new delta); on a POSIX root the pass
+    holds the ack log's exclusive lock, so nobody appended and the nested refresh reads
+    nothing and takes no lock."""
+    fresh = False
+
+    def marks(partition: str) -> DeletedMarks:
+        nonlocal fresh
+        if not fresh and isinstance(reg, RefreshedLedger):
+            reg.refresh()
+        fresh = True
+        return reg.deleted_marks(partition)
+
+    return marks
 
 
 @runtime_checkable
@@ -160,7 +195,7 @@ def apply_retention(
                 }
                 fresh = {p: v for p, v in fresh.items() if v}
                 if fresh and isinstance(catalog, CheckedCatalog):
-                    gone, bad = catalog.check_before_delete(fresh)
+                    gone, bad = catalog.check_before_delete(fresh, recorded=recorded_deleted(reg))
                     checked.update((p, q) for p, seqs in fresh.items() for q in seqs)
                     if gone or bad:
                         index.remove(gone)

@@ -28,7 +28,13 @@ import pyarrow as pa
 
 from ..config import NAME_RE, SegmentConfig, validate_name
 from ..control.manifest import Manifest, ManifestStore
-from ..errors import CorruptionError, LeaseLostError, SegmentMissingError, SeqTakenError
+from ..errors import (
+    CorruptionError,
+    LeaseLostError,
+    QuiverError,
+    SegmentMissingError,
+    SeqTakenError,
+)
 from ..format import (
     META_SUFFIX,
     QUARANTINE_DIR,
@@ -570,13 +576,23 @@ class SegmentLocation:
         log.info("quiver.segment.delete partition=%s seqs=%d", partition, len(pairs))
 
     def check_before_delete(
-        self, deletions: Mapping[str, Iterable[int]]
+        self,
+        deletions: Mapping[str, Iterable[int]],
+        *,
+        recorded: Callable[[str], DeletedMarks] | None = None,
     ) -> tuple[dict[str, builtins.list[int]], builtins.list[DamagedSegment]]:
         """Before retention records and deletes what it chose from a manifest view:
-        ``(gone, damaged)``, the chosen seqs whose ``.meta`` is no longer there (removed
-        by hand: dropped from the manifest here) and those whose ``.meta`` fails
-        verification (the evidence is never deleted). One existence check per chosen
-        segment whose metadata this instance verified, one read for the others."""
+        ``(gone, damaged)``, the chosen seqs whose ``.meta`` is no longer there
+        (dropped from the manifest here) and those whose ``.meta`` fails verification
+        (the evidence is never deleted). One existence check per chosen segment whose
+        metadata this instance verified, one read for the others.
+
+        A gone seq is logged ``quiver.segment.vanished``: at DEBUG when ``recorded``
+        (the ack log's deleted marks, read afresh; called only when something is gone)
+        holds it, another retention pass having deleted it first (on an object root
+        two processes' passes may choose the same segment, §12.5: nothing is lost);
+        at WARNING otherwise (removed outside retention: a subscriber that had not
+        read it meets it as data loss)."""
         gone: dict[str, builtins.list[int]] = {}
         damaged: builtins.list[DamagedSegment] = []
         for p, seqs in deletions.items():
@@ -592,7 +608,7 @@ class SegmentLocation:
                 elif isinstance(found, DamagedSegment):
                     damaged.append(found)
         for p, seqs in gone.items():
-            log.warning("quiver.segment.vanished partition=%s seqs=%s", p, seqs)
+            _log_vanished(p, seqs, recorded)
             self.forget(p, seqs)
             self._publication.unlist(p, seqs)
         if damaged:
@@ -678,3 +694,36 @@ class SegmentLocation:
         shown = move_aside(self._files, partition, seq, reason)
         self.quarantined_total += 1
         return shown
+
+
+def _log_vanished(
+    partition: str, seqs: builtins.list[int], recorded: Callable[[str], DeletedMarks] | None
+) -> None:
+    """``quiver.segment.vanished``: DEBUG for the seqs ``recorded`` holds (deleted by
+    another retention pass first: nothing lost), WARNING for the others."""
+    unknown = ""
+    deleted: builtins.list[int] = []
+    if recorded is not None:
+        try:
+            marks = recorded(partition)
+        except (OSError, QuiverError) as e:
+            unknown = f" (the ack log could not be read to tell: {e})"
+        else:
+            deleted = [s for s in seqs if marks.holds(s)]
+    if deleted:
+        log.debug(
+            "quiver.segment.vanished partition=%s seqs=%s: already deleted by another "
+            "retention pass (recorded in the ack log); nothing lost",
+            partition,
+            deleted,
+        )
+    lost = [s for s in seqs if s not in deleted]
+    if lost:
+        log.warning(
+            "quiver.segment.vanished partition=%s seqs=%s: gone but never recorded deleted "
+            "by retention (removed outside Quiver?); a subscriber that had not read them "
+            "reports them lost%s",
+            partition,
+            lost,
+            unknown,
+        )
