@@ -41,7 +41,7 @@ from .errors import (
     QuiverError,
     StoreNotFoundError,
 )
-from .fs import partition_locked
+from .fs import PartitionLock, partition_locked
 from .objects import ObjectStore
 from .partition import PartitionWriter
 from .partition.staged_seal import seal_one
@@ -148,6 +148,11 @@ class RootKind(Protocol):
     def writer_lease(self, pid: str) -> Lease | None:
         """The lease a writer of ``pid`` holds besides its WAL's flock."""
 
+    def hold_partition(self, pid: str, purpose: str) -> Lease | PartitionLock | None:
+        """Keep ``pid``'s writers out while a maintenance step (``purpose``) changes its
+        segments: its WAL's flock or its writer LEASE; None when the partition has no
+        writer here to keep out. LockedError while a writer holds it."""
+
     def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:
         """Seal committed rows of partitions whose machine is gone; ``(pid, seq)``."""
 
@@ -224,6 +229,7 @@ class FileRoot:
 
     def __init__(self, parts: StoreParts) -> None:
         self.root = parts.root
+        self.config = parts.config
 
     @staticmethod
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
@@ -245,6 +251,12 @@ class FileRoot:
 
     def writer_lease(self, pid: str) -> Lease | None:
         return None
+
+    def hold_partition(self, pid: str, purpose: str) -> PartitionLock | None:
+        lock = os.path.join(self.wal_root(self.config), pid, fmt.LOCK_FILE)
+        if not os.path.isdir(os.path.dirname(lock)):
+            return None  # no WAL directory: no writer of it on this disk
+        return PartitionLock.acquire(lock, purpose=purpose)
 
     def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:
         return []  # a lost process's WAL is on the shared disk: finalize_idle seals it
@@ -381,6 +393,9 @@ class ObjectRoot:
         except CorruptionError:
             current = None  # the writer rewrites it from a listing (§6.7)
         return self.claim(pid, "writer", current.epoch if current is not None else 0, elapsed)
+
+    def hold_partition(self, pid: str, purpose: str) -> Lease:
+        return Lease.acquire(self.parts.objects, fmt.writer_lease_key(pid), purpose=purpose)
 
     def claim(
         self, pid: str, purpose: str, min_epoch: int, clock: Callable[[], float] | None = None

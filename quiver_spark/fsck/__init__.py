@@ -89,23 +89,21 @@ class StoreChecker:
         ]
         for pid in partitions.wal_partitions(run):
             tasks.extend(partitions.partition_tasks(run, pid))
-        if self.store.on_objects:
-            run.note(
-                FindingKind.WAL, self.store.wal_root, "only this machine's WAL is checked: a writer on "
-                "another machine keeps its WAL, STATE and HEARTBEAT on that machine's disk",
-            )  # fmt: skip
+        wal_note = self.store.kind.wal_note(self.store.wal_root)
+        if wal_note is not None:  # writers on other machines keep their WALs there
+            run.note(FindingKind.WAL, self.store.wal_root, wal_note.removeprefix("note: "))
         segment_partitions = segments.segment_partitions(run)
         for pid in segment_partitions:
             tasks.extend(segments.segment_tasks(run, pid))
         for pid in sorted(set(segment_partitions) | set(control.control_partitions(run))):
+            # a root without writer leases, GONE copies or staged transactions (POSIX)
+            # has none of these objects: their checks find nothing there
+            key = fmt.writer_lease_key(pid)
             tasks.append((1, lambda pid=pid: control.check_manifest(run, pid)))  # type: ignore[misc]
-            if self.store.on_objects:
-                key = fmt.writer_lease_key(pid)
-                tasks.append((1, lambda key=key, pid=pid: control.check_lease(run, key, pid)))  # type: ignore[misc]
-                tasks.append((1, lambda pid=pid: control.check_gone(run, pid)))  # type: ignore[misc]
+            tasks.append((1, lambda key=key, pid=pid: control.check_lease(run, key, pid)))  # type: ignore[misc]
+            tasks.append((1, lambda pid=pid: control.check_gone(run, pid)))  # type: ignore[misc]
         tasks.append((1, lambda: segments.check_quarantine_mark(run)))
-        if self.store.on_objects:
-            tasks.extend(transactions.staged_tasks(run))
+        tasks.extend(transactions.staged_tasks(run))
         tasks.extend(transactions.commit_tasks(run))
         tasks.extend(subscribers.subscriber_tasks(run))
         tasks.extend(advisory.advisory_tasks(run))

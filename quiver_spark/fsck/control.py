@@ -7,6 +7,8 @@ copy is a warning (only repair reads it); a lease released, expired or held is a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .. import format as fmt
 from .. import policy
 from ..config import NAME_RE
@@ -106,12 +108,8 @@ def check_gone(run: FsckRun, pid: str) -> None:
     next removal of a segment writes the copy again."""
     key = fmt.gone_key(pid)
     shown = run.shown(key)
-    try:
-        raw = run.read(key)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        run.warning(FindingKind.GONE, shown, f"cannot read: {e}", partition=pid)
+    raw = _read_if_present(run, key, run.warning, FindingKind.GONE, pid)
+    if raw is None:
         return
     try:
         kept = Manifest.decode(shown, raw, magic=fmt.MAGIC_GONE)
@@ -204,12 +202,8 @@ def check_lease(run: FsckRun, key: str, pid: str | None = None) -> None:
     """A lease object (§12.3): a damaged one is a problem (its next claimant must
     wait out its time to live); a released or expired one is only noted."""
     shown = run.shown(key)
-    try:
-        raw = run.read(key)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        run.problem(FindingKind.LEASE, shown, f"cannot read: {e}", partition=pid)
+    raw = _read_if_present(run, key, run.problem, FindingKind.LEASE, pid)
+    if raw is None:
         return
     run.report.checked["leases"] += 1
     try:
@@ -236,3 +230,17 @@ def check_lease(run: FsckRun, key: str, pid: str | None = None) -> None:
             FindingKind.LEASE, shown, f"held at epoch {body.epoch} by {holder.describe()} (expired "
             f"if not renewed within {holder.ttl_s:g}s)", partition=pid,
         )  # fmt: skip
+
+
+def _read_if_present(
+    run: FsckRun, key: str, report: Callable[..., object], kind: FindingKind, pid: str | None
+) -> bytes | None:
+    """Object ``key``'s bytes; None when it is absent, or when it cannot be read (then
+    reported through ``report`` as ``kind``)."""
+    try:
+        return run.read(key)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        report(kind, run.shown(key), f"cannot read: {e}", partition=pid)
+        return None

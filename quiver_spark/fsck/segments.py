@@ -169,16 +169,9 @@ def _arrow_path(run: FsckRun, meta: SegmentMeta) -> str:
 def _maybe_quarantine(run: FsckRun, f: Finding) -> None:
     if not run.quarantine or f.partition is None or f.seq is None:
         return
-    lock_path = os.path.join(run.store.wal_root, f.partition, fmt.LOCK_FILE)
     lock: PartitionLock | Lease | None = None
-    try:
-        if run.store.on_objects:  # the partition's writer lease, as a writer takes it
-            lock = Lease.acquire(
-                run.store.objects, fmt.writer_lease_key(f.partition),
-                purpose="quiver fsck --quarantine",
-            )  # fmt: skip
-        elif os.path.isdir(os.path.dirname(lock_path)):
-            lock = PartitionLock.acquire(lock_path, purpose="quiver fsck --quarantine")
+    try:  # the partition's writers kept out, as a writer takes it
+        lock = run.store.kind.hold_partition(f.partition, "quiver fsck --quarantine")
         moved = run.store.segment_location.quarantine(f.partition, f.seq, f.line())
     except LockedError as e:
         f.action = f"not quarantined: {e}"

@@ -13,31 +13,42 @@ from .report import FindingKind, FsckRun, Task
 
 
 def subscriber_tasks(run: FsckRun) -> list[Task]:
-    """The registry's checks (none on a store without one): its ack log and CHECKPOINT,
-    every subscription record, and records whose registration the ack log lost."""
+    """The registry's checks (none on a store without one): its journal (the ack log
+    and CHECKPOINT of the root's kind), every subscription record, and records whose
+    registration the ack log lost."""
     if not run.store.has_registry():
         return []
     from ..subscribers import records
+    from ..subscribers.journal import FileJournal
+    from ..subscribers.journal_kind import journal_kind
 
-    tasks: list[Task] = []
-    if run.store.on_objects:
-        tasks.append((1, lambda: _check_object_registry(run)))
-    else:
-        sdir = os.path.join(run.store.root, fmt.SUBSCRIBERS_DIR)
-        from ..subscribers import log as acklog
-
-        gens = acklog.list_generations(run.store.io, sdir)
-        tasks.append((1, lambda: _check_checkpoint(run, sdir, gens)))
-        for gen in gens:
-            path = os.path.join(sdir, acklog.log_file_name(gen))
-            size = os.path.getsize(path) if os.path.exists(path) else 1
-            tasks.append((max(1, size), lambda path=path: _check_ack_log(run, path)))  # type: ignore[misc]
+    journal = journal_kind(run.store.objects)
+    tasks = _file_journal_tasks(run) if journal is FileJournal else _object_journal_tasks(run)
     for key in run.keys(records.RECORDS_PREFIX):
         if key.endswith(records.RECORD_SUFFIX):
             tasks.append((1, lambda key=key: _check_record(run, key)))  # type: ignore[misc]
-    if not run.store.on_objects:
-        tasks.append((1, lambda: _check_subscription_records(run)))
     return tasks
+
+
+def _file_journal_tasks(run: FsckRun) -> list[Task]:
+    """A POSIX root's ack logs ``subscribers/acklog.<gen>`` and CHECKPOINT (§8.5), and
+    the records whose registration they lost."""
+    from ..subscribers import log as acklog
+
+    sdir = os.path.join(run.store.root, fmt.SUBSCRIBERS_DIR)
+    gens = acklog.list_generations(run.store.io, sdir)
+    tasks: list[Task] = [(1, lambda: _check_checkpoint(run, sdir, gens))]
+    for gen in gens:
+        path = os.path.join(sdir, acklog.log_file_name(gen))
+        size = os.path.getsize(path) if os.path.exists(path) else 1
+        tasks.append((max(1, size), lambda path=path: _check_ack_log(run, path)))  # type: ignore[misc]
+    tasks.append((1, lambda: _check_subscription_records(run)))
+    return tasks
+
+
+def _object_journal_tasks(run: FsckRun) -> list[Task]:
+    """An object root's CHECKPOINT and deltas (§12.5), the records included."""
+    return [(1, lambda: _check_object_registry(run))]
 
 
 def _check_object_registry(run: FsckRun) -> None:
