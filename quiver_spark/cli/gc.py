@@ -209,7 +209,7 @@ def run_gc(
         for pid, error in store.idle_failures.items():  # recovery refused: named, exit 1
             unreadable.setdefault(pid, error)
     orphans: list[dict[str, Any]] = []
-    if full and store.on_objects:
+    if full:  # objects no publication will ever list (none where a .meta publishes)
         loc = store.segment_location
         for pid in store.partitions():
             seqs = loc.orphans(pid) if dry_run else loc.remove_orphans(pid)

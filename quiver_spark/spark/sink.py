@@ -148,7 +148,6 @@ class _QuiverWriterBase:
     ) -> QuiverCommitMessage:
         store: QuiverStore | None = None
         txn = rows = nbytes = 0
-        kept: list[pa.RecordBatch] = []  # staged on an object root (§12.6)
         try:
             for batch in iterator:
                 if batch.num_rows == 0:
@@ -158,14 +157,13 @@ class _QuiverWriterBase:
                     txn = store.begin_txn(app=app, version=version, tag=tag)
                 batch = conform(batch, self.target)
                 store.append(batch, txn_id=txn)
-                if store.on_objects:
-                    kept.append(batch)
                 rows += batch.num_rows
                 nbytes += batch.nbytes
             if store is not None:
                 store.flush()  # durable: this is the task's acknowledgement
-                if kept:  # and in the bucket: no committed row lives on one machine only
-                    store.stage_txn(txn, kept)
+                # and, on an object root, in the bucket: no committed row lives on one
+                # machine only (§12.6; nothing to do on a POSIX root)
+                store.stage_txn(txn)
         except StoreAtCapacityError as e:
             raise StoreAtCapacityError(
                 f"quiver sink: store {self.root} is at capacity (retention.size_cap / "
