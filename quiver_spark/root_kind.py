@@ -112,6 +112,12 @@ class RootKind(Protocol):
         """Refuse, in one line, a reader's root that is plainly no store."""
 
     @staticmethod
+    def check_existing_root(root: str, shown: str) -> None:
+        """Refuse, in one line naming ``shown``, a root a command expects a store at
+        and that plainly holds none (StoreNotFoundError); an object root is checked
+        by opening it (its STORE object must exist)."""
+
+    @staticmethod
     def check_new_root(root: str, shown: str) -> bool:
         """Whether a store may be created at ``root`` (False: one is there already);
         StoreNotFoundError naming ``shown`` when something else is."""
@@ -203,6 +209,20 @@ class FileRoot:
                 f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
                 f"{len(entries)} other entries ({shown}); point the reader at a directory "
                 "written by format('quiver')"
+            )
+
+    @staticmethod
+    def check_existing_root(root: str, shown: str) -> None:
+        if not os.path.exists(root):
+            raise StoreNotFoundError(f"{shown}: no such directory; expected a Quiver store")
+        if not os.path.isdir(root):
+            raise StoreNotFoundError(
+                f"{shown} is a file, not a Quiver store (a store is a directory)"
+            )
+        if not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+            raise StoreNotFoundError(
+                f"{shown} is not a Quiver store: it has no {fmt.STORE_FILE} file "
+                "(a store is created by its first write)"
             )
 
     @staticmethod
@@ -304,6 +324,10 @@ class ObjectRoot:
     @staticmethod
     def check_reader_root(root: str) -> None:
         return None  # the reader's own open names a missing STORE object
+
+    @staticmethod
+    def check_existing_root(root: str, shown: str) -> None:
+        return None  # opening it names a missing STORE object
 
     @staticmethod
     def check_new_root(root: str, shown: str) -> bool:

@@ -20,7 +20,6 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from .. import format as fmt
 from ..config import NAME_RE, StoreConfig
 from ..errors import (
     CliError,
@@ -41,8 +40,9 @@ from ..options import (
     store_config_from_options,
 )
 from ..policy import damage_warning
+from ..root_kind import root_kind
 from ..store import QuiverStore
-from ..urls import check_url, is_object_root, root_location
+from ..urls import check_url, root_location
 from .exits import EXIT_TROUBLE, EXIT_USAGE
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -300,17 +300,10 @@ def check_store_path(path: str) -> str:
     """The absolute root if ``path`` is an existing Quiver store; CliError (exit 2) otherwise.
     An object-store root is checked by opening it (its STORE object must exist)."""
     root = store_root(path)
-    if is_object_root(root):
-        return root
-    if not os.path.exists(root):
-        raise CliError(f"{path}: no such directory; expected a Quiver store")
-    if not os.path.isdir(root):
-        raise CliError(f"{path} is a file, not a Quiver store (a store is a directory)")
-    if not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
-        raise CliError(
-            f"{path} is not a Quiver store: it has no {fmt.STORE_FILE} file "
-            "(a store is created by its first write)"
-        )
+    try:
+        root_kind(root).check_existing_root(root, path)
+    except StoreNotFoundError as e:
+        raise CliError(str(e)) from None
     return root
 
 
