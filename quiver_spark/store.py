@@ -108,8 +108,6 @@ class QuiverStore:
         self.objects: ObjectStore = objects if objects is not None else LocalObjects(root, io)
         """The root's objects: every control object goes through it (ARCHITECTURE.md §12)."""
         kind = root_kind(root)
-        self.on_objects = kind.shares_objects
-        """Whether the root is on an object store (leases, object ack log, no shared disk)."""
         self._descriptor = descriptor
         recorded = descriptor.get("segments_url") or f"{root}/{fmt.SEGMENTS_DIR}"
         kind.check_segment_path(config, recorded)
