@@ -31,7 +31,7 @@ from . import staging
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
 from .control.clock import elapsed
-from .control.lease import Lease, current_holder
+from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER, Lease, current_holder
 from .control.manifest import ManifestStore
 from .errors import (
     ConfigError,
@@ -151,8 +151,9 @@ class RootKind(Protocol):
     ) -> int:
         """Make ``txn_id``'s rows survive this machine (§12.6); the bytes written."""
 
-    def writer_lease(self, pid: str) -> Lease | None:
-        """The lease a writer of ``pid`` holds besides its WAL's flock."""
+    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease | None:
+        """The lease a writer of ``pid`` holds besides its WAL's flock (``purpose``:
+        :data:`~quiver_spark.control.lease.PURPOSE_SEALER` for one that only seals)."""
 
     def hold_partition(self, pid: str, purpose: str) -> Lease | PartitionLock | None:
         """Keep ``pid``'s writers out while a maintenance step (``purpose``) changes its
@@ -166,7 +167,9 @@ class RootKind(Protocol):
         """The staged transaction ids of every partition."""
 
     def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
-        """Set ``live`` (and ``host``) in ``found`` by what the root says of writers."""
+        """Set ``live`` in ``found`` (heartbeats by partition) by what the root says of
+        writers; where it names the holder (a lease), also ``holder_pid``,
+        ``holder_host`` and ``beat_is_holders`` (the heartbeat found is that holder's)."""
 
 
 class FileRoot:
@@ -269,7 +272,7 @@ class FileRoot:
     ) -> int:
         return 0  # the WAL is on the store's own disk
 
-    def writer_lease(self, pid: str) -> Lease | None:
+    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease | None:
         return None
 
     def hold_partition(self, pid: str, purpose: str) -> PartitionLock | None:
@@ -405,7 +408,7 @@ class ObjectRoot:
         return n
 
     # -- a partition's single writer (§12.3) ---------------------------------------------
-    def writer_lease(self, pid: str) -> Lease:
+    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease:
         """The writer lease ``partitions/<pid>/LEASE`` (§12.3), kept renewed; its epoch
         is claimed in the partition's manifest, so the manifest change of any earlier
         holder fails from the first change of this one. Raises
@@ -416,7 +419,7 @@ class ObjectRoot:
             current = self.parts.manifests.read(pid)
         except CorruptionError:
             current = None  # the writer rewrites it from a listing (§6.7)
-        return self.claim(pid, "writer", current.epoch if current is not None else 0, elapsed)
+        return self.claim(pid, purpose, current.epoch if current is not None else 0, elapsed)
 
     def hold_partition(self, pid: str, purpose: str) -> Lease:
         return Lease.acquire(self.parts.objects, fmt.writer_lease_key(pid), purpose=purpose)
@@ -464,8 +467,11 @@ class ObjectRoot:
             held = current_holder(self.parts.objects, fmt.writer_lease_key(pid))
             body = found.setdefault(pid, {"partition": pid})
             body["live"] = held is not None
-            if held is not None:
-                body.setdefault("host", held.host)
+            if held is not None:  # the writer is the holder, whichever machine it runs on
+                body["holder_pid"] = held.pid
+                body["holder_host"] = held.host
+                # this machine's heartbeat may be an earlier writer's (or its sealer's)
+                body["beat_is_holders"] = body.get("pid") == held.pid and held.alive_here()
 
     # -- a lost machine's committed rows (§12.6) -----------------------------------------
     def staged(self) -> dict[str, list[int]]:
@@ -511,7 +517,7 @@ class ObjectRoot:
                 f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
                 f"be read ({e}); repair it (the partition's next writer rewrites it)"
             ) from e
-        lease = self.claim(pid, "sealer", current.epoch if current is not None else 0)
+        lease = self.claim(pid, PURPOSE_SEALER, current.epoch if current is not None else 0)
         sealed: list[tuple[str, int]] = []
         garbage: list[int] = []
         try:

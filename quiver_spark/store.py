@@ -30,6 +30,7 @@ from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .control.clock import elapsed
+from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER
 from .control.manifest import ManifestStore
 from .descriptor import (
     effective_config,
@@ -593,7 +594,7 @@ class QuiverStore:
             if not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
                 continue
             try:
-                w = self._partition_writer(pid)
+                w = self._partition_writer(pid, PURPOSE_SEALER)  # it writes nothing of its own
             except LockedError:
                 continue
             except (QuiverError, OSError) as e:  # one damaged partition must not stop the rest
@@ -623,8 +624,8 @@ class QuiverStore:
         ``partitions/``, §12.6); none on a POSIX root."""
         return self.kind.staged()
 
-    def _partition_writer(self, pid: str) -> PartitionWriter:
-        lease = self.kind.writer_lease(pid)
+    def _partition_writer(self, pid: str, purpose: str = PURPOSE_WRITER) -> PartitionWriter:
+        lease = self.kind.writer_lease(pid, purpose)
         try:
             writer = PartitionWriter(
                 pid=pid,

@@ -16,8 +16,12 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "wal_files": int, "wal_bytes": int,   # the partition's WAL files on disk
         "bytes": int,                 # segment_bytes + wal_bytes
         "writer_live": bool,          # a process holds the partition's lock now
+                                      # (object root: its writer LEASE, on any machine)
         "stale": bool,                # heartbeat figures are from a writer that is gone
-        "writer_pid": int|null, "heartbeat_ns": int|null,
+        "writer_pid": int|null,       # the live writer (the LEASE holder), else the
+                                      # last one (a process that only sealed is not one)
+        "writer_host": str|null,      # object root: the LEASE holder's host
+        "heartbeat_ns": int|null,     # the writer's heartbeat (this machine's disk)
         "open_segment_bytes": int|null, "open_segment_rows": int|null,
         "open_segment_age_s": float|null,   # since the open segment began, also when
                                             # its writer died (how long its rows wait)
@@ -255,6 +259,10 @@ def _partition_row(
 ) -> dict[str, Any]:
     files, wal_bytes = wal_usage(store, pid)
     beat = beat or {}
+    holder = beat.get("holder_pid")  # object root: the writer is its lease's holder
+    if holder is not None and not beat.get("beat_is_holders"):
+        # the heartbeat here is an earlier writer's: the holder's is on its own disk
+        beat = {k: beat[k] for k in ("live", "holder_pid", "holder_host") if k in beat}
     live = bool(beat.get("live"))
     has_beat = "written_ns" in beat
     last_write = beat.get("last_write_ns")
@@ -278,7 +286,8 @@ def _partition_row(
         "bytes": sum(sizes.values()) + wal_bytes,
         "writer_live": live,
         "stale": not live,
-        "writer_pid": beat.get("pid"),
+        "writer_pid": beat.get("pid") if holder is None else (holder if holder >= 0 else None),
+        "writer_host": beat.get("holder_host"),
         "heartbeat_ns": beat.get("written_ns"),
         "open_segment_bytes": open_bytes,
         "open_segment_rows": beat.get("open_segment_rows") if has_beat else None,
@@ -393,7 +402,9 @@ def render_status(doc: dict[str, Any]) -> str:
     rows = []
     for p in doc["partitions"]:
         writer = "live" if p["writer_live"] else "stale"
-        if p["heartbeat_ns"] is None:
+        if p.get("writer_host") and p["writer_pid"] is not None:  # its lease names it
+            writer = f"live (pid {p['writer_pid']} on {p['writer_host']})"
+        elif p["heartbeat_ns"] is None:
             writer = "live (no heartbeat yet)" if p["writer_live"] else "stale (no heartbeat)"
         open_seg = (
             f"{human_bytes(p['open_segment_bytes'])} / {human_seconds(p['open_segment_age_s'])}"

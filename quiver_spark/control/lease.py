@@ -49,6 +49,13 @@ log = logging.getLogger(__name__)
 DEFAULT_TTL_S = 30.0
 """How long an observer must see one version before it takes the lease over."""
 
+PURPOSE_WRITER = "writer"
+"""The purpose a partition's writer LEASE names when its holder writes the partition."""
+
+PURPOSE_SEALER = "sealer"
+"""The purpose it names when its holder only seals committed rows a gone writer left
+(§12.6): ``quiver status`` keeps naming that writer (its heartbeat, its last write)."""
+
 RENEWS_PER_TTL = 3
 """A holder rewrites its lease every ``ttl_s / RENEWS_PER_TTL`` (two may fail)."""
 

@@ -24,9 +24,10 @@ import pyarrow as pa
 from .. import format as fmt
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
-from ..control.lease import Lease
+from ..control.lease import PURPOSE_SEALER, Lease
 from ..errors import (
     BatchTooLargeError,
+    CorruptionError,
     LeaseLostError,
     QuiverError,
     SegmentMissingError,
@@ -887,7 +888,10 @@ class PartitionWriter:
         """Publish this writer's live state for other processes (``quiver status``).
 
         Advisory (§6 HEARTBEAT): replaced atomically by rename but not fsynced; a
-        reader treats a heartbeat whose writer no longer holds the lock as stale.
+        reader treats a heartbeat whose writer no longer holds the lock as stale. A
+        handle that holds the partition's lease only to seal what a gone writer left
+        (:data:`~quiver_spark.control.lease.PURPOSE_SEALER`) keeps naming that writer: the
+        ``pid`` and ``last_write_ns`` of the heartbeat it replaces.
         """
         body = self.status()
         body["pending"] = [
@@ -900,6 +904,13 @@ class PartitionWriter:
             body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self._open else None
         )
         path = os.path.join(self.dir, fmt.HEARTBEAT_FILE)
+        if self.lease is not None and self.lease.holder.purpose == PURPOSE_SEALER:
+            try:
+                before = fmt.decode_frame(path, fmt.MAGIC_HEARTBEAT, self.io.read_file(path))
+            except (OSError, CorruptionError):
+                before = {}
+            body["pid"] = before.get("pid")
+            body["last_write_ns"] = before.get("last_write_ns")
         try:
             self.io.write_advisory(path, fmt.encode_frame(fmt.MAGIC_HEARTBEAT, body))
         except OSError as e:  # advisory: a full disk must not fail the work around it
