@@ -13,16 +13,14 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(VENV))/bin/python
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-# PySpark finds the `quiver` format by listing modules (pkgutil.iter_modules), which
-# does not see packages served by an editable install's import hook: a .pth entry puts
-# the checkout itself on sys.path, so format("quiver") works from any directory.
+# The editable install is a .pth entry for the checkout (pyproject.toml's package-dir
+# says why), so format("quiver") works from any directory.
 $(STAMP): pyproject.toml Makefile
 	@echo "Setting up $(VENV): quiver_spark with PySpark 4, pyarrow and the test tools."
 	@echo "The first time takes a few minutes (PySpark alone is a download of several hundred MB); later runs skip this step."
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,dev]'
-	$(PY) -c 'import sys, sysconfig, pathlib; pathlib.Path(sysconfig.get_path("purelib"), "quiver-spark-checkout.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)'
 	@touch $(STAMP)
 
 venv: $(STAMP) ## create or update the virtualenv (.venv, or VENV=DIR) with every dependency

@@ -12,11 +12,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -270,6 +272,37 @@ def _link_tree(src: Path, dst: Path) -> None:
             target = dst / rel / name
             if not target.exists():
                 os.link(Path(dirpath) / name, target)
+
+
+def copy_checkout(dst: Path) -> Path:
+    """What a user clones into ``dst``: the checkout's tracked files as they are now."""
+    files = run(["git", "ls-files", "-z"], cwd=REPO).split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (dst / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dst / name)
+    return dst
+
+
+OWN_INSTALL = re.compile(
+    r"(__editable__.*quiver_spark.*|quiver_spark-.*\.dist-info|quiver-spark-checkout\.pth)$"
+)
+"""Top-level entries of a site-packages that are this project's own install."""
+
+
+def link_dependencies(dst: Path) -> None:
+    """Hard-link the running environment's site-packages into ``dst``, except this
+    project's own install: pip then finds every dependency installed and installs only
+    the project, so what a test measures is that install, not the download of every
+    dependency (building the test environment itself did that)."""
+    src = Path(sysconfig.get_path("purelib"))
+    for entry in src.iterdir():
+        if OWN_INSTALL.match(entry.name):
+            continue
+        if entry.is_dir():
+            _link_tree(entry, dst / entry.name)
+        elif not (dst / entry.name).exists():
+            os.link(entry, dst / entry.name)
 
 
 def build_fresh_venv(root: Path, wheel: Path) -> tuple[FreshVenv, str]:

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sysconfig
 from pathlib import Path
 
 from integration.harness import (
     REPO,
     FreshVenv,
     _base_python,
-    _link_tree,
+    copy_checkout,
+    link_dependencies,
     run,
 )
 
@@ -66,38 +65,14 @@ def test_the_quickstart_runs_with_the_installed_wheel(fresh_venv: FreshVenv) -> 
     assert re.search(r"^exported 1010 rows from /\S+/quiver$", out, re.M), out
 
 
-OWN_INSTALL = re.compile(
-    r"(__editable__.*quiver_spark.*|quiver_spark-.*\.dist-info|quiver-spark-checkout\.pth)$"
-)
-"""Top-level entries of a site-packages that are this project's own install."""
-
-
-def _link_dependencies(dst: Path) -> None:
-    """Hard-link the running environment's site-packages into ``dst``, except this
-    project's own install (``make venv`` makes that one)."""
-    src = Path(sysconfig.get_path("purelib"))
-    for entry in src.iterdir():
-        if OWN_INSTALL.match(entry.name):
-            continue
-        if entry.is_dir():
-            _link_tree(entry, dst / entry.name)
-        elif not (dst / entry.name).exists():
-            os.link(entry, dst / entry.name)
-
-
 def test_the_quickstart_runs_in_the_environment_make_builds(integration_root: Path) -> None:
     base = integration_root / "make-venv"
-    checkout = base / "checkout"  # what a user clones: the tracked files
-    files = run(["git", "ls-files", "-z"], cwd=REPO).split("\0")
-    for name in filter(None, files):
-        if (REPO / name).is_file():
-            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, checkout / name)
+    checkout = copy_checkout(base / "checkout")  # what a user clones
     scratch = base / "scratch"
     scratch.mkdir()
     venv = FreshVenv(base / "venv", scratch)
     run([_base_python(), "-m", "venv", "--without-pip", str(venv.root)], cwd=scratch)
-    _link_dependencies(venv.site_packages)  # pip then finds every dependency installed
+    link_dependencies(venv.site_packages)  # make venv installs only the project
     env = venv.env()
     env.pop("VIRTUAL_ENV")
     run(["make", "venv", f"VENV={venv.root}"], cwd=checkout, env=env, timeout=900)
