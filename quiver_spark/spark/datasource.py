@@ -33,7 +33,7 @@ from ..errors import QuiverError
 from ..subscription import check_reader_root
 from . import source
 from .options import source_root
-from .user_errors import guarded, one_line
+from .user_errors import guarded, one_line, worker_logging
 
 _READER_METHODS = ("pushFilters", "partitions", "read")
 _STREAM_METHODS = (
@@ -90,6 +90,7 @@ class QuiverDataSource(DataSource):
         # construction, so an error raised here reaches the user as an UnboundLocalError
         # about ``reader``: a refused reader is returned instead and raises at Spark's
         # first call, where the runner reports it as it is.
+        worker_logging()  # not one_line: the stream runner's first Quiver call
         try:
             return QuiverStreamReader(self.options, schema)
         except QuiverError as e:

@@ -18,6 +18,10 @@ commit runner, executor workers) exits after reporting an exception, so the sett
 with the process and never reaches a user's own UDF errors. Any other exception (a bug,
 an unexpected ``OSError``) keeps its traceback.
 ``tests/spark/test_first_contact_errors.py`` checks both.
+
+Every call of a :func:`one_line` entry point in a PySpark worker also makes sure, once
+per process, that Quiver's log lines there carry a time and a level
+(:func:`quiver_spark.logs.configure_worker_logging`, ``QUIVER_LOG_LEVEL``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from ..errors import QuiverError
+from ..logs import configure_worker_logging
 
 HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
 
@@ -45,6 +50,12 @@ def in_pyspark_worker() -> bool:
     return str(getattr(spec, "name", "") or "").startswith("pyspark.")
 
 
+def worker_logging() -> None:
+    """In a PySpark worker, Quiver's logging set up (once per process; cheap after)."""
+    if in_pyspark_worker():
+        configure_worker_logging()
+
+
 def _mark(e: BaseException) -> None:
     if isinstance(e, USER_ERRORS) and in_pyspark_worker():
         os.environ[HIDE_TRACEBACK] = "1"
@@ -56,6 +67,7 @@ def one_line(func: F) -> F:
 
         @functools.wraps(func)
         def gen(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            worker_logging()
             try:
                 return (yield from func(*args, **kwargs))
             except USER_ERRORS as e:
@@ -66,6 +78,7 @@ def one_line(func: F) -> F:
 
     @functools.wraps(func)
     def call(*args: Any, **kwargs: Any) -> Any:
+        worker_logging()
         try:
             out = func(*args, **kwargs)
         except USER_ERRORS as e:
