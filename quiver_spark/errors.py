@@ -49,6 +49,16 @@ class PolicyConflictError(ConfigError):
         self.args = (f"option {option}={value} contradicts {allowed}",)
 
 
+class StoreProfileError(ConfigError):
+    """Raised when a store profile (the YAML file named by option ``config``,
+    ``--config`` or the environment variable ``QUIVER_CONFIG``) cannot be used: one line
+    naming the file and what named it, never a value the file holds."""
+
+    def __init__(self, option: str, value: object, allowed: str, message: str) -> None:
+        super().__init__(option, value, allowed)
+        self.args = (message,)
+
+
 class SchemaUnavailableError(QuiverError, ValueError):
     """Raised when a store has no schema yet and the query gave none."""
 

@@ -6,19 +6,22 @@ option table (:mod:`quiver_spark.option_table`, which holds every option's name,
 default, parser and meaning). Every error names the option as given, the value given and
 what is allowed. A front end (the Spark data source, the CLI) parses its options with
 what this module exports, a root (option ``path``) with :func:`root_location` and a
-location it must reach with :func:`check_url`.
+location it must reach with :func:`check_url`. Which source of a setting wins (explicit
+options, the store profile, the environment) is stated once, by :func:`merged_options`.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import option_table as o
 from .config import RetentionConfig, SegmentConfig, StoreConfig, WalConfig, validate_name
-from .errors import ConfigError, UnknownOptionError
+from .errors import ConfigError, StoreProfileError, UnknownOptionError
+from .objects.options import ANY_ROOT_KEYS, STORAGE_PREFIX, near_storage_keys
 from .option_table import (
     OPTION,
     STORAGE_OPTION_TABLE,
@@ -39,6 +42,7 @@ from .values import (
 
 __all__ = [
     "DURATION_ALLOWED",
+    "QUIVER_CONFIG",
     "SIZE_ALLOWED",
     "STORAGE_OPTION_TABLE",
     "STORE_OPTIONS",
@@ -50,6 +54,7 @@ __all__ = [
     "check_url",
     "did_you_mean",
     "flatten",
+    "load_profile",
     "load_yaml_options",
     "merged_options",
     "overlay",
@@ -58,6 +63,7 @@ __all__ = [
     "parse_duration",
     "parse_int",
     "parse_size",
+    "profile_named",
     "root_location",
     "store_config_from_options",
     "validate_name",
@@ -102,12 +108,33 @@ def canonicalize(options: Mapping[str, Any], names: dict[str, str] | None = None
 
 
 def overlay(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``top`` over it, where a store option in ``top`` replaces the same
-    option in ``base`` in any case (an explicit option wins over a file's)."""
-    winners = {canonical_option(str(k)) for k in top} - {None}
-    out = {k: v for k, v in base.items() if canonical_option(str(k)) not in winners}
+    """``base`` with ``top`` over it, where a store option or a storage key in ``top``
+    replaces the same setting in ``base`` under any spelling (an explicit option wins over
+    a file's): a case, or for a storage key the family prefix and the endpoint's aliases
+    (``storage.allow_http`` replaces ``storage.AWS_ALLOW_HTTP``)."""
+    winners = {_setting_of(k) for k in top} - {None}
+    out = {k: v for k, v in base.items() if _setting_of(k) not in winners}
     out.update(top)
     return out
+
+
+def _setting_of(key: object) -> str | None:
+    """What option ``key`` sets, whatever its spelling: a store option's canonical name,
+    ``storage.<key>`` without its family prefix, else None."""
+    name = canonical_option(str(key))
+    if name is not None:
+        return name
+    k = str(key).strip().lower()
+    if not k.startswith(STORAGE_PREFIX):
+        return None
+    bare = k[len(STORAGE_PREFIX) :]
+    for family in ("aws_", "google_", "azure_"):
+        bare = bare.removeprefix(family)
+    return STORAGE_PREFIX + _STORAGE_ALIASES.get(bare, bare)
+
+
+_STORAGE_ALIASES = {"endpoint_url": "endpoint", "bucket_name": "bucket"}
+"""Storage keys that are another spelling of one setting (obstore's aliases)."""
 
 
 def did_you_mean(key: str, known: Iterable[str]) -> str:
@@ -221,8 +248,8 @@ def load_yaml_options(path: str) -> dict[str, Any]:
             doc = yaml.safe_load(f) or {}
     except OSError as e:
         raise ConfigError("config", path, f"a readable YAML file ({e.strerror})") from e
-    except yaml.YAMLError as e:
-        raise ConfigError("config", path, f"valid YAML ({e})") from e
+    except yaml.YAMLError as e:  # its own text may quote a line of the file: a secret
+        raise ConfigError("config", path, f"valid YAML ({_yaml_problem(e)})") from None
     if not isinstance(doc, Mapping):
         raise ConfigError("config", path, "a YAML mapping")
     if "nodes" in doc:
@@ -235,16 +262,134 @@ def load_yaml_options(path: str) -> dict[str, Any]:
             raise ConfigError("config", path, "a node whose plugin_urn names persistence")
         doc = blocks[0]
     flat = flatten(doc)
-    return {k: (str(v) if not isinstance(v, str) else v) for k, v in flat.items()}
+    return {
+        k: _yaml_text(v)
+        for k, v in flat.items()
+        if v is not None or not str(k).lower().startswith(STORAGE_PREFIX)  # null: not set
+    }
 
 
-def merged_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options with a YAML ``config`` file folded in; explicit options win."""
+def _yaml_text(value: object) -> str:
+    """A YAML scalar as an option string (``true``, not Python's ``True``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def _yaml_problem(e: Exception) -> str:
+    """What is wrong with a YAML file and where, without quoting its text."""
+    problem = getattr(e, "problem", None)
+    mark = getattr(e, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return type(e).__name__
+
+
+CONFIG = o.CONFIG
+QUIVER_CONFIG = "QUIVER_CONFIG"
+"""The environment variable naming the store profile of every query and command of a
+process that names none itself (option ``config``, ``--config``)."""
+_PROFILE = "a store profile (a YAML file in the layout of conf/quiver.yaml)"
+
+
+def merged_options(
+    options: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    *,
+    config_name: str = f"option {CONFIG!r}",
+) -> dict[str, Any]:
+    """Every setting of one query or command from the sources that may give it, in the
+    one order of precedence the Spark data source and every ``quiver`` command apply
+    (highest first):
+
+    1. ``options``: what the query or command gives explicitly (Spark's options,
+       ``storage.<key>`` among them; the CLI's ``-o``, ``-S`` and path flags);
+    2. the store profile named by option ``config`` (the CLI's ``--config``) or, when
+       none is, by the environment variable :data:`QUIVER_CONFIG` (``environ``, by
+       default ``os.environ``): a YAML file in the layout of conf/quiver.yaml whose
+       ``storage:`` section holds the object store client's settings
+       (:func:`load_profile`);
+    3. for a storage key neither sets, the environment the object store client reads
+       (``AWS_ENDPOINT``, ``AWS_ACCESS_KEY_ID``...), applied when the root is opened
+       (:meth:`~quiver_spark.objects.options.StorageOptions.split`).
+
+    A setting of a layer replaces the same setting below it under any spelling
+    (:func:`overlay`). ``config`` is consumed: the result holds none; errors call it
+    ``config_name`` (the CLI's ``--config``). Only the process
+    that resolves options reads the profile (Spark's driver): what it gave travels
+    with the pickled writer or reader state to executors.
+    """
     opts = dict(options)
-    cfg = opts.pop("config", None)
-    if cfg:
-        return overlay(load_yaml_options(str(cfg)), opts)
-    return opts
+    named = [k for k in opts if str(k).lower() == CONFIG]
+    cfg = opts.pop(named[0]) if named else None
+    profile = profile_named(cfg, environ)
+    if profile is None:
+        return opts
+    return overlay(load_profile(*profile, config_name=config_name), opts)
+
+
+def profile_named(
+    config: object, environ: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """``(path, named_by)`` of the store profile in force: option ``config`` when
+    given (``named_by`` ``config``), else the environment variable
+    :data:`QUIVER_CONFIG` when set and not blank, else None."""
+    if config is not None:
+        if not str(config).strip():
+            raise ConfigError(CONFIG, config, "the path of a YAML store config file")
+        return str(config).strip(), CONFIG
+    env = os.environ if environ is None else environ
+    path = env.get(QUIVER_CONFIG, "").strip()
+    return (path, QUIVER_CONFIG) if path else None
+
+
+def load_profile(
+    path: str, named_by: str = CONFIG, *, config_name: str = f"option {CONFIG!r}"
+) -> dict[str, str]:
+    """The settings of the store profile ``path`` (named by option ``config`` or by
+    the environment variable :data:`QUIVER_CONFIG`), as flat option strings: store
+    options, ``path``, and its ``storage:`` section (nested or flat) as
+    ``storage.<key>``. A file that cannot be used, or a storage key no object store
+    client takes, is a :class:`~quiver_spark.errors.ConfigError` naming the file and
+    what named it (``config_name`` or the variable; the near miss of a misspelt key),
+    never a value the file holds."""
+    try:
+        settings = load_yaml_options(path)
+    except ConfigError as e:
+        if named_by == CONFIG:
+            raise
+        raise StoreProfileError(
+            QUIVER_CONFIG,
+            path,
+            f"a path to {_PROFILE}",
+            f"the environment variable {QUIVER_CONFIG} names {path!r}, which is not "
+            f"{e.allowed}: set {QUIVER_CONFIG} to the path of {_PROFILE}, or unset it",
+        ) from None
+    where = config_name if named_by == CONFIG else f"the environment variable {named_by}"
+    for key in settings:
+        k = str(key).lower()
+        if k == STORAGE_PREFIX.rstrip("."):
+            raise StoreProfileError(
+                str(key),
+                path,
+                "a mapping",
+                f"'storage' in the store profile {path!r} (named by {where}) is not a "
+                "mapping: write the object store client's settings under it, one per line "
+                "(aws_endpoint: https://...)",
+            )
+        bare = k[len(STORAGE_PREFIX) :] if k.startswith(STORAGE_PREFIX) else None
+        if bare is not None and bare not in ANY_ROOT_KEYS:
+            raise StoreProfileError(
+                str(key),
+                path,
+                "a storage key",
+                f"unknown storage key {bare!r} in the store profile {path!r} (named by "
+                f"{where}){near_storage_keys(bare)}; allowed: obstore's configuration keys "
+                "(aws_endpoint, aws_region, aws_access_key_id, google_service_account, "
+                "azure_storage_account_name, ...), its client keys (allow_http, timeout, "
+                "...) or retry_timeout",
+            )
+    return settings
 
 
 def validate_partition(value: str) -> str:

@@ -24,6 +24,13 @@ def quiver_logging_restored() -> Iterator[None]:
     logger.handlers[:], logger.propagate, logger.level = saved[0], saved[1], saved[2]
 
 
+@pytest.fixture(autouse=True)
+def no_store_profile_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``QUIVER_CONFIG`` of the environment the suite runs in never reaches a test: a
+    test that wants a store profile names one itself."""
+    monkeypatch.delenv("QUIVER_CONFIG", raising=False)
+
+
 @pytest.fixture
 def observed_leases_forgotten() -> Iterator[None]:
     """The lease versions this process watched (the takeover clocks of §12.3) are

@@ -35,7 +35,7 @@ from ..options import (
     STORE_OPTIONS,
     canonical_option,
     did_you_mean,
-    load_yaml_options,
+    merged_options,
     overlay,
     store_config_from_options,
 )
@@ -68,10 +68,36 @@ class StoreArgs:
         object-store URL (``s3://bucket/prefix``)."""
         return store_root(self.path)
 
+    @functools.cached_property
+    def settings(self) -> dict[str, Any]:
+        """Every setting of the command: ``--option``, ``--storage-option`` and the path
+        flags over the store profile (``--config``, else ``QUIVER_CONFIG``), in the
+        precedence :func:`~quiver_spark.options.merged_options` states."""
+        flags = {f"storage.{k.removeprefix('storage.')}": v for k, v in self._storage_flags()}
+        try:
+            explicit = overlay(parse_option_flags(self.options), flags)
+            paths = {"segment.path": self.segments_path, "wal.path": self.wal_path}
+            explicit = overlay(explicit, {k: v for k, v in paths.items() if v})
+            if self.config_file is not None:
+                explicit["config"] = self.config_file
+            return merged_options(explicit, config_name="--config")
+        except ConfigError as e:
+            raise CliError(str(e)) from e
+
     @property
     def storage_options(self) -> dict[str, str]:
-        """``--storage-option KEY=VALUE`` flags as a dict (values never printed)."""
-        out: dict[str, str] = {}
+        """The object store client's settings: ``--storage-option KEY=VALUE`` flags over
+        the store profile's ``storage:`` section (values never printed)."""
+        prefix = "storage."
+        return {
+            k[len(prefix) :].lower(): str(v)
+            for k, v in self.settings.items()
+            if str(k).lower().startswith(prefix) and len(k) > len(prefix)
+        }
+
+    def _storage_flags(self) -> list[tuple[str, str]]:
+        """``--storage-option KEY=VALUE`` flags as ``(key, value)`` (key lower-cased)."""
+        out: list[tuple[str, str]] = []
         for flag in self.storage:
             key, sep, value = flag.partition("=")
             if not sep or not key.strip():
@@ -80,7 +106,7 @@ class StoreArgs:
                     f"--storage-option expects KEY=VALUE (an object store client setting "
                     f"such as aws_endpoint=http://host:9000); got {shown}"
                 )
-            out[key.strip().lower()] = value.strip()
+            out.append((key.strip().lower(), value.strip()))
         return out
 
 
@@ -141,7 +167,9 @@ def store_arguments(func: F) -> F:
             "--config",
             "config_file",
             metavar="FILE",
-            help="A store config in the layout of conf/quiver.yaml; --option values win.",
+            help="A store profile in the layout of conf/quiver.yaml: store options and a "
+            "storage: section (default: the file $QUIVER_CONFIG names); --option, "
+            "--storage-option and the path flags win over it.",
         ),
         click.option(
             "--segments-path",
@@ -278,17 +306,10 @@ def parse_option_flags(flags: Sequence[str]) -> dict[str, str]:
 
 
 def store_config(args: StoreArgs) -> StoreConfig:
-    """The validated config from ``--config``, ``--option`` and the path flags (in that order)."""
-    opts: dict[str, Any] = {}
+    """The validated config from the store profile, ``--option`` and the path flags
+    (:attr:`StoreArgs.settings`)."""
     try:
-        if args.config_file is not None:
-            opts.update(load_yaml_options(args.config_file))
-        opts = overlay(opts, parse_option_flags(args.options))  # --option wins
-        if args.segments_path:
-            opts["segment.path"] = args.segments_path
-        if args.wal_path:
-            opts["wal.path"] = args.wal_path
-        config = store_config_from_options(opts)
+        config = store_config_from_options(args.settings)
         if config.segment.path:  # a missing backend or a bad URL, before anything is opened
             check_url("segment.path", config.segment.path)
         return config

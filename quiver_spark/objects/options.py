@@ -96,6 +96,23 @@ QUIVER_KEYS: dict[str, str] = {
 """Storage option keys Quiver reads itself (``retry_timeout``) -> the documented name
 (``storage.retry_timeout``); they never reach obstore."""
 
+ANY_ROOT_KEYS: frozenset[str] = frozenset().union(
+    *CONFIG_KEYS.values(),
+    CLIENT_KEYS,
+    (f"{prefix}{key}" for prefix in _PREFIX.values() for key in CLIENT_KEYS),
+    QUIVER_KEYS,
+)
+"""Every key some object root's client takes (a store profile names no root: its
+``storage:`` keys are checked against these, and against the root's own when opened)."""
+
+
+def near_storage_keys(key: str) -> str:
+    """`` (did you mean 'x' or 'y'?)`` naming the storage keys of any root close to
+    ``key``, else ``""``."""
+    near = difflib.get_close_matches(key.lower(), sorted(ANY_ROOT_KEYS), n=2, cutoff=0.7)
+    return f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+
+
 ENDPOINT_KEYS: dict[str, tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]] = {
     "s3": (
         (("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),

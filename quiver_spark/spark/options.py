@@ -1,8 +1,10 @@
 """Spark option strings -> the engine's typed config (sink and source share this).
 
 Spark hands a data source its options as strings in a case-insensitive map (keys
-arrive lower-cased). This module folds in the YAML file named by option ``config``
-(explicit options win), resolves the store root and builds the validated
+arrive lower-cased). This module folds in the store profile (the YAML file named by
+option ``config``, else by the environment variable ``QUIVER_CONFIG``; explicit options
+win: :func:`~quiver_spark.options.merged_options`), resolves the store root and builds
+the validated
 :class:`~quiver_spark.config.StoreConfig`. Parsing of values lives in
 :mod:`quiver_spark.options`; every error names the option, the value and what is
 allowed (:class:`~quiver_spark.errors.ConfigError`).
@@ -26,7 +28,6 @@ from ..options import (
     check_url,
     did_you_mean,
     merged_options,
-    overlay,
     root_location,
     store_config_from_options,
 )
@@ -45,21 +46,19 @@ PATH_ALLOWED = (
 
 
 def spark_options(options: Mapping[str, Any]) -> dict[str, str]:
-    """Options with lower-cased keys and the ``config`` YAML folded in (explicit wins).
+    """Options with lower-cased keys and the store profile folded in (explicit wins;
+    :func:`~quiver_spark.options.merged_options` states the precedence).
 
-    Keys are lower-cased on both sides so a YAML ``maxSegmentsPerTrigger`` and an
-    explicit ``maxsegmentspertrigger`` (Spark's spelling after its case-insensitive map)
-    are one key.
+    Runs where Spark resolves options (the driver's planning workers, its stream source
+    and sink runners), which read ``QUIVER_CONFIG`` and the file; executors get the
+    result in the pickled writer or reader state and read neither. Keys are lower-cased
+    on both sides so a YAML ``maxSegmentsPerTrigger`` and an explicit
+    ``maxsegmentspertrigger`` (Spark's spelling after its case-insensitive map) are one
+    key.
     """
     explicit = {str(k).lower(): v for k, v in options.items() if v is not None}
-    cfg = explicit.get(CONFIG)
-    if cfg is not None and not str(cfg).strip():
-        raise ConfigError(CONFIG, cfg, "the path of a YAML store config file")
-    if cfg is None:
-        return {k: str(v) for k, v in explicit.items()}
-    folded = merged_options({CONFIG: str(cfg).strip()})
-    mine = {k: v for k, v in explicit.items() if k != CONFIG}
-    return {str(k).lower(): str(v) for k, v in overlay(folded, mine).items()}  # explicit wins
+    merged = merged_options(explicit)  # the profile's first, then the explicit ones
+    return {str(k).lower(): str(v) for k, v in merged.items()}
 
 
 def store_root(options: Mapping[str, Any]) -> str:
