@@ -30,6 +30,8 @@ from ..errors import (
     StoreNotFoundError,
     UnknownOptionError,
 )
+from ..logs import FORMAT as LOG_FORMAT
+from ..logs import LOGGER, announce, level_from_env
 from ..objects import StorageOptions
 from ..options import (
     STORE_OPTIONS,
@@ -120,14 +122,21 @@ def store_root(path: str) -> str:
 
 
 def configure_logging(verbose: int) -> None:
-    """Log quiver's own events to stderr: errors only, ``-v`` info, ``-vv`` debug."""
-    level = {0: logging.ERROR, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    """Log quiver's own events to stderr: ``-v`` info, ``-vv`` debug; without ``-v`` the
+    level ``QUIVER_LOG_LEVEL`` names (:mod:`quiver_spark.logs`), else errors only."""
+    complaint = None
+    if verbose:
+        level = logging.INFO if verbose == 1 else logging.DEBUG
+    else:
+        level, complaint = level_from_env(logging.ERROR)
     handler = logging.StreamHandler()  # stderr
-    handler.setFormatter(_ScrubbingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-    root = logging.getLogger("quiver_spark")
+    handler.setFormatter(_ScrubbingFormatter(LOG_FORMAT))
+    root = logging.getLogger(LOGGER)
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    if complaint is not None:
+        announce(handler, complaint)
 
 
 def _verbose_callback(ctx: click.Context, _param: click.Parameter, value: int) -> None:
