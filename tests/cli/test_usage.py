@@ -13,7 +13,8 @@ from .conftest import Built, run
 
 
 @pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
+def _restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("QUIVER_LOG_LEVEL", raising=False)  # -v alone decides here
     logger = logging.getLogger("quiver_spark")
     saved = (logger.handlers[:], logger.level, logger.propagate)
     yield
