@@ -166,7 +166,12 @@ STORE_OPTION_TABLE: tuple[Option, ...] = (
            "is taken over once seen unrenewed this long (renewed every third of it); keep it "
            "above the longest pause a process may take (this process's setting)",
            parse=_positive(parse_duration, GREATER_THAN_ZERO)),
-    Option(CONFIG, "none", "a YAML store config file (explicit options win)"),
+    Option(
+        CONFIG,
+        "$QUIVER_CONFIG",
+        "a store profile: a YAML file in the layout of conf/quiver.yaml, store options "
+        "and a `storage:` section (explicit options win; see Storage settings once)",
+    ),
 )  # fmt: skip
 
 OPTION: dict[str, Option] = {o.name: o for o in STORE_OPTION_TABLE}
