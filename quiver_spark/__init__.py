@@ -52,8 +52,14 @@ def register(spark: Any) -> None:
     """Register the ``quiver`` data source with ``spark`` explicitly.
 
     Not needed after ``pip install quiver-spark``: PySpark finds the top-level
-    ``pyspark_quiver`` module on its own.
+    ``pyspark_quiver`` module on its own. Needed with ``spark-submit --py-files
+    quiver_spark-*.whl``, which PySpark's lookup does not list: the call also ships
+    the package to the session's Python workers, whose nodes must have its
+    dependencies installed (else ImportError, in one line, names ``--archives``).
     """
+    from .spark.shipping import ship_to_workers
+
+    ship_to_workers(spark)
     from .spark.datasource import QuiverDataSource
 
     spark.dataSource.register(QuiverDataSource)
