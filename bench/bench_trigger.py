@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ sys.path.insert(0, str(REPO))
 from quiver_spark import QuiverStore, StoreConfig  # noqa: E402
 from quiver_spark.config import SegmentConfig  # noqa: E402
 from quiver_spark.fs import FileIO  # noqa: E402
+from quiver_spark.objects import ObjectStore, open_objects  # noqa: E402
 from quiver_spark.segment import SegmentLocation  # noqa: E402
 from quiver_spark.subscribers import Outcome, StartPosition, SubscriberRegistry  # noqa: E402
 
@@ -99,13 +101,14 @@ class _NoSyncIO(FileIO):
 
 
 def build_store(
-    root: str, n_segments: int, segments_url: str | None = None, s3fs_obj: Any = None
+    root: str, n_segments: int, segments_url: str | None = None, bucket: ObjectStore | None = None
 ) -> dict[str, Any]:
     """A store with ``n_segments`` published segments over 64 partitions and 50 subscribers.
 
     One real segment is written per partition through :class:`SegmentLocation`; the
     others are copies of its bytes with their own ``.meta`` (same checksum: same bytes),
-    which is what a writer's finalize publishes, minus the fsyncs.
+    which is what a writer's finalize publishes, minus the fsyncs (``bucket``: the
+    segments location's objects when ``segments_url`` is in a bucket).
     """
     t0 = time.perf_counter()
     config = StoreConfig(segment=SegmentConfig(path=segments_url))
@@ -135,16 +138,17 @@ def build_store(
                 Path(d, f"{s:020d}.arrow").write_bytes(data)
                 Path(d, f"{s:020d}.meta").write_bytes(meta.encode())
         else:
-            base = url.split("://", 1)[1].rstrip("/")
-            data = s3fs_obj.cat_file(f"{base}/{p}/{arrow_name}")
+            assert bucket is not None
+            got = bucket.get(f"{p}/{arrow_name}")
+            assert got is not None
             objs = {}
             for s in range(2, k + 1):
                 meta = dataclasses.replace(first, seq=s, wal_ranges=((s, s),),
                                            min_ingestion_ns=now + s, max_ingestion_ns=now + s)  # fmt: skip
-                objs[f"{base}/{p}/{s:020d}.arrow"] = data
-                objs[f"{base}/{p}/{s:020d}.meta"] = meta.encode()
-            if objs:
-                s3fs_obj.pipe(objs)
+                objs[f"{p}/{s:020d}.arrow"] = got.data
+                objs[f"{p}/{s:020d}.meta"] = meta.encode()
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda kv: bucket.put(*kv), objs.items()))
     with SubscriberRegistry.open(root) as reg:
         reg.register("slow", start=StartPosition.EARLIEST, retained=retained)  # pins all
         for j in range(SUBSCRIBERS - 2):
@@ -253,7 +257,7 @@ def moto_s3(tmp: Path) -> Iterator[str]:
     env = {
         "AWS_ACCESS_KEY_ID": "quiver-bench", "AWS_SECRET_ACCESS_KEY": "quiver-bench",
         "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp / "no-aws-config"),
+        "AWS_ALLOW_HTTP": "true", "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp / "no-aws-config"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp / "no-aws-credentials"),
     }  # fmt: skip
     os.environ.update(env)
@@ -424,16 +428,17 @@ def main() -> int:
         for t in triggers.values():
             t.close()
         if not args.no_s3:
-            import s3fs
+            import boto3
 
             with moto_s3(work):
-                fs = s3fs.S3FileSystem(skip_instance_cache=True)
-                fs.mkdir("quiver-bench")
+                boto3.client("s3").create_bucket(Bucket="quiver-bench")
                 s3 = {}
                 for k, n in (("small", args.s3_small), ("large", args.s3_large)):
                     root = str(work / f"s3-{k}")
                     url = f"s3://quiver-bench/{k}"
-                    res.setdefault("s3_stores", {})[k] = build_store(root, n, url, fs)
+                    res.setdefault("s3_stores", {})[k] = build_store(
+                        root, n, url, open_objects(url)
+                    )
                     s3[k] = Trigger(root, url, S3)
                 res["s3_trigger"] = interleaved({k: t.once for k, t in s3.items()}, args.triggers)
                 for t in s3.values():

@@ -8,7 +8,7 @@ Session fixtures, built once and shared by every test in ``integration/``:
     A new virtualenv (``venv --without-pip``; the outer pip installs into it with
     ``--python``) with the wheel installed by pip, its dependencies resolved.
     PySpark's pip package is ~450 MB and costs ~16 s to copy, so the heavy
-    dependencies (pyspark, pyarrow, s3fs) come from a venv built once per machine by
+    dependencies (pyspark, pyarrow, obstore) come from a venv built once per machine by
     pip from the same specs (``~/.cache/quiver-spark/integration``, or
     ``$QUIVER_INTEGRATION_CACHE``) and are hard-linked into each fresh venv (~1 s).
     ``QUIVER_INTEGRATION_NO_CACHE=1`` installs everything with pip instead.

@@ -30,7 +30,7 @@ log = logging.getLogger("integration")
 REPO = Path(__file__).resolve().parents[1]
 JOBS = Path(__file__).resolve().parent / "jobs"
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
-HEAVY_DEPS = ["pyspark==4.3.*", "pyarrow>=18,<23", "s3fs>=2024.6", "obstore>=0.12"]
+HEAVY_DEPS = ["pyspark==4.3.*", "pyarrow>=18,<23", "obstore>=0.12"]
 """Cached per machine and hard-linked into each fresh venv (see module docstring)."""
 LOOPBACK = "127.0.0.1"
 SETUP_TIMEOUT_S = 600

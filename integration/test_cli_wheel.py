@@ -41,6 +41,17 @@ os._exit(0)  # killed: p-2's rows are only in its WAL
 """
 
 
+OPEN_S3_SEGMENTS = """
+import sys
+from quiver_spark.fs import DEFAULT_IO
+from quiver_spark.segment.backends import open_backend
+from quiver_spark.urls import check_url
+check_url("segment.path", "s3://bucket/prefix")
+backend = open_backend("s3://bucket/prefix", io=DEFAULT_IO)
+print(type(backend).__name__, sys.modules.get("s3fs") is not None)
+"""
+
+
 def quiver(
     venv: FreshVenv, *args: object, code: int = 0, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -106,21 +117,29 @@ def test_installed_quiver_command_operates_a_store(fresh_venv: FreshVenv, tmp_pa
     assert time.monotonic() - t0 < 60
 
 
-def test_installed_quiver_without_s3fs_names_the_extra(
+def test_installed_quiver_needs_no_s3fs_and_names_a_missing_fsspec_package(
     fresh_venv: FreshVenv, tmp_path: Path
 ) -> None:
-    """A user who installed the wheel without ``[s3]`` and puts segments on S3 through
-    fsspec: one line naming the fix, and a failed ``--create`` leaves no store behind (a
-    root on S3 needs no extra: obstore is a dependency); a root of an unknown kind is
-    refused in one line naming the kinds taken."""
+    """The wheel alone serves ``s3://`` segments (obstore, a dependency, as for a root; a
+    process where s3fs cannot be imported opens such a location), and a ``segment.path``
+    on an fsspec filesystem whose package is missing is one line naming it, a failed
+    ``--create`` leaving no store behind; a root of an unknown kind is refused in one
+    line naming the kinds taken."""
     stub = tmp_path / "no-s3fs" / "s3fs"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("raise ImportError(\"No module named 's3fs'\")\n")
     env = fresh_venv.env(PYTHONPATH=str(stub.parent))
+    opened = subprocess.run(
+        [str(fresh_venv.python), "-c", OPEN_S3_SEGMENTS], capture_output=True, text=True,
+        timeout=60, cwd=fresh_venv.scratch, env=env, check=False,
+    )  # fmt: skip
+    assert opened.returncode == 0 and opened.stdout.split() == ["BucketBackend", "False"], (
+        opened.stderr
+    )
     root = tmp_path / "store"
     made = quiver(fresh_venv, "subscribers", root, "add", "exporter", "--create",
-                  "-o", "segment.path=s3://bucket/prefix", code=2, env=env)  # fmt: skip
-    assert "pip install 'quiver-spark[s3]'" in made.stderr, made.stderr
+                  "-o", "segment.path=oci://bucket@ns/prefix", code=2, env=env)  # fmt: skip
+    assert "pip install ocifs" in made.stderr, made.stderr
     assert "Traceback" not in made.stderr and len(made.stderr.strip().splitlines()) == 1
     assert not root.exists()
     other = quiver(fresh_venv, "status", "hdfs://nn/store", code=2, env=env)

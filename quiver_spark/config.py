@@ -79,8 +79,8 @@ class WalConfig:
 class SegmentConfig:
     """Open-segment and finalized-segment settings.
 
-    ``path`` is where finalized segments live: a local path or any fsspec URL
-    (default ``<store>/segments``). ``event_time_column`` names an optional timestamp
+    ``path`` is where finalized segments live: a local path, an object-store URL
+    (obstore, as a root there) or any other fsspec URL (default ``<store>/segments``). ``event_time_column`` names an optional timestamp
     or integer column whose min/max each segment's metadata keeps.
     """
 

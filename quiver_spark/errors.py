@@ -508,16 +508,20 @@ class AccessDeniedError(StorageConfigError, PermissionError):
 
 
 class NoSuchBucketError(StorageConfigError):
-    """Raised when the root's bucket ``bucket`` does not exist at ``endpoint``."""
+    """Raised when the bucket ``bucket`` of a root (or of a ``segment.path``: ``option``)
+    does not exist at ``endpoint``."""
 
-    def __init__(self, url: str, *, bucket: str, endpoint: str, endpoint_setting: str) -> None:
+    def __init__(
+        self, url: str, *, bucket: str, endpoint: str, endpoint_setting: str, option: str = "path"
+    ) -> None:
         self.bucket = bucket
         self.endpoint = endpoint
+        where = "the path" if option == "path" else option
         super().__init__(
             url,
-            "path",
+            option,
             f"bucket {bucket!r} does not exist at {endpoint} ({url}): create it, or correct "
-            f"the bucket in the path (or {endpoint_setting} if the bucket is on another "
+            f"the bucket in {where} (or {endpoint_setting} if the bucket is on another "
             "endpoint)",
         )
 

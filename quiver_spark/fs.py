@@ -3,8 +3,8 @@
 Every open, write, fsync, rename, unlink and directory fsync of WAL, metadata, lock
 and ack files goes through a :class:`FileIO`. Tests substitute a subclass that
 records a trace or raises ``EIO``/``ENOSPC``/``EACCES`` at the k-th operation (see
-``tests/faults.py``). Finalized segments on non-local filesystems go through fsspec
-in :mod:`quiver_spark.segment` instead.
+``tests/faults.py``). Finalized segments elsewhere go through obstore (an object
+store) or fsspec (any other URL) in :mod:`quiver_spark.segment` instead.
 
 Durability rules (ARCHITECTURE.md, "Durability"): a new or renamed file is durable
 only after the file is fsynced, renamed, and its directory fsynced; old state is

@@ -70,6 +70,7 @@ from .retention_plan import RetentionPlan
 from .root_kind import RootKind, StoreParts, root_kind
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
+from .segment.backends import check_location
 from .subscribers import SubscriberRegistry, records
 from .urls import root_location
 from .write_jobs import (
@@ -197,6 +198,8 @@ class QuiverStore:
         config = config or StoreConfig()
         root = root_location("path", path)
         objects = open_objects(root, storage_options, io)
+        if create and config.segment.path:  # refused before a STORE records the location
+            check_location(config.segment.path, storage_options)
         descriptor = load_or_create_descriptor(objects, config, create)
         config = effective_config(root, objects, config, descriptor, create)
         store = cls(root, config, io, descriptor, storage_options, objects)

@@ -5,19 +5,21 @@ or opens a client; every other module asks this one what a location is.
 A store root is a local POSIX directory or ``file://`` URL (:func:`local_path`), or an
 object-store URL (:func:`root_location`), opened by
 :func:`~quiver_spark.objects.roots.open_objects`. A segments location
-(``segment.path``, beside a local root) is a local path or any ``scheme://...`` URL
-whose fsspec implementation is installed (:func:`check_url`). Each refusal is a
-:class:`ConfigError` naming the option, the value and what to write instead (an install
-hint for a missing backend).
+(``segment.path``, beside a local root) is a local path, an object-store URL (the same
+client as a root there: obstore) or any other ``scheme://...`` URL whose fsspec
+implementation is installed (:func:`check_url`, :func:`segments_client`). Each refusal
+is a :class:`ConfigError` naming the option, the value and what to write instead (an
+install hint for a missing fsspec backend).
 
-:data:`SCHEMES` says what each scheme names:
+:data:`SCHEMES` says what each scheme names; one client serves a scheme wherever it
+appears:
 
 =========================  =====================  ===========================
 scheme                     a store root there     a ``segment.path`` there
 =========================  =====================  ===========================
-``s3`` ``s3a``             obstore, family s3     fsspec (s3fs: extra ``s3``)
-``gs`` ``gcs``             obstore, family gcs    fsspec (gcsfs)
-``az`` ``abfs`` ``abfss``  obstore, family azure  fsspec (adlfs)
+``s3`` ``s3a``             obstore, family s3     obstore, family s3
+``gs`` ``gcs``             obstore, family gcs    obstore, family gcs
+``az`` ``abfs`` ``abfss``  obstore, family azure  obstore, family azure
 ``memory``                 the in-process store   fsspec's in-process store
 ``file`` ``local``         a local directory      a local directory
 any other (``hdfs``...)    refused                fsspec, when installed
@@ -39,7 +41,13 @@ _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.S)
 """``scheme:rest``; a URL proper has ``rest`` starting with ``//``."""
 
 LOCAL = "local"
-"""The kind of root of a POSIX directory (:attr:`Scheme.root`)."""
+"""The kind of root, and the client of a segments location, of a POSIX directory
+(:attr:`Scheme.root`, :attr:`Scheme.segments`)."""
+OBJECTS = "objects"
+"""The client of a segments location on an object store: obstore, the one a root there
+opens (:func:`~quiver_spark.objects.roots.open_objects`), with the same storage options."""
+FSSPEC = "fsspec"
+"""The client of any other segments location: the fsspec filesystem of its scheme."""
 
 
 @dataclass(frozen=True)
@@ -50,26 +58,27 @@ class Scheme:
     """The kind of store root there: :data:`LOCAL` (a POSIX directory), the object
     store client family (``s3``, ``gcs``, ``azure``) or ``memory`` (the engine's
     in-process store); None: no store root may be there."""
+    segments: str = FSSPEC
+    """The client of a ``segment.path`` there: :data:`LOCAL`, :data:`OBJECTS` or
+    :data:`FSSPEC` (also every scheme not in :data:`SCHEMES`)."""
     named_in: tuple[str, ...] = ()
     """The messages that name it as an example: ``root`` (what a store root may be),
     ``family`` (whose storage options a root of its family takes), ``segments`` (what
     a ``segment.path`` may be)."""
-    extra: str | None = None
-    """The extra of this package that installs its fsspec implementation."""
 
 
 SCHEMES: dict[str, Scheme] = {
-    "s3": Scheme("s3", ("root", "family", "segments"), extra="s3"),
-    "s3a": Scheme("s3", ("segments",), extra="s3"),
-    "gs": Scheme("gcs", ("root", "family", "segments")),
-    "gcs": Scheme("gcs"),
-    "az": Scheme("azure", ("root", "family", "segments")),
-    "abfs": Scheme("azure", ("root", "family", "segments")),
-    "abfss": Scheme("azure", ("root",)),
-    "hdfs": Scheme(None, ("segments",)),
-    "memory": Scheme("memory", ("segments",)),
-    "file": Scheme(LOCAL, ("segments",)),
-    "local": Scheme(LOCAL),
+    "s3": Scheme("s3", OBJECTS, ("root", "family", "segments")),
+    "s3a": Scheme("s3", OBJECTS, ("segments",)),
+    "gs": Scheme("gcs", OBJECTS, ("root", "family", "segments")),
+    "gcs": Scheme("gcs", OBJECTS),
+    "az": Scheme("azure", OBJECTS, ("root", "family", "segments")),
+    "abfs": Scheme("azure", OBJECTS, ("root", "family", "segments")),
+    "abfss": Scheme("azure", OBJECTS, ("root",)),
+    "hdfs": Scheme(None, FSSPEC, ("segments",)),
+    "memory": Scheme("memory", FSSPEC, ("segments",)),
+    "file": Scheme(LOCAL, LOCAL, ("segments",)),
+    "local": Scheme(LOCAL, LOCAL),
 }
 """Every scheme Quiver names, in the order messages list them (module docstring)."""
 
@@ -85,11 +94,8 @@ OBJECT_ROOT_SCHEMES = tuple(s for s, row in SCHEMES.items() if "root" in row.nam
 """Schemes named in messages about a store root besides a local path; the full set,
 with aliases and the engine's ``memory://``, is :data:`FAMILIES`."""
 
-EXTRAS = {s: row.extra for s, row in SCHEMES.items() if row.extra is not None}
-"""fsspec protocols whose backend one of this package's extras installs."""
-
 COMMON_SCHEMES = ", ".join(f"{s}://" for s, row in SCHEMES.items() if "segments" in row.named_in)
-"""The fsspec URLs a message about ``segment.path`` names as examples."""
+"""The URLs a message about ``segment.path`` names as examples."""
 
 
 def _split(value: object) -> tuple[str, str] | None:
@@ -151,6 +157,13 @@ def root_location(option: str, value: object) -> str:
             + ", ".join(f"{s}://bucket/prefix" for s in OBJECT_ROOT_SCHEMES)
             + f"){_scheme_hint(scheme, rest)}",
         )
+    _check_bucket(option, value, scheme, rest, "store")
+    return f"{scheme}:{rest}".rstrip("/")
+
+
+def _check_bucket(option: str, value: object, scheme: str, rest: str, example: str) -> None:
+    """Refuse an object-store URL ``scheme:rest`` with credentials in it or no bucket
+    (a root and a ``segment.path`` alike; ``example``: the prefix a message shows)."""
     authority = rest[2:].split("/", 1)[0] if rest.startswith("//") else ""
     if "@" in authority:  # never echo it: the part before '@' is a credential
         raise ConfigError(
@@ -160,12 +173,12 @@ def root_location(option: str, value: object) -> str:
             "(Spark: option storage.aws_access_key_id / storage.aws_secret_access_key; "
             "CLI: -S KEY=VALUE; or the environment)",
         )
-    bucket = authority
-    if not bucket:
+    if not authority:
         raise ConfigError(
-            option, value, f"a URL with a bucket after {scheme}://, e.g. {scheme}://bucket/store"
+            option,
+            value,
+            f"a URL with a bucket after {scheme}://, e.g. {scheme}://bucket/{example}",
         )
-    return f"{scheme}:{rest}".rstrip("/")
 
 
 def local_path(option: str, value: object) -> str:
@@ -215,12 +228,9 @@ def _scheme_hint(scheme: str, rest: str) -> str:
 
 
 def _install_hint(protocol: str) -> str:
-    """What to install for ``protocol``, e.g. ``s3fs; run: pip install 'quiver-spark[s3]'``."""
+    """What to install for fsspec ``protocol``, e.g. ``ocifs; run: pip install ocifs``."""
     known = known_implementations.get(protocol, {})
-    package = str(known.get("class") or "").split(".")[0]  # "gcsfs.GCSFileSystem"
-    extra = EXTRAS.get(protocol)
-    if extra is not None:
-        return f"{package or 's3fs'}; run: pip install 'quiver-spark[{extra}]'"
+    package = str(known.get("class") or "").split(".")[0]  # "ocifs.OCIFileSystem"
     if package and package != "fsspec":
         return f"{package}; run: pip install {package}"
     return str(known.get("err") or f"the fsspec implementation of {protocol}://")
@@ -229,9 +239,10 @@ def _install_hint(protocol: str) -> str:
 def check_url(option: str, value: object) -> str:
     """Validate a segments location before anything is written there; returns it as given.
 
-    A local path or ``file://`` URL, or a well-formed ``scheme://...`` URL whose fsspec
-    backend is importable. Everything else raises :class:`ConfigError` naming the fix:
-    a missing backend (``s3://`` without s3fs: ``pip install 'quiver-spark[s3]'``), an
+    A local path or ``file://`` URL, an object-store URL with a bucket and no credentials
+    (as a root's, :func:`root_location`), or a well-formed ``scheme://...`` URL whose
+    fsspec backend is importable. Everything else raises :class:`ConfigError` naming the
+    fix: a missing fsspec backend (``oci://`` without ocifs: ``pip install ocifs``), an
     unknown scheme, a scheme without ``//`` (``dbfs:/mnt/q``) or a URL with nothing
     after the scheme (``s3://``).
     """
@@ -257,6 +268,9 @@ def check_url(option: str, value: object) -> str:
         raise ConfigError(
             option, value, f"a URL with a location after {scheme}://, e.g. s3://bucket/prefix"
         )
+    if segments_client(raw) == OBJECTS:
+        _check_bucket(option, value, scheme, rest, "segments")
+        return raw
     try:
         fsspec.get_filesystem_class(scheme)
     except ImportError:
@@ -269,17 +283,28 @@ def check_url(option: str, value: object) -> str:
         raise ConfigError(
             option,
             value,
-            f"a local path or a URL of a known fsspec filesystem ({COMMON_SCHEMES}); "
-            f"{scheme}:// is none of them",
+            f"a local path, an object-store URL or a URL of a known fsspec filesystem "
+            f"({COMMON_SCHEMES}); {scheme}:// is none of them",
         ) from None
     return raw
+
+
+def segments_client(url: str) -> str:
+    """The client of the segments location ``url`` (accepted by :func:`check_url`):
+    :data:`LOCAL` for a path without a scheme or a ``file://``/``local://`` URL,
+    :data:`OBJECTS` for an object-store URL (``s3://``, ``gs://``, ``az://``...: obstore,
+    as a root there), :data:`FSSPEC` for any other (``memory://``, ``hdfs://``...)."""
+    split = _split(url)
+    if split is None:
+        return LOCAL
+    row = SCHEMES.get(split[0])
+    return FSSPEC if row is None else row.segments
 
 
 def is_local_url(url: str) -> bool:
     """Whether the segments location ``url`` (already accepted by :func:`check_url`) is a
     local directory: a path without a scheme or a ``file://``/``local://`` URL."""
-    split = _split(url)
-    return split is None or split[0] in LOCAL_SCHEMES
+    return segments_client(url) == LOCAL
 
 
 def location_key(url: str) -> str:

@@ -221,6 +221,7 @@ def classify(
     seconds: float = 0.0,
     budget_s: float = 60.0,
     environ: Mapping[str, str] | None = None,
+    option: str = "path",
 ) -> StorageConfigError | None:
     """The configuration mistake obstore's failure ``e`` shows, or None (a failure of
     the storage itself, transient or not: left as it was).
@@ -228,7 +229,8 @@ def classify(
     ``url`` is the root as shown, ``op`` and ``key`` the request (``get``, ``STORE``;
     ``open`` for the client's construction), ``seconds`` how long the call took,
     ``budget_s`` the root's ``retry_timeout``; ``environ`` (``os.environ``) is where
-    obstore read what no option set. Told apart by obstore's text (its first line and
+    obstore read what no option set; ``option`` the option that named ``url`` (``path``,
+    or ``segment.path`` for a segments location). Told apart by obstore's text (its first line and
     the ``Debug source`` after it: the request's URI, the answer's status and body, the
     connection error): no credentials (the instance metadata service was asked, or one
     half of a key pair is set), plain http refused, nothing answering after the
@@ -300,6 +302,7 @@ def classify(
             bucket=named.group(1) if named else bucket,
             endpoint=endpoint,
             endpoint_setting=endpoint_setting,
+            option=option,
         )
     malformed = code == "AuthorizationHeaderMalformed" and _EXPECTING_RE.search(text)
     if _BARE_REDIRECT in text or code == "PermanentRedirect" or malformed:
@@ -332,7 +335,8 @@ def _is_panic(e: BaseException) -> bool:
 
 
 class CloudObjects(ObjectStore):
-    """A root in a cloud bucket. ``store`` (an obstore store, e.g. ``MemoryStore()``)
+    """A root in a cloud bucket (or a ``segment.path`` there: ``option``, the option
+    that named ``url`` in messages). ``store`` (an obstore store, e.g. ``MemoryStore()``)
     replaces the one ``url`` would open; ``url`` is then only how messages show it."""
 
     def __init__(
@@ -343,10 +347,12 @@ class CloudObjects(ObjectStore):
         store: Any = None,
         retry: Mapping[str, Any] | None = None,
         budget: RetryBudget | None = None,
+        option: str = "path",
     ) -> None:
         """``retry``: obstore's retry config of every request but the conditional
         writes; ``budget``: how those are retried (default: from the options)."""
         self.options = StorageOptions(storage_options)
+        self.option = option
         self.url = self.options.scrub(url.rstrip("/"))
         self.family = object_family(url) or ""
         if store is not None:
@@ -372,9 +378,9 @@ class CloudObjects(ObjectStore):
             if err is not None:
                 raise err from None
             raise ConfigError(
-                "path",
+                self.option,
                 self.url,
-                f"a root obstore can open with the storage options given "
+                f"a location obstore can open with the storage options given "
                 f"{self.options!s}: {self.options.scrub(_first_line(e))}",
             ) from None
 
@@ -406,6 +412,7 @@ class CloudObjects(ObjectStore):
             family=self.family,
             seconds=seconds,
             budget_s=self.budget.timeout_s,
+            option=self.option,
         )
 
     def _fail(self, op: str, key: str, e: BaseException, seconds: float = 0.0) -> NoReturn:

@@ -326,9 +326,7 @@ def _allowed_hint(family: str, key: str) -> str:
     known = sorted(CONFIG_KEYS.get(family, frozenset()) | CLIENT_KEYS | set(QUIVER_KEYS))
     near = difflib.get_close_matches(key, known, n=3, cutoff=0.7)
     hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
-    return (
-        f"a storage option of {family_schemes(family)} roots (obstore's configuration keys){hint}"
-    )
+    return f"a storage option of {family_schemes(family)} URLs (obstore's configuration keys){hint}"
 
 
 def check_storage_options(url: str, storage_options: Mapping[str, object] | None) -> StorageOptions:

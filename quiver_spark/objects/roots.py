@@ -28,16 +28,20 @@ def open_objects(
     url_or_path: str,
     storage_options: Mapping[str, object] | None = None,
     io: FileIO = DEFAULT_IO,
+    *,
+    option: str = "path",
 ) -> ObjectStore:
     """The :class:`ObjectStore` of a root: a local path or ``file://`` URL (through
     ``io``; storage options are not used there), ``memory://name/prefix``, or a cloud URL
-    opened by obstore with ``storage_options``."""
+    opened by obstore with ``storage_options``. ``option``: the option that named it, as
+    messages name it (``segment.path`` for a segments location on an object store,
+    opened here with the store's storage options as its root would be)."""
     raw = str(url_or_path).strip()
     scheme = object_scheme(raw)
     if scheme is None:
         from .local import LocalObjects
 
-        return LocalObjects(local_path("path", raw), io)
+        return LocalObjects(local_path(option, raw), io)
     opts = check_storage_options(raw, storage_options)
     rest = raw.split("://", 1)[1]
     if scheme == "memory":
@@ -45,10 +49,10 @@ def open_objects(
 
         bucket, _, prefix = rest.strip("/").partition("/")
         if not bucket:
-            raise ConfigError("path", raw, "a memory URL naming a store: memory://name/prefix")
+            raise ConfigError(option, raw, "a memory URL naming a store: memory://name/prefix")
         return MemoryObjects(bucket, prefix)
     if not rest.strip("/"):
-        raise ConfigError("path", raw, f"a URL with a location after {scheme}://")
+        raise ConfigError(option, raw, f"a URL with a location after {scheme}://")
     from .cloud import CloudObjects
 
-    return CloudObjects(raw, opts)
+    return CloudObjects(raw, opts, option=option)

@@ -18,8 +18,9 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 ``backend``           :class:`SegmentBackend`: the file operations a location needs
 ``backends``          :func:`~.backends.open_backend`: which backend a location opens
 ``local``             :class:`LocalBackend`: a POSIX directory, fsync and rename
-``remote``            :class:`RemoteBackend`: any fsspec URL, single-request uploads
-``objects``           :class:`ObjectBackend`: keys in an object root's store
+``remote``            :class:`RemoteBackend`: an fsspec URL, single-request uploads
+``objects``           :class:`ObjectBackend`: keys in an object root's store;
+                      :class:`BucketBackend`: a ``segment.path`` on an object store
 ``writer``            serializing batches into one Arrow IPC file, CRC while writing
 ``reader``            :class:`SegmentReader`: verified reads of one ``.arrow``
 ``meta``              :class:`SegmentMeta`: the ``.meta`` body, schema fingerprints

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..fs import FileIO
-from ..objects import ObjectStore
-from ..urls import is_local_url, local_path
+from ..objects import ObjectStore, open_objects
+from ..objects.options import check_storage_options
+from ..option_table import SEGMENT_PATH
+from ..urls import LOCAL, OBJECTS, check_url, local_path, segments_client
 from .backend import SegmentBackend
 from .local import LocalBackend
-from .objects import ObjectBackend
+from .objects import BucketBackend, ObjectBackend
 from .remote import RemoteBackend
 
 
@@ -22,12 +24,28 @@ def open_backend(
     objects: ObjectStore | None = None,
 ) -> SegmentBackend:
     """The backend of the segments location ``url`` (accepted by
-    :func:`~quiver_spark.urls.check_url`): local for a path or ``file://`` URL, through
-    ``io``; fsspec for any other URL, with ``storage_options``. With ``objects`` (an
-    object root's store), ``url`` is the key prefix of the segments in it
-    (``segments``) and the backend is :class:`~.objects.ObjectBackend`."""
+    :func:`~quiver_spark.urls.check_url`), by its client
+    (:func:`~quiver_spark.urls.segments_client`): local for a path or ``file://`` URL,
+    through ``io``; an object-store URL (``s3://``, ``gs://``, ``az://``...) through
+    obstore, opened as a root there would be, with ``storage_options`` checked as a
+    root's (:class:`~.objects.BucketBackend`); fsspec for any other URL, with
+    ``storage_options`` as that filesystem's arguments. With ``objects`` (an object
+    root's store), ``url`` is the key prefix of the segments in it (``segments``) and the
+    backend is :class:`~.objects.ObjectBackend`."""
     if objects is not None:
         return ObjectBackend(objects, url)
-    if is_local_url(url):
-        return LocalBackend(local_path("segment.path", url), io)
+    client = segments_client(url)
+    if client == LOCAL:
+        return LocalBackend(local_path(SEGMENT_PATH, url), io)
+    if client == OBJECTS:
+        return BucketBackend(open_objects(url, storage_options, option=SEGMENT_PATH))
     return RemoteBackend(url, storage_options or {})
+
+
+def check_location(url: str, storage_options: Mapping[str, object] | None) -> None:
+    """Refuse a segments location ``url``, or storage options its client would refuse
+    (an object-store URL's: obstore's keys and endpoints, as a root's there), before
+    anything is written or contacted: :class:`~quiver_spark.errors.ConfigError`."""
+    check_url(SEGMENT_PATH, url)
+    if segments_client(url) == OBJECTS:
+        check_storage_options(url, storage_options)

@@ -79,12 +79,14 @@ class SegmentLocation:
     Parameters
     ----------
     url
-        A local path, ``file://`` URL, or any fsspec URL (``s3://bucket/prefix``,
-        ``memory://x``).
+        A local path, ``file://`` URL, an object-store URL (``s3://bucket/prefix``:
+        obstore) or any other fsspec URL (``memory://x``).
     io
         File layer for local locations (tests pass a recording or failing subclass).
     storage_options
-        Passed to fsspec for remote locations (credentials, ``endpoint_url``...).
+        The store's storage options: for an object-store URL obstore's keys, checked
+        and used as a root's there (``aws_endpoint``, ``retry_timeout``...); for any
+        other remote URL its fsspec filesystem's arguments.
     manifests
         The store's per-partition MANIFESTs (§6.7); None: every reader lists.
     objects, prefix

@@ -1,19 +1,22 @@
-"""Segments in a root's :class:`~quiver_spark.objects.ObjectStore` (ARCHITECTURE.md
-§5.4, §12): the segments location of an object root.
+"""Segments as objects of an :class:`~quiver_spark.objects.ObjectStore` (ARCHITECTURE.md
+§5.4, §12): the segments location of an object root (:class:`ObjectBackend`), and a
+``segment.path`` on an object store (:class:`BucketBackend`, through the client a root
+there would use: obstore).
 
 Paths are object keys (``segments/p-0/00000000000000000001.arrow``) under :attr:`root`.
-A file is one create-if-absent upload (:func:`~quiver_spark.objects.create_or_same`):
-visible whole or not at all, never replacing another file, and a retry after a lost
-response that finds its own bytes is a success. Directories do not exist as objects:
-``makedirs`` does nothing, ``entries`` is derived from one listing of the directory's
-keys, ``subdirs`` is one listing with a delimiter (its cost grows with the
-subdirectories, never with the segments inside them).
+On an object root a file is one create-if-absent upload
+(:func:`~quiver_spark.objects.create_or_same`): visible whole or not at all, never
+replacing another file, and a retry after a lost response that finds its own bytes is a
+success. Directories do not exist as objects: ``makedirs`` does nothing, ``entries`` is
+derived from one listing of the directory's keys, ``subdirs`` is one listing with a
+delimiter (its cost grows with the subdirectories, never with the segments inside them).
 ``move`` is a copy (get + create) and a delete.
 """
 
 from __future__ import annotations
 
 import io as _io
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -121,4 +124,47 @@ class ObjectBackend(SegmentBackend):
             raise FileNotFoundError(self.display(src))
         if not create_or_same(self.objects, dst, got.data):
             raise FileExistsError(f"{self.display(dst)}: already exists with other bytes")
+        self.objects.delete(src)
+
+
+READ_MANY_THREADS = 16
+"""At most this many reads of :meth:`BucketBackend.read_many` are in flight at once."""
+
+
+class BucketBackend(ObjectBackend):
+    """A ``segment.path`` on an object store (``s3://bucket/prefix``, ``gs://``,
+    ``az://``): the location's own :class:`~quiver_spark.objects.ObjectStore`, opened
+    from the URL with the store's storage options (keys relative to the URL's prefix,
+    :attr:`root` empty). The ``.meta`` publishes there
+    (:class:`~quiver_spark.segment.publish_files.FilePublication`) and one writer holds
+    a partition, so a file is replaced as a POSIX rename replaces one: one
+    unconditional upload under its final name, visible whole or not at all (no
+    temporary name is needed, whatever ``atomic`` and ``tmp`` say); ``move`` is a get,
+    an upload and a delete. ``read_many`` sends its reads together."""
+
+    def put(
+        self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "", replace: bool = False
+    ) -> T:
+        del atomic, tmp, replace  # one upload replaces what is under the name
+        sink = _io.BytesIO()
+
+        def write(view: memoryview) -> None:
+            sink.write(view)
+
+        result = fill(write)
+        self.objects.put(path, sink.getvalue())
+        return result
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes | None]:
+        if len(paths) < 2:
+            return super().read_many(paths)
+        with ThreadPoolExecutor(min(READ_MANY_THREADS, len(paths))) as pool:
+            got = list(pool.map(self.objects.get, paths))
+        return {p: None if g is None else g.data for p, g in zip(paths, got, strict=True)}
+
+    def move(self, src: str, dst: str) -> None:
+        got = self.objects.get(src)
+        if got is None:
+            raise FileNotFoundError(self.display(src))
+        self.objects.put(dst, got.data)
         self.objects.delete(src)

@@ -1,8 +1,11 @@
-"""Segments behind any fsspec URL: object stores, HDFS, ``memory://`` (ARCHITECTURE.md §5.4).
+"""Segments behind an fsspec URL: every ``segment.path`` whose scheme is neither local nor
+an object store's (``hdfs://``, ``memory://``, any installed fsspec protocol;
+ARCHITECTURE.md §5.4). Object stores (``s3://``, ``gs://``, ``az://``) go through
+obstore instead, as a root there does (:class:`~.objects.BucketBackend`).
 
-An ``.arrow`` is uploaded under its final key in one request (object stores make a
-PUT visible whole or not at all); a ``.meta`` goes to a ``.tmp`` key first and is
-moved, so a torn upload of it never appears under the published name. Every probe
+An ``.arrow`` is uploaded under its final key in one request; a ``.meta`` goes to a
+``.tmp`` key first and is moved, so a torn upload of it never appears under the
+published name (a filesystem behind fsspec need not make a write visible whole). Every probe
 drops fsspec's listing cache first: a file another process made must be seen.
 fsspec stays inside this module; :attr:`RemoteBackend.fs` is for tests that inject
 request faults.

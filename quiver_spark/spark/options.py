@@ -66,7 +66,7 @@ def store_root(options: Mapping[str, Any]) -> str:
 
     The root holds the descriptor, WAL (unless ``wal.path``) and commit records, so it
     must be a POSIX path every writer and the driver can reach; finalized segments
-    may go elsewhere (``segment.path``, any fsspec URL).
+    may go elsewhere (``segment.path``: an object-store URL or any fsspec URL).
     """
     opts = spark_options(options)
     raw = opts.get(PATH)
@@ -95,7 +95,8 @@ def store_config(options: Mapping[str, Any]) -> StoreConfig:
 
     Unknown keys inside the store's namespaces are errors (a typo must not be
     ignored); keys outside them belong to Spark or to the source and are skipped.
-    ``segment.path`` must be a local path or a URL whose fsspec backend is installed.
+    ``segment.path`` must be a local path, an object-store URL or a URL whose fsspec
+    backend is installed.
     """
     config = store_config_from_options(spark_options(options))
     if config.segment.path:  # a missing backend fails here, at query start

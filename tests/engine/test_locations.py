@@ -17,9 +17,10 @@ LOADED = sys.modules["fsspec.registry"]._registry
 
 
 @pytest.fixture
-def no_s3fs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "s3fs", None)
-    monkeypatch.delitem(LOADED, "s3", raising=False)
+def no_ocifs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as one where ocifs (fsspec's ``oci://``) is not installed."""
+    monkeypatch.setitem(sys.modules, "ocifs", None)
+    monkeypatch.delitem(LOADED, "oci", raising=False)
 
 
 def test_file_urls_are_local_paths() -> None:
@@ -44,13 +45,13 @@ def test_a_root_that_is_neither_local_nor_an_object_store_is_refused_at_query_st
 
 @pytest.mark.parametrize(
     ("url", "says"),
-    [("s3://bucket/p", "pip install 'quiver-spark[s3]'"),
+    [("oci://bucket@ns/p", "pip install ocifs"),
      ("gopher://x/y", "gopher:// is none of them"),
      ("dbfs:/mnt/q", "/dbfs/mnt/q"),
      ("s3://", "s3://bucket/prefix")],
 )  # fmt: skip
 def test_a_segments_location_that_cannot_work_fails_at_query_start(
-    url: str, says: str, no_s3fs: None
+    url: str, says: str, no_ocifs: None
 ) -> None:
     with pytest.raises(ConfigError, match=r"'segment\.path'") as e:
         store_config({"path": "/q", "segment.path": url})
@@ -67,9 +68,9 @@ def test_segment_file_urls_work_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "segs" / "p-0").is_dir()
 
 
-def test_create_with_a_bad_segments_location_writes_nothing(tmp_path: Path, no_s3fs: None) -> None:
+def test_create_with_a_bad_segments_location_writes_nothing(tmp_path: Path, no_ocifs: None) -> None:
     root = tmp_path / "store"
-    for url in ("s3://bucket/p", "nope://x/y", "dbfs:/mnt/q"):
+    for url in ("oci://bucket@ns/p", "nope://x/y", "dbfs:/mnt/q", "s3://AKIAX:hunter2@bucket/p"):
         cfg = store_config_from_options({"segment.path": url})
         with pytest.raises(ConfigError, match=r"segment\.path"):
             QuiverStore.open(str(root), cfg, partition=None)

@@ -17,6 +17,7 @@ from quiver_spark.segment import SegmentBackend
 from quiver_spark.segment.backend import Consume
 from quiver_spark.segment.backends import open_backend
 from quiver_spark.segment.local import LocalBackend
+from quiver_spark.segment.objects import BucketBackend
 from quiver_spark.segment.remote import RemoteBackend
 
 BACKENDS = ["local", "memory"]
@@ -136,6 +137,7 @@ def test_paths_are_shown_with_the_location_they_belong_to(backend: SegmentBacken
         ("{tmp}/segments", LocalBackend),
         ("file://{tmp}/segments", LocalBackend),
         ("memory://choice", RemoteBackend),
+        ("s3://bucket/segments", BucketBackend),
     ],
 )
 def test_the_url_alone_chooses_the_backend(tmp_path: Path, url: str, kind: type) -> None:

@@ -1,10 +1,11 @@
-"""Segments on fsspec filesystems: memory://, a real S3 endpoint (moto), and injected upload failures."""
+"""Segments on fsspec filesystems: memory://, and injected upload failures. (A
+``segment.path`` on an object store goes through obstore instead:
+tests/engine/test_a_segment_path_on_an_object_store_goes_through_the_roots_client.py.)"""
 
 from __future__ import annotations
 
 import itertools
 import random
-import socket
 import uuid
 from collections.abc import Iterator
 
@@ -71,48 +72,6 @@ def test_memory_filesystem_detects_a_flipped_bit_and_quarantines():
     assert moved.endswith("p0/quarantine/00000000000000000001.arrow")
     assert loc.list("p0") == []
     assert loc.cleanup("p0").max_seq_seen == 1
-
-
-# -- a real S3 endpoint -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-def test_s3_round_trip_through_moto(s3_endpoint, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    opts = {
-        "key": "testing",
-        "secret": "testing",
-        "endpoint_url": s3_endpoint,
-        "client_kwargs": {"region_name": "eu-west-1"},
-        "skip_instance_cache": True,
-    }
-    fs = fsspec.filesystem("s3", **opts)
-    bucket = f"quiver-{uuid.uuid4().hex[:12]}"
-    fs.mkdir(bucket)
-    loc = SegmentLocation(f"s3://{bucket}/store/segments", storage_options=opts)
-    _round_trip(loc)
-    keys = sorted(k.rsplit("/", 1)[-1] for k in fs.find(f"{bucket}/store/segments"))
-    assert keys == [
-        "00000000000000000001.arrow",
-        "00000000000000000001.meta",
-        "00000000000000000002.arrow",
-        "00000000000000000002.meta",
-    ]
 
 
 # -- injected upload failures --------------------------------------------------------

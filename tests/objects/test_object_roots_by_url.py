@@ -75,7 +75,7 @@ def test_credentials_inside_an_endpoint_url_are_not_shown() -> None:
 
 
 def test_options_of_another_cloud_or_of_a_memory_root_are_refused() -> None:
-    with pytest.raises(ConfigError, match=r"'azure_storage_account_key'.*s3:// roots"):
+    with pytest.raises(ConfigError, match=r"'azure_storage_account_key'.*s3:// URLs"):
         open_objects("s3://b/p", {"azure_storage_account_key": "x"})
     with pytest.raises(ConfigError, match="no storage options for memory:// roots"):
         open_objects("memory://m/p", {"aws_region": "us-east-1"})
