@@ -93,8 +93,29 @@ class _QuiverReading:
         store = open_store(self.opts.path, self.config, self.opts.storage_options)
         try:
             check_read_schema(store, schema, self.opts.include_metadata)
-        finally:
+        except BaseException:
             store.close()
+            raise
+        if not streaming:  # a batch read plans in another process (Spark's planner)
+            store.close()
+        self._store: QuiverStore | None = store if streaming else None
+        """The store a stream reader opened, used by its subscription (the stream
+        reader's calls all run in one process: one open per handle); never pickled."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_store"] = None  # never leaves the planning process
+        if "_subscription" in state:
+            state["_subscription"] = None
+        return state
+
+    def _take_store(self) -> QuiverStore:
+        """The store this handle opened, once; a fresh open after that (a batch
+        reader, or after unpickling)."""
+        store, self._store = self._store, None
+        if store is None:
+            store = open_store(self.opts.path, self.config, self.opts.storage_options)
+        return store
 
     def _splits(
         self, metas: Sequence[SegmentMeta], store: QuiverStore, subscriber: str | None
@@ -126,21 +147,20 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         self._target: Position | None = None
         self._resumed = False  # offsets with segments seen and accepted
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_subscription"] = None  # never leaves the planning process
-        return state
-
     def _sub(self) -> Subscription:
         if self._subscription is None:
             assert self.opts.subscriber is not None
-            self._subscription = Subscription.open(
-                self.opts.path,
-                self.opts.subscriber,
-                config=self.config,
-                fail_on_data_loss=self.opts.fail_on_data_loss,
-                storage_options=self.opts.storage_options,
-            )
+            store = self._take_store()
+            try:
+                self._subscription = Subscription(
+                    store,
+                    self.opts.subscriber,
+                    fail_on_data_loss=self.opts.fail_on_data_loss,
+                    owns_store=True,
+                )
+            except BaseException:
+                store.close()
+                raise
         return self._subscription
 
     def _store_id(self) -> str:
@@ -250,6 +270,9 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
 
     def stop(self) -> None:
         sub, self._subscription = self._subscription, None
+        store, self._store = self._store, None
+        if store is not None:  # opened, never planned with
+            store.close()
         if sub is not None:
             sub.close()
             log.info("quiver.source.stop subscriber=%s", sub.name)
@@ -299,7 +322,7 @@ class QuiverBatchReader(_QuiverReading, DataSourceReader):
             yield f
 
     def partitions(self) -> Sequence[InputPartition]:
-        store = open_store(self.opts.path, self.config, self.opts.storage_options)
+        store = self._take_store()
         try:
             tasks = plan_batch_read(
                 store,
