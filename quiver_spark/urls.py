@@ -165,7 +165,10 @@ def _check_bucket(option: str, value: object, scheme: str, rest: str, example: s
     """Refuse an object-store URL ``scheme:rest`` with credentials in it or no bucket
     (a root and a ``segment.path`` alike; ``example``: the prefix a message shows)."""
     authority = rest[2:].split("/", 1)[0] if rest.startswith("//") else ""
-    if "@" in authority:  # never echo it: the part before '@' is a credential
+    userinfo = authority.rpartition("@")[0]
+    if userinfo and FAMILIES.get(scheme) == "azure" and ":" not in userinfo:
+        userinfo = ""  # Azure's <container>@<account>.dfs.core.windows.net: no credential
+    if userinfo:  # never echo it: the part before '@' is a credential
         raise ConfigError(
             option,
             f"{scheme}://***@{authority.rsplit('@', 1)[1]}/...",
