@@ -140,7 +140,10 @@ def create_store(args: StoreArgs) -> QuiverStore:
         raise CliError(str(e)) from e
     if new and config.segment.path:
         try:  # reach the segments location before the store is made
-            SegmentLocation(config.segment.path).partitions()
+            location = SegmentLocation(
+                config.segment.path, storage_options=args.storage_options or None
+            )
+            location.partitions()
         except Exception as e:
             raise CliError(
                 f"segments location {config.segment.path} cannot be reached: "
