@@ -16,6 +16,7 @@ from .config import config
 from .exits import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TROUBLE
 from .fsck import fsck
 from .gc import gc
+from .interrupt import say_interrupted
 from .metrics import metrics
 from .status import status
 from .subscribers import subscribers
@@ -33,7 +34,8 @@ class QuiverGroup(click.Group):
     filesystem backend failing half-way, a bug) becomes ``Error: <type>: <message>``
     with exit 1, and its traceback goes to the debug log (``-vv``), never to a user
     who did not ask for it. Ctrl-C exits 130 with one line, never 1 (which ``fsck``
-    uses for an unhealthy store).
+    uses for an unhealthy store); a command that cannot get back to Python to see it
+    (a request that is not answered) is ended by :mod:`.interrupt`.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -50,7 +52,7 @@ class QuiverGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())  # no flush at exit complains again
             raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
         except KeyboardInterrupt:  # not an unhealthy store (exit 1): the shell's 130
-            click.echo("Interrupted.", err=True)
+            say_interrupted()  # once: the watcher of .interrupt may be ending the process
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
         except Exception as e:
             log.debug("quiver.cli.unexpected", exc_info=True)
