@@ -30,7 +30,7 @@ from .errors import (
 )
 from .objects import ObjectStore
 from .objects.writes import retry_conflicts
-from .policy import ensure_policy, policy_of, read_policy, reconcile
+from .policy import ensure_policy, policy_before_store, policy_of, read_policy, reconcile
 from .root_kind import root_kind
 from .urls import check_url, location_key
 
@@ -59,7 +59,9 @@ def load_or_create_descriptor(
 
     Created if absent: of two first openers racing, exactly one writes it and the
     other reads that one, so both run on one store (one ``uuid``, one set of
-    locations).
+    locations). STORE is the creation's last write, its commit point (ARCHITECTURE.md
+    §6.1): POLICY and POLICY.copy come first, so a creation stopped at any point
+    leaves no store (a later creation adopts the POLICY it left) or a whole one.
     """
     got = objects.get(STORE_KEY)
     if got is not None:
@@ -73,6 +75,7 @@ def load_or_create_descriptor(
     kind.check_segment_path(config, f"{objects.url}/{fmt.SEGMENTS_DIR}")
     if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
         check_url("segment.path", config.segment.path)
+    policy_before_store(objects, config)
     body = {
         "format": STORE_FORMAT,
         "uuid": uuid.uuid4().hex,

@@ -320,11 +320,49 @@ def ensure_policy(objects: ObjectStore, config: StoreConfig) -> StorePolicy:
     return first
 
 
-def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
+def policy_before_store(objects: ObjectStore, config: StoreConfig) -> StorePolicy:
+    """POLICY and POLICY.copy, written by a store's creator before STORE, the object
+    that makes the root a store (ARCHITECTURE.md §6.1), so a creation stopped at any
+    point leaves no store or a whole one.
+
+    A POLICY already there without a STORE was recorded by a creation that did not
+    finish, or by one running now: it is adopted (of two creators one records it and
+    the other reads that one), its copy written if missing, and an explicit option of
+    ``config`` that contradicts it is refused before STORE exists. A failure to write
+    the copy fails the creation here (nothing makes the root a store yet); an error
+    reading POLICY too (EIO, nothing answering): a store is never made without one.
+    """
+    first = dataclasses.replace(policy_of(config), generation=1, updated_ns=time.time_ns())
+    data = fmt.encode_frame(MAGIC_POLICY, first.to_body())
+    try:
+        current, got = _read(objects)
+        if current is None:
+            try:
+                retry_conflicts(lambda: objects.create(POLICY_FILE, data))
+            except ObjectExists:  # another creator recorded it meanwhile: that one
+                current, got = _read(objects)
+            else:
+                _write_copy(objects, data, first.generation)
+                return first
+    except CorruptionError:  # damaged leftovers: adopted as any store's damaged POLICY
+        damaged = read_policy(objects)
+        assert damaged is not None
+        return damaged
+    if current is None or got is None:
+        raise QuiverError(f"{objects.display(POLICY_FILE)} was removed while the store was created")
+    reconcile(objects.url, current, config, unfinished=True)
+    _write_copy(objects, got.data, current.generation)
+    return current
+
+
+def reconcile(
+    root: str, policy: StorePolicy, config: StoreConfig, *, unfinished: bool = False
+) -> None:
     """Refuse an explicit option of ``config`` that contradicts ``policy``.
 
     An option counts as explicit when it was given (``config.explicit``) or, for a
-    config built in code, when its value differs from the default.
+    config built in code, when its value differs from the default. ``unfinished``:
+    ``policy`` was recorded by a creation of the store that has not written its STORE.
     """
     if policy.damaged is not None:
         return  # nothing to compare with: the conservative reading applies to everyone
@@ -334,12 +372,17 @@ def reconcile(root: str, policy: StorePolicy, config: StoreConfig) -> None:
         given = mine.value(option)
         explicit = option in config.explicit or given != default.value(option)
         if explicit and given != policy.value(option):
+            recorded = f"{option}={policy.shown(option)} (generation {policy.generation})"
             raise PolicyConflictError(
                 option,
                 show(option, given),
-                f"the store's recorded policy, {option}={policy.shown(option)} "
-                f"(generation {policy.generation}); omit the option to use it, or change "
-                f"the store's policy with: quiver config {root} set {option}=VALUE",
+                f"the policy recorded by a creation of the store at {root} that has not "
+                f"finished (there is no STORE yet), {recorded}; omit the option to create "
+                f"the store with it, then change it with: quiver config {root} set "
+                f"{option}=VALUE"
+                if unfinished
+                else f"the store's recorded policy, {recorded}; omit the option to use it, "
+                f"or change the store's policy with: quiver config {root} set {option}=VALUE",
             )
 
 

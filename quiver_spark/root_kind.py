@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -68,6 +69,19 @@ def default_wal_root(root: str) -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     digest = hashlib.sha256(root.encode()).hexdigest()[:16]
     return os.path.join(base, "quiver-spark", "wal", digest)
+
+
+_BEFORE_STORE = re.compile(
+    r"(?:POLICY|POLICY\.copy|\.objects\.lock"
+    r"|(?:STORE|POLICY|POLICY\.copy)(?:\.[0-9]+-[0-9]+-[0-9a-f]+)?\.tmp)"
+)
+
+
+def before_store(name: str) -> bool:
+    """Whether ``name``, in a POSIX root without STORE, is what a creation writes before
+    its STORE (ARCHITECTURE.md §6.1: POLICY, POLICY.copy, their temporary files, the
+    directory's lock): such a root is no store yet, and a creation may make one there."""
+    return _BEFORE_STORE.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -232,7 +246,9 @@ class FileRoot:
     def check_new_root(root: str, shown: str) -> bool:
         if os.path.exists(os.path.join(root, fmt.STORE_FILE)):
             return False
-        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+        if os.path.exists(root) and (
+            not os.path.isdir(root) or not all(map(before_store, os.listdir(root)))
+        ):
             raise StoreNotFoundError(
                 f"{shown} exists and is not a Quiver store; --create makes a store only "
                 "in a new or empty directory"
