@@ -7,6 +7,8 @@ import time
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's Python workers: this Python
 from pyspark.sql import SparkSession
 
+from quiver_spark import QuiverStore
+
 work = tempfile.mkdtemp(prefix="quiver-quickstart-")  # any writable directory
 store = f"{work}/quiver"
 spark = (
@@ -40,6 +42,11 @@ deadline = time.monotonic() + 60
 while (rows := spark.read.format("quiver").load(store).count()) < 1010:
     assert time.monotonic() < deadline, f"only {rows} rows readable after 60 s"
     time.sleep(0.5)
+
+# a second subscriber, registered before the first one reads: the store keeps each
+# segment until both have read it (`quiver status`, below, shows this one's lag)
+with QuiverStore.open(store, partition=None, create=False) as handle:
+    handle.subscribers.register("warehouse_loader")
 
 # consumer: a subscriber gets every row exactly once; its acknowledgements free the disk
 consumer = (

@@ -5,7 +5,8 @@ and that file is run as a user runs it: ``python quickstart.py`` from a scratch
 directory, with no ``PYTHONPATH``, no ``PYSPARK_PYTHON`` and no registration call,
 once with the built wheel installed into a fresh virtualenv and once in the
 environment ``make venv`` builds (an editable install, which PySpark's module listing
-must still find). The latter starts from the dependencies the running test environment
+must still find). It leaves the store the README's shell walkthrough starts from:
+every segment kept for a subscriber that has read nothing yet. The latter starts from the dependencies the running test environment
 already holds (hard links of its site-packages, without this project's own install),
 so that ``make venv`` resolves them as installed and installs only the project: what
 is measured is the Makefile and the editable install, not the download of every
@@ -14,6 +15,7 @@ dependency, which building the test environment itself already did.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -62,7 +64,14 @@ def test_the_quickstart_runs_with_the_installed_wheel(fresh_venv: FreshVenv) -> 
     workdir = fresh_venv.scratch / "quickstart-wheel"
     workdir.mkdir()
     out = run_quickstart(fresh_venv, workdir)
-    assert re.search(r"^exported 1010 rows from /\S+/quiver$", out, re.M), out
+    printed = re.search(r"^exported 1010 rows from (/\S+/quiver)$", out, re.M)
+    assert printed, out
+    # what the README's shell walkthrough starts from: every segment kept for the
+    # subscriber that has read nothing yet
+    doc = json.loads(fresh_venv.quiver("status", printed.group(1), "--json"))
+    assert sum(p["rows"] for p in doc["partitions"]) == 1010
+    lag = {s["name"]: s["lag_segments"] for s in doc["subscribers"]}
+    assert lag["warehouse_loader"] == doc["totals"]["segments"] > 0, lag
 
 
 def test_the_quickstart_runs_in_the_environment_make_builds(integration_root: Path) -> None:
