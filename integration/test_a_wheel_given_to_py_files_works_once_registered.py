@@ -8,7 +8,9 @@ this package). Where a dependency is missing, the call fails in one line naming
 ``--archives``, the way that carries them (docs/cluster.md, section 1).
 
 Run with ``spark-submit`` in local mode from a scratch directory, in environments
-hard-linked from the running one without this project's own install.
+hard-linked from the running one without this project's own install. Two
+``spark-submit`` runs took 45 s to 95 s on this 2-core machine under other tests'
+load: ``make soak`` runs them, ``make test`` does not.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from integration.harness import FreshVenv, _base_python, link_dependencies, run
+
+pytestmark = pytest.mark.soak
 
 APP = """
 import tempfile
