@@ -137,13 +137,28 @@ def is_object_url(path: object) -> bool:
 is_object_root = is_object_url
 
 
+class StoreRoot(str):
+    """A store root :func:`root_location` made: handed to it again (by the store's
+    open, after the Spark layer or the CLI resolved it), it is taken as it is, so a
+    handle parses its root once."""
+
+    __slots__ = ()
+
+
 def root_location(option: str, value: object) -> str:
     """A store root: an object-store URL (``s3://bucket/prefix``) as given without a
-    trailing slash, or a local path made absolute (:func:`local_path`).
+    trailing slash, or a local path made absolute (:func:`local_path`); a
+    :class:`StoreRoot` (what this returns) as it is.
 
     >>> root_location("path", "s3://bucket/store/")
     's3://bucket/store'
     """
+    if isinstance(value, StoreRoot):
+        return value
+    return StoreRoot(_parse_root(option, value))
+
+
+def _parse_root(option: str, value: object) -> str:
     raw = str(value).strip() if value is not None else ""
     split = _split(raw)
     if split is None or split[0] in LOCAL_SCHEMES:

@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from ..errors import QuiverError
 from ..subscription import check_reader_root
 from . import source
-from .options import source_root
+from .options import source_root, spark_options
 from .user_errors import guarded, one_line, worker_logging
 
 _READER_METHODS = ("pushFilters", "partitions", "read")
@@ -63,27 +63,29 @@ class QuiverDataSource(DataSource):
     def schema(self) -> StructType | str:
         from .source_read import store_spark_schema
 
-        check_reader_root(source_root(self.options))
-        return store_spark_schema(self.options)
+        options = spark_options(self.options)  # folded once for the whole call
+        check_reader_root(source_root(options))
+        return store_spark_schema(options)
 
     @one_line
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import QuiverBatchWriter
 
-        return QuiverBatchWriter(self.options, schema, overwrite)
+        return QuiverBatchWriter(spark_options(self.options), schema, overwrite)
 
     @one_line
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .sink import QuiverStreamWriter
 
-        return QuiverStreamWriter(self.options, schema, overwrite)
+        return QuiverStreamWriter(spark_options(self.options), schema, overwrite)
 
     @one_line
     def reader(self, schema: StructType) -> DataSourceReader:
-        check_reader_root(source_root(self.options))
+        options = spark_options(self.options)
+        check_reader_root(source_root(options))
         if in_filter_pushdown_worker():
-            return QuiverBatchReader(self.options, schema)
-        return QuiverBatchReaderNoPushdown(self.options, schema)
+            return QuiverBatchReader(options, schema)
+        return QuiverBatchReaderNoPushdown(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         # PySpark 4.3's stream runner calls ``reader.stop()`` in a ``finally`` around the
@@ -92,7 +94,7 @@ class QuiverDataSource(DataSource):
         # first call, where the runner reports it as it is.
         worker_logging()  # not one_line: the stream runner's first Quiver call
         try:
-            return QuiverStreamReader(self.options, schema)
+            return QuiverStreamReader(spark_options(self.options), schema)
         except QuiverError as e:
             return RefusedStreamReader(e)
 

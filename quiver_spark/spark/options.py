@@ -45,7 +45,16 @@ PATH_ALLOWED = (
 )
 
 
-def spark_options(options: Mapping[str, Any]) -> dict[str, str]:
+class SparkOptions(dict[str, str]):
+    """A query's options folded once (:func:`spark_options`): handed to any function
+    of this module again they are taken as they are, so a handle reads the store
+    profile once and parses its root once (:attr:`root`)."""
+
+    root: str | None = None
+    """The store root, once :func:`store_root` parsed it."""
+
+
+def spark_options(options: Mapping[str, Any]) -> SparkOptions:
     """Options with lower-cased keys and the store profile folded in (explicit wins;
     :func:`~quiver_spark.options.merged_options` states the precedence).
 
@@ -56,9 +65,11 @@ def spark_options(options: Mapping[str, Any]) -> dict[str, str]:
     ``maxsegmentspertrigger`` (Spark's spelling after its case-insensitive map) are one
     key.
     """
+    if isinstance(options, SparkOptions):
+        return options
     explicit = {str(k).lower(): v for k, v in options.items() if v is not None}
     merged = merged_options(explicit)  # the profile's first, then the explicit ones
-    return {str(k).lower(): str(v) for k, v in merged.items()}
+    return SparkOptions({str(k).lower(): str(v) for k, v in merged.items()})
 
 
 def store_root(options: Mapping[str, Any]) -> str:
@@ -69,10 +80,12 @@ def store_root(options: Mapping[str, Any]) -> str:
     may go elsewhere (``segment.path``: an object-store URL or any fsspec URL).
     """
     opts = spark_options(options)
-    raw = opts.get(PATH)
-    if raw is None or not str(raw).strip():
-        raise ConfigError(PATH, raw, PATH_ALLOWED)
-    return root_location(PATH, raw)
+    if opts.root is None:
+        raw = opts.get(PATH)
+        if raw is None or not str(raw).strip():
+            raise ConfigError(PATH, raw, PATH_ALLOWED)
+        opts.root = root_location(PATH, raw)
+    return opts.root
 
 
 def storage_options(options: Mapping[str, Any]) -> dict[str, str]:

@@ -49,7 +49,7 @@ from ..errors import (
 )
 from ..store import QuiverStore
 from . import slots
-from .options import storage_options, validate_sink_options
+from .options import spark_options, storage_options, validate_sink_options
 from .user_errors import one_line
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class _QuiverWriterBase:
                 "append: a Quiver store is an append-only buffer whose consumers track "
                 "what they read; remove the store directory (or write to a new path) to start over",
             )
-        self.options = {str(k): str(v) for k, v in options.items() if v is not None}
+        self.options = spark_options(options)  # folded once: the profile read once
         self.root, self.config = validate_sink_options(self.options)
         self.storage = storage_options(self.options)
         self.spark_schema = schema

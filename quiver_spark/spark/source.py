@@ -67,7 +67,7 @@ from ..subscription import (
     read_tasks,
 )
 from .offsets import QuiverOffset, offset_json
-from .options import store_config
+from .options import spark_options, store_config
 from .source_options import SourceOptions, parse_source_options
 from .source_read import (
     QuiverInputPartition,
@@ -85,7 +85,7 @@ class _QuiverReading:
     def _init_reading(
         self, options: Mapping[str, Any], schema: StructType, *, streaming: bool
     ) -> None:
-        self.options = dict(options)
+        self.options = spark_options(options)  # folded once: the profile read once
         self.schema = schema
         self.opts: SourceOptions = parse_source_options(self.options, streaming=streaming)
         self.config = store_config(self.options)
