@@ -48,8 +48,10 @@ class CommitLog:
     def __init__(self, objects: ObjectStore, store: str | None = None) -> None:
         self.objects = objects
         self.store = store
-        self.on_objects = local_of(objects) is None
-        """Whether the records are objects in a bucket (each read a request)."""
+        self.lookups_back_off = local_of(objects) is None
+        """Whether a writer looks for an undecided transaction's record ever more rarely
+        once its grace is over: the records are objects in a bucket, each look a
+        request (§9); a POSIX root's look is a file read."""
         # decisions this instance has made durable (on POSIX: their names fsynced):
         # only these are ever returned without reading (and syncing) them again
         self._cache: dict[tuple[str, int], CommitRecord] = {}

@@ -2,14 +2,19 @@
 
 ================  ===================================================================
 ``writer``        :class:`PartitionWriter`, the live writer (appends, transactions,
-                  finalize, maintenance, status); it applies the recovery plans
+                  finalize, maintenance, status, close)
+``sealing``       its state, the admission of rows into the open segment and the
+                  finalize: ``.arrow``, STATE's commit point, publication, WAL
+                  truncation (§7.2)
+``rebuild``       its recovery: the plans of ``recovery`` applied, at open and in
+                  place after a failed I/O (§7.3, §7.4)
 ``recovery``      planning a recovery at open and after a failed I/O (§7.3, §7.4):
                   reads STATE, the ack log, the MANIFEST and ``txns/``, returns frozen
                   plans; writes nothing
 ``failure``       what a failed I/O left the writer with, and the cut of a failed WAL
                   (§7.4)
-``publication``   the writer's publication on an object root: lease check, a seq
-                  taken by another holder (§12.4)
+``publication``   the writer's publication: lease check, a seq taken by another
+                  holder where the MANIFEST publishes (§12.4)
 ``staged``        the writer's bookkeeping of its partition's staged transactions on an
                   object root: failed deletes, another incarnation's, the txn floor
                   (§12.6)

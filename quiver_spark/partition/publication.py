@@ -1,8 +1,11 @@
-"""A writer's publication on an object root (ARCHITECTURE.md §12.4).
+"""A partition writer's publication of its own segment (ARCHITECTURE.md §5.4, §12.4).
 
-The MANIFEST is the publication point. Before a publication the writer still holds its
-lease with margin (:func:`check_lease`); a seq another holder's objects took is
-recorded void and the same bytes go out at the next free seq (:func:`publish_own`).
+Before a publication the writer still holds its lease with margin
+(:func:`check_lease`; no lease, nothing to check: a POSIX root's flock is the
+writer's). Where the MANIFEST is the publication point, a seq another holder's objects
+took is recorded void and the same bytes go out at the next free seq
+(:func:`publish_own`); where the ``.meta`` publishes no seq is ever taken, and
+:func:`publish_own` is the location's plain publication.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ MOVES = 16
 
 
 def check_lease(lease: Lease | None) -> None:
-    """Before a publication on an object root: the writer still holds ``lease``. A lost
-    one raises LeaseLostError; one with less than half its ttl left since its last
-    renewal (the process was paused, its keeper fell behind) is renewed first, which
-    raises LeaseLostError when another holder took it over."""
+    """Before a publication: the writer still holds ``lease`` (None, a POSIX root's
+    writer: nothing to check). A lost one raises LeaseLostError; one with less than
+    half its ttl left since its last renewal (the process was paused, its keeper fell
+    behind) is renewed first, which raises LeaseLostError when another holder took it
+    over."""
     if lease is None:
         return
     keeper = lease.keeper
@@ -44,7 +48,9 @@ def publish_own(
 ) -> SegmentMeta:
     """Publish the segment ``meta`` of ``pid``'s writer; returns the metadata published.
 
-    When another holder's ``.meta`` took its seq, the seq is recorded void in the
+    Where the ``.meta`` publishes, this is :meth:`SegmentLocation.publish` (``txns``
+    and ``txn_floor`` are recorded nowhere there). When another holder's ``.meta``
+    took its seq (the MANIFEST publishes), the seq is recorded void in the
     MANIFEST (a later holder's epoch there raises LeaseLostError: the writer was
     fenced) and the same bytes are uploaded again at the first free seq from
     ``next_seq`` (the writer's next segment seq) on; ``commit(moved)`` makes the

@@ -3,13 +3,15 @@
 Recovery at open (ARCHITECTURE.md §7.3), and in place after a failed I/O in a process
 that goes on (§7.4), reads STATE, the ack log's ``DELETED`` facts, the segment
 location and, on an object root, the partition's MANIFEST and staged transactions.
-The functions here read and decide; they write nothing. The writer
-(:class:`~quiver_spark.partition.writer.PartitionWriter`) applies what they return,
+The functions here read and decide, asking the segment location's publication
+(:class:`~quiver_spark.segment.publication.Publication`) wherever the two kinds of
+root differ; they write nothing. The writer
+(:class:`~quiver_spark.partition.rebuild.RecoveringWriter`) applies what they return,
 in this order:
 
 1. :func:`read_state` and :func:`deleted_marks`: what STATE and the ack log say;
-2. the writer fences (object root: its lease checked, the MANIFEST brought to its
-   epoch before anything is listed or removed, §12.7);
+2. the writer fences (its lease checked; where the MANIFEST publishes, the MANIFEST
+   brought to its epoch before anything is listed or removed, §12.7);
 3. :func:`plan_publishing`: what becomes of the segment STATE names as
    ``publishing`` (:class:`PublishingPlan`); the writer carries it out;
 4. the writer removes stale files and brings its MANIFEST up to date;
@@ -25,7 +27,6 @@ after the fence, the floors after the cleanup), so there are several, not one.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from ..fs import FileIO
 from ..ranges import RangeSet
 from ..seams import NO_DELETIONS, DeletedMarks, DeletedSegments
 from ..segment import CleanupReport, SegmentLocation, SegmentMeta
-from ..staging import staged_ids
+from ..segment.publication import Publishing
 from ..wal import WalDecoder, WalRecovery, decode_txn
 from .model import Txn
 
@@ -84,50 +85,28 @@ def read_state(io: FileIO, path: str) -> dict:
 
 
 def deleted_marks(
-    state: Mapping[str, Any], pid: str, deleted: DeletedSegments | None, *, on_objects: bool
+    state: Mapping[str, Any], pid: str, deleted: DeletedSegments | None, *, needed: bool
 ) -> DeletedMarks:
     """The ack log's DELETED facts for ``pid`` (retention records them before it
     unlinks): the one durable trace of segments that are gone, read only when STATE
     cannot tell (missing: a new or lost ``wal.path``) or names a segment as
-    ``publishing`` (its ``.meta`` may be missing). On an object root a damaged ack log
-    stops no new machine: its floor is the MANIFEST's alone then (§11)."""
+    ``publishing`` (its ``.meta`` may be missing). Unless they are ``needed``
+    (:attr:`~quiver_spark.segment.publication.Publication.needs_deleted_marks`), a
+    damaged ack log stops no new writer: its floor is the MANIFEST's alone then (§11)."""
     if deleted is not None and state.get("publishing"):
         return deleted.deleted_marks(pid)
     if deleted is not None and "partition" not in state:
         try:
             return deleted.deleted_marks(pid)
         except CorruptionError as e:
-            if not on_objects:
+            if needed:
                 raise
-            # an object root's MANIFEST still keeps every seq published below its high
+            # the MANIFEST still keeps every seq published below its high
             log.warning("quiver.recovery.deleted_marks_unread partition=%s: %s", pid, e)
     return NO_DELETIONS
 
 
 # -- §7.3 step 2: the segment STATE names as publishing ---------------------------------
-class Publishing(enum.Enum):
-    """What becomes of the segment STATE names as ``publishing``."""
-
-    NONE = "none"
-    """STATE names none."""
-    DELETED = "deleted"
-    """It was published and retention deleted it since: left alone."""
-    PUBLISHED = "published"
-    """POSIX: its ``.meta`` is there: left alone."""
-    FINISH = "finish"
-    """POSIX: a crash between the commit point and publication: publish it."""
-    AGAIN = "again"
-    """POSIX, after a failure in this process: write its ``.meta`` again (its name may
-    not be durable)."""
-    OWN = "own"
-    """Object root: publish it as this writer's (moved when its seq is taken, §12.4);
-    this STATE is the one word that it is this writer's."""
-    SEALED_ELSEWHERE = "sealed_elsewhere"
-    """Object root: a sealer published some of its transactions from their staged
-    objects while this writer was away (§12.6): never published; its WAL ranges are
-    read again and those transactions skipped."""
-
-
 @dataclass(frozen=True)
 class PublishingPlan:
     """What :func:`plan_publishing` decided for STATE's ``publishing`` segment."""
@@ -146,23 +125,6 @@ class PublishingPlan:
         return self.action in (Publishing.FINISH, Publishing.AGAIN, Publishing.OWN)
 
 
-def _sealed_txns(segments: SegmentLocation, pid: str) -> set[int]:
-    """Object root: the transaction ids the partition's MANIFEST records (one GET)."""
-    manifests = segments.manifests
-    if manifests is None or not segments.manifest_publishes:
-        return set()
-    try:
-        m = manifests.read(pid)
-    except CorruptionError:
-        return set()
-    return m.sealed_txns() if m is not None else set()
-
-
-def _published_then_deleted(pid: str, seq: int) -> PublishingPlan:
-    log.info("quiver.recovery.published_then_deleted partition=%s seq=%d", pid, seq)
-    return PublishingPlan(Publishing.DELETED)
-
-
 def plan_publishing(
     state: Mapping[str, Any],
     deleted: DeletedMarks,
@@ -172,39 +134,21 @@ def plan_publishing(
     *,
     republish: bool,
 ) -> PublishingPlan:
-    """Decide what becomes of STATE's ``publishing`` segment; on an object root after
-    the writer fenced. Reads the MANIFEST (object root, when STATE names transactions)
-    or whether the ``.meta`` exists (POSIX, unless ``republish``: after a failure in
-    this process its ``.meta`` is written again even if it exists)."""
+    """Decide what becomes of STATE's ``publishing`` segment, after the writer fenced:
+    the location's publication answers (:meth:`~quiver_spark.segment.publication.
+    Publication.settle`: whether its ``.meta`` exists, unless ``republish``: after a
+    failure in this process its ``.meta`` is written again even if it exists; or,
+    where the MANIFEST publishes, whether it records the transactions STATE names)."""
     body = state.get("publishing")
     if not body:
         return PublishingPlan(Publishing.NONE)
     meta = SegmentMeta.from_body(state_path, body)
-    if segments.manifest_publishes:
-        txns = tuple(int(t) for t in state.get("publishing_txns", ()))
-        taken = set(txns) & _sealed_txns(segments, pid) if txns else set()
-        if deleted.holds(meta.seq):
-            return _published_then_deleted(pid, meta.seq)
-        if taken:
-            log.warning(
-                "quiver.recovery.sealed_elsewhere partition=%s seq=%d txns=%s",
-                pid,
-                meta.seq,
-                sorted(taken),
-            )
-            return PublishingPlan(Publishing.SEALED_ELSEWHERE, meta, txns)
-        return PublishingPlan(Publishing.OWN, meta, txns)
-    if republish and not deleted.holds(meta.seq):
-        return PublishingPlan(Publishing.AGAIN, meta)
-    if segments.is_published(pid, meta.seq):
-        return PublishingPlan(Publishing.PUBLISHED, meta)
-    # Either a crash between the STATE commit point and publication (the .arrow is
-    # there: finish publishing), or the segment was published and retention deleted
-    # it since (the ack log says so, or the .arrow is gone; retention may die between
-    # the two unlinks, leaving the .arrow).
-    if deleted.holds(meta.seq):
-        return _published_then_deleted(pid, meta.seq)
-    return PublishingPlan(Publishing.FINISH, meta)
+    txns = tuple(int(t) for t in state.get("publishing_txns", ()))
+    action = segments.publication.settle(meta, txns, deleted, republish=republish)
+    if action is Publishing.DELETED:
+        log.info("quiver.recovery.published_then_deleted partition=%s seq=%d", pid, meta.seq)
+        return PublishingPlan(Publishing.DELETED)
+    return PublishingPlan(action, meta, txns)
 
 
 def gone_unpublished(
@@ -244,29 +188,26 @@ def next_segment_seq(
     deleted: DeletedMarks,
     cleanup: CleanupReport,
     manifest: Manifest | None,
-    *,
-    on_objects: bool,
 ) -> int:
     """The next segment seq: STATE's ``next_seq`` (as the settling of its
     ``publishing`` segment left it), raised above every seq that must not be used
-    again. POSIX: an unpublished orphan's seq is reused (no reader saw it) and every
-    seq ever published stays below (listed, quarantined, recorded deleted in the ack
-    log, or below the MANIFEST's high). Object root: above every seq under which any
-    object was seen (its first publication records those it passed over void, §12.4)."""
+    again: every seq ever published (listed, quarantined, recorded deleted in the ack
+    log, or below the MANIFEST's high) and the seqs the cleanup left taken
+    (``highest_taken``: an unpublished orphan's seq is reused where the cleanup
+    removed it, no reader saw it; where it was left, another holder's perhaps, the
+    writer starts above it and its first publication records it void, §12.4)."""
     high = manifest.high if manifest is not None else 0
-    seen = cleanup.max_seq_seen if on_objects else cleanup.max_published_seq
-    return max(next_seq, max(seen, deleted.highest, high) + 1)
+    return max(next_seq, max(cleanup.highest_taken, deleted.highest, high) + 1)
 
 
 def list_staged(
     segments: SegmentLocation, pid: str, manifest: Manifest | None
 ) -> tuple[int, ...] | None:
-    """Object root with a MANIFEST: the staged transactions under ``txns/`` (one LIST);
-    None elsewhere."""
-    if not segments.manifest_publishes or manifest is None:
+    """With a MANIFEST to list against: the staged transactions under ``txns/`` (one
+    LIST where transactions are staged); None otherwise."""
+    if manifest is None:
         return None
-    assert segments.manifests is not None
-    return tuple(staged_ids(segments.manifests.objects, pid))
+    return segments.publication.staged_txns(pid)
 
 
 @dataclass(frozen=True)
@@ -312,13 +253,15 @@ def plan_recovery(
     staged: tuple[int, ...] | None,
     *,
     covered: RangeSet,
-    on_objects: bool,
+    unlisted_ceiling: int | None,
 ) -> RecoveryPlan:
     """The transactions and the record floor of a recovery, from the MANIFEST, the
-    ``staged`` transactions :func:`list_staged` listed and the seqs ``covered``."""
+    ``staged`` transactions :func:`list_staged` listed and the seqs ``covered``;
+    ``unlisted_ceiling``: the txn ceiling when nothing was listed
+    (:attr:`~quiver_spark.segment.publication.Publication.unlisted_txn_ceiling`)."""
     record_floor = max((hi for _, hi in covered), default=0) + 1
     if staged is None or manifest is None:
-        return RecoveryPlan(record_floor, txn_ceiling=0 if on_objects else None)
+        return RecoveryPlan(record_floor, txn_ceiling=unlisted_ceiling)
     sealed = manifest.sealed_txns()
     txn_floor = max([*sealed, *staged, manifest.txn_floor], default=0)
     return RecoveryPlan(

@@ -64,9 +64,8 @@ class StagedBook:
     def drop(self, txns: tuple[int, ...]) -> None:
         """The staged objects of transactions now in the MANIFEST are garbage (§12.6);
         removed best effort: a failed delete is retried with the writer's next
-        publication (and the next observer pass removes leftovers)."""
-        if not self.segments.manifest_publishes:
-            return
+        publication (and the next observer pass removes leftovers). Only those the
+        MANIFEST at hand names (none where it does not publish: nothing is staged)."""
         # never the staged object of a transaction the MANIFEST does not name: its rows
         # would be nowhere else once this writer's WAL is gone
         wanted = sorted({*txns, *self.undropped})

@@ -71,6 +71,10 @@ class CleanupReport:
     """Highest seq that was ever published and still leaves a trace on disk: a
     ``.meta`` in the partition directory or any file in ``quarantine/``. Unpublished
     ``.arrow`` orphans do not count: no reader ever saw their seq."""
+    highest_taken: int = 0
+    """Highest seq the partition's writer must not use again: ``max_published_seq``
+    when the unpublished ``.arrow`` files were removed (their seqs are free again),
+    ``max_seq_seen`` when they were left (another holder's, §12.4)."""
 
 
 class SegmentLocation:
@@ -123,10 +127,6 @@ class SegmentLocation:
             if objects is not None and manifests is not None
             else FilePublication(self._files, manifests)
         )
-        self.manifest_publishes = self._publication.manifest_publishes
-        """On an object root the MANIFEST is the publication point (§12.4): a segment
-        is published iff its partition's MANIFEST lists it; a ``.meta`` it does not
-        list is an orphan of another lease holder, never read."""
         self.quarantined_total = 0
         """Segments quarantined through this instance (a metric for the store)."""
 
@@ -144,6 +144,12 @@ class SegmentLocation:
     @deleted_marks.setter
     def deleted_marks(self, marks: Callable[[str], DeletedMarks] | None) -> None:
         self._publication.deleted_marks = marks
+
+    @property
+    def publication(self) -> Publication:
+        """What makes a segment of this location published (§5.4, §12.4), and what the
+        partition's writer does differently because of it: the one place it asks."""
+        return self._publication
 
     @property
     def backend(self) -> SegmentBackend:
@@ -651,16 +657,19 @@ class SegmentLocation:
             log.info("quiver.segment.delete_finished partition=%s seqs=%s", partition, left)
         return left
 
-    def cleanup(self, partition: str, *, unpublished: bool = True) -> CleanupReport:
+    def cleanup(self, partition: str, *, unpublished: bool | None = None) -> CleanupReport:
         """Remove ``*.tmp`` files and (``unpublished``) unpublished ``.arrow`` files of
         ``partition``.
 
         ``max_seq_seen`` is the highest seq of any segment file found, orphans and
         quarantined ones included, so the store's sequence floor never reuses one.
-        An object root's writer passes ``unpublished=False``: it never removes an
-        object it did not publish (another holder's upload in flight), and starts
-        above every seq seen instead (§12.4).
+        ``unpublished`` defaults to what the publication says
+        (:attr:`~.publication.Publication.keeps_unpublished`): on an object root a
+        writer never removes an object it did not publish (another holder's upload in
+        flight), and starts above every seq seen instead (§12.4).
         """
+        if unpublished is None:
+            unpublished = not self._publication.keeps_unpublished
         validate_name("partition", partition)
         d = self._b.join(partition)
         names = list(self._b.entries(d))
@@ -683,7 +692,12 @@ class SegmentLocation:
         removed = [self._b.display(p) for p in self._b.remove(doomed)]
         if removed:
             log.info("quiver.segment.cleanup partition=%s removed=%s", partition, removed)
-        return CleanupReport(removed=removed, max_seq_seen=max_seq, max_published_seq=max_published)
+        return CleanupReport(
+            removed=removed,
+            max_seq_seen=max_seq,
+            max_published_seq=max_published,
+            highest_taken=max_published if unpublished else max_seq,
+        )
 
     def quarantine(self, partition: str, seq: int, reason: str) -> str:
         """Move a damaged segment's files to ``<pid>/quarantine/`` with a reason file.

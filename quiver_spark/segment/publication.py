@@ -20,6 +20,7 @@ with and the MANIFEST changes and views they share.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -54,15 +55,85 @@ Build = Callable[[], Manifest]
 """Makes a partition's MANIFEST from a listing (when it has none or it is damaged)."""
 
 
+class Publishing(enum.Enum):
+    """What becomes of the segment a recovering writer's STATE names as ``publishing``
+    (past its commit point, §7.3 step 2): :meth:`Publication.settle` answers."""
+
+    NONE = "none"
+    """STATE names none."""
+    DELETED = "deleted"
+    """It was published and retention deleted it since: left alone."""
+    PUBLISHED = "published"
+    """POSIX: its ``.meta`` is there: left alone."""
+    FINISH = "finish"
+    """POSIX: a crash between the commit point and publication: publish it."""
+    AGAIN = "again"
+    """POSIX, after a failure in this process: write its ``.meta`` again (its name may
+    not be durable)."""
+    OWN = "own"
+    """Object root: publish it as this writer's (moved when its seq is taken, §12.4);
+    this STATE is the one word that it is this writer's."""
+    SEALED_ELSEWHERE = "sealed_elsewhere"
+    """Object root: a sealer published some of its transactions from their staged
+    objects while this writer was away (§12.6): never published; its WAL ranges are
+    read again and those transactions skipped."""
+
+
 class Publication(Protocol):
     """How a location's segments become published, and every answer that follows:
-    what is published, what a new reader sees, what the MANIFEST records."""
-
-    manifest_publishes: bool
-    """Whether the MANIFEST is the publication point (§12.4) rather than the ``.meta``."""
+    what is published, what a new reader sees, what the MANIFEST records, and what
+    the partition's writer does differently because of it (its publication, its
+    recovery at open)."""
 
     deleted_marks: Callable[[str], DeletedMarks] | None
     """The ack log's record of a partition's deleted segments, when the store has one."""
+
+    # -- what the partition's writer asks (§7.2, §7.3) ------------------------------
+    names_txns: bool
+    """Whether a publication names the transactions whose rows its segment holds (its
+    MANIFEST entry, its ``.meta`` and the writer's STATE, §12.6): a transaction's rows
+    then stay in one segment (but for a schema change within it), under the one schema
+    its staged object has, so that the entry naming it holds all of it."""
+
+    needs_deleted_marks: bool
+    """Whether a writer that opens without STATE (a new partition, a lost ``wal.path``)
+    needs the ack log's deleted marks, so that a damaged ack log stops it: the ack log
+    is then the one durable trace of the seqs retention deleted. False where the
+    MANIFEST and GONE keep every seq ever published (§11): logged, the open goes on."""
+
+    keeps_unpublished: bool
+    """Whether a writer at open leaves the unpublished ``.arrow`` files it finds and
+    starts above their seqs (another holder's upload may be in flight, and a delete
+    cannot be fenced, §12.4), rather than removing them as its own leftovers and
+    reusing their seqs (one writer holds the partition, §5.5)."""
+
+    unlisted_txn_ceiling: int | None
+    """The highest ``txn_floor`` a writer records while no listing of ``txns/`` was
+    taken into account (its open found no MANIFEST to list against): 0 where
+    publications name transactions (a floor above a staged object nobody listed would
+    make it garbage, §12.6); None (no limit) where nothing is staged."""
+
+    def fence(self, partition: str) -> Manifest | None:
+        """A writer at open, before it publishes, lists or removes anything: the
+        MANIFEST brought to its epoch (§12.7), as it now reads; None where the
+        partition's lock alone makes its writer the only one."""
+
+    def manifest_at_open(self, partition: str, fenced: Manifest | None) -> Manifest | None:
+        """A writer at open, once STATE's segment is settled and stale files removed:
+        the MANIFEST its floors and transactions are planned from (``fenced``: what
+        :meth:`fence` returned)."""
+
+    def settle(
+        self, meta: SegmentMeta, txns: tuple[int, ...], deleted: DeletedMarks, *, republish: bool
+    ) -> Publishing:
+        """What becomes of ``meta``, the segment a recovering writer's STATE names as
+        ``publishing`` (``txns``: the transactions STATE says it holds), after the
+        writer fenced; ``deleted``: the ack log's deleted marks; ``republish``: after a
+        failure in this process, whose publication's name may not be durable."""
+
+    def staged_txns(self, partition: str) -> tuple[int, ...] | None:
+        """The staged transactions under the partition's ``txns/`` (one LIST); None
+        where nothing is staged."""
 
     # -- publishing ---------------------------------------------------------------
     def create_arrow(

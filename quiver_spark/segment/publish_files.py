@@ -22,6 +22,7 @@ from .files import DamagedSegment, Found, SegmentFiles, SegmentSurvey
 from .meta import SegmentMeta
 from .publication import (
     PartitionView,
+    Publishing,
     manifest_entries,
     manifest_for_reader,
     manifest_from_survey,
@@ -43,7 +44,10 @@ class FilePublication:
     """The ``.meta`` is the publication point; ``manifests`` (None: the store keeps
     none, every reader lists) is an index of what it published."""
 
-    manifest_publishes = False
+    names_txns = False
+    needs_deleted_marks = True
+    keeps_unpublished = False
+    unlisted_txn_ceiling: int | None = None
 
     def __init__(self, files: SegmentFiles, manifests: ManifestStore | None) -> None:
         self._files = files
@@ -51,6 +55,39 @@ class FilePublication:
         self.deleted_marks: Callable[[str], DeletedMarks] | None = None
         """Never asked: retention removes a segment's ``.meta`` durably before its
         ``.arrow``, so a listing never finds a deleted segment published."""
+
+    # -- what the partition's writer asks -------------------------------------------
+    def fence(self, partition: str) -> Manifest | None:
+        """None: the partition's lock makes its writer the only one; no MANIFEST is
+        claimed."""
+        return None
+
+    def manifest_at_open(self, partition: str, fenced: Manifest | None) -> Manifest | None:
+        """The MANIFEST brought up to date (:meth:`sync_manifest`): written from a
+        listing if it has none (the one-time upgrade) or is damaged; a segment published
+        after its last entry (a publication that died before its manifest step) added."""
+        return self.sync_manifest(partition, 0)
+
+    def settle(
+        self, meta: SegmentMeta, txns: tuple[int, ...], deleted: DeletedMarks, *, republish: bool
+    ) -> Publishing:
+        """The ``.meta`` tells (unless ``republish``: written again even if it exists).
+        Without one, either a crash between the STATE commit point and publication (the
+        ``.arrow`` is there: finish publishing), or the segment was published and
+        retention deleted it since (the ack log says so, or the ``.arrow`` is gone;
+        retention may die between the two unlinks, leaving the ``.arrow``)."""
+        if republish and not deleted.holds(meta.seq):
+            return Publishing.AGAIN
+        _, meta_path = self._files.paths(meta.partition, meta.seq)
+        if self._files.backend.has_file(meta_path):
+            return Publishing.PUBLISHED
+        if deleted.holds(meta.seq):
+            return Publishing.DELETED
+        return Publishing.FINISH
+
+    def staged_txns(self, partition: str) -> tuple[int, ...] | None:
+        """None: nothing is staged, the WAL is on the store's own disk (§12.6)."""
+        return None
 
     # -- publishing ---------------------------------------------------------------
     def create_arrow(

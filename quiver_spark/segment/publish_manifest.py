@@ -33,6 +33,7 @@ from .files import DamagedSegment, Found, SegmentFiles, SegmentSurvey
 from .meta import SegmentMeta
 from .publication import (
     PartitionView,
+    Publishing,
     manifest_entries,
     manifest_for_reader,
     manifest_from_survey,
@@ -66,7 +67,10 @@ class ManifestPublication:
     """The MANIFEST is the publication point (``manifests``: the store's, whose
     ``objects`` hold the staged transactions too)."""
 
-    manifest_publishes = True
+    names_txns = True
+    needs_deleted_marks = False
+    keeps_unpublished = True
+    unlisted_txn_ceiling: int | None = 0
 
     def __init__(self, files: SegmentFiles, manifests: ManifestStore) -> None:
         self._files = files
@@ -83,6 +87,51 @@ class ManifestPublication:
         # transactions each of them names
         self._prepared: dict[str, set[int]] = {}
         self._named: dict[str, dict[int, set[int]]] = {}
+
+    # -- what the partition's writer asks -------------------------------------------
+    def fence(self, partition: str) -> Manifest | None:
+        """The MANIFEST read again and brought to the writer's epoch (:meth:`sync_manifest`):
+        every earlier holder's manifest change fails from here on, and a higher epoch
+        there fences this writer (§12.7)."""
+        return self.sync_manifest(partition, 0)
+
+    def manifest_at_open(self, partition: str, fenced: Manifest | None) -> Manifest | None:
+        """The MANIFEST the writer fenced, as its own publications since left it; nothing
+        added: a ``.meta`` it does not list is not published (§12.4)."""
+        return self._copies.get(partition) or fenced
+
+    def settle(
+        self, meta: SegmentMeta, txns: tuple[int, ...], deleted: DeletedMarks, *, republish: bool
+    ) -> Publishing:
+        """The writer's STATE is the one word that the segment is its own: published as
+        such (moved when another holder's objects took its seq), unless retention
+        deleted it since or a sealer published some of its transactions from their
+        staged objects while this writer was away (one GET of the MANIFEST when STATE
+        names transactions)."""
+        taken = set(txns) & self._sealed_txns(meta.partition) if txns else set()
+        if deleted.holds(meta.seq):
+            return Publishing.DELETED
+        if taken:
+            log.warning(
+                "quiver.recovery.sealed_elsewhere partition=%s seq=%d txns=%s",
+                meta.partition,
+                meta.seq,
+                sorted(taken),
+            )
+            return Publishing.SEALED_ELSEWHERE
+        return Publishing.OWN
+
+    def _sealed_txns(self, partition: str) -> set[int]:
+        """The transaction ids the partition's MANIFEST records (one GET)."""
+        try:
+            m = self._manifests.read(partition)
+        except CorruptionError:
+            return set()
+        return m.sealed_txns() if m is not None else set()
+
+    def staged_txns(self, partition: str) -> tuple[int, ...] | None:
+        """One LIST of ``txns/``."""
+        return tuple(staged_ids(self._manifests.objects, partition))
 
     # -- publishing ---------------------------------------------------------------
     def create_arrow(

@@ -14,6 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import quiver_spark.partition.rebuild as rebuild_module
+import quiver_spark.partition.sealing as sealing_module
 import quiver_spark.partition.writer as writer_module
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.objects.base import CountingObjects
@@ -21,7 +23,7 @@ from quiver_spark.objects.memory import reset_memory
 
 
 class Clock:
-    """``time`` for the writer module, with a monotonic clock the test moves."""
+    """``time`` for the writer's modules, with a monotonic clock the test moves."""
 
     def __init__(self) -> None:
         self.now = time.monotonic()
@@ -52,7 +54,8 @@ def test_an_undecided_transaction_is_looked_for_ever_more_rarely_and_applied_whe
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    monkeypatch.setattr(writer_module, "time", clock)
+    for module in (writer_module, sealing_module, rebuild_module):  # the writer's modules
+        monkeypatch.setattr(module, "time", clock)
     with _open(tmp_path) as store:
         w = store.writer
         assert w is not None
@@ -64,7 +67,7 @@ def test_an_undecided_transaction_is_looked_for_ever_more_rarely_and_applied_whe
         for _ in range(8):  # within the grace period: every tick looks
             w.maintain()
         assert counting.counts["get"] == 8
-        clock.now += writer_module.RESOLVE_GRACE_S
+        clock.now += sealing_module.RESOLVE_GRACE_S
         counting.counts.clear()
         for _ in range(4 * 300):  # five minutes of ticks every 0.25 s
             w.maintain()
@@ -72,7 +75,7 @@ def test_an_undecided_transaction_is_looked_for_ever_more_rarely_and_applied_whe
         assert 10 <= counting.counts["get"] <= 16  # 1, 2, 4, 8, 16, then every 30 s
         assert w.pending_txns()
         store.commit_txn("app", 1, [("p-0", txn)], 3)
-        clock.now += writer_module.RESOLVE_CAP_S
+        clock.now += sealing_module.RESOLVE_CAP_S
         w.maintain()
         assert not w.pending_txns()
         assert store.finalize() is not None
