@@ -8,6 +8,7 @@ and ``except OSError`` for I/O trouble.
 from __future__ import annotations
 
 import enum
+import re
 
 
 class QuiverError(Exception):
@@ -309,7 +310,20 @@ class UnknownOptionError(ConfigError):
 
     def __init__(self, option: str, value: object, allowed: str) -> None:
         super().__init__(option, value, allowed)
-        self.args = (f"unknown option {option!r} (value {value!r}); allowed: {allowed}",)
+        shown = "" if _may_be_secret(option) else f" (value {value!r})"
+        self.args = (f"unknown option {option!r}{shown}; allowed: {allowed}",)
+
+
+_SECRET_WORDS = re.compile(
+    r"secret|password|passwd|token|credential|key|sas|signature|auth|private|session",
+    re.IGNORECASE,
+)
+"""Words in an unknown option's name that make its value a possible credential (a
+misspelt ``storage.`` prefix: ``storge.aws_secret_access_key``), so it is not shown."""
+
+
+def _may_be_secret(option: str) -> bool:
+    return bool(_SECRET_WORDS.search(option))
 
 
 # -- object storage (ARCHITECTURE.md §12, quiver_spark.objects) ------------------------
