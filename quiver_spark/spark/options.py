@@ -53,6 +53,9 @@ class SparkOptions(dict[str, str]):
     root: str | None = None
     """The store root, once :func:`store_root` parsed it."""
 
+    def __repr__(self) -> str:  # names only: the storage.* values may be secrets
+        return f"SparkOptions({sorted(self)})"
+
 
 def spark_options(options: Mapping[str, Any]) -> SparkOptions:
     """Options with lower-cased keys and the store profile folded in (explicit wins;

@@ -46,3 +46,12 @@ def test_reader_and_writer_name_the_misspelt_key_and_never_its_value(
         assert "aws_secret_access_key" in str(err), first_line(err)
         assert "unknown option" in str(err), first_line(err)
         assert SECRET not in str(err), first_line(err)
+
+
+def test_the_folded_options_show_their_names_never_their_values() -> None:
+    """A query's folded options (kept on its readers and writers) print their names only."""
+    from quiver_spark.spark.options import spark_options
+
+    folded = spark_options({"path": "/tmp/q", "storage.aws_secret_access_key": "sekrit-folded-1"})
+    assert "sekrit-folded-1" not in repr(folded) and "sekrit-folded-1" not in str(folded)
+    assert "storage.aws_secret_access_key" in repr(folded)
