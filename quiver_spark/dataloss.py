@@ -37,6 +37,7 @@ from .errors import (
     CorruptionError,
     DataLossError,
     MissingKind,
+    ObjectConflict,
     PreconditionFailed,
     SegmentMissingError,
 )
@@ -311,7 +312,7 @@ class LostLog:
                 else:
                     self.objects.replace(self.key, got.data + data, version=got.version)
                 return
-            except PreconditionFailed:
+            except (PreconditionFailed, ObjectConflict):  # nothing written: again
                 continue
             except OSError as e:
                 log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)

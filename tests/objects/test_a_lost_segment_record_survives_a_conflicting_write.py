@@ -6,6 +6,7 @@ reason to drop the record."""
 from __future__ import annotations
 
 import json
+import uuid
 
 from quiver_spark.dataloss import LostLog
 from quiver_spark.errors import ObjectConflict
@@ -16,7 +17,7 @@ class ConflictingOnce(MemoryObjects):
     """Answers the first conditional write with a 409, as S3 does under contention."""
 
     def __init__(self) -> None:
-        super().__init__("qbucket", "store")
+        super().__init__("qbucket", f"lost-{uuid.uuid4().hex[:12]}")  # a store of its own
         self.conflicts = 0
 
     def _conflict_once(self, key: str) -> None:
