@@ -276,6 +276,50 @@ def never_accepting() -> Iterator[str]:
     listener.close()
 
 
+@pytest.fixture
+def never_answering() -> Iterator[str]:
+    """An endpoint that accepts every connection and reads the request, and never
+    answers (a hung proxy or load balancer)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for c in held:
+        c.close()
+    listener.close()
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_an_endpoint_that_accepts_and_never_answers_fails_within_retry_timeout_naming_it(
+    door: str, moto_s3: MotoS3, tmp_path: Path, never_answering: str
+) -> None:
+    """obstore's request timeout is 30 s: with a 2 s budget a hung endpoint took 30 s
+    and read as obstore's raw "error sending request", before a root's request timeout
+    became at most half its budget."""
+    options = {**moto_s3.options, "aws_endpoint": never_answering, "retry_timeout": "2s"}
+    got = fail(door, root(moto_s3), options, tmp_path)
+    assert isinstance(got.error, EndpointUnreachableError) and got.error.retryable
+    assert str(got.error).startswith(f"nothing answered at {never_answering} (s3://qbucket/")
+    assert "got no answer (connected, but no answer within the request timeout)" in str(got.error)
+    assert "storage.retry_timeout being 2s" in str(got.error)
+    assert got.seconds < 2 + SLACK_S, got.seconds
+
+
 @pytest.mark.parametrize("door", DOORS)
 @pytest.mark.parametrize("endpoint_kind", ["closed port", "never accepting"])
 def test_an_endpoint_nothing_answers_at_fails_within_retry_timeout_naming_it(
