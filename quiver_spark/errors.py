@@ -564,10 +564,11 @@ class EndpointUnreachableError(StorageConfigError):
         self.reason = reason
         self.attempts = attempts
         self.seconds = seconds
+        what = "got no answer" if reason.startswith("connected") else "could not connect"
         super().__init__(
             url,
             setting,
-            f"nothing answered at {endpoint} ({url}): {request} could not connect "
+            f"nothing answered at {endpoint} ({url}): {request} {what} "
             f"({reason}) in {attempts} attempts over {seconds:.1f}s, storage.retry_timeout "
             f"being {budget_s:g}s; check {setting} (scheme, host and port) and that the "
             "storage is running",

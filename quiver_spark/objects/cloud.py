@@ -99,6 +99,18 @@ CONNECT_TIMEOUT_S = 5.0
 """obstore's own connect timeout: a root's default, unless a quarter of its budget is less."""
 
 
+REQUEST_TIMEOUT_S = 30.0
+"""obstore's own timeout of one request: a root's default, unless half its budget is less."""
+
+
+def request_timeout_s(budget_s: float) -> float:
+    """The timeout of one request of a root whose retry budget is ``budget_s`` (unless
+    the ``timeout`` option or ``AWS_TIMEOUT`` sets one): obstore's 30 s, at most half
+    the budget, so an endpoint that accepts a connection and never answers is tried
+    again and given up on within the budget, as one that refuses connections is."""
+    return min(REQUEST_TIMEOUT_S, budget_s / 2)
+
+
 def connect_timeout_s(budget_s: float) -> float:
     """The connect timeout of a root whose retry budget is ``budget_s`` (unless the
     ``connect_timeout`` option or ``AWS_CONNECT_TIMEOUT`` sets one): obstore's 5 s, at
@@ -167,6 +179,7 @@ _EXPECTING_RE = re.compile(r"expecting '([a-z0-9-]+)'")
 _REGION_TAG_RE = re.compile(r"<Region>([a-z0-9-]+)</Region>")
 _MAX_RETRIES_RE = re.compile(r"max_retries: (\d+)")
 _AFTER_RE = re.compile(r"after (\d+) retries")
+_UNANSWERED_RE = re.compile(r"error sending request|operation timed out|TimedOut")
 _CONNECT_RE = re.compile(r"kind: Connect\b|Error\(\s*Connect,|ConnectError\(")
 """obstore's ``Debug source`` of a request whose connection failed (refused, host not
 found, connect timed out), wherever the client noticed it."""
@@ -202,6 +215,14 @@ def _connect_reason(text: str) -> str | None:
     if "TimedOut" in text:
         return "connect timed out"
     return "no connection"
+
+
+def _unanswered(text: str) -> str | None:
+    """What a request that was sent and never answered met (the endpoint accepted
+    the connection and said nothing within the request timeout), None otherwise."""
+    if _status(text) is None and _UNANSWERED_RE.search(text):
+        return "connected, but no answer within the request timeout"
+    return None
 
 
 def _status(text: str) -> str | None:
@@ -276,7 +297,7 @@ def classify(
         elif env_name in env and env[env_name].strip().lower() in _FALSE:
             note = f" (the environment sets {env_name}={env[env_name]})"
         return HttpNotAllowedError(url, endpoint=endpoint, setting=allow, note=note)
-    reason = _connect_reason(text)
+    reason = _connect_reason(text) or _unanswered(text)
     retries = _MAX_RETRIES_RE.search(text)
     if reason is not None and retries is not None and int(retries.group(1)) > 0:
         after = _AFTER_RE.search(text)
@@ -361,8 +382,13 @@ class CloudObjects(ObjectStore):
             return
         self.budget = budget or RetryBudget(timeout_s=self.options.retry_timeout_s)
         default_connect = connect_timeout_s(self.budget.timeout_s)
+        default_request = request_timeout_s(self.budget.timeout_s)
         config, client = self.options.split(
-            self.family, client_defaults={"connect_timeout": f"{default_connect * 1000:.0f}ms"}
+            self.family,
+            client_defaults={
+                "connect_timeout": f"{default_connect * 1000:.0f}ms",
+                "timeout": f"{default_request * 1000:.0f}ms",
+            },
         )
         self.options.check_endpoints(self.url, self.family)
         try:
