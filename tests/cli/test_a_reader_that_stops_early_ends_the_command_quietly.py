@@ -16,16 +16,20 @@ from .conftest import write_segments
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.parametrize("secret", [False, True], ids=["plain", "with a storage secret"])
 @pytest.mark.parametrize("args", [["status", "--json"], ["fsck", "--json"], ["status"]])
 def test_a_closed_pipe_ends_the_command_with_141_and_nothing_on_stderr(
-    tmp_path: Path, args: list[str]
+    tmp_path: Path, args: list[str], secret: bool
 ) -> None:
+    """With a storage secret given (here by -S), the command's output goes through the
+    writer that hides it: a closed pipe ends it the same way."""
     root = tmp_path / "s"
     write_segments(root, "p-0", 200, rows=1)  # more output than one pipe buffer
     read, write = os.pipe()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quiver_spark.cli", args[0], str(root), *args[1:]],
+        [sys.executable, "-m", "quiver_spark.cli", args[0], str(root), *args[1:]]
+        + (["-S", "aws_secret_access_key=not-shown-secret-1"] if secret else []),
         stdout=write,
         stderr=subprocess.PIPE,
         env=env,
