@@ -267,8 +267,8 @@ def hiding_secrets(storage_options: Mapping[str, str]) -> Iterator[None]:
         if shown != e.message:
             raise CliError(shown, e.exit_code) from None
         raise
-    except (click.exceptions.Exit, click.Abort, KeyboardInterrupt, SystemExit):
-        raise
+    except (click.exceptions.Exit, click.Abort, KeyboardInterrupt, SystemExit, BrokenPipeError):
+        raise  # QuiverGroup's: a closed pipe is exit 141, in silence
     except Exception as e:
         logging.getLogger(__name__).debug("quiver.cli.unexpected", exc_info=True)
         raise CliError(
