@@ -149,3 +149,16 @@ def test_a_profile_that_is_not_yaml_is_named_without_quoting_its_text(tmp_path: 
     scalar = profile(tmp_path, "scalar.yaml", "storage: s3\n")
     with pytest.raises(StoreProfileError, match=r"'storage' in the store profile .* is not a map"):
         merged_options({"config": scalar}, {})
+
+
+def test_a_misspelt_store_option_in_a_profile_names_the_profile_never_its_value(
+    tmp_path: Path,
+) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("retention:\n  size_kap: 1GB-secretish-value\n")
+    with pytest.raises(ConfigError) as e:
+        merged_options({"path": "/tmp/q"}, {"QUIVER_CONFIG": str(profile)})
+    text = str(e.value)
+    assert "retention.size_kap" in text and str(profile) in text and "QUIVER_CONFIG" in text
+    assert "did you mean 'retention.size_cap'" in text
+    assert "1GB-secretish-value" not in text
