@@ -314,6 +314,16 @@ class UnknownOptionError(ConfigError):
         self.args = (f"unknown option {option!r}{shown}; allowed: {allowed}",)
 
 
+class UnknownProfileOptionError(UnknownOptionError):
+    """Raised for a key in a store namespace of a store profile that is no store
+    option: one line naming the file, what named it and the near miss, never the value
+    the file holds."""
+
+    def __init__(self, option: str, value: object, allowed: str, message: str) -> None:
+        super().__init__(option, value, allowed)
+        self.args = (message,)
+
+
 _SECRET_WORDS = re.compile(
     r"secret|password|passwd|token|credential|key|sas|signature|auth|private|session",
     re.IGNORECASE,

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import option_table as o
 from .config import RetentionConfig, SegmentConfig, StoreConfig, WalConfig, validate_name
-from .errors import ConfigError, StoreProfileError, UnknownOptionError
+from .errors import ConfigError, StoreProfileError, UnknownOptionError, UnknownProfileOptionError
 from .objects.options import ANY_ROOT_KEYS, STORAGE_PREFIX, near_storage_keys
 from .option_table import (
     OPTION,
@@ -376,6 +376,15 @@ def load_profile(
                 f"'storage' in the store profile {path!r} (named by {where}) is not a "
                 "mapping: write the object store client's settings under it, one per line "
                 "(aws_endpoint: https://...)",
+            )
+        if k.startswith(_PREFIXES) and canonical_option(k) is None:
+            raise UnknownProfileOptionError(
+                str(key),
+                path,
+                "a store option",
+                f"unknown store option {str(key)!r} in the store profile {path!r} (named "
+                f"by {where}){did_you_mean(k, STORE_OPTIONS)}; allowed: "
+                + ", ".join(sorted(STORE_OPTIONS)),
             )
         bare = k[len(STORAGE_PREFIX) :] if k.startswith(STORAGE_PREFIX) else None
         if bare is not None and bare not in ANY_ROOT_KEYS:
