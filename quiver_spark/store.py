@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import format as fmt
+from . import write_jobs
 from .admission import Admission
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
@@ -50,10 +51,8 @@ from .errors import (
     SchemaMismatchError,
     StoreClosedError,
 )
-from .expiry import SubscriberExpiry
 from .fs import DEFAULT_IO, FileIO, partition_locked
-from .gauges import observe
-from .metrics import PROCESS, THROTTLED, WRITER, WRITER_HEARTBEAT, Metrics, metrics_key
+from .metrics import PROCESS, Metrics
 from .objects import ObjectStore, open_objects
 from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport
@@ -64,32 +63,17 @@ from .policy import (
     read_policy,
     replace_policy,
 )
-from .retained import RetainedIndex
-from .retention import AnchoredClock, RetentionResult, apply_retention, preview_retention
-from .retention_plan import RetentionPlan
+from .retention import RetentionResult
 from .root_kind import RootKind, StoreParts, root_kind
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .segment.backends import check_location
-from .subscribers import SubscriberRegistry, records
+from .store_retention import StoreRetention
+from .subscribers import SubscriberRegistry
 from .urls import root_location
-from .write_jobs import (
-    BatchCommit,
-    check_event_time_column,
-    check_writer_root,
-    decide_batch,
-    orphan_look,
-    orphans_opened,
-)
+from .write_jobs import BatchCommit
 
 log = logging.getLogger(__name__)
-
-
-RECORDS_PERIOD_S = 60.0
-"""How long a handle's retention passes reuse what the subscription records said about
-subscribers the ack log does not register (:meth:`QuiverStore.unregistered_records`)
-while the registered set is unchanged: records of other names change only with a
-registration (which changes the set) or by an operator's hand."""
 
 
 class QuiverStore:
@@ -154,18 +138,11 @@ class QuiverStore:
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
         self.metrics = Metrics()
-        self._restored: set[str] = set()  # metrics files whose counters were continued
-        self._clock = AnchoredClock()
         # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
         # this handle's last retention pass and what it admitted since
         self._admission = Admission(root, self.metrics)
-        self._last_retention = float("-inf")  # the first tick runs a pass
-        self._retention_lock = threading.Lock()  # the ack-log flock does not order threads
-        # what retention passes read, kept current between them (ARCHITECTURE.md §8.7)
-        self._retained = RetainedIndex()
-        # the last answer of unregistered_records: registered names, when, the answer
-        self._unregistered: tuple[frozenset[str], float, list[str]] | None = None
-        self._expiry = SubscriberExpiry(root, self.objects)
+        self._retention = StoreRetention(self, self._admission)
+        """This handle's retention passes and what they keep between them."""
         self._closed = False
         self._maint_stop = threading.Event()
         self._maint_thread: threading.Thread | None = None
@@ -220,10 +197,11 @@ class QuiverStore:
         """Change the store's recorded policy (``changes``: option name -> parsed value);
         this handle applies it at once, other processes at their next retention pass."""
         new = replace_policy(self.objects, changes, expected_generation=expected_generation)
-        self._apply_policy(new)
+        self.apply_policy(new)
         return new
 
-    def _apply_policy(self, policy: StorePolicy) -> None:
+    def apply_policy(self, policy: StorePolicy) -> None:
+        """Apply ``policy`` (as recorded) to this handle's configuration and its writer's."""
         retention = policy.retention(self.config.retention)
         if (
             retention != self.config.retention
@@ -303,7 +281,7 @@ class QuiverStore:
             nbytes,
             self.config.retention,
             run_pass=lambda: self.run_retention().throttle,
-            survey=self._survey_held_bytes,
+            survey=self._retention.survey_held_bytes,
             on_failure=self._keep_maintenance_error,
         )
         before = w.finalized_total
@@ -320,19 +298,6 @@ class QuiverStore:
         except Exception as e:
             self.maintenance_error = e
             log.error("quiver.retention.deferred root=%s: %s", self.root, e)
-
-    def _survey_held_bytes(self) -> None:
-        """Count for admission the bytes the store holds (WAL + segments, damaged ones
-        included), surveyed without the subscriber registry; nothing is deleted, since
-        what subscribers acknowledged is unknown (§8.8)."""
-        cap = self.config.retention.size_cap_bytes
-        with self._retention_lock:
-            counted = self._admission.counted()  # admitted before this listing are in it
-            held = sum(self.wal_bytes().values())
-            index = RetainedIndex()
-            index.sync(self.segment_location, None, full=True)
-            held += index.total_bytes() + sum(d.size_bytes for d in index.damaged())
-            self._admission.settle(counted, held, cap is not None and held > cap)
 
     def _keep_maintenance_error(self, e: Exception) -> None:
         self.maintenance_error = e
@@ -436,53 +401,10 @@ class QuiverStore:
         (``backpressure`` over the cap), the metrics and the Prometheus text file
         ``<root>/metrics/<partition>.prom`` of a writer. ``dry_run`` plans and changes
         nothing (no registry is created either). ``listing`` lists every partition
-        instead of reading their manifests (``quiver gc --full``, §6.7).
+        instead of reading their manifests (``quiver gc --full``, §6.7). The pass is
+        :class:`~quiver_spark.store_retention.StoreRetention`'s.
         """
-        with self._retention_lock:
-            recorded = read_policy(self.objects)
-            if recorded is not None:  # a change made elsewhere applies from this pass on
-                self._apply_policy(recorded)
-            r = self.config.retention
-            now = self._clock.now_ns() if now_ns is None else now_ns
-            has_registry = self.has_registry()
-            if dry_run:
-                registry = self.subscribers if has_registry else None
-                if registry is not None:
-                    registry.refresh()
-                return preview_retention(
-                    self.segment_location, registry, r, now, wal_bytes=self.wal_bytes(),
-                    unregistered=self.unregistered_records(registry),
-                )  # fmt: skip
-            if not has_registry and r.size_cap_bytes is None and r.max_age_hours is None:
-                # no subscriber ever registered and no safety net configured: nothing
-                # may be deleted, and a read of the registry would create its directory
-                return RetentionResult(plan=RetentionPlan(), deleted={}, dropped={})
-            expired = (
-                self._expiry.expire_idle(
-                    self.subscribers, self.config.subscriber_expire_after_s, now
-                )
-                if has_registry
-                else []
-            )
-            counted = self._admission.counted()  # admitted before this listing are in it
-            wal = self.wal_bytes()
-            result = apply_retention(
-                self.segment_location,
-                self.subscribers,
-                r,
-                now,
-                wal_bytes=wal,
-                metrics=self.metrics,
-                index=self._retained,
-                listing=listing,
-                unregistered=self.unregistered_records,
-                on_dropped=self._expiry.note_drops,
-            )
-            self._admission.settle(counted, result.plan.bytes_after, result.throttle)
-            self._last_retention = time.monotonic()
-            self._publish_metrics(now, wal)
-            result.expired = expired
-            return result
+        return self._retention.run(now_ns, dry_run=dry_run, listing=listing)
 
     def unregistered_records(self, registry: SubscriberNames | None) -> list[str]:
         """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
@@ -490,51 +412,17 @@ class QuiverStore:
         retention keeps their data until an operator adds or removes them.
 
         One listing of the records, and a read of each one whose name is not
-        registered; the answer is reused for :data:`RECORDS_PERIOD_S` while the
-        registered names stay the same (a registration lost or made changes them)."""
-        names = frozenset(registry.subscribers() if registry is not None else [])
-        now = time.monotonic()
-        last = self._unregistered
-        if last is not None and last[0] == names and now - last[1] < RECORDS_PERIOD_S:
-            return list(last[2])
-        found = records.unregistered(self.objects, names)
-        self._unregistered = (names, now, found)
-        return list(found)
-
-    def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
-        """Refresh in-process gauges from the index the retention pass kept current, and
-        rewrite a writer's own metrics file (its partition's series and what this
-        process did; store-wide figures are ``quiver metrics``'s, ARCHITECTURE.md §8.9)."""
-        open_bytes = {}
-        if self.writer is not None:
-            open_bytes[self.writer.pid] = self.writer.status()["open_segment_bytes"]
-        observe(
-            self.metrics,
-            self.subscribers,
-            self._retained,
-            now_ns,
-            wal_bytes=wal,
-            open_bytes=open_bytes,
-        )
-        if self.writer is not None:  # one file per partition: writers never share a name
-            pid = self.writer.pid
-            self.metrics.set(THROTTLED, 1 if self._admission.throttled else 0, partition=pid)
-            self.metrics.set(WRITER_HEARTBEAT, time.time(), partition=pid)
-            self.publish_process_metrics(f"writer-{pid}", scopes=(PROCESS, WRITER), partition=pid)
+        registered; the answer is reused for
+        :data:`~quiver_spark.store_retention.RECORDS_PERIOD_S` while the registered
+        names stay the same (a registration lost or made changes them)."""
+        return self._retention.unregistered_records(registry)
 
     def publish_process_metrics(
         self, instance: str, *, scopes: tuple[str, ...] = (PROCESS,), partition: str | None = None
     ) -> str:
         """Write ``<root>/metrics/<instance>.prom``: this process's series, each labelled
         ``instance``; counters continue from the file's previous values on first use."""
-        objects, key = self.objects, metrics_key(instance)
-        if instance not in self._restored:
-            self._restored.add(instance)
-            self.metrics.restore_counters_from(objects, key)
-        self.metrics.write_prometheus_object(
-            objects, key, scopes=scopes, instance=instance, partition=partition
-        )
-        return objects.display(key)
+        return self._retention.publish_process_metrics(instance, scopes=scopes, partition=partition)
 
     def maintain(self) -> dict[str, Any]:
         """The maintenance tick: finalize an idle open segment, then apply retention (also
@@ -556,7 +444,7 @@ class QuiverStore:
             if meta is not None:
                 done["finalized"].append((meta.partition, meta.seq))
             self.writer.write_heartbeat()
-            due = time.monotonic() - self._last_retention >= self._idle_retention_period()
+            due = time.monotonic() - self._retention.last_pass >= self._idle_retention_period()
             if meta is not None or due or failure is not None:
                 try:
                     done["deleted"] = self.run_retention().deleted
@@ -694,19 +582,11 @@ class QuiverStore:
         *,
         storage_options: dict[str, Any] | None = None,
     ) -> str | None:
-        """What a writing job checks once, before any of its tasks writes: the root
-        is no file, ``segment.event_time_column`` is a timestamp, date or integer
-        column of ``schema``, and the root (made if new) accepts ``config`` and
-        ``schema`` (recorded by the first write; SchemaMismatchError names both).
-        Returns the store's id, which the job's commit records name (§6.4)."""
-        check_writer_root(root)
-        check_event_time_column(config, schema)
-        store = cls.open(root, config, partition=None, storage_options=storage_options)
-        try:
-            store.ensure_schema(schema)
-            return store.store_id
-        finally:
-            store.close()
+        """What a writing job checks once, before any of its tasks writes; the store's
+        id its commit records name (:func:`~quiver_spark.write_jobs.prepare_writes`)."""
+        return write_jobs.prepare_writes(
+            cls.open, root, config, schema, storage_options=storage_options
+        )
 
     @classmethod
     def commit_batch(
@@ -721,19 +601,12 @@ class QuiverStore:
         store_id: str | None,
         storage_options: dict[str, Any] | None = None,
     ) -> BatchCommit:
-        """Durably decide batch ``(app, version)`` of a writing job: one commit record
-        naming ``winners`` (:func:`~quiver_spark.write_jobs.decide_batch`: idempotent,
-        a discarded batch's rerun refused), then seal the committed data of partitions
-        whose writer is gone (:meth:`seal_orphans`). A batch without winners is not
-        recorded (so that a rerun of its batch id decides it) and seals nothing.
-
-        Opens no store for the record: the root's objects only (one create)."""
-        if not winners:
-            return BatchCommit(fresh=False)
-        commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
-        decided = decide_batch(commits, root, app, version, winners, rows)
-        sealed, error = cls.seal_orphans(root, config, storage_options)
-        return dataclasses.replace(decided, sealed=sealed, seal_error=error)
+        """Durably decide batch ``(app, version)`` of a writing job, then seal orphans
+        (:func:`~quiver_spark.write_jobs.commit_batch`)."""
+        return write_jobs.commit_batch(
+            cls.open, root, config, app, version, winners, rows,
+            store_id=store_id, storage_options=storage_options,
+        )  # fmt: skip
 
     @staticmethod
     def discard_batch(
@@ -744,46 +617,19 @@ class QuiverStore:
         store_id: str | None,
         storage_options: dict[str, Any] | None = None,
     ) -> bool:
-        """Decide batch ``(app, version)`` with no winners (a job that can never run
-        it again): its transactions are discarded. False if it was decided earlier."""
-        commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
-        return commits.commit(app, version, [], 0)
+        """Decide batch ``(app, version)`` with no winners; False if it was decided
+        earlier (:func:`~quiver_spark.write_jobs.discard_batch`)."""
+        return write_jobs.discard_batch(
+            root, app, version, store_id=store_id, storage_options=storage_options
+        )
 
     @classmethod
     def seal_orphans(
         cls, root: str, config: StoreConfig, storage_options: dict[str, Any] | None = None
     ) -> tuple[list[tuple[str, int]], BaseException | None]:
-        """Seal committed data of partitions whose writer is gone, best effort (what
-        :meth:`finalize_idle_partitions` sealed, and why it failed): this machine's
-        WALs whose lock no live writer holds, and on an object root, at most every
-        :data:`~quiver_spark.write_jobs.STAGED_PASS_PERIOD_S`, the committed staged
-        transactions of partitions whose writer lease is free (a lost machine's, §12.6).
-
-        Once this process knows the root's WAL directory, a call that finds no WAL
-        with data and a free lock there opens nothing (no lease or manifest read)."""
-        look = orphan_look(root, config)
-        if look is None:
-            return [], None
-        try:
-            store = cls.open(
-                root,
-                config,
-                partition=None,
-                create=False,
-                storage_options=storage_options or None,
-            )
-            try:
-                local = orphans_opened(look, store.wal_root)
-                sealed = (
-                    store.finalize_idle_partitions(local=local, staged=look.staged_due)
-                    if local or look.staged_due
-                    else []
-                )
-            finally:
-                store.close()
-        except (QuiverError, OSError) as e:  # a decision is durable; sealing can wait
-            return [], e
-        return sealed, None
+        """Seal committed data of partitions whose writer is gone, best effort: what
+        was sealed, and why it failed (:func:`~quiver_spark.write_jobs.seal_orphans`)."""
+        return write_jobs.seal_orphans(cls.open, root, config, storage_options)
 
     def holds_partition(self) -> bool:
         """Whether this handle still holds the partition it writes, as far as can be

@@ -10,7 +10,9 @@ is refused (its rerun after an operator discarded it), whether a query meets non
 its earlier batches in this store, and when to look for the committed data of
 partitions whose writer is gone. :meth:`QuiverStore.prepare_writes`,
 :meth:`QuiverStore.commit_batch` and :meth:`QuiverStore.discard_batch` are the calls a
-job makes.
+job makes; each runs the function of its name here (:func:`prepare_writes`,
+:func:`commit_batch`, :func:`discard_batch`, :func:`seal_orphans`), handing it the
+store's opener.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -29,6 +32,7 @@ from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .errors import ConfigError, QuiverError
 from .fs import partition_locked
+from .objects import open_objects
 from .option_table import SEGMENT_EVENT_TIME_COLUMN
 from .root_kind import root_kind
 
@@ -58,6 +62,38 @@ class BatchCommit:
     seal_error: BaseException | None = None
     """Why looking for such partitions failed (the decision stands; a later commit
     looks again)."""
+
+
+class JobStore(Protocol):
+    """What a writing job's steps use of a store handle they open (a
+    :class:`~quiver_spark.store.QuiverStore`)."""
+
+    wal_root: str
+
+    @property
+    def store_id(self) -> str | None: ...
+
+    def ensure_schema(self, schema: pa.Schema) -> pa.Schema: ...
+
+    def finalize_idle_partitions(
+        self, *, local: bool = True, staged: bool = True
+    ) -> list[tuple[str, int]]: ...
+
+    def close(self) -> None: ...
+
+
+class OpenStore(Protocol):
+    """How a writing job's steps open a store (:meth:`QuiverStore.open`)."""
+
+    def __call__(
+        self,
+        path: str,
+        config: StoreConfig | None = None,
+        *,
+        partition: str | None = ...,
+        create: bool = ...,
+        storage_options: dict[str, Any] | None = None,
+    ) -> JobStore: ...
 
 
 def check_writer_root(root: str) -> None:
@@ -193,3 +229,107 @@ def orphans_possible(wal_root: str) -> bool:
         if not partition_locked(os.path.join(wal_root, pid, fmt.LOCK_FILE)):
             return True
     return False
+
+
+# -- the calls a job makes (:class:`QuiverStore`'s classmethods) ------------------------------
+def prepare_writes(
+    open_store: OpenStore,
+    root: str,
+    config: StoreConfig,
+    schema: pa.Schema,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> str | None:
+    """What a writing job checks once, before any of its tasks writes: the root
+    is no file, ``segment.event_time_column`` is a timestamp, date or integer
+    column of ``schema``, and the root (made if new) accepts ``config`` and
+    ``schema`` (recorded by the first write; SchemaMismatchError names both).
+    Returns the store's id, which the job's commit records name (§6.4)."""
+    check_writer_root(root)
+    check_event_time_column(config, schema)
+    store = open_store(root, config, partition=None, storage_options=storage_options)
+    try:
+        store.ensure_schema(schema)
+        return store.store_id
+    finally:
+        store.close()
+
+
+def commit_batch(
+    open_store: OpenStore,
+    root: str,
+    config: StoreConfig,
+    app: str,
+    version: int,
+    winners: Sequence[tuple[str, int]],
+    rows: int = 0,
+    *,
+    store_id: str | None,
+    storage_options: dict[str, Any] | None = None,
+) -> BatchCommit:
+    """Durably decide batch ``(app, version)`` of a writing job: one commit record
+    naming ``winners`` (:func:`decide_batch`: idempotent, a discarded batch's rerun
+    refused), then seal the committed data of partitions whose writer is gone
+    (:func:`seal_orphans`). A batch without winners is not recorded (so that a rerun
+    of its batch id decides it) and seals nothing.
+
+    Opens no store for the record: the root's objects only (one create)."""
+    if not winners:
+        return BatchCommit(fresh=False)
+    commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
+    decided = decide_batch(commits, root, app, version, winners, rows)
+    sealed, error = seal_orphans(open_store, root, config, storage_options)
+    return replace(decided, sealed=sealed, seal_error=error)
+
+
+def discard_batch(
+    root: str,
+    app: str,
+    version: int,
+    *,
+    store_id: str | None,
+    storage_options: dict[str, Any] | None = None,
+) -> bool:
+    """Decide batch ``(app, version)`` with no winners (a job that can never run
+    it again): its transactions are discarded. False if it was decided earlier."""
+    commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
+    return commits.commit(app, version, [], 0)
+
+
+def seal_orphans(
+    open_store: OpenStore,
+    root: str,
+    config: StoreConfig,
+    storage_options: dict[str, Any] | None = None,
+) -> tuple[list[tuple[str, int]], BaseException | None]:
+    """Seal committed data of partitions whose writer is gone, best effort (what
+    :meth:`QuiverStore.finalize_idle_partitions` sealed, and why it failed): this
+    machine's WALs whose lock no live writer holds, and on an object root, at most
+    every :data:`STAGED_PASS_PERIOD_S`, the committed staged transactions of
+    partitions whose writer lease is free (a lost machine's, §12.6).
+
+    Once this process knows the root's WAL directory, a call that finds no WAL
+    with data and a free lock there opens nothing (no lease or manifest read)."""
+    look = orphan_look(root, config)
+    if look is None:
+        return [], None
+    try:
+        store = open_store(
+            root,
+            config,
+            partition=None,
+            create=False,
+            storage_options=storage_options or None,
+        )
+        try:
+            local = orphans_opened(look, store.wal_root)
+            sealed = (
+                store.finalize_idle_partitions(local=local, staged=look.staged_due)
+                if local or look.staged_due
+                else []
+            )
+        finally:
+            store.close()
+    except (QuiverError, OSError) as e:  # a decision is durable; sealing can wait
+        return [], e
+    return sealed, None

@@ -88,7 +88,7 @@ def writer_and_two_retention_handles(
         QuiverStore.open(root, config, partition=None, background=False) as a,
         QuiverStore.open(root, config, partition=None, background=False) as b,
     ):
-        a._retained = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
+        a._retention.index = RetainedIndex(clock=lambda: 0.0)  # no periodic resurvey in the test
         a.subscribers.register("s")
         publish(w, 3)
         assert a.run_retention().deleted == {}  # a's first pass surveys: sees 1, 2, 3

@@ -70,7 +70,7 @@ def test_a_segment_removed_by_hand_that_a_subscriber_needed_stays_a_warning_and_
     with writer_and_two_retention_handles(tmp_path, cfg) as (a, _b):
         for name in ("00000000000000000001.meta", "00000000000000000001.arrow"):
             (tmp_path / "segments" / "p-0" / name).unlink()  # by hand: s never read it
-        a.run_retention(now_ns=a._clock.now_ns() + 2 * HOUR_NS)
+        a.run_retention(now_ns=a._retention.clock.now_ns() + 2 * HOUR_NS)
     seen = vanished(caplog)
     assert [r.levelname for r in seen] == ["WARNING"], [(r.levelname, r.getMessage()) for r in seen]
     assert "seqs=[1]" in seen[0].getMessage()

@@ -84,7 +84,7 @@ def once(
 
 
 def expire(store: QuiverStore) -> list[str]:
-    return store._expiry.expire_idle(store.subscribers, AFTER_S, time.time_ns())
+    return store._retention.expiry.expire_idle(store.subscribers, AFTER_S, time.time_ns())
 
 
 def registered(store: QuiverStore) -> list[str]:

@@ -50,7 +50,7 @@ def _writer(root: str, tmp: Path) -> tuple[QuiverStore, list[int]]:
 
 
 def _seconds_pass(w: QuiverStore, s: float) -> None:
-    w._last_retention -= s  # as if ``s`` seconds had gone by since the last pass
+    w._retention.last_pass -= s  # as if ``s`` seconds had gone by since the last pass
 
 
 def test_an_idle_writer_on_an_object_root_runs_no_pass_within_the_idle_period(

@@ -163,7 +163,7 @@ def _fresh_listing(root: str) -> dict[str, list[int]]:
 
 
 def _seen(store: QuiverStore) -> dict[str, list[int]]:
-    return {p: [s.seq for s in v] for p, v in store._retained.listing().items()}
+    return {p: [s.seq for s in v] for p, v in store._retention.index.listing().items()}
 
 
 def test_an_index_follows_publishes_and_other_processes_deletions(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ def test_an_index_follows_publishes_and_other_processes_deletions(tmp_path: Path
         a.subscribers.register("s2")
         publish(w0, 2)
         a.run_retention()  # the first pass surveys
-        assert a._retained.surveyed
+        assert a._retention.index.surveyed
         acked: dict[tuple[str, str], set[int]] = {}
         for step in range(60):
             publish(rnd.choice([w0, w1]), rnd.randint(0, 2))
@@ -193,10 +193,10 @@ def test_an_index_follows_publishes_and_other_processes_deletions(tmp_path: Path
                         done.update(pick)
             b.run_retention()  # another process deletes what is done
             with a.subscribers.exclusive() as reg:  # what a pass of `a` starts from
-                a._retained.sync(a.segment_location, reg)
+                a._retention.index.sync(a.segment_location, reg)
             assert _seen(a) == _fresh_listing(root), f"step {step}: before a's own pass"
             a.run_retention()
-            assert not a._retained.surveyed, f"step {step}: an incremental pass resurveyed"
+            assert not a._retention.index.surveyed, f"step {step}: an incremental pass resurveyed"
             assert _seen(a) == _fresh_listing(root), f"step {step}"
         total_deleted = sum(len(v) for v in b.run_retention().deleted.values())
         assert total_deleted == 0 and _seen(a) == _fresh_listing(root)
@@ -220,15 +220,15 @@ def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> N
     first."""
     root = str(tmp_path)
     with _three_segments_pinned(root) as a:
-        assert [s.seq for s in a._retained.segments("p-0")] == [1, 2, 3]
+        assert [s.seq for s in a._retention.index.segments("p-0")] == [1, 2, 3]
         for suffix in ("meta", "arrow"):
             (tmp_path / "segments" / "p-0" / f"{2:020d}.{suffix}").unlink()
-        a._retained.sync(a.segment_location, a.subscribers)  # incremental: still sees 2
-        assert not a._retained.surveyed and a._retained.get("p-0", 2) is not None
+        a._retention.index.sync(a.segment_location, a.subscribers)  # incremental: still sees 2
+        assert not a._retention.index.surveyed and a._retention.index.get("p-0", 2) is not None
         replace_policy(LocalObjects(root), {"retention.size_cap": 1,
                                           "retention.size_cap_policy": SizeCapPolicy.DROP_OLDEST})  # fmt: skip
         result = a.run_retention()
-        assert a._retained.surveyed, "a pass dropping unfinished data surveys first"
+        assert a._retention.index.surveyed, "a pass dropping unfinished data surveys first"
         assert result.deleted == {"p-0": [1, 3]}
         assert result.dropped == {"slow": {"p-0": [1, 3]}}
         assert not a.subscribers.is_deleted("p-0", 2)
@@ -240,17 +240,17 @@ def test_a_quarantine_makes_the_next_pass_survey(tmp_path: Path) -> None:
     root = str(tmp_path)
     with _three_segments_pinned(root) as a:
         a.run_retention()
-        assert not a._retained.surveyed
+        assert not a._retention.index.surveyed
         other = QuiverStore.open(root, CFG, partition=None, background=False)
         try:
             other.segment_location.quarantine("p-0", 2, "test: damaged")
         finally:
             other.close()
         a.run_retention()
-        assert a._retained.surveyed
-        assert [s.seq for s in a._retained.segments("p-0")] == [1, 3]
+        assert a._retention.index.surveyed
+        assert [s.seq for s in a._retention.index.segments("p-0")] == [1, 3]
         a.run_retention()
-        assert not a._retained.surveyed  # the mark is unchanged since
+        assert not a._retention.index.surveyed  # the mark is unchanged since
 
 
 class CountingIO(FileIO):

@@ -19,8 +19,8 @@ def test_a_deletion_behind_the_front_by_another_process_is_followed(tmp_path: Pa
         assert b.run_retention().deleted == {"p-0": [2]}
 
         with a.subscribers.exclusive() as reg:  # what a's next pass starts from
-            a._retained.sync(a.segment_location, reg)
-        seen = [s.seq for s in a._retained.segments("p-0")]
+            a._retention.index.sync(a.segment_location, reg)
+        seen = [s.seq for s in a._retention.index.segments("p-0")]
         assert seen == a.segment_location.published_seqs("p-0") == [1, 3], seen
 
         result = a.run_retention()
