@@ -259,6 +259,9 @@ def test_a_mistyped_storage_option_is_one_line_naming_the_near_miss(remote: Remo
     assert ran.code == 2 and ran.out == ""
     assert ran.err.count("\n") == 1, ran.err
     assert "aws_endpont" in ran.err and "did you mean 'aws_endpoint'" in ran.err
+    assert "unknown storage option 'aws_endpont'" in ran.err  # not an engine parameter's name
+    assert "-S aws_endpont=" in ran.err and "storage.aws_endpont" in ran.err
+    assert "http://x" not in ran.err
 
 
 def _closed_port() -> int:
