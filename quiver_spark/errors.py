@@ -314,6 +314,20 @@ class UnknownOptionError(ConfigError):
         self.args = (f"unknown option {option!r}{shown}; allowed: {allowed}",)
 
 
+class UnknownStorageOptionError(ConfigError):
+    """Raised for a storage option no client of the root takes: one line naming the
+    key as each door spells it and the near miss, never its value."""
+
+    def __init__(self, key: str, allowed: str) -> None:
+        super().__init__(f"storage.{key}", "***", allowed)
+        self.key = key
+        self.args = (
+            f"unknown storage option {key!r} (option storage.{key} in Spark, -S {key}=... "
+            f"on the command line, storage_options={{{key!r}: ...}} in the engine); "
+            f"allowed: {allowed}",
+        )
+
+
 class UnknownProfileOptionError(UnknownOptionError):
     """Raised for a key in a store namespace of a store profile that is no store
     option: one line naming the file, what named it and the near miss, never the value

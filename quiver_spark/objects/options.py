@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError, InvalidEndpointError
+from ..errors import ConfigError, InvalidEndpointError, UnknownStorageOptionError
 from ..option_table import STORAGE_OPTION
 from ..urls import family_schemes, object_family
 
@@ -307,7 +307,7 @@ class StorageOptions(Mapping[str, str]):
             elif k in known:
                 config[k] = v
             else:
-                raise ConfigError("storage_options", k, _allowed_hint(family, k))
+                raise UnknownStorageOptionError(k, _allowed_hint(family, k))
         if (client or client_defaults) and prefix:
             env = os.environ if environ is None else environ
             upper = prefix.upper()
