@@ -21,6 +21,7 @@ import pyarrow as pa
 from . import format as fmt
 from .config import StoreConfig
 from .errors import (
+    MAKING_A_STORE,
     ConfigError,
     ObjectExists,
     QuiverError,
@@ -68,8 +69,7 @@ def load_or_create_descriptor(
         return _decode(objects, got.data)
     if not create:
         raise StoreNotFoundError(
-            f"{objects.url} is not a Quiver store (no {fmt.STORE_FILE} file); "
-            "create one by writing to it"
+            f"{objects.url} is not a Quiver store (no {fmt.STORE_FILE} file): {MAKING_A_STORE}"
         )
     kind = root_kind(objects.url)
     kind.check_segment_path(config, f"{objects.url}/{fmt.SEGMENTS_DIR}")

@@ -41,6 +41,12 @@ class StoreNotFoundError(QuiverError, FileNotFoundError):
     """Raised when a path that should hold a Quiver store does not."""
 
 
+MAKING_A_STORE = (
+    "a store is made by a sink's first write, or by quiver subscribers PATH add NAME --create"
+)
+"""How a store comes to be, as every "not a Quiver store" message says it."""
+
+
 class PolicyConflictError(ConfigError):
     """Raised when an explicit option contradicts the store's recorded policy, or a
     policy change lost the race with another one."""

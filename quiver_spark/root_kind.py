@@ -35,6 +35,7 @@ from .control.clock import elapsed
 from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER, Lease, current_holder
 from .control.manifest import ManifestStore
 from .errors import (
+    MAKING_A_STORE,
     ConfigError,
     CorruptionError,
     LeaseLostError,
@@ -238,8 +239,7 @@ class FileRoot:
             )
         if not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
             raise StoreNotFoundError(
-                f"{shown} is not a Quiver store: it has no {fmt.STORE_FILE} file "
-                "(a store is created by its first write)"
+                f"{shown} is not a Quiver store: it has no {fmt.STORE_FILE} file ({MAKING_A_STORE})"
             )
 
     @staticmethod
