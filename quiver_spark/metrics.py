@@ -109,7 +109,8 @@ FAMILIES: dict[str, Family] = {
         "gauge", "A partition's bytes over its fair share of the size cap", ("partition",), STORE),
     PARTITION_SEGMENTS: Family("gauge", "Published segments of a partition", ("partition",), STORE),
     PARTITION_WRITER_LIVE: Family(
-        "gauge", "1 when a writer holds the partition's lock", ("partition",), STORE),
+        "gauge", "1 when a writer holds the partition (its lock; its lease on an object root)",
+        ("partition",), STORE),
     STORE_BYTES: Family("gauge", "WAL + segment bytes of the whole store", (), STORE),
     STORE_SIZE_CAP: Family("gauge", "The store's size cap (0: none)", (), STORE),
     SEGMENT_DAMAGED: Family(
