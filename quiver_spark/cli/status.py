@@ -15,7 +15,7 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "first_seq": int|null, "last_seq": int|null,
         "wal_files": int, "wal_bytes": int,   # the partition's WAL files on disk
         "bytes": int,                 # segment_bytes + wal_bytes
-        "writer_live": bool,          # a process holds the partition's lock now
+        "writer_live": bool,          # a process holds the partition (lock, or lease) now
                                       # (object root: its writer LEASE, on any machine)
         "stale": bool,                # heartbeat figures are from a writer that is gone
         "writer_pid": int|null,       # the live writer (the LEASE holder), else the
