@@ -19,9 +19,10 @@ import time
 from collections.abc import Iterator
 
 from .. import format as fmt
-from ..errors import SegmentMissingError, StoreClosedError, WalFailedError
+from ..errors import CorruptionError, SegmentMissingError, StoreClosedError, WalFailedError
 from ..ranges import RangeSet
 from ..segment import SegmentMeta
+from ..staging import read_staged
 from ..wal import WalWriter, recover_wal, wal_limits
 from .model import OpenSegment, RecoveryReport, Txn
 from .publication import publish_own
@@ -38,6 +39,7 @@ from .recovery import (
     plan_recovery,
     read_state,
     replay,
+    staged_by_another,
 )
 from .sealing import SealingWriter
 
@@ -165,9 +167,27 @@ class RecoveringWriter(SealingWriter):
                     txn.app,
                     txn.version,
                 )
+            # a staged object under the id of a transaction this WAL holds may be another
+            # incarnation's (§12.6): this WAL's was then never reported (a stage of it
+            # finds the other's bytes), so it is dropped, and the object, foreign, is
+            # sealed from the bucket; never this WAL's rows under the other's decision
+            for txn_id in self._staged_by_others(plan.unsealed):
+                txn = self._pending.pop(txn_id)
+                for seq in (txn_id, *(r[0] for r in txn.records)):
+                    self._covered.add(seq, seq)
+                rep.discarded_txns += 1
+                log.warning(
+                    "quiver.recovery.id_reused partition=%s txn=%d app=%s version=%d: the "
+                    "staged transaction of this id is another writer's; this WAL's, never "
+                    "reported, is dropped",
+                    self.pid,
+                    txn_id,
+                    txn.app,
+                    txn.version,
+                )
             before = len(self._pending)
             self._resolve()
-            rep.discarded_txns = before - len(self._pending) if before else 0
+            rep.discarded_txns += before - len(self._pending) if before else 0
         finally:
             self._recovering = False
         if self._open:  # recovered data is old: let maintenance finalize it promptly
@@ -194,6 +214,27 @@ class RecoveringWriter(SealingWriter):
         if rep.records_scanned or rep.torn_tails or rep.removed_files:
             log.info("quiver.recovery %s", rep.summary())
         return rep
+
+    def _staged_by_others(self, unsealed: tuple[int, ...]) -> list[int]:
+        """Of the pending transactions replay opened, those whose id a staged object
+        the MANIFEST does not name holds another incarnation's transaction under
+        (:func:`~.recovery.staged_by_another`; one GET each). A damaged object is left
+        for fsck and decides nothing: this WAL's transaction is resolved as before."""
+        ids = sorted(set(unsealed) & set(self._pending))
+        if not ids:
+            return []
+        assert self.segments.manifests is not None
+        objects = self.segments.manifests.objects
+        others = []
+        for txn_id in ids:
+            try:
+                found = read_staged(objects, self.pid, txn_id)
+            except CorruptionError as e:
+                log.error("quiver.staged.damaged partition=%s txn=%d: %s", self.pid, txn_id, e)
+                continue
+            if staged_by_another(self._pending[txn_id], found):
+                others.append(txn_id)
+        return others
 
     def _settle_publishing(self, plan: PublishingPlan, state: dict) -> int | None:
         """Carry out ``plan`` for the segment ``state`` names as ``publishing`` (§7.3

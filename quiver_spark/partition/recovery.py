@@ -42,6 +42,7 @@ from ..ranges import RangeSet
 from ..seams import NO_DELETIONS, DeletedMarks, DeletedSegments
 from ..segment import CleanupReport, SegmentLocation, SegmentMeta
 from ..segment.publication import Publishing
+from ..staging import StagedTxn
 from ..wal import WalDecoder, WalRecovery, decode_txn
 from .model import Txn
 
@@ -272,6 +273,30 @@ def plan_recovery(
         garbage=tuple(t for t in staged if manifest.seals(t)),
         unsealed=tuple(t for t in staged if not manifest.seals(t)),
         txn_ceiling=manifest.txn_floor,
+    )
+
+
+def staged_by_another(txn: Txn, staged: StagedTxn | None) -> bool:
+    """Whether the staged object under ``txn``'s id (``staged``, read back; None: gone)
+    is another incarnation's transaction, not the one this WAL holds (§12.6).
+
+    An id is unique among the transactions the bucket names, not among those a WAL
+    holds: a transaction a machine never staged (so never reported: its task was paused
+    or failed before) names nothing, and the partition's next writer elsewhere may give
+    its id to one of its own. The object under the id is then the other writer's, and a
+    commit record naming ``(partition, id)`` speaks of it. A staged object records its
+    transaction's batch, rows and first record's ingestion time, which its WAL keeps
+    (every stage of a transaction writes the same bytes): any difference means the
+    object is not this WAL's transaction."""
+    if staged is None:
+        return False
+    rows = sum(batch.num_rows for _, _, batch in txn.records)
+    created = txn.records[0][1] if txn.records else 0
+    return (staged.app, staged.version, staged.rows, staged.created_ns) != (
+        txn.app,
+        txn.version,
+        rows,
+        created,
     )
 
 
