@@ -1,0 +1,350 @@
+"""Executors that come and go leave a store on an object root with about as many
+partitions as ever wrote at once, and every committed row is read exactly once
+(ARCHITECTURE.md §12.3 "Slots", §12.6, §12.7), with real processes on S3 (moto).
+
+Each writer is a process standing for an executor pod: its own host name, its own
+kernel (a lease of it is never "a dead process of this host" to another), its own
+empty WAL disk. It claims a core slot as the Spark sink's worker does
+(:meth:`QuiverStore.open_slot`) and writes transactions the way the sink's tasks do
+(durable, staged, reported); the test is the driver, which commits each batch
+(:meth:`QuiverStore.commit_batch`, which also seals for lost machines). A subscriber in a
+process of its own reads and acknowledges throughout. Writers exit cleanly (their
+slot's lease released: the next pod takes it at once) or are killed (their lease
+expires ``lease.ttl`` after its last renewal by the storage's clock; a pod that comes
+sooner takes a new number, one that comes later takes the slot over and seals what
+the killed one committed).
+
+The bound: at most ``K`` writers at once, plus one partition for each writer that
+came while a killed writer's lease had not expired yet and every lower slot was held
+(the schedule below has exactly one: :data:`SLACK`).
+
+A paused writer (every request held at its fault proxy: a GC pause, a network
+partition) whose slot another pod took over is fenced: its task fails, its rows are
+written by the retry, and its later return to the pool (with its stale WAL) seals
+nothing twice.
+
+A longer random schedule (20 pods) runs with ``make soak``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from quiver_spark import QuiverStore, StoreConfig, WalConfig
+from quiver_spark.objects import open_objects
+from tests.driven import ChildRaised, Driven
+from tests.fault_proxy import FaultProxy, fault_proxies
+from tests.moto_server import MotoS3, moto_s3, unique_prefix
+from tests.paused_holders import options_through, processes
+
+__all__ = ["fault_proxies", "moto_s3", "processes"]
+
+TTL_S = 2.0
+"""The writer lease ttl of every process (store option ``lease.ttl``)."""
+
+EXPIRED_AFTER_S = TTL_S + 2.0 + 1.5
+"""A killed writer's lease is free for a claim once the storage's clock shows it
+unwritten for the ttl plus 2 s (the clock's resolution), with S3's whole seconds and a
+margin on top."""
+
+K = 3
+"""The most writers alive at once in the schedule."""
+
+SLACK = 1
+"""Writers that came while a killed writer's lease had not expired and every lower
+slot was held (each mints one number more)."""
+
+ROWS = 4
+APP = "query-1"
+SCHEMA = pa.schema([("id", pa.int64())])
+
+POD = '''
+from quiver_spark.control import lease as lease_mod
+
+# another machine: its own host name and kernel, so no other process takes its lease
+# for one of a dead process of its host; only expiry frees it
+_ident = lease_mod._Identity(host, os.getpid(), lease_mod._start_time(os.getpid()), "node-" + host)
+lease_mod._me = lambda: _ident
+config = StoreConfig(
+    wal=WalConfig(path=wal, flush_interval_s=0),
+    segment=SegmentConfig(max_open_duration_s=3600),
+    lease_ttl_s=ttl,
+)
+
+def claim():
+    """What the sink's worker does at its first write: claim a slot (again after its
+    cached slot failed)."""
+    global store
+    store = QuiverStore.open_slot(root, config, host=host, storage_options=opts)
+    return store.writer.pid
+
+def txn(version, lo, n):
+    """A write task: rows lo .. lo + n - 1, durable, staged; its commit message."""
+    t = store.begin_txn(app, version)
+    store.append(pa.record_batch({"id": pa.array(range(lo, lo + n), pa.int64())}), txn_id=t)
+    store.flush()
+    store.stage_txn(t)
+    return [store.writer.pid, t]
+
+def evict():
+    """The sink drops a slot whose task failed on it (a close that fails is logged)."""
+    try:
+        store.close()
+    except Exception as e:
+        return type(e).__name__
+    return None
+
+slot = claim()
+result = slot
+'''
+
+SUBSCRIBER = '''
+config = StoreConfig(wal=WalConfig(path=wal), lease_ttl_s=ttl)
+sub = Subscription.open(root, "exporter", config=config, storage_options=opts)
+sub.start("earliest")
+
+def drain():
+    """Every batch from where the subscriber stands, read and acknowledged: the ids."""
+    out = []
+    while (batch := sub.poll()) is not None:
+        for meta in batch.segments:
+            out += [i for b in sub.read(meta) for i in b.column("id").to_pylist()]
+        sub.ack(batch.end)
+    return out
+'''
+
+
+def str_options(options: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in options.items()}
+
+
+class Cluster:
+    """The driver of one store: starts writer pods, runs batches, commits them, and keeps
+    a subscriber reading."""
+
+    def __init__(
+        self,
+        root: str,
+        moto: MotoS3,
+        tmp_path: Path,
+        processes: Callable[[str], Driven],
+    ) -> None:
+        self.root, self.tmp_path, self.processes = root, tmp_path, processes
+        self.opts = str_options(moto.options)
+        self.config = StoreConfig(
+            wal=WalConfig(path=str(tmp_path / "wal-driver")), lease_ttl_s=TTL_S
+        )
+        self.store_id = QuiverStore.prepare_writes(
+            root, self.config, SCHEMA, storage_options=self.opts
+        )
+        self.version = 0
+        self.next_id = 0
+        self.committed: list[int] = []
+        self.read: list[int] = []
+        self.live: dict[str, Driven] = {}
+        self.spare: list[Driven] = []
+        self.sub = processes("subscriber")
+        self.sub.run(
+            SUBSCRIBER, root=root, opts=self.opts, wal=str(tmp_path / "wal-sub"), ttl=TTL_S
+        )
+
+    def warm(self, n: int) -> None:
+        """Start ``n`` interpreters ahead (a pod's start is then its claim only)."""
+        self.spare += [self.processes(f"spare {i}") for i in range(n)]
+
+    def start(self, host: str, opts: dict[str, str] | None = None) -> str:
+        """Pod ``host`` comes up and claims a slot; returns the slot."""
+        proc = self.spare.pop() if self.spare else self.processes(host)
+        proc.name = host
+        slot = proc.run(
+            POD,
+            root=self.root,
+            opts=opts or self.opts,
+            wal=str(self.tmp_path / f"wal-{host}"),
+            ttl=TTL_S,
+            app=APP,
+            host=host,
+        )
+        self.live[host] = proc
+        return str(slot)
+
+    def batch(self, pods: list[str] | None = None) -> None:
+        """One micro-batch: a task on each pod, then the driver's commit of them all."""
+        self.version += 1
+        winners: list[tuple[str, int]] = []
+        for host in pods if pods is not None else sorted(self.live):
+            slot, txn = self.live[host].run(f"txn({self.version}, {self.next_id}, {ROWS})")
+            winners.append((slot, txn))
+            self.committed += range(self.next_id, self.next_id + ROWS)
+            self.next_id += ROWS
+        decided = QuiverStore.commit_batch(
+            self.root,
+            self.config,
+            APP,
+            self.version,
+            winners,
+            ROWS * len(winners),
+            store_id=self.store_id,
+            storage_options=self.opts,
+        )
+        assert decided.seal_error is None, decided.seal_error
+        self.drain()
+
+    def drain(self) -> None:
+        self.read += self.sub.run("drain()", timeout=60)
+
+    def leave(self, host: str) -> None:
+        """The pod's worker exits: its slot sealed and released."""
+        proc = self.live.pop(host)
+        proc.run("store.close()")
+        proc.close()
+
+    def kill(self, host: str) -> None:
+        """The pod is killed (its lease stays as it was last renewed)."""
+        proc = self.live.pop(host)
+        os.kill(proc.proc.pid, signal.SIGKILL)
+        proc.proc.wait(10)
+        proc.close()
+
+    def finish(self, within: float = 40.0) -> None:
+        """Every live pod leaves; the subscriber reads until it has every committed row
+        (a killed pod's slot nobody took again is sealed by an observer once its lease
+        is seen unrenewed for its ttl: the subscriber's planning)."""
+        for host in list(self.live):
+            self.leave(host)
+        deadline = time.monotonic() + within
+        while sorted(self.read) != sorted(self.committed) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            self.drain()
+
+    def partitions(self) -> list[str]:
+        """Every partition the bucket holds anything of (its lease and MANIFEST stay
+        after gc removed its segments): what the store's readers enumerate at most."""
+        objects = open_objects(self.root, self.opts)
+        return sorted({*objects.list_dirs("partitions/"), *objects.list_dirs("segments/")})
+
+    def check_exactly_once(self) -> None:
+        missing = sorted(set(self.committed) - set(self.read))
+        twice = sorted({i for i in self.read if self.read.count(i) > 1})
+        extra = sorted(set(self.read) - set(self.committed))
+        assert not (missing or twice or extra), (
+            f"missing {missing}, read twice {twice}, never committed {extra}\n"
+            + "\n".join(p.log_tail(20) for p in [self.sub, *self.live.values()])
+        )
+
+
+def test_pods_that_come_and_go_reuse_slots_and_every_row_is_read_once(
+    tmp_path: Path, moto_s3: MotoS3, processes: Callable[[str], Driven]
+) -> None:
+    c = Cluster(f"{moto_s3.url}/{unique_prefix('churn')}", moto_s3, tmp_path, processes)
+    c.warm(7)
+    assert [c.start(h) for h in ("pod-0", "pod-1", "pod-2")] == ["w-0", "w-1", "w-2"]
+    c.batch()
+
+    c.leave("pod-0")  # exits: its slot released, the next pod takes it at once
+    assert c.start("pod-3") == "w-0"
+    c.batch()
+
+    c.kill("pod-1")  # its committed rows are staged; its lease is still fresh
+    assert c.start("pod-4") == "w-3", "a lease renewed less than a ttl ago was taken"
+    c.batch()
+
+    c.kill("pod-2")
+    time.sleep(EXPIRED_AFTER_S)  # pod-1's and pod-2's leases are a ttl old now
+    assert c.start("pod-5") == "w-1"  # the lowest free slot, taken over
+    c.batch()
+
+    c.kill("pod-3")
+    time.sleep(EXPIRED_AFTER_S)
+    assert c.start("pod-6") == "w-0"
+    c.batch()
+
+    c.finish()
+    c.check_exactly_once()
+    assert len(c.committed) == 5 * K * ROWS
+    parts = c.partitions()
+    assert len(parts) <= K + SLACK, parts
+    assert parts == ["w-0", "w-1", "w-2", "w-3"]
+
+
+def test_a_paused_pod_whose_slot_was_taken_over_is_fenced_and_seals_nothing_twice(
+    tmp_path: Path,
+    moto_s3: MotoS3,
+    fault_proxies: Callable[[], FaultProxy],
+    processes: Callable[[str], Driven],
+) -> None:
+    """Pod Z is paused in the middle of a task (its staged write, and every later
+    request, held at its proxy) while pod S takes its slot over; Z's task fails when it
+    goes on, Spark's retry writes its rows on S, and Z, back in the pool with the WAL
+    still holding the failed task's rows, writes again exactly once."""
+    c = Cluster(f"{moto_s3.url}/{unique_prefix('paused-pod')}", moto_s3, tmp_path, processes)
+    c.warm(2)
+    pz = fault_proxies()
+    assert c.start("pod-z", str_options(options_through(pz))) == "w-0"
+    c.batch()
+    z = c.live.pop("pod-z")  # the driver waits for Z's task; S comes meanwhile
+
+    held = pz.add_rule(method="PUT", path=r"/partitions/w-0/txns/\d{20}\.txn$", hold_later=True)
+    c.version += 1
+    paused = z.start(f"txn({c.version}, 1000, {ROWS})")  # never committed
+    held.wait_hit(30)
+    time.sleep(EXPIRED_AFTER_S)  # no renewal of Z's lands: its lease goes a ttl old
+
+    assert c.start("pod-s") == "w-0"  # takes the slot over; its WAL starts empty
+    c.version -= 1
+    c.batch(["pod-s"])  # the task Z was running, retried on S: the same batch
+
+    pz.release()  # Z goes on: its late requests land
+    failed = paused.outcome(30)
+    assert isinstance(failed, ChildRaised), f"Z's task succeeded after its slot moved: {failed}"
+    assert failed.is_a("LeaseLostError") or failed.is_a("FileExistsError"), failed
+    z.run("evict()")  # its publication is fenced: the close fails, logged
+
+    c.batch(["pod-s"])
+    c.leave("pod-s")  # S releases w-0: Z's next claim takes it with its stale WAL
+    c.live["pod-z"] = z
+    assert z.run("claim()") == "w-0"
+    c.batch(["pod-z"])
+
+    c.finish()
+    c.check_exactly_once()
+    assert c.partitions() == ["w-0"]
+
+
+@pytest.mark.soak
+def test_twenty_pods_at_random_never_hold_more_partitions_than_ran_at_once_plus_the_unexpired(
+    tmp_path: Path, moto_s3: MotoS3, processes: Callable[[str], Driven]
+) -> None:
+    """20 pods, at most 4 alive, each leaving cleanly or killed at random, a new one
+    sometimes before a killed one's lease expired: the partitions never exceed the
+    most alive at once plus the pods that came while a killed lease was fresh."""
+    rng = random.Random(int(os.environ.get("QUIVER_SEED", "7")))
+    c = Cluster(f"{moto_s3.url}/{unique_prefix('churn-soak')}", moto_s3, tmp_path, processes)
+    most, fresh_kills, early_claims = 4, 0, 0
+    for n in range(20):
+        if len(c.live) == most:
+            host = rng.choice(sorted(c.live))
+            if rng.random() < 0.5:
+                c.kill(host)
+                fresh_kills += 1
+            else:
+                c.leave(host)
+        if fresh_kills and rng.random() < 0.5:
+            time.sleep(EXPIRED_AFTER_S)
+            fresh_kills = 0
+        early_claims += 1 if fresh_kills else 0
+        c.start(f"pod-{n}")
+        c.batch()
+    c.finish(within=60)
+    c.check_exactly_once()
+    parts = c.partitions()
+    assert len(parts) <= most + early_claims, (parts, early_claims)
