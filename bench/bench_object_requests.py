@@ -335,8 +335,8 @@ def sink_cycles(proxy: CountingProxy, root: str, opts: dict[str, str], reps: int
     # the slot the task claims, opened as slot_store does but without the maintenance
     # thread: the bench runs its tick (QuiverStore.maintain) itself once the segment is due
     first = QuiverStreamWriter(options, schema, False)
-    slot = QuiverStore.open(first.root, first.config, partition=f"{slots.host_tag()}-0",
-                            storage_options=first.storage, background=False)  # fmt: skip
+    slot = QuiverStore.open_slot(first.root, first.config, host=slots.host_tag(),
+                                 storage_options=first.storage, background=False)  # fmt: skip
     slots._handles[slots._key(first.root, first.config, first.storage)] = slot
     app = f"query-{uuid.uuid4().hex[:8]}"
     batch = pa.record_batch({"id": pa.array(range(100), pa.int64())})

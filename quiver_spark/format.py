@@ -232,6 +232,12 @@ def writer_lease_key(partition: str) -> str:
     return f"{PARTITIONS_DIR}/{partition}/{LEASE_FILE}"
 
 
+SLOTS_CLOCK_KEY = f"{PARTITIONS_DIR}/CLOCK"
+"""``partitions/CLOCK``: on an object root, the probe a slot claim reads the storage's
+clock by (empty, put; only its modification time is read, §12.3): a key of its own,
+beside the partitions' directories and none of them."""
+
+
 def live_lease_key(subscriber: str) -> str:
     """``readers/<subscriber>.lease``: the live-consumer lease on an object root (§12.3)."""
     return f"{READERS_DIR}/{subscriber}.lease"

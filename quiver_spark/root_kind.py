@@ -32,12 +32,13 @@ from . import staging
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig, validate_name
 from .control.clock import elapsed
-from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER, Lease, current_holder
+from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER, Lease, Stale, current_holder
 from .control.manifest import ManifestStore
 from .errors import (
     MAKING_A_STORE,
     ConfigError,
     CorruptionError,
+    LeaseHeldError,
     LeaseLostError,
     LockedError,
     QuiverError,
@@ -45,6 +46,8 @@ from .errors import (
 )
 from .fs import PartitionLock, partition_locked
 from .objects import ObjectStore
+from .objects.base import Stored
+from .objects.clock import RESOLUTION_NS, StorageClock
 from .partition import PartitionWriter
 from .partition.staged_seal import seal_one
 from .segment import SegmentLocation
@@ -60,6 +63,13 @@ the metrics file). Nothing waits on this pass: the writer that adds bytes runs o
 after each finalize (the size cap), a subscription after each acknowledgement (what
 it frees), and the time and expiry bounds are hours; a throttled writer keeps the
 short period so room is seen as soon as it is made."""
+
+
+MAX_SLOTS = 4096
+"""Upper bound on the slot numbers a claim tries before giving up (§12.3, "Slots")."""
+
+POOL_PREFIX = "w"
+"""On an object root, slot ``k`` is partition ``w-<k>``, whichever host claims it."""
 
 
 def default_wal_root(root: str) -> str:
@@ -169,6 +179,13 @@ class RootKind(Protocol):
     def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease | None:
         """The lease a writer of ``pid`` holds besides its WAL's flock (``purpose``:
         :data:`~quiver_spark.control.lease.PURPOSE_SEALER` for one that only seals)."""
+
+    def slot_name(self, host: str, k: int) -> str:
+        """The partition of core slot ``k`` for a writer on ``host`` (§12.3, "Slots")."""
+
+    def slot_lease(self, pid: str) -> Lease | None:
+        """What a slot claim of ``pid`` holds besides its WAL's flock; LockedError
+        (never a wait) when another writer has it."""
 
     def hold_partition(self, pid: str, purpose: str) -> Lease | PartitionLock | None:
         """Keep ``pid``'s writers out while a maintenance step (``purpose``) changes its
@@ -291,6 +308,12 @@ class FileRoot:
     def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease | None:
         return None
 
+    def slot_name(self, host: str, k: int) -> str:
+        return f"{host}-{k}"  # one machine, or a shared file system: the host's own slots
+
+    def slot_lease(self, pid: str) -> Lease | None:
+        return None  # the WAL's flock decides
+
     def hold_partition(self, pid: str, purpose: str) -> PartitionLock | None:
         lock = os.path.join(self.wal_root(self.config), pid, fmt.LOCK_FILE)
         if not os.path.isdir(os.path.dirname(lock)):
@@ -362,6 +385,7 @@ class ObjectRoot:
 
     def __init__(self, parts: StoreParts) -> None:
         self.parts = parts
+        self._storage_clock: StorageClock | None = None
 
     @staticmethod
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
@@ -424,30 +448,82 @@ class ObjectRoot:
         return n
 
     # -- a partition's single writer (§12.3) ---------------------------------------------
-    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease:
+    def writer_lease(
+        self, pid: str, purpose: str = PURPOSE_WRITER, stale: Stale | None = None
+    ) -> Lease:
         """The writer lease ``partitions/<pid>/LEASE`` (§12.3), kept renewed; its epoch
         is claimed in the partition's manifest, so the manifest change of any earlier
         holder fails from the first change of this one. Raises
         :class:`~quiver_spark.errors.LeaseHeldError` (a ``LockedError``) while another
-        live writer holds it."""
+        live writer holds it. ``stale``: a lease it judges expired is taken over too."""
         validate_name("partition", pid)
         try:
             current = self.parts.manifests.read(pid)
         except CorruptionError:
             current = None  # the writer rewrites it from a listing (§6.7)
-        return self.claim(pid, purpose, current.epoch if current is not None else 0, elapsed)
+        return self.claim(pid, purpose, current.epoch if current is not None else 0, elapsed, stale)
+
+    # -- core slots: a pool of leases (§12.3, "Slots") ---------------------------------
+    def slot_name(self, host: str, k: int) -> str:
+        return f"{POOL_PREFIX}-{k}"  # any machine's: a new one takes over a free slot
+
+    def slot_lease(self, pid: str) -> Lease:
+        """Claim pool slot ``pid``: its writer lease when it is free (never taken,
+        released, its holder a dead process of this host, or unwritten for its ttl by
+        the storage's clock: :meth:`stale`), taken over at a higher epoch as any
+        writer's; LeaseHeldError at once otherwise (one GET: a held slot costs a claim
+        nothing more)."""
+        p = self.parts
+        key = fmt.writer_lease_key(pid)
+        holder = current_holder(p.objects, key, clock=p.lease_clock(), stale=self.stale)
+        if holder is not None:
+            raise LeaseHeldError(
+                p.objects.display(key),
+                f"{holder.describe()}; its lease expires {holder.ttl_s:g} seconds after "
+                "its last renewal",
+            )
+        return self.writer_lease(pid, PURPOSE_WRITER, self.stale)
+
+    def stale(self, got: Stored, ttl_s: float) -> bool:
+        """Whether the lease object ``got`` was last written at least ``ttl_s`` ago by
+        the storage's clock (§12.7: its modification time against a probe's, both
+        stamped by the storage, with :data:`~quiver_spark.objects.clock.RESOLUTION_NS`
+        to spare): its holder may act for ``ttl_s`` after the start of its last written
+        renewal, and the storage stamped that renewal no earlier. The probe
+        (``partitions/CLOCK``: one PUT and one HEAD) is made when a held lease is met,
+        and again before one is judged expired; a storage that keeps no modification
+        times judges nothing (the lease is held)."""
+        if got.modified_ns is None:
+            return False
+        need = int(ttl_s * 1e9) + RESOLUTION_NS
+        if self._storage_clock is None:
+            self._storage_clock = StorageClock(self.parts.objects, fmt.SLOTS_CLOCK_KEY)
+        clock = self._storage_clock
+        try:
+            if clock.now_ns() - got.modified_ns < need:
+                return False
+            return clock.now_ns(fresh=True) - got.modified_ns >= need
+        except OSError as e:  # no clock to judge by: the lease counts as held
+            log.warning("quiver.slot.clock_unknown root=%s: %s", self.parts.root, e)
+            return False
 
     def hold_partition(self, pid: str, purpose: str) -> Lease:
         return Lease.acquire(self.parts.objects, fmt.writer_lease_key(pid), purpose=purpose)
 
     def claim(
-        self, pid: str, purpose: str, min_epoch: int, clock: Callable[[], float] | None = None
+        self,
+        pid: str,
+        purpose: str,
+        min_epoch: int,
+        clock: Callable[[], float] | None = None,
+        stale: Stale | None = None,
     ) -> Lease:
         """Take ``pid``'s writer LEASE for ``purpose`` (a writer, or a sealer of a lost
         machine's staged rows) above ``min_epoch``, keep it renewed and claim its epoch
         in the partition's MANIFEST: the one way any holder comes to change a partition
         (§12.3, §12.7). LeaseHeldError while another live holder has it. ``clock``:
-        what the holder observes others' leases by (default: the store's)."""
+        what the holder observes others' leases by (default: the store's); ``stale``:
+        a judge of expiry by the storage's clock besides (a slot claim)."""
         p = self.parts
         lease = Lease.acquire(
             p.objects,
@@ -456,6 +532,7 @@ class ObjectRoot:
             ttl_s=p.config.lease_ttl_s,
             min_epoch=min_epoch,
             clock=clock or p.lease_clock(),
+            stale=stale,
         )
         try:
             lease.keep()
@@ -578,6 +655,29 @@ def _check_sealer_lease(lease: Lease) -> None:
             if keeper and keeper.error
             else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
         )
+
+
+def claim_slot(
+    kind: RootKind, host: str, open_writer: Callable[[str], PartitionWriter], where: str
+) -> PartitionWriter:
+    """The writer of the lowest-numbered core slot free for a writer on ``host``
+    (``open_writer`` opens slot ``pid``'s writer by the kind's :meth:`slot_lease`):
+    ``<host>-<k>`` on a POSIX root, the pool's ``w-<k>`` on an object root (§12.3,
+    "Slots"). A held slot is skipped, never waited for; a slot whose partition cannot
+    be recovered (damage ``quiver fsck`` names) is skipped too, so one damaged
+    partition never stops the writers. LockedError when every slot is held."""
+    for k in range(MAX_SLOTS):
+        pid = kind.slot_name(host, k)
+        try:
+            return open_writer(pid)
+        except LockedError:
+            continue
+        except CorruptionError as e:
+            # a damaged slot stays for ``quiver fsck``; the worker writes elsewhere
+            log.error("quiver.sink.slot_damaged root=%s partition=%s: %s", where, pid, e)
+            continue
+    pattern = kind.slot_name(host, 0).rsplit("-", 1)[0] + "-*"
+    raise LockedError(f"{where}/{pattern}", f"other writers on all {MAX_SLOTS} slots")
 
 
 def root_kind(root: str) -> type[FileRoot] | type[ObjectRoot]:

@@ -64,7 +64,7 @@ from .policy import (
     replace_policy,
 )
 from .retention import RetentionResult
-from .root_kind import RootKind, StoreParts, root_kind
+from .root_kind import RootKind, StoreParts, claim_slot, root_kind
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
 from .segment.backends import check_location
@@ -184,6 +184,32 @@ class QuiverStore:
             store.writer = store._partition_writer(partition)
             if background:
                 store._start_maintenance()
+        return store
+
+    @classmethod
+    def open_slot(
+        cls,
+        path: str,
+        config: StoreConfig | None = None,
+        *,
+        host: str,
+        storage_options: dict[str, Any] | None = None,
+        background: bool = True,
+    ) -> QuiverStore:
+        """Open (and make) the store at ``path`` and claim a core slot to write: the
+        lowest-numbered one free, ``<host>-<k>`` on a POSIX root, ``w-<k>`` of the pool
+        every machine shares on an object root (ARCHITECTURE.md §12.3, "Slots"). A held
+        slot is skipped, never waited for; LockedError when all are held."""
+        store = cls.open(path, config, partition=None, storage_options=storage_options)
+        try:
+            store.writer = claim_slot(
+                store.kind, host, lambda pid: store._partition_writer(pid, slot=True), store.root
+            )
+        except BaseException:
+            store.close()
+            raise
+        if background:
+            store._start_maintenance()
         return store
 
     @property
@@ -515,8 +541,10 @@ class QuiverStore:
         ``partitions/``, §12.6); none on a POSIX root."""
         return self.kind.staged()
 
-    def _partition_writer(self, pid: str, purpose: str = PURPOSE_WRITER) -> PartitionWriter:
-        lease = self.kind.writer_lease(pid, purpose)
+    def _partition_writer(
+        self, pid: str, purpose: str = PURPOSE_WRITER, *, slot: bool = False
+    ) -> PartitionWriter:
+        lease = self.kind.slot_lease(pid) if slot else self.kind.writer_lease(pid, purpose)
         try:
             writer = PartitionWriter(
                 pid=pid,

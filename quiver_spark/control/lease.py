@@ -39,7 +39,7 @@ from ..errors import (
     VersionMismatch,
 )
 from ..format import MAGIC_LEASE, decode_frame, encode_frame
-from ..objects.base import ObjectStore
+from ..objects.base import ObjectStore, Stored
 from .clock import elapsed
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,11 @@ _MAX_POLL_S = 1.0
 _QUICK_RETRIES = 8  # conflicts / lost races re-tried at once before a poll pause
 
 Clock = Callable[[], float]
+
+Stale = Callable[[Stored, float], bool]
+"""A judge of expiry besides this process's observation: given a lease object as read
+and its holder's ttl, True when the storage's own clock shows it unwritten for at
+least that ttl (a slot claim, §12.3; :meth:`~quiver_spark.root_kind.ObjectRoot.stale`)."""
 
 
 # -- who this process is ------------------------------------------------------------
@@ -317,6 +322,7 @@ class Lease:
         stop_when_renewed: bool = False,
         clock: Clock = elapsed,
         sleep: Callable[[float], None] = time.sleep,
+        stale: Stale | None = None,
     ) -> Lease:
         """Hold ``key``, waiting up to ``wait_s`` (polling) for its holder to release
         it, die on this host, or let it expire by this process's observation; else
@@ -324,7 +330,9 @@ class Lease:
         is above it (a caller that knows an epoch written under the lease passes it,
         so a lease object that was deleted or damaged never restarts the epochs).
         ``stop_when_renewed``: give up as soon as the holder is seen renewing, or is a
-        running process of this host (it is alive), instead of waiting out ``wait_s``."""
+        running process of this host (it is alive), instead of waiting out ``wait_s``.
+        ``stale``: a lease it says is unwritten for its ttl by the storage's clock is
+        expired too, without this process having watched it (a slot claim, §12.3)."""
         if not ttl_s > 0:
             raise ConfigError("lease ttl_s", ttl_s, "a positive number of seconds")
         ident = _ident(objects, key)
@@ -336,7 +344,7 @@ class Lease:
         while True:
             try:
                 with serial:  # a winner is registered before this process looks again
-                    got = cls._attempt(objects, key, purpose, ttl_s, min_epoch, clock)
+                    got = cls._attempt(objects, key, purpose, ttl_s, min_epoch, clock, stale)
                     if isinstance(got, Lease):
                         with _mutex:
                             _held[ident] = weakref.ref(got)
@@ -365,6 +373,7 @@ class Lease:
         ttl_s: float,
         min_epoch: int,
         clock: Clock,
+        stale: Stale | None = None,
     ) -> Lease | _Busy | object:
         where = objects.display(key)
         ident = _ident(objects, key)
@@ -396,7 +405,7 @@ class Lease:
         with _mutex:
             before = _seen.get(ident)
         watched = _observe(ident, got.version, clock)
-        if watched >= expiry:
+        if watched >= expiry or (stale is not None and stale(got, expiry)):
             prior = body.epoch if body is not None else _salvage_epoch(got.data)
             return cls._write(
                 objects, key, purpose, ttl_s, max(min_epoch, prior), got.version, clock
@@ -608,11 +617,14 @@ def _salvage_epoch(raw: bytes) -> int:
     return epoch if isinstance(epoch, int) and 0 <= epoch < 1 << 62 else 0
 
 
-def current_holder(objects: ObjectStore, key: str, *, clock: Clock = elapsed) -> HolderInfo | None:
+def current_holder(
+    objects: ObjectStore, key: str, *, clock: Clock = elapsed, stale: Stale | None = None
+) -> HolderInfo | None:
     """Who holds ``key`` now, as far as this process can tell: None when it is absent,
     released, held by a dead process of this host, or seen unchanged for its ``ttl_s``
     by this process (a long-lived process notices expiry; a one-shot one reports the
-    holder). A damaged lease is an unknown holder (``pid`` -1) until it expires."""
+    holder), or, given ``stale``, unwritten for its ttl by the storage's clock. A
+    damaged lease is an unknown holder (``pid`` -1) until it expires."""
     got = objects.get(key)
     if got is None:
         return None
@@ -621,11 +633,13 @@ def current_holder(objects: ObjectStore, key: str, *, clock: Clock = elapsed) ->
     except CorruptionError:
         unknown = HolderInfo("?", -1, "", "unknown holder", "?", DEFAULT_TTL_S)
         watched = _observe(_ident(objects, key), got.version, clock)
-        return None if watched >= DEFAULT_TTL_S else unknown
+        expired = watched >= DEFAULT_TTL_S or (stale is not None and stale(got, DEFAULT_TTL_S))
+        return None if expired else unknown
     if body.released or body.holder.dead_here():
         return None
     watched = _observe(_ident(objects, key), got.version, clock)
-    return None if watched >= body.holder.ttl_s else body.holder
+    ttl = body.holder.ttl_s
+    return None if watched >= ttl or (stale is not None and stale(got, ttl)) else body.holder
 
 
 def stored_epoch(objects: ObjectStore, key: str) -> int:

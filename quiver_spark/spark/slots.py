@@ -2,20 +2,25 @@
 
 A Python worker runs one task at a time and is reused for later tasks, so each
 worker process claims one store partition ("core slot") per store the first time it
-writes there and keeps it open: ``<host>-0``, ``<host>-1``, ... taking the first whose
-single-writer lock is free. A stream with 200 Spark partitions on 8 cores thus fills
-about 8 store partitions, and no task waits for another task's lock. The open
-store's maintenance thread seals committed data once ``segment.max_open_duration``
-old. Handles are closed at interpreter exit; a worker killed instead (PySpark's
-daemon ends workers with ``os._exit`` or SIGKILL) leaves a durable WAL that the next
-claimant of the slot, or the driver after its next commit, recovers. A slot whose
-partition cannot be recovered (damage that ``quiver fsck`` names) is skipped, so one
-damaged partition never stops a host's writers.
+writes there and keeps it open, taking the lowest-numbered slot whose single-writer
+lock is free (:meth:`~quiver_spark.store.QuiverStore.open_slot`). A stream with 200
+Spark partitions on 8 cores thus fills about 8 store partitions, and no task waits
+for another task's lock. The open store's maintenance thread seals committed data
+once ``segment.max_open_duration`` old. Handles are closed at interpreter exit; a
+worker killed instead (PySpark's daemon ends workers with ``os._exit`` or SIGKILL)
+leaves a durable WAL that the next claimant of the slot, or the driver after its next
+commit, recovers. A slot whose partition cannot be recovered (damage that ``quiver
+fsck`` names) is skipped, so one damaged partition never stops a host's writers.
 
-On an object root the single-writer lock of a slot is its lease
-``partitions/<host>-<k>/LEASE`` (ARCHITECTURE.md §12.3), taken by the store's open
-like the ``flock`` of a local root: a held lease is skipped the same way, and a slot
-whose holder is a dead process of this host is claimed at once. A cached slot whose
+On a POSIX root the slots of a host are ``<host>-0``, ``<host>-1``, ... (their WALs
+are under the root, or on that host's own disk). On an object root they are a pool
+every machine shares, ``w-0``, ``w-1``, ... (ARCHITECTURE.md §12.3, "Slots"): the
+lock of a slot is its lease ``partitions/w-<k>/LEASE``, and a worker takes the
+lowest-numbered slot whose lease is free (never taken, released, its holder a dead
+process of this host, or unwritten for its ttl by the storage's clock), so a new
+executor (a new pod, a new host name) takes over a slot a gone one left instead of
+adding a partition: the store holds about as many partitions as writers ever ran at
+once. A held lease is skipped the same way as a held ``flock``. A cached slot whose
 lease another holder took over (the worker was paused past the lease's ttl, and an
 observer sealed the slot or a claimant took it) is of no more use to its process: a
 task that finds it so before writing (the lease's renewal found it lost, or no renewal
@@ -33,13 +38,10 @@ import re
 import socket
 import threading
 
-from ..errors import CorruptionError, LockedError, QuiverError
+from ..errors import QuiverError
 from ..store import QuiverStore, StoreConfig
 
 log = logging.getLogger(__name__)
-
-MAX_SLOTS = 4096
-"""Upper bound on slot numbers tried on one host before giving up."""
 
 _lock = threading.Lock()
 Key = tuple[str, StoreConfig, tuple[tuple[str, str], ...]]
@@ -80,24 +82,9 @@ def slot_store(
                 return store
             del _handles[key]
             _close(store, root, "its lease was taken over")
-        host = host_tag()
-        for k in range(MAX_SLOTS):
-            pid = f"{host}-{k}"
-            try:
-                store = QuiverStore.open(
-                    root, config, partition=pid, storage_options=storage_options or None
-                )
-            except LockedError:
-                continue
-            except CorruptionError as e:
-                # a damaged slot stays for ``quiver fsck``; the worker writes elsewhere
-                log.error("quiver.sink.slot_damaged root=%s partition=%s: %s", root, pid, e)
-                continue
-            break
-        else:
-            raise LockedError(
-                os.path.join(root, f"{host}-*"), f"other writers on all {MAX_SLOTS} slots"
-            )
+        store = QuiverStore.open_slot(
+            root, config, host=host_tag(), storage_options=storage_options or None
+        )
         _handles[key] = store
         if not _atexit_registered:
             atexit.register(close_all)
@@ -106,7 +93,7 @@ def slot_store(
         log.info(
             "quiver.sink.slot root=%s partition=%s process=%d recovered=%s",
             root,
-            pid,
+            store.writer.pid if store.writer is not None else None,
             os.getpid(),
             rec.summary() if rec is not None and rec.records_scanned else "nothing",
         )
