@@ -357,7 +357,13 @@ def load_profile(
         settings = load_yaml_options(path)
     except ConfigError as e:
         if named_by == CONFIG:
-            raise
+            raise StoreProfileError(
+                CONFIG,
+                path,
+                e.allowed,
+                f"the store profile {path!r} named by {config_name} is not {e.allowed}: "
+                f"name {_PROFILE} there",
+            ) from None
         raise StoreProfileError(
             QUIVER_CONFIG,
             path,

@@ -84,7 +84,7 @@ def test_an_option_typo_is_reported_as_an_unknown_option_with_the_near_miss(
 def test_a_missing_config_file_is_a_usage_error(built: Built, tmp_path: Path) -> None:
     res = run(["status", built.root, "--config", tmp_path / "nope.yaml"])
     assert res.exit_code == 2
-    assert "'config'" in res.stderr and "nope.yaml" in res.stderr and "readable YAML" in res.stderr
+    assert "--config" in res.stderr and "nope.yaml" in res.stderr and "readable YAML" in res.stderr
 
 
 def test_a_bad_start_position_lists_the_allowed_ones(built: Built) -> None:

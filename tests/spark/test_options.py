@@ -102,8 +102,9 @@ def test_example_yaml_config_is_read_in_the_pipeline_layout():
     cfg = store_config({"config": str(CONF)})
     assert cfg.segment.target_size_bytes == 32 * 1024**2
     assert cfg.wal.max_size_bytes == 4 * 1024**3
-    assert cfg.retention.size_cap_bytes == 500 * 1024**3
-    assert cfg.retention.max_age_hours == 72
+    assert cfg.retention.backpressure_timeout_s == 30
+    # the store's policy is left commented out: a shared profile must not contradict it
+    assert cfg.retention.size_cap_bytes is None and cfg.retention.max_age_hours is None
     assert store_root({"config": str(CONF)}) == "/data/quiver"
 
 
@@ -111,7 +112,7 @@ def test_explicit_options_win_over_the_yaml_file():
     opts = {"config": str(CONF), "path": "/elsewhere", "Segment.Target_Size": "1MB"}
     cfg = store_config(opts)
     assert cfg.segment.target_size_bytes == 1024**2
-    assert cfg.retention.size_cap_bytes == 500 * 1024**3  # still from the file
+    assert cfg.retention.backpressure_timeout_s == 30  # still from the file
     assert store_root(opts) == "/elsewhere"
 
 
