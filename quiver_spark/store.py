@@ -29,7 +29,7 @@ from . import format as fmt
 from . import write_jobs
 from .admission import Admission
 from .commits import CommitLog
-from .config import NAME_RE, StoreConfig
+from .config import StoreConfig
 from .control.clock import elapsed
 from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER
 from .control.manifest import ManifestStore
@@ -45,17 +45,15 @@ from .descriptor import (
 from .errors import (
     CorruptionError,
     LeaseLostError,
-    LockedError,
     PolicyConflictError,
-    QuiverError,
     SchemaMismatchError,
     StoreClosedError,
 )
-from .fs import DEFAULT_IO, FileIO, partition_locked
+from .fs import DEFAULT_IO, FileIO
 from .metrics import PROCESS, Metrics
 from .objects import ObjectStore, open_objects
 from .objects.local import LocalObjects
-from .partition import PartitionWriter, RecoveryReport
+from .partition import PartitionWriter, RecoveryReport, wal_dirs
 from .partition.recovery import ACT_MARGIN
 from .policy import (
     StorePolicy,
@@ -404,17 +402,7 @@ class QuiverStore:
 
     def wal_bytes(self) -> dict[str, int]:
         """WAL bytes on disk per partition (directory listings; no file is opened)."""
-        out: dict[str, int] = {}
-        for pid in self.io.listdir(self.wal_root):
-            wal_dir = os.path.join(self.wal_root, pid, fmt.WAL_DIR)
-            total = 0
-            for name in self.io.listdir(wal_dir):
-                try:
-                    total += self.io.size(os.path.join(wal_dir, name))
-                except FileNotFoundError:
-                    continue
-            out[pid] = total
-        return out
+        return wal_dirs.wal_bytes(self.io, self.wal_root)
 
     def run_retention(
         self, now_ns: int | None = None, *, dry_run: bool = False, listing: bool = False
@@ -501,36 +489,23 @@ class QuiverStore:
         ``staged`` choose the two halves (the driver runs the second at most every few
         seconds).
         """
-        sealed: list[tuple[str, int]] = []
         self.idle_failures = {}
         mine = self.writer.pid if self.writer else None
-        done: set[str] = set()
-        for pid in self.io.listdir(self.wal_root) if local else []:
-            if pid == mine or not NAME_RE.fullmatch(pid):
-                continue
-            if not self.io.listdir(os.path.join(self.wal_root, pid, fmt.WAL_DIR)):
-                continue
-            try:
-                w = self._partition_writer(pid, PURPOSE_SEALER)  # it writes nothing of its own
-            except LockedError:
-                continue
-            except (QuiverError, OSError) as e:  # one damaged partition must not stop the rest
-                log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
-                self.idle_failures[pid] = str(e)
-                continue
-            try:
-                w.close(finalize=True)
-                if w.last_finalized is not None:
-                    sealed.append((pid, w.last_finalized.seq))
-                done.add(pid)
-            except (QuiverError, OSError) as e:
-                log.error("quiver.finalize_idle.failed partition=%s: %s", pid, e)
-                self.idle_failures[pid] = str(e)
-            finally:
-                w.close(finalize=False)
-                # its lease is released: this handle writes the partition no more, and
-                # its retention changes it at whatever epoch the next writer holds
-                self.manifests.unclaim(pid)
+        sealed, done = (
+            wal_dirs.seal_idle(
+                self.io,
+                self.wal_root,
+                # a sealer: it writes nothing of its own
+                lambda pid: self._partition_writer(pid, PURPOSE_SEALER),
+                # then its lease is released: this handle writes the partition no more,
+                # and its retention changes it at whatever epoch the next writer holds
+                self.manifests.unclaim,
+                skip=mine,
+                failures=self.idle_failures,
+            )
+            if local
+            else ([], set())
+        )
         if staged:
             skip = done | ({mine} if mine else set())
             sealed += self.kind.seal_lost(skip, self.idle_failures)
@@ -574,15 +549,7 @@ class QuiverStore:
 
     def heartbeats(self) -> dict[str, dict[str, Any]]:
         """Last heartbeat of each partition's writer, with ``live`` telling if it still runs."""
-        out: dict[str, dict[str, Any]] = {}
-        for pid in self.io.listdir(self.wal_root):
-            path = os.path.join(self.wal_root, pid, fmt.HEARTBEAT_FILE)
-            try:
-                body = fmt.decode_frame(path, fmt.MAGIC_HEARTBEAT, self.io.read_file(path))
-            except (FileNotFoundError, CorruptionError):
-                body = {"partition": pid}
-            body["live"] = partition_locked(os.path.join(self.wal_root, pid, fmt.LOCK_FILE))
-            out[pid] = body
+        out = wal_dirs.heartbeats(self.io, self.wal_root)
         self.kind.note_live_writers(out)
         return out
 

@@ -22,6 +22,8 @@
                   transaction a lost machine left (§12.6), for its next writer and for
                   an observer
 ``model``         the open segment, a pending transaction, :class:`RecoveryReport`
+``wal_dirs``      the partition directories of this machine's WAL root: WAL bytes,
+                  heartbeats, sealing those whose writer is gone (§7.3)
 ================  ===================================================================
 """
 
