@@ -5,9 +5,11 @@ Each executor is a process of its own standing for a Kubernetes pod: its own hos
 and kernel (no other process takes its lease for a dead process of its host), its own
 empty WAL disk. It claims a core slot as the Spark sink's worker does, writes one
 transaction (durable, staged), the driver (this process) commits it, and the executor
-ends; the next one starts after it. Then a subscriber reads everything and ``gc`` runs.
-For each way executors end, the partitions left in the bucket (those with any object,
-``partitions/`` or ``segments/``) and those with segments (what a reader enumerates):
+ends; the next one starts after it. Then a subscriber reads everything and ``gc`` runs,
+while a second subscriber, registered from the start, has read nothing (its segments
+are retained). For each way executors end: the partitions in the bucket (those with any
+object, ``partitions/`` or ``segments/``) and those with segments (what every reader
+lists, and HEADs the MANIFEST of, at each poll):
 
 - ``exit``: the worker exits cleanly (its slot sealed and released);
 - ``killed; next after ttl``: killed; the next starts once its lease is a ttl old by the
@@ -81,6 +83,9 @@ def run_mode(mode: str, endpoint: str, executors: int, ttl: float, tmp: Path) ->
     store_id = QuiverStore.prepare_writes(root, config, SCHEMA, storage_options=opts)
     sub = Subscription.open(root, "exporter", storage_options=opts)
     sub.start("earliest")
+    lagging = Subscription.open(root, "lagging", storage_options=opts)
+    lagging.start("earliest")
+    lagging.close()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     for n in range(executors):
         host = f"pod-{uuid.uuid4().hex[:6]}"
@@ -124,7 +129,7 @@ def run_mode(mode: str, endpoint: str, executors: int, ttl: float, tmp: Path) ->
     return {
         "rows read": rows,
         "partitions": len({*objects.list_dirs("partitions/"), *objects.list_dirs("segments/")}),
-        "partitions with segments": with_segments,
+        "partitions with segments (retained for a lagging subscriber)": with_segments,
         "gc exit": gc.returncode,
     }
 
