@@ -15,6 +15,9 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 ``files``             :class:`~.files.SegmentFiles`: segment files named, listed
                       and read, the verified-metadata cache
 ``quarantine``        moving a damaged segment aside, the quarantine mark
+``removal``           :class:`~.removal.CleanupReport`: a partition's leftovers
+                      cleared before its writer writes; segments found gone
+                      before a delete, logged
 ``backend``           :class:`SegmentBackend`: the file operations a location needs
 ``backends``          :func:`~.backends.open_backend`: which backend a location opens
 ``local``             :class:`LocalBackend`: a POSIX directory, fsync and rename
@@ -28,10 +31,11 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 """
 
 from .backend import SegmentBackend
-from .catalog import CleanupReport, SegmentLocation
+from .catalog import SegmentLocation
 from .files import DamagedSegment, SegmentListing, SegmentSurvey
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader
+from .removal import CleanupReport
 
 __all__ = [
     "CleanupReport",

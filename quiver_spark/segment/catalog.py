@@ -22,7 +22,6 @@ import builtins
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -31,16 +30,12 @@ from ..control.manifest import Manifest, ManifestStore
 from ..errors import (
     CorruptionError,
     LeaseLostError,
-    QuiverError,
     SegmentMissingError,
     SeqTakenError,
 )
 from ..format import (
     META_SUFFIX,
-    QUARANTINE_DIR,
     SEGMENT_SUFFIX,
-    TMP_SUFFIX,
-    parse_segment_file_seq,
     parse_seq,
 )
 from ..fs import DEFAULT_IO, FileIO
@@ -56,25 +51,10 @@ from .publish_files import FilePublication
 from .publish_manifest import ManifestPublication
 from .quarantine import move_aside, quarantine_mark, quarantine_note
 from .reader import SegmentReader, open_verified
+from .removal import CleanupReport, clean_partition, log_vanished
 from .writer import Serialized, coalesce, event_time_range, prepare, serialize
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CleanupReport:
-    """What :meth:`SegmentLocation.cleanup` removed and the highest seq it saw on disk."""
-
-    removed: list[str]
-    max_seq_seen: int
-    max_published_seq: int = 0
-    """Highest seq that was ever published and still leaves a trace on disk: a
-    ``.meta`` in the partition directory or any file in ``quarantine/``. Unpublished
-    ``.arrow`` orphans do not count: no reader ever saw their seq."""
-    highest_taken: int = 0
-    """Highest seq the partition's writer must not use again: ``max_published_seq``
-    when the unpublished ``.arrow`` files were removed (their seqs are free again),
-    ``max_seq_seen`` when they were left (another holder's, §12.4)."""
 
 
 class SegmentLocation:
@@ -616,7 +596,7 @@ class SegmentLocation:
                 elif isinstance(found, DamagedSegment):
                     damaged.append(found)
         for p, seqs in gone.items():
-            _log_vanished(p, seqs, recorded)
+            log_vanished(p, seqs, recorded)
             self.forget(p, seqs)
             self._publication.unlist(p, seqs)
         if damaged:
@@ -670,34 +650,7 @@ class SegmentLocation:
         """
         if unpublished is None:
             unpublished = not self._publication.keeps_unpublished
-        validate_name("partition", partition)
-        d = self._b.join(partition)
-        names = list(self._b.entries(d))
-        quarantined = list(self._b.entries(self._b.join(partition, QUARANTINE_DIR)))
-        published = {s for n in names if (s := parse_seq(n, META_SUFFIX))}
-        doomed = [
-            f"{d}/{n}"
-            for n in names
-            if n.endswith(TMP_SUFFIX)
-            or (
-                unpublished
-                and (s := parse_seq(n, SEGMENT_SUFFIX)) is not None
-                and s not in published
-            )
-        ]
-        max_seq = max((parse_segment_file_seq(n) or 0 for n in names + quarantined), default=0)
-        max_published = max(
-            [*published, *(parse_segment_file_seq(n) or 0 for n in quarantined)], default=0
-        )
-        removed = [self._b.display(p) for p in self._b.remove(doomed)]
-        if removed:
-            log.info("quiver.segment.cleanup partition=%s removed=%s", partition, removed)
-        return CleanupReport(
-            removed=removed,
-            max_seq_seen=max_seq,
-            max_published_seq=max_published,
-            highest_taken=max_published if unpublished else max_seq,
-        )
+        return clean_partition(self._b, partition, unpublished=unpublished)
 
     def quarantine(self, partition: str, seq: int, reason: str) -> str:
         """Move a damaged segment's files to ``<pid>/quarantine/`` with a reason file.
@@ -710,36 +663,3 @@ class SegmentLocation:
         shown = move_aside(self._files, partition, seq, reason)
         self.quarantined_total += 1
         return shown
-
-
-def _log_vanished(
-    partition: str, seqs: builtins.list[int], recorded: Callable[[str], DeletedMarks] | None
-) -> None:
-    """``quiver.segment.vanished``: DEBUG for the seqs ``recorded`` holds (deleted by
-    another retention pass first: nothing lost), WARNING for the others."""
-    unknown = ""
-    deleted: builtins.list[int] = []
-    if recorded is not None:
-        try:
-            marks = recorded(partition)
-        except (OSError, QuiverError) as e:
-            unknown = f" (the ack log could not be read to tell: {e})"
-        else:
-            deleted = [s for s in seqs if marks.holds(s)]
-    if deleted:
-        log.debug(
-            "quiver.segment.vanished partition=%s seqs=%s: already deleted by another "
-            "retention pass (recorded in the ack log); nothing lost",
-            partition,
-            deleted,
-        )
-    lost = [s for s in seqs if s not in deleted]
-    if lost:
-        log.warning(
-            "quiver.segment.vanished partition=%s seqs=%s: gone but never recorded deleted "
-            "by retention (removed outside Quiver?); a subscriber that had not read them "
-            "reports them lost%s",
-            partition,
-            lost,
-            unknown,
-        )
