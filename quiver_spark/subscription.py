@@ -311,7 +311,7 @@ class Subscription:
         (a Spark checkpoint) meets this at its first call, before any row is served."""
         if self._registered or self.registered():
             return
-        self._refuse_if_expired()
+        records.refuse_if_expired(self.store.objects, self.store.root, self.name)
         if not new_ok:
             root = self.store.root
             raise SubscriberError(
@@ -387,8 +387,8 @@ class Subscription:
         # way (refused) or the pass sees it live (no expiry)
         with self.registry.exclusive():
             known = self.name in self.registry.subscribers()
-            if not known or self._tombstoned():
-                self._refuse_if_expired()
+            if not known or records.tombstoned(self.store.objects, self.name):
+                records.refuse_if_expired(self.store.objects, self.store.root, self.name)
             start = wanted or (StartPosition.ACKED if known else StartPosition.EARLIEST)
             self.registry.register(
                 self.name,
@@ -426,11 +426,6 @@ class Subscription:
             marks,
         )
         return Position(marks)
-
-    def _tombstoned(self) -> bool:
-        """Whether the subscriber's record says expired (a damaged one does not)."""
-        rec = records.read_record_or_none(self.store.objects, self.name)
-        return rec is not None and rec.expired_ns is not None
 
     def _first_since(self, partition: str, seqs: Sequence[int], since_ns: int) -> int:
         """The first of ``seqs`` that may hold a row ingested at or after ``since_ns``
@@ -519,25 +514,6 @@ class Subscription:
                 if (seqs := self.registry.nacked(self.name, p))
             }
         return self._given_back
-
-    def _refuse_if_expired(self) -> None:
-        try:
-            rec = records.read_record(self.store.objects, self.name)
-        except CorruptionError as e:
-            raise SubscriberError(
-                f"subscriber {self.name!r} is not registered and its record is damaged "
-                f"({e}), so whether the store expired it cannot be told; to start it over: "
-                f"quiver subscribers {self.store.root} remove {self.name}, then add it"
-            ) from e
-        if rec is None or rec.expired_ns is None:
-            return
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(rec.expired_ns / 1e9))
-        raise SubscriberError(
-            f"subscriber {self.name!r} expired at {when}: it had not acknowledged for "
-            f"longer than subscriber.expire_after ({rec.expired_after_s or 0:.0f}s), so the "
-            "store deregistered it and released what it pinned. To start it over from the "
-            f"retained data: quiver subscribers {self.store.root} add {self.name}"
-        )
 
     def poll(self, caps: Caps = UNLIMITED) -> Batch | None:
         """The next batch after what is acknowledged (registering the subscriber on

@@ -41,7 +41,7 @@ from typing import Any
 
 from .. import format as fmt
 from ..config import validate_name
-from ..errors import CorruptionError, ObjectExists, PreconditionFailed
+from ..errors import CorruptionError, ObjectExists, PreconditionFailed, SubscriberError
 from ..objects import ObjectStore, Stored
 from ..objects.writes import retry_conflicts
 from .live import is_live as is_live  # where the status and expiry code look for it
@@ -195,6 +195,35 @@ def read_record_or_none(objects: ObjectStore, name: str) -> SubscriptionRecord |
     except CorruptionError as e:
         log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
         return None
+
+
+def tombstoned(objects: ObjectStore, name: str) -> bool:
+    """Whether the subscriber's record says expired (a damaged one does not)."""
+    rec = read_record_or_none(objects, name)
+    return rec is not None and rec.expired_ns is not None
+
+
+def refuse_if_expired(objects: ObjectStore, root: str, name: str) -> None:
+    """Refuse (SubscriberError, in one line saying how to start it over) a consumer of
+    subscriber ``name`` whose record says the store at ``root`` expired it, or whose
+    record is damaged so that whether it was expired cannot be told."""
+    try:
+        rec = read_record(objects, name)
+    except CorruptionError as e:
+        raise SubscriberError(
+            f"subscriber {name!r} is not registered and its record is damaged "
+            f"({e}), so whether the store expired it cannot be told; to start it over: "
+            f"quiver subscribers {root} remove {name}, then add it"
+        ) from e
+    if rec is None or rec.expired_ns is None:
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(rec.expired_ns / 1e9))
+    raise SubscriberError(
+        f"subscriber {name!r} expired at {when}: it had not acknowledged for "
+        f"longer than subscriber.expire_after ({rec.expired_after_s or 0:.0f}s), so the "
+        "store deregistered it and released what it pinned. To start it over from the "
+        f"retained data: quiver subscribers {root} add {name}"
+    )
 
 
 def list_records(objects: ObjectStore) -> dict[str, SubscriptionRecord]:
