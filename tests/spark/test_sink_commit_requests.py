@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import quiver_spark.store as store_module
+import quiver_spark.write_jobs as write_jobs_module
 from quiver_spark import QuiverStore
 from quiver_spark.objects import open_objects
 from quiver_spark.objects.base import CountingObjects
@@ -64,7 +65,8 @@ def commits_counted(
             opened.append(MainThreadCounts(open_objects(*a, **k)))
             return opened[-1]
 
-        monkeypatch.setattr(store_module, "open_objects", counting)
+        monkeypatch.setattr(store_module, "open_objects", counting)  # the stores it opens
+        monkeypatch.setattr(write_jobs_module, "open_objects", counting)  # commit records
         yield options, writer, store, opened
     finally:
         slots.evict(writer.root, writer.config, None, writer.storage)
