@@ -470,13 +470,15 @@ class ObjectRoot:
     def slot_lease(self, pid: str) -> Lease:
         """Claim pool slot ``pid``: its writer lease when it is free (never taken,
         released, its holder a dead process of this host, or unwritten for its ttl by
-        the storage's clock: :meth:`stale`), taken over at a higher epoch as any
-        writer's; LeaseHeldError at once otherwise (one GET: a held slot costs a claim
-        nothing more)."""
+        the storage's clock: :meth:`stale`; or held under a lease this process dropped),
+        taken over at a higher epoch as any writer's; LeaseHeldError at once otherwise
+        (one GET: a slot another process holds costs a claim nothing more)."""
         p = self.parts
         key = fmt.writer_lease_key(pid)
         holder = current_holder(p.objects, key, clock=p.lease_clock(), stale=self.stale)
-        if holder is not None:
+        # a lease naming this process is the acquisition's to judge: one this process
+        # dropped (its release failed) is taken at once, a live one refused (§12.3)
+        if holder is not None and not holder.is_this_process():
             raise LeaseHeldError(
                 p.objects.display(key),
                 f"{holder.describe()}; its lease expires {holder.ttl_s:g} seconds after "
