@@ -41,6 +41,7 @@ from ..errors import (
 from ..format import MAGIC_LEASE, decode_frame, encode_frame
 from ..objects.base import ObjectStore, Stored
 from .clock import elapsed
+from .lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,6 @@ PURPOSE_WRITER = "writer"
 PURPOSE_SEALER = "sealer"
 """The purpose it names when its holder only seals committed rows a gone writer left
 (§12.6): ``quiver status`` keeps naming that writer (its heartbeat, its last write)."""
-
-RENEWS_PER_TTL = 3
-"""A holder rewrites its lease every ``ttl_s / RENEWS_PER_TTL`` (two may fail)."""
 
 _MAX_POLL_S = 1.0
 _QUICK_RETRIES = 8  # conflicts / lost races re-tried at once before a poll pause
@@ -653,58 +651,3 @@ def stored_epoch(objects: ObjectStore, key: str) -> int:
         return decode_lease(objects.display(key), got.data).epoch
     except CorruptionError:
         return 0
-
-
-# -- hand-over between a claimant and the writer it opens ------------------------------
-class LeaseKeeper:
-    """Renews a lease every ``ttl_s / 3`` on a daemon thread until stopped; records the
-    loss (``error``) and calls ``on_lost`` once when the lease was taken over. A
-    renewal that failed (``OSError``) is retried sooner; the lease is still held."""
-
-    def __init__(
-        self,
-        lease: Lease,
-        *,
-        interval_s: float | None = None,
-        on_lost: Callable[[LeaseLostError], None] | None = None,
-    ) -> None:
-        self.lease = lease
-        self.interval_s = interval_s if interval_s is not None else lease.ttl_s / RENEWS_PER_TTL
-        self.on_lost = on_lost
-        self.error: LeaseLostError | None = None
-        self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"quiver-lease-{lease.key}", daemon=True
-        )
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def tick(self) -> bool:
-        """One renewal; False once the lease is lost (the keeper then stops)."""
-        try:
-            self.lease.renew()
-            self.failures = 0
-        except LeaseLostError as e:
-            self.error = e
-            self._stop.set()
-            if self.on_lost is not None:
-                self.on_lost(e)
-            return False
-        except OSError as e:
-            self.failures += 1
-            log.warning("quiver.lease.renew_failed lease=%s: %s", self.lease.url, e)
-        return True
-
-    def _run(self) -> None:
-        wait = self.interval_s
-        while not self._stop.wait(wait):
-            if not self.tick():
-                return
-            wait = self.interval_s if self.failures == 0 else self.interval_s / RENEWS_PER_TTL
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join()

@@ -61,6 +61,7 @@ from typing import Any
 
 from quiver_spark import QuiverStore
 from quiver_spark.control import lease as lease_mod
+from quiver_spark.control.lease_keeper import LeaseKeeper
 from quiver_spark.errors import LeaseHeldError, LeaseLostError, QuiverError
 from quiver_spark.objects.memory import Faults
 from quiver_spark.subscribers import live as live_mod
@@ -230,7 +231,7 @@ class World:
             acquiring=lease_mod._acquiring,
             live=live_mod._live,
             me=lease_mod._me,
-            keep=lease_mod.LeaseKeeper.start,
+            keep=LeaseKeeper.start,
             time=time.time,
             time_ns=time.time_ns,
             gettime=time.clock_gettime,
@@ -258,7 +259,7 @@ class World:
             return t + self.current().suspended_s if clk == boottime else t
 
         lease_mod._me = me
-        lease_mod.LeaseKeeper.start = start  # type: ignore[method-assign,assignment]
+        LeaseKeeper.start = start  # type: ignore[method-assign,assignment]
         time.time = lambda: real_time() + self.current().skew_ns / 1e9
         time.time_ns = lambda: real_ns() + self.current().skew_ns
         time.clock_gettime = clock_gettime
@@ -271,7 +272,7 @@ class World:
         lease_mod._held, lease_mod._seen = s["held"], s["seen"]
         lease_mod._acquiring, live_mod._live = s["acquiring"], s["live"]
         lease_mod._me = s["me"]
-        lease_mod.LeaseKeeper.start = s["keep"]  # type: ignore[method-assign]
+        LeaseKeeper.start = s["keep"]  # type: ignore[method-assign]
         time.time, time.time_ns, time.clock_gettime = s["time"], s["time_ns"], s["gettime"]
         self.installed = False
 

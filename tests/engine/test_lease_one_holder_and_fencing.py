@@ -18,7 +18,8 @@ from unittest import mock
 import pytest
 
 from quiver_spark.control import lease as lease_mod
-from quiver_spark.control.lease import HolderInfo, Lease, LeaseKeeper, current_holder
+from quiver_spark.control.lease import HolderInfo, Lease, current_holder
+from quiver_spark.control.lease_keeper import LeaseKeeper
 from quiver_spark.errors import LeaseHeldError, LeaseLostError, LockedError
 from quiver_spark.objects.memory import MemoryObjects
 
