@@ -178,7 +178,8 @@ def test_storage_options_mean_for_a_segment_path_what_they_mean_for_a_root(
         with pytest.raises(ConfigError) as as_root:
             open_objects(f"s3://{BUCKET}/root", opts)
         assert str(as_segments.value) == str(as_root.value)
-        assert as_segments.value.option == "storage_options"
+        assert as_segments.value.option == as_root.value.option
+        assert as_segments.value.option.startswith("storage.")  # as the user spells it
     opts = {**moto_s3.options, "retry_timeout": "7s"}
     backend = open_backend(url, io=DEFAULT_IO, storage_options=opts)
     assert isinstance(backend, BucketBackend) and isinstance(backend.objects, CloudObjects)
