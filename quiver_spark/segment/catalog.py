@@ -41,7 +41,7 @@ from ..format import (
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
 from ..seams import DeletedMarks
-from ..urls import check_url, is_local_url
+from ..urls import check_url
 from .backend import Consume, SegmentBackend
 from .backends import open_backend
 from .files import DamagedSegment, Found, SegmentFiles, SegmentListing, SegmentSurvey
@@ -93,7 +93,6 @@ class SegmentLocation:
         """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
         if objects is None:
             check_url("segment.path", url)  # a missing backend or bad URL: one clear error
-        self.is_local = objects is None and is_local_url(url)
         """Whether the segments are in a local directory (fsynced) or behind fsspec
         or an object root's store (``objects``, keys under ``prefix``)."""
         self._b = (

@@ -34,7 +34,6 @@ def _round_trip(loc: SegmentLocation) -> None:
     )
     m2 = write_simple(loc, 2)
     m3 = write_simple(loc, 1, partition="p1")
-    assert not loc.is_local
     assert loc.partitions() == ["p0", "p1"]
     assert loc.list("p0") == [m1, m2]
     assert (m1.rows, m1.batches) == (2000, 4)
