@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ForeignCheckpointError, OffsetFormatError
-from ..position import Position
+from ..subscription import Position
 
 OFFSET_VERSION = 2
 """The ``v`` this build writes; it reads 1 (no store named) and 2."""

@@ -55,11 +55,11 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import SubscriberError
-from ..position import Position
 from ..store import QuiverStore
 from ..subscription import (
     Caps,
     Comparison,
+    Position,
     SegmentMeta,
     Subscription,
     open_store,
