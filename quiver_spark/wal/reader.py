@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import msgpack
 import pyarrow as pa
 
+from .. import layout
 from ..errors import ChecksumMismatchError, CorruptionError, VersionError
 from ..format import (
     REC_BATCH,
@@ -28,15 +29,12 @@ from ..format import (
     REC_STREAM,
     REC_TXN,
     RECORD_TYPES,
-    TMP_SUFFIX,
     WAL_HEADER_SIZE,
     WAL_MAGIC,
     WAL_RECORD,
     WAL_RECORD_SIZE,
-    WAL_SUFFIX,
     checksum,
     decode_wal_header,
-    parse_seq,
 )
 from ..fs import DEFAULT_IO, FileIO
 from .writer import WalFileInfo, list_wal_files
@@ -181,7 +179,7 @@ def scan_wal_file(
         A WAL header with a valid checksum but a format version this build cannot read.
     """
     mv, size = _map(path, io)
-    name_seq = parse_seq(os.path.basename(path), WAL_SUFFIX)
+    name_seq = layout.parse_wal_file(os.path.basename(path))
     scan = WalScan(path, [], 0, 0, [], first_seq=name_seq or 0)
     off, expected, bad = _read_header(mv, path, size, name_seq)
     while True:
@@ -271,7 +269,7 @@ def recover_wal(
     CorruptionError
         Any damage but a torn tail, unless ``salvage`` (then counted in the scans).
     """
-    tmps = [os.path.join(wal_dir, n) for n in io.listdir(wal_dir) if n.endswith(TMP_SUFFIX)]
+    tmps = [os.path.join(wal_dir, n) for n in io.listdir(wal_dir) if layout.is_tmp(n)]
     if tmps:
         io.durable_unlink(tmps)
         log.info("quiver.wal.remove_tmp %s", tmps)

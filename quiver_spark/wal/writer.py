@@ -28,6 +28,7 @@ from typing import TypeAlias
 import msgpack
 import pyarrow as pa
 
+from .. import layout
 from ..config import WalConfig
 from ..errors import QuiverError, StoreClosedError, WalFailedError
 from ..format import (
@@ -38,11 +39,8 @@ from ..format import (
     WAL_HEADER_SIZE,
     WAL_MAX_PAYLOAD,
     WAL_RECORD_SIZE,
-    WAL_SUFFIX,
     encode_record_header,
     encode_wal_header,
-    parse_seq,
-    wal_file_name,
 )
 from ..fs import DEFAULT_IO, FileIO
 
@@ -79,7 +77,7 @@ def list_wal_files(wal_dir: str, io: FileIO = DEFAULT_IO) -> list[WalFileInfo]:
     """The ``*.wal`` files in ``wal_dir`` sorted by first record seq (one stat each)."""
     out = []
     for name in io.listdir(wal_dir):
-        seq = parse_seq(name, WAL_SUFFIX)
+        seq = layout.parse_wal_file(name)
         if seq is not None:
             path = os.path.join(wal_dir, name)
             out.append(WalFileInfo(seq, path, io.size(path)))
@@ -420,7 +418,7 @@ class WalWriter:
     # -- files --------------------------------------------------------------------------
     def _open_locked(self) -> None:
         seq = self._next_seq
-        path = os.path.join(self._dir, wal_file_name(seq))
+        path = os.path.join(self._dir, layout.wal_file(seq))
         if any(f.first_seq >= seq for f in self._sealed):
             raise QuiverError(
                 f"wal directory {self._dir} already holds a file at or after seq {seq}; "
