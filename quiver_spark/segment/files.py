@@ -15,18 +15,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from .. import layout
 from ..config import validate_name
 from ..errors import CorruptionError, SegmentMissingError
-from ..format import (
-    META_SUFFIX,
-    QUARANTINE_DIR,
-    REASON_SUFFIX,
-    SEGMENT_SUFFIX,
-    meta_file_name,
-    parse_quarantined_seq,
-    parse_seq,
-    segment_file_name,
-)
 from .backend import SegmentBackend
 from .meta import SegmentMeta
 
@@ -89,8 +80,8 @@ class SegmentFiles:
     def paths(self, partition: str, seq: int) -> tuple[str, str]:
         """``(arrow, meta)``: where segment ``seq`` of ``partition`` is (or would be)."""
         validate_name("partition", partition)
-        d = self.backend.join(partition)
-        return f"{d}/{segment_file_name(seq)}", f"{d}/{meta_file_name(seq)}"
+        arrow, meta = layout.segment_data(partition, seq), layout.segment_meta(partition, seq)
+        return self.backend.join(arrow), self.backend.join(meta)
 
     def shown_meta(self, partition: str, seq: int) -> str:
         """Segment ``seq``'s ``.meta`` as messages show it."""
@@ -101,19 +92,19 @@ class SegmentFiles:
         """Seqs with a ``.meta`` and seqs with only an ``.arrow``, from one listing."""
         validate_name("partition", partition)
         entries = self.backend.entries(self.backend.join(partition))
-        published = sorted(s for n in entries if (s := parse_seq(n, META_SUFFIX)))
-        arrows = {s for n in entries if (s := parse_seq(n, SEGMENT_SUFFIX))}
+        published = sorted(s for n in entries if (s := layout.parse_segment_meta(n)))
+        arrows = {s for n in entries if (s := layout.parse_segment_data(n))}
         return SegmentListing(published, sorted(arrows - set(published)))
 
     def quarantined(self, partition: str) -> dict[int, str]:
         """Seqs of ``partition`` with a file in ``quarantine/``, each mapped to the path
         of the file that says why (its ``.reason`` when there is one): one listing."""
         validate_name("partition", partition)
-        qdir = self.backend.join(partition, QUARANTINE_DIR)
+        qdir = self.backend.join(layout.quarantine_dir(partition))
         out: dict[int, str] = {}
         for n in sorted(self.backend.entries(qdir)):
-            seq = parse_quarantined_seq(n)
-            if seq is not None and (seq not in out or n.endswith(REASON_SUFFIX)):
+            seq = layout.parse_quarantined_seq(n)
+            if seq is not None and (seq not in out or layout.is_quarantine_reason(n)):
                 out[seq] = f"{qdir}/{n}"
         return out
 

@@ -12,7 +12,8 @@ import os
 
 import pyarrow as pa
 
-from ..format import SEGMENT_FILE_MODE, TMP_SUFFIX
+from .. import layout
+from ..format import SEGMENT_FILE_MODE
 from ..fs import FileIO
 from .backend import Fill, SegmentBackend, T
 
@@ -82,7 +83,7 @@ class LocalBackend(SegmentBackend):
         self, path: str, fill: Fill[T], *, atomic: bool = True, tmp: str = "", replace: bool = False
     ) -> T:
         del atomic, replace  # always tmp + rename locally: a rename replaces
-        tmp = tmp or path + TMP_SUFFIX
+        tmp = tmp or layout.tmp(path)
         self._discard(tmp)  # a stale, read-only tmp from an interrupted attempt
         fd = self.io.open_create(tmp)
         try:

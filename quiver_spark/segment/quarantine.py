@@ -12,20 +12,14 @@ import logging
 import os
 import time
 
+from .. import layout
 from ..errors import CorruptionError
 from ..format import (
     MAGIC_QUARANTINE_MARK,
-    META_SUFFIX,
-    QUARANTINE_DIR,
-    QUARANTINE_MARK_NAME,
-    REASON_SUFFIX,
-    SEGMENT_SUFFIX,
-    TMP_SUFFIX,
     decode_frame,
     decode_reason,
     encode_frame,
     encode_reason,
-    quarantine_stem,
 )
 from .backend import SegmentBackend
 from .files import SegmentFiles
@@ -40,19 +34,23 @@ def move_aside(files: SegmentFiles, partition: str, seq: int, reason: str) -> st
     ``.arrow``), as messages show it."""
     b = files.backend
     arrow_path, meta_path = files.paths(partition, seq)
-    qdir = b.join(partition, QUARANTINE_DIR)
+    qdir = b.join(layout.quarantine_dir(partition))
     b.makedirs(qdir)
-    stem = f"{qdir}/{quarantine_stem(seq)}"
-    if any(b.exists(stem + s) for s in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX)):
-        stem = f"{qdir}/{quarantine_stem(seq, time.time_ns())}"  # quarantined before
+    stem = f"{qdir}/{layout.quarantine_stem(seq)}"
+    names = (layout.quarantined_data, layout.quarantined_meta, layout.quarantine_reason)
+    if any(b.exists(name(stem)) for name in names):
+        stem = f"{qdir}/{layout.quarantine_stem(seq, time.time_ns())}"  # quarantined before
     note = encode_reason(partition, seq, time.time_ns(), reason)
-    b.put(stem + REASON_SUFFIX, lambda consume: consume(memoryview(note)))
-    moved = stem + META_SUFFIX
+    b.put(layout.quarantine_reason(stem), lambda consume: consume(memoryview(note)))
+    moved = layout.quarantined_meta(stem)
     _replace_mark(b, partition, seq)  # before the moves: a failed one is noticed too
-    for src, suffix in ((meta_path, META_SUFFIX), (arrow_path, SEGMENT_SUFFIX)):
+    for src, dst in (
+        (meta_path, layout.quarantined_meta(stem)),
+        (arrow_path, layout.quarantined_data(stem)),
+    ):
         if b.exists(src):
-            b.move(src, stem + suffix)
-            moved = stem + suffix
+            b.move(src, dst)
+            moved = dst
     _replace_mark(b, partition, seq)  # again: readers that listed meanwhile look again
     shown = b.display(moved)
     log.warning(
@@ -68,7 +66,7 @@ def move_aside(files: SegmentFiles, partition: str, seq: int, reason: str) -> st
 def quarantine_mark(backend: SegmentBackend) -> bytes | None:
     """The bytes of the location's quarantine mark, None if nothing was ever
     quarantined there: one small read."""
-    path = backend.join(QUARANTINE_MARK_NAME)
+    path = backend.join(layout.quarantine_mark())
     raw = backend.read_many([path])[path]
     if raw is not None:
         try:
@@ -82,11 +80,11 @@ def _replace_mark(backend: SegmentBackend, partition: str, seq: int) -> None:
     token = os.urandom(8)
     body = {"changed_ns": time.time_ns(), "partition": partition, "seq": seq, "token": token}
     mark = encode_frame(MAGIC_QUARANTINE_MARK, body)
-    path = backend.join(QUARANTINE_MARK_NAME)
+    path = backend.join(layout.quarantine_mark())
     backend.put(  # a temporary name of its own: quarantines may run concurrently
         path,
         lambda consume: consume(memoryview(mark)),
-        tmp=f"{path}.{token.hex()}{TMP_SUFFIX}",
+        tmp=backend.join(layout.quarantine_mark_tmp(token.hex())),
         replace=True,  # rewritten whole by every quarantine, on an object root too
     )
 
@@ -94,7 +92,7 @@ def _replace_mark(backend: SegmentBackend, partition: str, seq: int) -> None:
 def quarantine_note(files: SegmentFiles, partition: str, seq: int) -> str:
     """The reason text recorded when ``seq`` was quarantined ("" if none is readable)."""
     raw = files.quarantined(partition).get(seq)
-    if raw is None or not raw.endswith(REASON_SUFFIX):
+    if raw is None or not layout.is_quarantine_reason(raw):
         return ""
     try:
         return decode_reason(files.backend.read(raw))

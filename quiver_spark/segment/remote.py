@@ -20,7 +20,7 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 
-from ..format import TMP_SUFFIX
+from .. import layout
 from .backend import Fill, SegmentBackend, T
 
 
@@ -130,7 +130,7 @@ class RemoteBackend(SegmentBackend):
         if not atomic:
             self.fs.pipe_file(path, data)
             return result
-        tmp = tmp or path + TMP_SUFFIX
+        tmp = tmp or layout.tmp(path)
         self.fs.pipe_file(tmp, data)
         self.fs.mv(tmp, path)
         return result

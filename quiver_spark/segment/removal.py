@@ -14,16 +14,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import layout
 from ..config import validate_name
 from ..errors import QuiverError
-from ..format import (
-    META_SUFFIX,
-    QUARANTINE_DIR,
-    SEGMENT_SUFFIX,
-    TMP_SUFFIX,
-    parse_segment_file_seq,
-    parse_seq,
-)
 from ..seams import DeletedMarks
 from .backend import SegmentBackend
 
@@ -52,17 +45,17 @@ def clean_partition(b: SegmentBackend, partition: str, *, unpublished: bool) -> 
     validate_name("partition", partition)
     d = b.join(partition)
     names = list(b.entries(d))
-    quarantined = list(b.entries(b.join(partition, QUARANTINE_DIR)))
-    published = {s for n in names if (s := parse_seq(n, META_SUFFIX))}
+    quarantined = list(b.entries(b.join(layout.quarantine_dir(partition))))
+    published = {s for n in names if (s := layout.parse_segment_meta(n))}
     doomed = [
         f"{d}/{n}"
         for n in names
-        if n.endswith(TMP_SUFFIX)
-        or (unpublished and (s := parse_seq(n, SEGMENT_SUFFIX)) is not None and s not in published)
+        if layout.is_tmp(n)
+        or (unpublished and (s := layout.parse_segment_data(n)) is not None and s not in published)
     ]
-    max_seq = max((parse_segment_file_seq(n) or 0 for n in names + quarantined), default=0)
+    max_seq = max((layout.parse_segment_file_seq(n) or 0 for n in names + quarantined), default=0)
     max_published = max(
-        [*published, *(parse_segment_file_seq(n) or 0 for n in quarantined)], default=0
+        [*published, *(layout.parse_segment_file_seq(n) or 0 for n in quarantined)], default=0
     )
     removed = [b.display(p) for p in b.remove(doomed)]
     if removed:
