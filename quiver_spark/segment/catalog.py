@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import pyarrow as pa
 
+from .. import layout
 from ..config import NAME_RE, SegmentConfig, validate_name
 from ..control.manifest import Manifest, ManifestStore
 from ..errors import (
@@ -32,11 +33,6 @@ from ..errors import (
     LeaseLostError,
     SegmentMissingError,
     SeqTakenError,
-)
-from ..format import (
-    META_SUFFIX,
-    SEGMENT_SUFFIX,
-    parse_seq,
 )
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
@@ -540,9 +536,9 @@ class SegmentLocation:
         plus its ``.meta`` on disk (damaged ones included), from one listing."""
         validate_name("partition", partition)
         entries = self._b.entries(self._b.join(partition), sizes=True)
-        sizes = {s: 0 for n in entries if (s := parse_seq(n, META_SUFFIX))}
+        sizes = {s: 0 for n in entries if (s := layout.parse_segment_meta(n))}
         for n, size in entries.items():
-            seq = parse_seq(n, SEGMENT_SUFFIX) or parse_seq(n, META_SUFFIX)
+            seq = layout.parse_segment_data(n) or layout.parse_segment_meta(n)
             if seq in sizes:
                 sizes[seq] += size
         return sizes

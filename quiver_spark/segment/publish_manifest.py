@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
+from .. import layout
 from ..config import validate_name
-from ..control.manifest import Manifest, ManifestEntry, ManifestStore, manifest_key
+from ..control.manifest import Manifest, ManifestEntry, ManifestStore
 from ..errors import CorruptionError, SegmentMissingError, SeqTakenError
 from ..format import checksum
 from ..seams import DeletedMarks
@@ -369,7 +370,7 @@ class ManifestPublication:
         if (
             copy is None
             or copy.version is None
-            or (self._manifests.objects.head(manifest_key(partition)) != copy.version)
+            or (self._manifests.objects.head(layout.manifest(partition)) != copy.version)
         ):
             m = self._deciding(partition)
         if m is None:  # no readable MANIFEST: the files decide (§6.7)
