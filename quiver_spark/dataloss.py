@@ -33,12 +33,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .control import cas
 from .errors import (
     CorruptionError,
     DataLossError,
     MissingKind,
-    ObjectConflict,
-    PreconditionFailed,
     SegmentMissingError,
 )
 from .format import LOST_SUFFIX, READERS_DIR
@@ -304,20 +303,17 @@ class LostLog:
 
     def _record_object(self, data: bytes) -> None:
         assert self.objects is not None
-        for _ in range(8):  # concurrent tasks: re-read and append again
-            try:
-                got = self.objects.get(self.key)
-                if got is None:
-                    self.objects.create(self.key, data)
-                else:
-                    self.objects.replace(self.key, got.data + data, version=got.version)
-                return
-            except (PreconditionFailed, ObjectConflict):  # nothing written: again
-                continue
-            except OSError as e:
-                log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
-                return
-        log.warning("quiver.source.data_loss_unrecorded path=%s error=contended", self.path)
+        try:  # concurrent tasks: a lost race reads again and appends again
+            cas.update(
+                self.objects,
+                self.key,
+                lambda got: (got or b"") + data,
+                decode=lambda got: got.data,
+                encode=lambda note: note,
+                give_up=lambda _: OSError("contended"),
+            )
+        except OSError as e:
+            log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
 
     def _raw(self) -> bytes:
         if self.objects is not None:

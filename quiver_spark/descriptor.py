@@ -13,13 +13,13 @@ import dataclasses
 import logging
 import time
 import uuid
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from . import format as fmt
 from .config import StoreConfig
+from .control import cas
 from .errors import (
     MAKING_A_STORE,
     ConfigError,
@@ -27,7 +27,6 @@ from .errors import (
     QuiverError,
     SchemaMismatchError,
     StoreNotFoundError,
-    VersionMismatch,
 )
 from .objects import ObjectStore
 from .objects.writes import retry_conflicts
@@ -40,8 +39,6 @@ log = logging.getLogger(__name__)
 STORE_FORMAT = 1
 """The ``format`` a new STORE descriptor records."""
 STORE_KEY = fmt.STORE_FILE
-RECORD_ATTEMPTS = 16
-"""How many re-reads recording the schema makes while STORE changes under it."""
 
 
 def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
@@ -109,25 +106,35 @@ def record_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
     records its schema and the other reads it back (the caller then compares it with
     its own). An error whose outcome is unknown is raised; the next call reads again.
     """
-    for _ in range(RECORD_ATTEMPTS):
+    found: dict[str, Any] = {}
+
+    def read() -> cas.Current[dict[str, Any]]:
         got = objects.get(STORE_KEY)
         if got is None:
             raise StoreNotFoundError(f"{objects.display(STORE_KEY)} is missing: not a Quiver store")
-        body = _decode(objects, got.data)
+        return cas.Current(_decode(objects, got.data), got.version)
+
+    def change(body: dict[str, Any] | None) -> dict[str, Any] | None:
+        assert body is not None
         if body.get("schema") is not None:
-            return body
+            found.update(body)
+            return None
         body = dict(body)
         body["schema"] = schema.remove_metadata().serialize().to_pybytes()
-        data = fmt.encode_frame(fmt.MAGIC_STORE, body)
-        try:
-            retry_conflicts(partial(objects.replace, STORE_KEY, data, version=got.version))
-        except VersionMismatch:  # another writer changed STORE first: read it again
-            continue
         return body
-    raise QuiverError(
-        f"{objects.display(STORE_KEY)}: the schema could not be recorded in "
-        f"{RECORD_ATTEMPTS} attempts, STORE kept changing under the write; retry"
+
+    written = cas.update(
+        objects,
+        STORE_KEY,
+        change,
+        read=read,
+        encode=lambda body: fmt.encode_frame(fmt.MAGIC_STORE, body),
+        give_up=lambda attempts: QuiverError(
+            f"{objects.display(STORE_KEY)}: the schema could not be recorded in "
+            f"{attempts} attempts, STORE kept changing under the write; retry"
+        ),
     )
+    return found if written is None else written.value
 
 
 def store_id(body: dict[str, Any]) -> str | None:

@@ -29,12 +29,12 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from . import format as fmt
 from . import option_table as o
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
+from .control import cas
 from .errors import (
     ConfigError,
     CorruptionError,
@@ -52,8 +52,6 @@ POLICY_FILE = fmt.POLICY_FILE
 POLICY_COPY_FILE = POLICY_FILE + ".copy"
 """The last policy written, written right after POLICY itself: what repair restores."""
 MAGIC_POLICY = fmt.MAGIC_POLICY
-WRITE_ATTEMPTS = 16
-"""How many times a change re-reads POLICY when another change keeps winning."""
 
 # option name -> RetentionConfig field, for the options a store's policy holds
 RETENTION_FIELDS: dict[str, str] = {
@@ -266,13 +264,23 @@ def _write(objects: ObjectStore, policy: StorePolicy, read: Stored | None) -> No
     same bytes to its copy. VersionMismatch / ObjectExists when another change came
     first (nothing written). The copy is what repair restores; a failure to write it
     leaves the change made (logged, and named by quiver fsck)."""
-    data = fmt.encode_frame(MAGIC_POLICY, policy.to_body())
+    data = _encode(policy)
     if read is None:
         retry_conflicts(lambda: objects.create(POLICY_FILE, data))
     else:
         retry_conflicts(lambda: objects.replace(POLICY_FILE, data, version=read.version))
+    _copy_best_effort(objects, data, policy.generation)
+
+
+def _encode(policy: StorePolicy) -> bytes:
+    return fmt.encode_frame(MAGIC_POLICY, policy.to_body())
+
+
+def _copy_best_effort(objects: ObjectStore, data: bytes, generation: int | None) -> None:
+    """:func:`_write_copy` after POLICY was written: a failure leaves the change made
+    (logged, and named by quiver fsck)."""
     try:
-        _write_copy(objects, data, policy.generation)
+        _write_copy(objects, data, generation)
     except OSError as e:
         log.warning("quiver.policy.copy_unwritten %s: %s", objects.display(POLICY_COPY_FILE), e)
 
@@ -281,28 +289,29 @@ def _write_copy(objects: ObjectStore, data: bytes, generation: int | None) -> No
     """Make POLICY.copy hold ``data`` unless it already holds a later generation
     (``generation`` None: whatever it holds). Conditional on the version read, so
     two changers racing never leave it behind the later one's POLICY."""
-    for _ in range(WRITE_ATTEMPTS):
-        got = objects.get(POLICY_COPY_FILE)
+
+    def change(got: bytes | None) -> bytes | None:
         if got is not None:
-            if got.data == data:
-                return
+            if got == data:
+                return None
             if generation is not None:
                 try:
-                    if _decode(objects.display(POLICY_COPY_FILE), got.data).generation > generation:
-                        return
+                    if _decode(objects.display(POLICY_COPY_FILE), got).generation > generation:
+                        return None
                 except CorruptionError:
                     pass  # a damaged copy is rewritten
-        try:
-            if got is None:
-                retry_conflicts(lambda: objects.create(POLICY_COPY_FILE, data))
-            else:
-                retry_conflicts(
-                    partial(objects.replace, POLICY_COPY_FILE, data, version=got.version)
-                )
-            return
-        except PreconditionFailed:
-            continue  # another changer wrote it meanwhile: compare again
-    raise OSError(f"{objects.display(POLICY_COPY_FILE)} kept changing under the write")
+        return data
+
+    cas.update(
+        objects,
+        POLICY_COPY_FILE,
+        change,
+        decode=lambda got: got.data,
+        encode=lambda data: data,
+        give_up=lambda _: OSError(
+            f"{objects.display(POLICY_COPY_FILE)} kept changing under the write"
+        ),
+    )
 
 
 def ensure_policy(objects: ObjectStore, config: StoreConfig) -> StorePolicy:
@@ -401,17 +410,21 @@ def replace_policy(
     """
     _check_options(changes)
     root = objects.url
-    for _ in range(WRITE_ATTEMPTS):
+
+    def read() -> cas.Current[StorePolicy]:
         # a store from before policies were recorded starts from the defaults
         try:
-            recorded, read = _read(objects)
+            recorded, got = _read(objects)
         except CorruptionError as e:
             raise CorruptionError(
                 e.path,
                 e.offset,
                 f"cannot change a damaged policy (repair it with: {repair_hint(root)}): {e.reason}",
             ) from e
-        current = recorded or StorePolicy()
+        return cas.Current(recorded or StorePolicy(), got.version if got is not None else None)
+
+    def change(current: StorePolicy | None) -> StorePolicy:
+        assert current is not None
         if expected_generation is not None and current.generation != expected_generation:
             raise PolicyConflictError(
                 "generation",
@@ -419,17 +432,23 @@ def replace_policy(
                 f"the store's policy, now at generation {current.generation}: it changed "
                 "since it was read; read it again and retry",
             )
-        new = _changed(current, current.generation + 1, changes)
-        try:
-            _write(objects, new, read)
-        except PreconditionFailed:
-            continue  # another change came first: read again (and refuse, if expected)
-        return new
-    raise PolicyConflictError(
-        "policy",
-        ", ".join(sorted(changes)),
-        f"a policy that stops changing under the write ({WRITE_ATTEMPTS} attempts); retry",
+        return _changed(current, current.generation + 1, changes)
+
+    written = cas.update(
+        objects,
+        POLICY_FILE,
+        change,
+        read=read,
+        encode=_encode,
+        give_up=lambda attempts: PolicyConflictError(
+            "policy",
+            ", ".join(sorted(changes)),
+            f"a policy that stops changing under the write ({attempts} attempts); retry",
+        ),
     )
+    assert written is not None
+    _copy_best_effort(objects, _encode(written.value), written.value.generation)
+    return written.value
 
 
 def _check_options(changes: Mapping[str, Any]) -> None:
@@ -466,7 +485,9 @@ def repair_policy(
     one look again.
     """
     _check_options(changes)
-    for _ in range(WRITE_ATTEMPTS):
+    # a whole repair is tried again (it reads POLICY, its copy, and decides), within
+    # the bound of every conditional write (cas.ATTEMPTS)
+    for _ in range(cas.ATTEMPTS):
         try:
             return _repair_once(objects, changes, from_last_good)
         except PreconditionFailed:

@@ -628,7 +628,7 @@ class ObjectRoot:
                     pid,
                     txn_id,
                     lease=lease,
-                    check_lease=lambda: _check_sealer_lease(lease),
+                    check_lease=lease.check_held,
                     log=log,
                 )
                 if done.error is not None:
@@ -645,18 +645,6 @@ class ObjectRoot:
             p.manifests.unclaim(pid)
             lease.release()
         return sealed
-
-
-def _check_sealer_lease(lease: Lease) -> None:
-    """Before a sealer's publication: it still holds ``lease`` (LeaseLostError, or its
-    keeper's error, when not)."""
-    keeper = lease.keeper
-    if lease.lost() or (keeper is not None and keeper.error is not None):
-        raise (
-            keeper.error
-            if keeper and keeper.error
-            else LeaseLostError(lease.url, lease.epoch, None, "lost while sealing")
-        )
 
 
 def claim_slot(

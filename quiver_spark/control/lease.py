@@ -58,6 +58,10 @@ PURPOSE_SEALER = "sealer"
 (§12.6): ``quiver status`` keeps naming that writer (its heartbeat, its last write)."""
 
 _MAX_POLL_S = 1.0
+ACT_MARGIN = 0.5
+"""A holder acts (fences, publishes, acknowledges) without a request only while more
+than this share of its lease's ttl is left since its last renewal; otherwise it renews
+first (§12.3, :meth:`Lease.check_held`)."""
 _QUICK_RETRIES = 8  # conflicts / lost races re-tried at once before a poll pause
 
 Clock = Callable[[], float]
@@ -516,6 +520,22 @@ class Lease:
                 return
             assert failure is not None
             raise failure
+
+    def check_held(self) -> None:
+        """Before an act only the holder may do (publish, fence, acknowledge): raise
+        :class:`LeaseLostError` unless this holder still holds the lease, as far as can
+        be told without a request: its keeper's error, or the loss a renewal found, is
+        raised. After a pause that left less than :data:`ACT_MARGIN` of its ttl since
+        the last renewal (the process was paused, its keeper fell behind), one renewal
+        (one request) tells first: LeaseLostError when another holder took it over, an
+        ``OSError`` when the renewal did not happen (the lease is still held: retry)."""
+        keeper = self.keeper
+        if keeper is not None and keeper.error is not None:
+            raise keeper.error
+        if self._lost is not None:
+            raise self._lost
+        if self.remaining() < self.ttl_s * ACT_MARGIN:
+            self.renew()
 
     def confirm(self) -> None:
         """Read the lease (one GET) and raise :class:`LeaseLostError` unless this holder

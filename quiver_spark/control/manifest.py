@@ -26,9 +26,7 @@ from typing import Any, NamedTuple, Protocol
 from ..errors import (
     CorruptionError,
     FencedError,
-    ObjectConflict,
     ObjectExists,
-    VersionMismatch,
 )
 from ..format import (
     FRAME_SIZE,
@@ -42,6 +40,7 @@ from ..format import (
 )
 from ..objects import ObjectStore
 from ..seams import SegmentInfo
+from . import cas
 from .lease import stored_epoch
 
 log = logging.getLogger(__name__)
@@ -66,7 +65,6 @@ from a staged transaction, the lease epoch of its sealer (int or nil). Written o
 when some entry has a value: a manifest without them reads as "no transactions"."""
 TXNS_GONE_KEEP = 4096
 """Transaction ids of entries retention removed that the manifest keeps (newest)."""
-_ATTEMPTS = 64  # replace races lost in a row before giving up (each one means progress elsewhere)
 
 
 class _MetaLike(SegmentInfo, Protocol):
@@ -517,37 +515,39 @@ class ManifestStore:
         write while this handle wrote the last copy, a GET first otherwise; a copy that
         fails verification is replaced."""
         p, key = manifest.partition, gone_key(manifest.partition)
-        for attempt in range(_ATTEMPTS):
-            known = attempt == 0 and p in self._gone  # read or written by this handle
-            cur = self._gone.get(p)
-            version = cur.version if cur is not None else None
-            if cur is None and not known:
-                got = self.objects.get(key)
-                if got is not None:
-                    version = got.version
-                    try:
-                        cur = Manifest.decode(
-                            self.objects.display(key), got.data, version, MAGIC_GONE
-                        )
-                    except CorruptionError as e:
-                        log.warning("quiver.manifest.gone_damaged path=%s error=%s", key, e)
-            new = manifest.facts() if cur is None else cur.facts().with_facts(manifest.facts())
-            if cur is not None and new == cur.facts():
-                return  # nothing new to keep
+
+        def read() -> cas.Current[Manifest]:
+            if p in self._gone:  # read or written by this handle (None: seen absent)
+                known = self._gone[p]
+                return cas.Current(known, known.version if known is not None else None)
+            got = self.objects.get(key)
+            if got is None:
+                return cas.Current(None, None)
             try:
-                if version is None:
-                    version = self.objects.create(key, new.encode(MAGIC_GONE))
-                else:
-                    version = self.objects.replace(key, new.encode(MAGIC_GONE), version=version)
-            except (ObjectExists, VersionMismatch, ObjectConflict):
-                self._gone.pop(p, None)
-                continue
-            except BaseException:
-                self._gone.pop(p, None)
-                raise
-            self._gone[p] = replace(new, version=version)
-            return
-        raise OSError(f"{self.objects.display(key)}: {_ATTEMPTS} conditional writes in a row lost")
+                display = self.objects.display(key)
+                return cas.Current(
+                    Manifest.decode(display, got.data, got.version, MAGIC_GONE), got.version
+                )
+            except CorruptionError as e:
+                log.warning("quiver.manifest.gone_damaged path=%s error=%s", key, e)
+                return cas.Current(None, got.version)  # a damaged copy is replaced
+
+        def change(cur: Manifest | None) -> Manifest | None:
+            if cur is None:
+                return manifest.facts()
+            new = cur.facts().with_facts(manifest.facts())
+            return None if new == cur.facts() else new  # None: nothing new to keep
+
+        written = cas.update(
+            self.objects,
+            key,
+            change,
+            read=read,
+            encode=lambda new: new.encode(MAGIC_GONE),
+            lost=lambda: self._gone.pop(p, None),
+        )
+        if written is not None:
+            self._gone[p] = replace(written.value, version=written.version)
 
     def create(self, manifest: Manifest) -> Manifest | None:
         """Store ``manifest`` (made from a listing, joined with the partition's GONE
@@ -581,60 +581,74 @@ class ManifestStore:
         remembered, and the caller's retry applies ``change`` again (it is idempotent).
         """
         key = manifest_key(partition)
-        for _ in range(_ATTEMPTS):
+        mine = self._epoch(partition)
+        fenced = partition in self._claimed or self.epoch > 0
+        read_cur: list[Manifest | None] = [None]  # what the last read found
+
+        def read() -> cas.Current[Manifest]:
             cur = self._last.get(partition)
-            damaged_version: str | None = None
             if cur is None:
                 try:
                     cur = self.read(partition)
                 except CorruptionError as e:
                     log.warning("quiver.manifest.damaged path=%s error=%s (rebuilt)", key, e)
-                    damaged_version = self.objects.head(key)
-                    cur = None
-                    if damaged_version is None:
-                        continue  # gone meanwhile: read again
-            mine = self._epoch(partition)
-            fenced = partition in self._claimed or self.epoch > 0
-            if cur is not None and fenced and cur.epoch > mine:
+                    read_cur[0] = None
+                    # rewritten at the damaged version (gone meanwhile: created)
+                    return cas.Current(None, self.objects.head(key))
+            read_cur[0] = cur
+            return cas.Current(cur, cur.version if cur is not None else None)
+
+        def apply(cur: Manifest | None) -> Manifest | None:
+            try:
+                return applied(cur)
+            except BaseException:
                 self._last.pop(partition, None)
+                raise
+
+        def applied(cur: Manifest | None) -> Manifest | None:
+            if cur is not None and fenced and cur.epoch > mine:
                 raise FencedError(self.display(partition), mine, cur.epoch)
-            if cur is None and fenced:
+            if cur is None:
+                # never below the newest holder's epoch, whoever writes it
+                return change(self._with_kept(build())).at_epoch(
+                    max(mine, self._built_epoch(partition))
+                )
+            new = change(cur)
+            if new is cur and cur.epoch >= mine:
+                return None  # nothing to change: no write
+            return new.at_epoch(mine)
+
+        def fence() -> None:
+            if read_cur[0] is None and fenced:
                 # missing or unreadable: its epoch cannot be read, so only a holder
                 # whose lease is still its own may write it from a listing (§12.7)
                 confirm = self._confirm.get(partition)
                 if confirm is not None:
                     confirm()
-            try:
-                if cur is None:
-                    # never below the newest holder's epoch, whoever writes it
-                    new = change(self._with_kept(build())).at_epoch(
-                        max(mine, self._built_epoch(partition))
-                    )
-                    if damaged_version is None:
-                        version = self.objects.create(key, new.encode())
-                        self.stats.built += 1
-                    else:
-                        version = self.objects.replace(key, new.encode(), version=damaged_version)
-                        self.stats.built += 1
-                else:
-                    new = change(cur)
-                    if new is cur and cur.epoch >= mine:  # nothing to change: no write
-                        return cur
-                    new = new.at_epoch(mine)
-                    assert cur.version is not None
-                    version = self.objects.replace(key, new.encode(), version=cur.version)
-            except (ObjectExists, VersionMismatch, ObjectConflict):
-                self._last.pop(partition, None)
-                continue
-            except BaseException:
-                self._last.pop(partition, None)
-                raise
-            out = replace(new, version=version)
-            self._last[partition] = out
-            if self.keeps_facts and _gone_grew(cur or empty(partition), out):
-                self._keep_best_effort(out)
-            return out
-        raise OSError(f"{self.display(partition)}: {_ATTEMPTS} conditional writes in a row lost")
+
+        written = cas.update(
+            self.objects,
+            key,
+            apply,
+            read=read,
+            encode=lambda new: new.encode(),
+            fence=fence,
+            lost=lambda: self._last.pop(partition, None),
+            give_up=lambda attempts: OSError(
+                f"{self.display(partition)}: {attempts} conditional writes in a row lost"
+            ),
+        )
+        cur = read_cur[0]
+        if written is None:
+            assert cur is not None
+            return cur
+        if cur is None:
+            self.stats.built += 1
+        out = replace(written.value, version=written.version)
+        self._last[partition] = out
+        if self.keeps_facts and _gone_grew(cur or empty(partition), out):
+            self._keep_best_effort(out)
+        return out
 
     def _with_kept(self, built: Manifest) -> Manifest:
         """A MANIFEST made from a listing, joined with the partition's GONE copy."""

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from ..control.lease import Lease
 from ..errors import SeqTakenError
 from ..segment import SegmentLocation, SegmentMeta
-from .recovery import ACT_MARGIN
 
 MOVES = 16
 """Seqs in a row found taken by another lease holder before a publication gives up."""
@@ -23,17 +22,10 @@ MOVES = 16
 
 def check_lease(lease: Lease | None) -> None:
     """Before a publication: the writer still holds ``lease`` (None, a POSIX root's
-    writer: nothing to check). A lost one raises LeaseLostError; one with less than
-    half its ttl left since its last renewal (the process was paused, its keeper fell
-    behind) is renewed first, which raises LeaseLostError when another holder took it
-    over."""
-    if lease is None:
-        return
-    keeper = lease.keeper
-    if keeper is not None and keeper.error is not None:
-        raise keeper.error
-    if lease.lost() or lease.remaining() < lease.ttl_s * ACT_MARGIN:
-        lease.renew()
+    writer: nothing to check), by :meth:`~quiver_spark.control.lease.Lease.check_held`
+    (a lost one raises LeaseLostError; one short of time is renewed first)."""
+    if lease is not None:
+        lease.check_held()
 
 
 def publish_own(

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Self
 
+from ..control import cas
 from ..control.clock import elapsed
 from ..errors import (
     CorruptionError,
@@ -437,28 +438,35 @@ class ObjectJournal:
         body = self.state.to_body(n, self.replayed.records_total)
         body["tokens"] = {k: v for k, v in self._tokens.items() if k > n - TOKEN_WINDOW}
         data = encode_frame(MAGIC_CHECKPOINT, body)
-        for _ in range(3):
-            try:
-                if self._ckpt_known is None:
-                    version = self.objects.create(CHECKPOINT_KEY, data)
-                else:
-                    version = self.objects.replace(
-                        CHECKPOINT_KEY, data, version=self._ckpt_known[1]
-                    )
-            except PreconditionFailed:
+        looked = [False]
+
+        def read() -> cas.Current[int]:
+            """The newest CHECKPOINT known (gen and version; first as this handle
+            last saw it, after a lost write as stored now)."""
+            if looked[0]:
                 stored, _ = self._get_checkpoint()
                 if stored is None:
                     self._ckpt_known = None
-                elif self._ckpt_known is not None and self._ckpt_known[0] >= n:
-                    return  # someone checkpointed at least as far
-                continue
-            self._ckpt_known = (n, version)
-            self.replayed.checkpoint_gen, self.replayed.since_checkpoint = n, 0
-            self._seen_ckpts.append((n, self.clock()))
-            self.report.checkpoint_gen = n
-            log.info("quiver.acklog.checkpoint gen=%d dir=%s", n, self.dir)
-            self._delete_covered()
+            looked[0] = True
+            known = self._ckpt_known
+            return cas.Current(*known) if known is not None else cas.Current(None, None)
+
+        written = cas.update(
+            self.objects,
+            CHECKPOINT_KEY,
+            # someone checkpointed at least as far: nothing to write
+            lambda gen: None if gen is not None and gen >= n else n,
+            read=read,
+            encode=lambda _: data,
+        )
+        if written is None:
             return
+        self._ckpt_known = (n, written.version)
+        self.replayed.checkpoint_gen, self.replayed.since_checkpoint = n, 0
+        self._seen_ckpts.append((n, self.clock()))
+        self.report.checkpoint_gen = n
+        log.info("quiver.acklog.checkpoint gen=%d dir=%s", n, self.dir)
+        self._delete_covered()
 
     def _delete_covered(self) -> None:
         now = self.clock()

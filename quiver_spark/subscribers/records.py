@@ -36,12 +36,12 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from .. import format as fmt
 from ..config import validate_name
-from ..errors import CorruptionError, ObjectExists, PreconditionFailed, SubscriberError
+from ..control import cas
+from ..errors import CorruptionError, ObjectExists, SubscriberError
 from ..objects import ObjectStore, Stored
 from ..objects.writes import retry_conflicts
 from .live import is_live as is_live  # where the status and expiry code look for it
@@ -160,8 +160,6 @@ RECORDS_PREFIX = f"{fmt.SUBSCRIBERS_DIR}/{RECORDS_DIR}/"
 CLOCK_KEY = RECORDS_PREFIX + "CLOCK"
 """The probe whose modification time is the storage's "now" for expiry (§8.10): an
 empty object, rewritten by retention passes; never a record (no ``.sub``)."""
-UPDATE_ATTEMPTS = 16
-"""How many times an update re-reads a record that another party keeps replacing."""
 
 
 def record_key(name: str) -> str:
@@ -274,27 +272,25 @@ def update_record(
     absent); when another party wrote first, read again and apply again. ``change``
     returning None writes nothing. Returns what was written (or None)."""
     key = record_key(name)
-    for _ in range(UPDATE_ATTEMPTS):
-        got = objects.get(key)
-        rec: SubscriptionRecord | None = None
-        if got is not None:
-            try:
-                rec = _decode(objects, name, got)
-            except CorruptionError as e:
-                log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
-        new = change(rec)
-        if new is None:
-            return None
-        data = _encode(new)
+
+    def decode(got: Stored) -> SubscriptionRecord | None:
         try:
-            if got is None:
-                retry_conflicts(partial(objects.create, key, data))
-            else:
-                retry_conflicts(partial(objects.replace, key, data, version=got.version))
-        except PreconditionFailed:
-            continue  # written by the other party meanwhile: apply to what it wrote
-        return new
-    raise OSError(f"{objects.display(key)} kept changing under the write; the next update retries")
+            return _decode(objects, name, got)
+        except CorruptionError as e:
+            log.warning("quiver.subscriber.record_damaged subscriber=%s: %s", name, e)
+            return None
+
+    written = cas.update(
+        objects,
+        key,
+        change,
+        decode=decode,
+        encode=_encode,
+        give_up=lambda _: OSError(
+            f"{objects.display(key)} kept changing under the write; the next update retries"
+        ),
+    )
+    return None if written is None else written.value
 
 
 def touch(
