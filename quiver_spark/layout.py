@@ -176,6 +176,16 @@ def parse_staged_txn_name(name: str) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
+def is_staged_key(key: str) -> bool:
+    """Whether a key listed under ``partitions/`` is a staged transaction's (§12.6)."""
+    return key.split("/")[2:3] == [_TXNS] and key.endswith(_TXN)
+
+
+def staged_txn_stem(name: str) -> str:
+    """A staged object's name without its ``.txn`` (the digits of its id, §12.6)."""
+    return name.removesuffix(_TXN)
+
+
 def parse_staged_key(key: str) -> tuple[str, str] | None:
     """``(pid, name)`` of a key ``partitions/<pid>/txns/<name>``, None for any other key."""
     parts = key.split("/")
@@ -386,6 +396,11 @@ def parse_subscriber_record(key: str) -> str | None:
     if "/" in entry or not entry.endswith(_SUB):
         return None
     return entry[: -len(_SUB)]
+
+
+def is_subscriber_record(key: str) -> bool:
+    """Whether ``key`` names a subscriber record (``.sub``, §8.10)."""
+    return key.endswith(_SUB)
 
 
 def records_clock() -> str:

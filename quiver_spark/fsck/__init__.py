@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import format as fmt
+from .. import layout
 from ..store import QuiverStore
 from . import advisory, control, partitions, segments, subscribers, transactions
 from .report import CHECKED_KEYS, Finding, FindingKind, FsckReport, FsckRun, Task
@@ -98,7 +98,7 @@ class StoreChecker:
         for pid in sorted(set(segment_partitions) | set(control.control_partitions(run))):
             # a root without writer leases, GONE copies or staged transactions (POSIX)
             # has none of these objects: their checks find nothing there
-            key = fmt.writer_lease_key(pid)
+            key = layout.writer_lease(pid)
             tasks.append((1, lambda pid=pid: control.check_manifest(run, pid)))  # type: ignore[misc]
             tasks.append((1, lambda key=key, pid=pid: control.check_lease(run, key, pid)))  # type: ignore[misc]
             tasks.append((1, lambda pid=pid: control.check_gone(run, pid)))  # type: ignore[misc]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from .. import format as fmt
-from ..metrics import METRICS_DIR, parse_exposition
+from .. import layout
+from ..metrics import parse_exposition
 from .control import check_lease
 from .report import FindingKind, FsckRun, Task
 
@@ -17,15 +17,15 @@ from .report import FindingKind, FsckRun, Task
 def advisory_tasks(run: FsckRun) -> list[Task]:
     """A task per advisory object under ``readers/`` and ``metrics/``."""
     tasks: list[Task] = []
-    for key in run.keys(f"{fmt.READERS_DIR}/"):
-        if key.endswith(".lease"):
+    for key in run.keys(layout.readers_prefix()):
+        if layout.is_live_lease(key):
             tasks.append((1, lambda key=key: check_lease(run, key)))  # type: ignore[misc]
-        elif key.endswith(".lock"):
+        elif layout.is_live_lock(key):
             tasks.append((1, lambda key=key: _check_reader_lock(run, key)))  # type: ignore[misc]
-        elif key.endswith(fmt.LOST_SUFFIX):
+        elif layout.is_lost_log(key):
             tasks.append((1, lambda key=key: _check_lost_log(run, key)))  # type: ignore[misc]
-    for key in run.keys(f"{METRICS_DIR}/"):
-        if key.endswith(".prom"):
+    for key in run.keys(layout.metrics_prefix()):
+        if layout.is_metrics_file(key):
             tasks.append((1, lambda key=key: _check_metrics_file(run, key)))  # type: ignore[misc]
     return tasks
 

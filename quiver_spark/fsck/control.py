@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import format as fmt
-from .. import policy
+from .. import layout, policy
 from ..config import NAME_RE
 from ..control.lease import decode_lease
-from ..control.manifest import Manifest, manifest_key
+from ..control.manifest import Manifest
 from ..errors import CorruptionError, QuiverError
 from .report import FindingKind, FsckRun
 from .segments import has_segment_files
@@ -21,15 +21,16 @@ from .segments import has_segment_files
 
 def control_partitions(run: FsckRun) -> list[str]:
     """Partitions with an object under ``partitions/`` of the root (MANIFEST, LEASE)."""
-    names = {k.split("/")[1] for k in run.keys(f"{fmt.PARTITIONS_DIR}/") if k.count("/") >= 2}
+    keys = run.keys(layout.partitions_prefix())
+    names = {p for k in keys if (p := layout.partition_of(k)) is not None}
     return sorted(n for n in names if NAME_RE.fullmatch(n))
 
 
 def check_store_file(run: FsckRun) -> None:
     """The STORE descriptor (§6.1): it decodes and names its format and uuid."""
-    path = run.shown(fmt.STORE_FILE)
+    path = run.shown(layout.store_descriptor())
     try:
-        body = fmt.decode_frame(path, fmt.MAGIC_STORE, run.read(fmt.STORE_FILE))
+        body = fmt.decode_frame(path, fmt.MAGIC_STORE, run.read(layout.store_descriptor()))
         for key in ("format", "uuid"):
             if key not in body:
                 raise CorruptionError(path, fmt.FRAME_SIZE, f"STORE lacks {key!r}")
@@ -43,7 +44,7 @@ def check_store_file(run: FsckRun) -> None:
 def check_policy(run: FsckRun) -> None:
     """POLICY and its copy ``POLICY.copy`` (§6.6)."""
     root = run.store.root
-    path, copy = run.shown(policy.POLICY_FILE), run.shown(policy.POLICY_COPY_FILE)
+    path, copy = run.shown(layout.policy()), run.shown(layout.policy_copy())
     run.report.checked["policy"] += 1
     try:
         recorded = policy.read_recorded(run.store.objects)
@@ -88,7 +89,7 @@ def check_manifest(run: FsckRun, pid: str) -> None:
     """``partitions/<pid>/MANIFEST``: it decodes, and it agrees with what is
     published (an entry's ``.meta`` exists; a ``.meta`` it lacks is one readers find
     by probing after its ``high``, or one it records deleted)."""
-    key = manifest_key(pid)
+    key = layout.manifest(pid)
     shown = run.shown(key)
     first = _manifest_disagreements(run, pid, key, shown)
     if not first:
@@ -106,7 +107,7 @@ def check_gone(run: FsckRun, pid: str) -> None:
     """``partitions/<pid>/GONE`` (object roots, §12.4): absent, or it decodes and names
     its partition. Damaged it is a warning: the MANIFEST holds the same facts, and the
     next removal of a segment writes the copy again."""
-    key = fmt.gone_key(pid)
+    key = layout.gone(pid)
     shown = run.shown(key)
     raw = _read_if_present(run, key, run.warning, FindingKind.GONE, pid)
     if raw is None:

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 
 from .. import format as fmt
+from .. import layout
 from ..config import NAME_RE
 from ..errors import CorruptionError
 from ..ranges import RangeSet
@@ -36,10 +37,10 @@ def partition_tasks(run: FsckRun, pid: str) -> list[Task]:
     """STATE, HEARTBEAT and LOCK holder info of partition ``pid``'s directory, each of
     its WAL files, and that they follow one another."""
     seen: dict[str, tuple[int, int | None]] = {}  # WAL file -> first seq, last seq
-    pdir = os.path.join(run.store.wal_root, pid)
-    tasks: list[Task] = [(1, lambda: _check_state(run, pid, pdir))]
-    infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), run.store.io)
-    limits = _wal_limits(run, pdir)
+    root = run.store.wal_root
+    tasks: list[Task] = [(1, lambda: _check_state(run, pid))]
+    infos = list_wal_files(os.path.join(root, layout.wal_dir(pid)), run.store.io)
+    limits = _wal_limits(run, pid)
     for i, info in enumerate(infos):
         last = i == len(infos) - 1
         upto = limits.get(info.first_seq)
@@ -49,9 +50,9 @@ def partition_tasks(run: FsckRun, pid: str) -> list[Task]:
     return tasks
 
 
-def _check_state(run: FsckRun, pid: str, pdir: str) -> None:
-    io = run.store.io
-    state = os.path.join(pdir, fmt.STATE_FILE)
+def _check_state(run: FsckRun, pid: str) -> None:
+    io, root = run.store.io, run.store.wal_root
+    state = os.path.join(root, layout.partition_state(pid))
     try:
         body = fmt.decode_frame(state, fmt.MAGIC_STATE, io.read_file(state))
         for key in ("next_seq", "covered"):
@@ -69,7 +70,7 @@ def _check_state(run: FsckRun, pid: str, pdir: str) -> None:
     except CorruptionError as e:
         run.corruption(FindingKind.STATE, e, partition=pid)
         run.report.checked["states"] += 1
-    beat = os.path.join(pdir, fmt.HEARTBEAT_FILE)
+    beat = os.path.join(root, layout.partition_heartbeat(pid))
     try:
         fmt.decode_frame(beat, fmt.MAGIC_HEARTBEAT, io.read_file(beat))
     except FileNotFoundError:
@@ -80,7 +81,7 @@ def _check_state(run: FsckRun, pid: str, pdir: str) -> None:
             offset=e.offset, partition=pid,
         )  # fmt: skip
     run.report.checked["advisory_files"] += 1
-    _check_lock_info(run, os.path.join(pdir, fmt.LOCK_FILE), FindingKind.LOCK, pid)
+    _check_lock_info(run, os.path.join(root, layout.partition_lock(pid)), FindingKind.LOCK, pid)
 
 
 def _check_lock_info(run: FsckRun, path: str, kind: FindingKind, pid: str | None = None) -> None:
@@ -94,10 +95,10 @@ def _check_lock_info(run: FsckRun, path: str, kind: FindingKind, pid: str | None
         lock_holder_info(run, path, raw, kind, pid)
 
 
-def _wal_limits(run: FsckRun, pdir: str) -> dict[int, int]:
+def _wal_limits(run: FsckRun, pid: str) -> dict[int, int]:
     """The WAL files STATE cuts after a failed write or fsync (§6.2 ``wal_limit``);
     none when STATE is missing or damaged (``_check_state`` reports that)."""
-    state = os.path.join(pdir, fmt.STATE_FILE)
+    state = os.path.join(run.store.wal_root, layout.partition_state(pid))
     try:
         body = fmt.decode_frame(state, fmt.MAGIC_STATE, run.store.io.read_file(state))
         return wal_limits(state, body)
@@ -147,7 +148,7 @@ def _check_wal_continuity(
     # STATE's `covered` before the unlink, so a gap `covered` holds whole is no damage
     # (ARCHITECTURE.md §4, Rotation; recovery accepts exactly these). Without a
     # readable STATE (which _check_state reports) no gap is explained.
-    state = os.path.join(run.store.wal_root, pid, fmt.STATE_FILE)
+    state = os.path.join(run.store.wal_root, layout.partition_state(pid))
     try:
         body = fmt.decode_frame(state, fmt.MAGIC_STATE, run.store.io.read_file(state))
         covered = RangeSet(tuple(r) for r in body.get("covered") or [])

@@ -9,12 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import layout
 from ..errors import CorruptionError
 from ..store import QuiverStore
-
-OBJECTS_LOCK = ".objects.lock"
-"""The lock file a POSIX root's :class:`~quiver_spark.objects.local.LocalObjects` keeps
-per directory for its conditional writes: not data, never checked."""
 
 CHECKED_KEYS = (
     "store", "policy", "states", "wal_files", "wal_records", "wal_bytes", "segments",
@@ -139,4 +136,4 @@ class FsckRun:
             infos = self.store.objects.list(prefix)
         except FileNotFoundError:
             return []
-        return [i.key for i in infos if not i.key.rsplit("/", 1)[-1] == OBJECTS_LOCK]
+        return [i.key for i in infos if not i.key.rsplit("/", 1)[-1] == layout.objects_lock()]

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 
 from .. import format as fmt
+from .. import layout
 from ..control.lease import Lease
 from ..errors import CorruptionError, LockedError, QuiverError, SegmentMissingError
 from ..fs import PartitionLock
@@ -84,7 +85,7 @@ def segment_tasks(run: FsckRun, pid: str) -> list[Task]:
 def _state_floor(run: FsckRun, pid: str) -> tuple[int, int | None]:
     """STATE's next seq and the seq being published (0, None when unreadable: every
     segment file without metadata is then taken as never published)."""
-    path = os.path.join(run.store.wal_root, pid, fmt.STATE_FILE)
+    path = os.path.join(run.store.wal_root, layout.partition_state(pid))
     try:
         body = fmt.decode_frame(path, fmt.MAGIC_STATE, run.store.io.read_file(path))
         publishing = body.get("publishing") or {}
@@ -139,13 +140,13 @@ def check_quarantine_mark(run: FsckRun) -> None:
         if counted:
             run.warning(
                 FindingKind.QUARANTINE_MARK, os.path.join(run.store.segments_url,
-                fmt.QUARANTINE_MARK_NAME), f"missing though {counted} segment(s) are "
+                layout.quarantine_mark()), f"missing though {counted} segment(s) are "
                 "quarantined: running readers notice a quarantine by their full listing "
                 "(within 5 minutes) until the next quarantine writes it again",
             )  # fmt: skip
         return
     run.report.checked["advisory_files"] += 1
-    path = os.path.join(run.store.segments_url, fmt.QUARANTINE_MARK_NAME)
+    path = os.path.join(run.store.segments_url, layout.quarantine_mark())
     try:
         fmt.decode_frame(path, fmt.MAGIC_QUARANTINE_MARK, raw)
     except CorruptionError as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from .. import format as fmt
+from .. import layout
 from ..errors import CorruptionError
 from .report import FindingKind, FsckRun, Task
 
@@ -18,14 +19,13 @@ def subscriber_tasks(run: FsckRun) -> list[Task]:
     registration the ack log lost."""
     if not run.store.has_registry():
         return []
-    from ..subscribers import records
     from ..subscribers.journal import FileJournal
     from ..subscribers.journal_kind import journal_kind
 
     journal = journal_kind(run.store.objects)
     tasks = _file_journal_tasks(run) if journal is FileJournal else _object_journal_tasks(run)
-    for key in run.keys(records.RECORDS_PREFIX):
-        if key.endswith(records.RECORD_SUFFIX):
+    for key in run.keys(layout.records_prefix()):
+        if layout.is_subscriber_record(key):
             tasks.append((1, lambda key=key: _check_record(run, key)))  # type: ignore[misc]
     return tasks
 
@@ -35,7 +35,7 @@ def _file_journal_tasks(run: FsckRun) -> list[Task]:
     the records whose registration they lost."""
     from ..subscribers import log as acklog
 
-    sdir = os.path.join(run.store.root, fmt.SUBSCRIBERS_DIR)
+    sdir = os.path.join(run.store.root, layout.subscribers_dir())
     gens = acklog.list_generations(run.store.io, sdir)
     tasks: list[Task] = [(1, lambda: _check_checkpoint(run, sdir, gens))]
     for gen in gens:
@@ -57,14 +57,13 @@ def _check_object_registry(run: FsckRun) -> None:
     the subscription records against the registrations they replay to."""
     from ..subscribers import log as acklog
     from ..subscribers import records
-    from ..subscribers.objects_journal import CHECKPOINT_KEY, DELTA_PREFIX, parse_delta
     from ..subscribers.state import RegistryState
 
-    shown = run.shown(CHECKPOINT_KEY)
+    shown = run.shown(layout.registry_checkpoint())
     state: RegistryState | None = RegistryState()
     first = 1
     try:
-        body = fmt.decode_frame(shown, fmt.MAGIC_CHECKPOINT, run.read(CHECKPOINT_KEY))
+        body = fmt.decode_frame(shown, fmt.MAGIC_CHECKPOINT, run.read(layout.registry_checkpoint()))
         state = RegistryState.from_body(shown, body)
         first = int(body["log_gen"]) + 1
         run.report.checked["subscriber_files"] += 1
@@ -78,7 +77,8 @@ def _check_object_registry(run: FsckRun) -> None:
         run.report.checked["subscriber_files"] += 1
         run.problem(FindingKind.ACKLOG, shown, f"invalid checkpoint body: {e}")
         state = None
-    nums = sorted(n for k in run.keys(DELTA_PREFIX) if (n := parse_delta(k)) is not None)
+    deltas = run.keys(layout.ack_deltas_prefix())
+    nums = sorted(n for k in deltas if (n := layout.parse_ack_delta(k)) is not None)
     lost = "the acknowledgements it held are lost (subscribers are delivered those segments again)"
     if state is not None and first == 1 and nums and nums[0] > 1:
         run.problem(
@@ -92,11 +92,11 @@ def _check_object_registry(run: FsckRun) -> None:
         if n not in above:
             run.problem(
                 FindingKind.ACKLOG,
-                run.shown(f"{DELTA_PREFIX}{n:020d}.ack"),
+                run.shown(layout.ack_delta(n)),
                 f"missing: {lost}",
             )
     for n in above:
-        key = f"{DELTA_PREFIX}{n:020d}.ack"
+        key = layout.ack_delta(n)
         name = run.shown(key)
         try:
             gen, data, skipped = acklog.read_whole(name, run.read(key), salvage=True)
@@ -169,10 +169,9 @@ def _check_checkpoint(run: FsckRun, sdir: str, gens: list[int]) -> None:
     """CHECKPOINT and the chain of ack logs it starts (§8.5): the logs from its
     ``log_gen`` on must all be there, and without a checkpoint the first log is 1."""
     from ..subscribers import log as acklog
-    from ..subscribers.journal import CHECKPOINT_NAME
     from ..subscribers.state import RegistryState
 
-    path = os.path.join(sdir, CHECKPOINT_NAME)
+    path = os.path.join(run.store.root, layout.registry_checkpoint())
     try:
         body = fmt.decode_frame(path, fmt.MAGIC_CHECKPOINT, run.store.io.read_file(path))
         RegistryState.from_body(path, body)

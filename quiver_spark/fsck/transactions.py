@@ -6,7 +6,7 @@ and, on an object root, every staged transaction ``partitions/<pid>/txns/<id>.tx
 from __future__ import annotations
 
 from .. import format as fmt
-from .. import staging
+from .. import layout, staging
 from ..errors import CorruptionError
 from .report import FindingKind, FsckRun, Task
 
@@ -14,11 +14,7 @@ from .report import FindingKind, FsckRun, Task
 def staged_tasks(run: FsckRun) -> list[Task]:
     """Object root: every staged transaction ``partitions/<pid>/txns/<id>.txn``
     (§12.6) verifies and names itself."""
-    keys = [
-        k
-        for k in run.keys(f"{fmt.PARTITIONS_DIR}/")
-        if k.split("/")[2:3] == [staging.STAGED_DIR] and k.endswith(staging.STAGED_SUFFIX)
-    ]
+    keys = [k for k in run.keys(layout.partitions_prefix()) if layout.is_staged_key(k)]
     return [(1, lambda key=key: _check_staged(run, key)) for key in keys]  # type: ignore[misc]
 
 
@@ -29,7 +25,7 @@ def _check_staged(run: FsckRun, key: str) -> None:
     pid = key.split("/")[1]
     try:
         st = staging.decode_staged(shown, run.read(key))
-        stem = key.rsplit("/", 1)[-1].removesuffix(staging.STAGED_SUFFIX)
+        stem = layout.staged_txn_stem(key.rsplit("/", 1)[-1])
         if (st.partition, str(st.txn_id).zfill(len(stem))) != (pid, stem):
             raise CorruptionError(
                 shown, fmt.FRAME_SIZE, f"names transaction {st.txn_id} of {st.partition}"
@@ -49,7 +45,7 @@ def _check_staged(run: FsckRun, key: str) -> None:
 
 def commit_tasks(run: FsckRun) -> list[Task]:
     """A task per commit record ``commits/*.commit`` (§6.4)."""
-    keys = [k for k in run.keys(f"{fmt.COMMITS_DIR}/") if k.endswith(".commit")]
+    keys = [k for k in run.keys(layout.commits_prefix()) if layout.is_commit_record(k)]
     return [(1, lambda key=key: _check_commit(run, key)) for key in keys]  # type: ignore[misc]
 
 
