@@ -25,11 +25,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
+from .catchup import DEFAULT_HEAD_SHARE, CatchUpOrder, batch_spans, plan_catch_up, resumed_position
 from .config import StoreConfig, validate_name
 from .dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
 from .errors import (
@@ -166,6 +168,10 @@ class Subscription:
         corrupt fails the read (True) or is skipped and counted (False).
     live
         Hold the subscriber's one-live-consumer lock while open.
+    order
+        ``oldest`` (default) or ``newest``: which unread segments a batch takes first
+        (:mod:`quiver_spark.catchup`); ``head_share`` is the head's share of the caps
+        while newest first has a backlog too.
     """
 
     def __init__(
@@ -177,8 +183,12 @@ class Subscription:
         live: bool = True,
         owns_store: bool = False,
         metrics: Metrics | None = None,
+        order: CatchUpOrder | str = CatchUpOrder.OLDEST,
+        head_share: float = DEFAULT_HEAD_SHARE,
     ) -> None:
         self.store = store
+        self.order = CatchUpOrder.parse(order)
+        self.head_share = head_share
         self.name = validate_name("subscriber", name)
         self.metrics = metrics if metrics is not None else store.metrics
         self.loss = LossPolicy(
@@ -240,12 +250,23 @@ class Subscription:
         fail_on_data_loss: bool = True,
         live: bool = True,
         storage_options: dict[str, str] | None = None,
+        order: CatchUpOrder | str = CatchUpOrder.OLDEST,
+        head_share: float = DEFAULT_HEAD_SHARE,
     ) -> Subscription:
         """Open subscriber ``name`` on the store at ``path`` (registered by :meth:`start`;
-        ``storage_options``: an object root's client settings)."""
+        ``storage_options``: an object root's client settings; ``order``, ``head_share``:
+        the catch-up order)."""
         store = open_store(path, config, storage_options)
         try:
-            return cls(store, name, fail_on_data_loss=fail_on_data_loss, live=live, owns_store=True)
+            return cls(
+                store,
+                name,
+                fail_on_data_loss=fail_on_data_loss,
+                live=live,
+                owns_store=True,
+                order=order,
+                head_share=head_share,
+            )
         except BaseException:
             store.close()
             raise
@@ -356,6 +377,17 @@ class Subscription:
                 {p: h for p in self._partitions() if (h := self.registry.hwm(self.name, p)) > 0}
             )
 
+    def _resumed(self) -> Position:
+        """Where this subscriber reading newest first is, from the ack log: its mark,
+        and the run of acknowledged seqs above it as the head (:func:`resumed_position`)."""
+        self._require_registered(new_ok=False)
+        self._refresh()
+        return resumed_position(
+            partial(self.registry.hwm, self.name),
+            partial(self.registry.gaps, self.name),
+            self._partitions(),
+        )
+
     def start(
         self, position: StartPosition | str | None = None, *, since_ns: int | None = None
     ) -> Position:
@@ -448,7 +480,23 @@ class Subscription:
         with self.one_call():
             self._require_registered(new_ok=True)
             self.seal_idle()
+            return self._plan(after, caps, until)
+
+    def _plan(
+        self,
+        after: Position,
+        caps: Caps,
+        until: Position | None = None,
+        skip: Callable[[str, int], bool] | None = None,
+    ) -> Position:
+        """Oldest first, or with the two cursors of :mod:`quiver_spark.catchup` (newest
+        first, or a position that holds a backlog)."""
+        newest = self.order is CatchUpOrder.NEWEST
+        if not newest and not after.backlog:
             return self.planner.plan(after, caps, until)
+        return plan_catch_up(
+            self.planner, after, caps, until, newest=newest, head_share=self.head_share, skip=skip
+        )
 
     @property
     def latest(self) -> Position | None:
@@ -469,9 +517,10 @@ class Subscription:
         given_back = self._nacked() if self._registered else {}
         out: list[SegmentMeta] = []
         refreshed = False
-        ranges = start.ranges(end)
-        for p, (lo, hi) in ranges.items():
-            ev: PartitionEvidence | None = None
+        spans = batch_spans(start, end)
+        found_ev: dict[str, PartitionEvidence] = {}
+        for p, lo, hi in spans:
+            ev: PartitionEvidence | None = found_ev.get(p)
             for seq in range(lo, hi + 1):
                 if pending_only and self.registry.is_done(self.name, p, seq):
                     continue
@@ -481,7 +530,7 @@ class Subscription:
                     if not refreshed:
                         self.registry.refresh()
                         refreshed = True
-                    ev = ev or self.evidence(p)
+                    ev = ev or found_ev.setdefault(p, self.evidence(p))
                     if ev.is_void(seq):
                         continue  # never published (object root, §12.4): nothing lost
                     found = ev.classify(seq)
@@ -498,7 +547,7 @@ class Subscription:
                     self.loss.settle(MissingSegment.corrupt(p, seq, error))
                     continue
                 out.append(meta)
-        for p, (lo, hi) in ranges.items():
+        for p, lo, hi in spans:
             if given_back.get(p):
                 given_back[p] = {s for s in given_back[p] if not lo <= s <= hi}
         return out
@@ -521,8 +570,13 @@ class Subscription:
         with self.one_call():
             if not self.registered():
                 self.start()
-            begin = self.acked()
-            end = self.next_batch_end(begin, caps)
+            if self.order is CatchUpOrder.NEWEST:
+                begin = self._resumed()
+                self.seal_idle()
+                end = self._plan(begin, caps, skip=partial(self.registry.is_done, self.name))
+            else:
+                begin = self.acked()
+                end = self.next_batch_end(begin, caps)
             if not end.is_after(begin):
                 return None
             return Batch(begin, end, self.segments(begin, end, pending_only=True))
@@ -563,7 +617,9 @@ class Subscription:
             seqs = [
                 s
                 for s in range(lo, hi + 1)
-                if s not in held and not self.registry.is_done(self.name, p, s)
+                if s not in held
+                and through.covers(p, s)
+                and not self.registry.is_done(self.name, p, s)
             ]
             if seqs:
                 todo[p] = seqs
