@@ -12,7 +12,11 @@ JSON schemas (``--json``)::
              "subscribers": [<the subscriber objects of quiver.status/1>]}
     add:    {"schema": "quiver.subscribers/1", "path": str, "action": "added",
              "name": str, "start": "earliest"|"latest",
-             "marks": {partition: int}}      # high-water mark it starts from
+             "marks": {partition: int},      # high-water mark it starts from
+             "reclaimed_before": null | {    # what retention deleted before it existed
+                 "segments": int, "at_least": bool, "rows": null,  # rows not recorded
+                 "partitions": {partition: {"segments": int, "highest_seq": int,
+                                            "starts_at": int}}}}
     remove: {"schema": "quiver.subscribers/1", "path": str, "action": "removed",
              "name": str}
 """
@@ -215,7 +219,7 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
     registry = open_registry(store, create=True)
     assert registry is not None
     try:
-        registry.register(name, start=StartPosition(start), retained=retained)
+        late = registry.register(name, start=StartPosition(start), retained=retained)
         marks = {p: registry.hwm(name, p) for p in sorted(retained)}
         done = registry.done_count(name)
     finally:
@@ -225,10 +229,13 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
     records.write_record(store.objects, fresh)
     if args.as_json:
         emit_json({"schema": SCHEMA, "path": store.root, "action": "added", "name": name,
-                   "start": start, "marks": marks})  # fmt: skip
+                   "start": start, "marks": marks,
+                   "reclaimed_before": late.as_json() if late is not None else None})  # fmt: skip
     else:
         where = ", ".join(f"{p} after {h}" for p, h in marks.items()) or "no segments yet"
         click.echo(f"added subscriber {name} (start {start}: {where})")
+        if late is not None:
+            click.echo(f"WARNING: {late.line()}")
 
 
 def _remove(store: QuiverStore, args: StoreArgs, name: str) -> None:

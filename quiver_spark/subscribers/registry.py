@@ -26,6 +26,8 @@ from . import log as acklog
 from .journal import FileJournal, Journal, OpenReport
 from .journal_kind import journal_kind
 from .live import LiveClaim
+from .reclaimed import EVENT as REGISTERED_LATE
+from .reclaimed import Reclaimed, reclaimed_before
 from .state import PartState, RegistryState
 
 log = logging.getLogger(__name__)
@@ -199,13 +201,17 @@ class SubscriberRegistry:
         start: StartPosition | Mapping[str, int] = StartPosition.EARLIEST,
         retained: Mapping[str, Sequence[int]] | None = None,
         exist_ok: bool = False,
-    ) -> None:
+    ) -> Reclaimed | None:
         """Register ``sub`` durably with a start position per partition.
 
         ``EARLIEST`` (and ``ACKED``: a new subscriber acknowledged nothing): everything
         in ``retained`` is still to deliver (mark = first retained - 1); ``LATEST``:
         mark = last retained seq; a mapping gives explicit marks. Partitions not named
         start at mark 0 (raised to the deleted floor).
+
+        Returns what retention reclaimed before this registration (also logged at
+        WARNING, ``quiver.subscriber.registered_late``), or None: nothing was, or
+        ``sub`` was registered already.
         """
         validate_name("subscriber", sub)
         retained = retained or {}
@@ -240,8 +246,13 @@ class SubscriberRegistry:
             return enc
 
         if self.journal.transact(build) is None:
-            return
+            return None
         log.info("quiver.subscriber.register subscriber=%s marks=%s", sub, marks)
+        with self._mutex:
+            late = reclaimed_before(self.state, sub, at_least=bool(self.report.salvaged))
+        if late is not None:
+            log.warning("%s %s", REGISTERED_LATE, late.line())
+        return late
 
     def deregister(self, sub: str) -> None:
         """Remove ``sub`` durably; its pins are released at the next retention pass."""

@@ -35,7 +35,8 @@ def test_add_list_and_remove_a_subscriber(built: Built) -> None:
 def test_add_at_latest_starts_after_the_last_retained_segment(built: Built) -> None:
     doc = run_json(["subscribers", built.root, "add", "late", "--start", "latest"])
     assert doc == {"schema": "quiver.subscribers/1", "path": str(built.root), "action": "added",
-                   "name": "late", "start": "latest", "marks": {"p-0": 3, "p-1": 3}}  # fmt: skip
+                   "name": "late", "start": "latest", "marks": {"p-0": 3, "p-1": 3},
+                   "reclaimed_before": None}  # fmt: skip
     status = run_json(["status", built.root])
     late = next(s for s in status["subscribers"] if s["name"] == "late")
     assert late["lag_segments"] == 0
