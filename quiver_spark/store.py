@@ -54,7 +54,6 @@ from .metrics import PROCESS, Metrics
 from .objects import ObjectStore, open_objects
 from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport, wal_dirs
-from .partition.recovery import ACT_MARGIN
 from .policy import (
     StorePolicy,
     policy_of,
@@ -635,10 +634,8 @@ class QuiverStore:
         lease = self.writer.lease if self.writer is not None else None
         if lease is None:
             return True
-        if not lease.lost() and lease.remaining() >= lease.ttl_s * ACT_MARGIN:
-            return True
         try:
-            lease.renew()
+            lease.check_held()
         except LeaseLostError:
             return False
         except OSError as e:  # not renewed, not lost: the task's own checks decide

@@ -48,11 +48,6 @@ from .model import Txn
 
 log = logging.getLogger(__name__)
 
-ACT_MARGIN = 0.5
-"""A writer on an object root acts (fences, publishes) without a request only while
-more than this share of its lease's ttl is left since its last renewal; otherwise it
-renews first (§12.3)."""
-
 
 def minus(covered: RangeSet, ranges: Iterable[tuple[int, int]]) -> RangeSet:
     """``covered`` without ``ranges`` (inclusive seq ranges)."""

@@ -100,11 +100,6 @@ def uses_lease(objects: ObjectStore | None) -> bool:
     return not journal_kind(objects).locks_processes
 
 
-ACT_MARGIN = 0.5
-"""A live consumer acknowledges without a request only while more than this fraction
-of its lease's ttl is left since its last renewal (§12.3); otherwise it renews first."""
-
-
 _live_mutex = threading.Lock()
 _live: dict[str, _LiveHolder] = {}  # real lock path -> this process's holder
 
@@ -235,15 +230,9 @@ def check_live(subscriber: str, owner: object, objects: ObjectStore | None = Non
     if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
         return
     lease = held.lock
-    keeper = lease.keeper
-    if keeper is not None and keeper.error is not None:
-        raise keeper.error
-    if lease.lost():
-        raise LeaseLostError(lease.url, lease.epoch, None, "it was taken over")
-    if lease.remaining() < lease.ttl_s * ACT_MARGIN:
-        # paused, or its keeper fell behind: an observer may judge it expired soon or
-        # already; act only after a renewal proves the lease is still ours (§12.3)
-        lease.renew()
+    # lost: raised; paused past half its ttl: renewed first, so it acts only while
+    # the lease is still ours (§12.3)
+    lease.check_held()
 
 
 def release_live(
