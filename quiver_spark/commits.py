@@ -17,12 +17,15 @@ import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from . import format as fmt
+from . import layout
 from .config import validate_name
 from .errors import CorruptionError, ObjectExists
+from .fs import DEFAULT_IO, FileIO
 from .objects import ObjectStore
-from .objects.writes import local_of, retry_conflicts
+from .objects.writes import retry_conflicts
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +44,83 @@ class CommitRecord:
     records written before records named their store."""
 
 
+class Durability(Protocol):
+    """How a root's commit records become durable, which its kind hands the log
+    (:mod:`~quiver_spark.root_kind`): :class:`SyncedNames` on a POSIX root,
+    :data:`STORED` on an object root."""
+
+    reads_first: bool
+    """Whether :meth:`CommitLog.commit` reads before it creates: on POSIX a name left
+    by a failed call is made durable (or the failure named) before any create; on an
+    object root the create's answer says whether it was decided (one request fewer)."""
+
+    lookups_back_off: bool
+    """Whether a writer looks for an undecided transaction's record ever more rarely
+    once its grace is over: the records are objects in a bucket, each look a request
+    (§9); a POSIX root's look is a file read."""
+
+    def sync_record(self, key: str) -> None:
+        """Make the name of the existing record ``key`` durable."""
+
+    def sync_commits(self) -> None:
+        """Make the entries of ``commits/`` and of the root itself durable."""
+
+
+class SyncedNames:
+    """A POSIX root's records: a name may exist only in the page cache until its
+    directory is fsynced (§6.4), so every name found or made is synced before any
+    answer."""
+
+    reads_first = True
+    lookups_back_off = False
+
+    def __init__(self, root: str, io: FileIO = DEFAULT_IO) -> None:
+        self.root = os.path.abspath(root)
+        self.io = io
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def sync_record(self, key: str) -> None:
+        self.io.fsync_dir(os.path.dirname(self._path(key)))
+
+    def sync_commits(self) -> None:
+        commits_dir = self._path(layout.commits_dir())
+        self.io.fsync_dir(commits_dir)
+        self.io.fsync_dir(os.path.dirname(commits_dir))
+
+
+class StoredObjects:
+    """An object root's records: an object is durable once it can be read."""
+
+    reads_first = False
+    lookups_back_off = True
+
+    def sync_record(self, key: str) -> None:
+        return None
+
+    def sync_commits(self) -> None:
+        return None
+
+
+STORED = StoredObjects()
+"""The durability of an object root's commit records."""
+
+
 class CommitLog:
     """The ``commits/`` objects of a store root; ``store``: that store's id, which the
-    records this log writes name."""
+    records this log writes name; ``durability``: how the root makes a record durable,
+    as its kind hands it."""
 
-    def __init__(self, objects: ObjectStore, store: str | None = None) -> None:
+    def __init__(
+        self, objects: ObjectStore, store: str | None = None, *, durability: Durability
+    ) -> None:
         self.objects = objects
         self.store = store
-        self.lookups_back_off = local_of(objects) is None
+        self.durability = durability
+        self.lookups_back_off = durability.lookups_back_off
         """Whether a writer looks for an undecided transaction's record ever more rarely
-        once its grace is over: the records are objects in a bucket, each look a
-        request (§9); a POSIX root's look is a file read."""
+        once its grace is over (:attr:`Durability.lookups_back_off`)."""
         # decisions this instance has made durable (on POSIX: their names fsynced):
         # only these are ever returned without reading (and syncing) them again
         self._cache: dict[tuple[str, int], CommitRecord] = {}
@@ -64,13 +133,13 @@ class CommitLog:
 
     def _app_prefix(self, app: str) -> str:
         validate_name("transaction app id", app)
-        return f"{fmt.COMMITS_DIR}/{app}/"
+        return layout.commit_app_prefix(app)
 
     def key(self, app: str, version: int) -> str:
         validate_name("transaction app id", app)
         if not isinstance(version, int) or version < 0:
             raise ValueError(f"transaction version must be a non-negative integer, got {version!r}")
-        return f"{fmt.COMMITS_DIR}/{app}/{version:020d}.commit"
+        return layout.commit_record(app, version)
 
     def path(self, app: str, version: int) -> str:
         """Where the record of ``(app, version)`` is, as messages show it."""
@@ -120,7 +189,7 @@ class CommitLog:
         # by a failed call is made durable (or the failure named) before any create.
         known = (
             self.get(app, version)
-            if local_of(self.objects) is not None
+            if self.durability.reads_first
             else self._cache.get((app, version))
         )
         if known is not None:
@@ -202,11 +271,8 @@ class CommitLog:
         a temporary file whose fsync succeeded (§6.4), so its bytes are durable
         whenever its name is; only the directory entries may still be volatile.
         """
-        local = local_of(self.objects)
-        if local is None:
-            return
         try:
-            local.io.fsync_dir(os.path.dirname(local.path(self.key(app, version))))
+            self.durability.sync_record(self.key(app, version))
             self._sync_ancestors(app)
         except OSError as e:
             msg = (
@@ -219,12 +285,9 @@ class CommitLog:
     def _sync_ancestors(self, app: str) -> None:
         """On POSIX, fsync ``commits/`` and the store root once per app and instance
         (their entries for ``<app>/`` and ``commits/`` never change once durable)."""
-        local = local_of(self.objects)
-        if local is None or app in self._durable_dirs:
+        if app in self._durable_dirs:
             return
-        commits_dir = local.path(fmt.COMMITS_DIR)
-        local.io.fsync_dir(commits_dir)
-        local.io.fsync_dir(os.path.dirname(commits_dir))
+        self.durability.sync_commits()
         self._durable_dirs.add(app)
 
     def has_earlier(self, app: str, version: int) -> bool:
@@ -237,7 +300,7 @@ class CommitLog:
             return True
         prefix = self._app_prefix(app)
         return any(
-            (v := fmt.parse_seq(i.key[len(prefix) :], ".commit")) is not None and v < version
+            (v := layout.parse_commit_version(i.key[len(prefix) :])) is not None and v < version
             for i in self.objects.list(prefix)
         )
 
@@ -245,7 +308,7 @@ class CommitLog:
         """Highest committed version of ``app`` (for sinks that resume), or None."""
         prefix = self._app_prefix(app)
         versions = [
-            fmt.parse_seq(i.key[len(prefix) :], ".commit") for i in self.objects.list(prefix)
+            layout.parse_commit_version(i.key[len(prefix) :]) for i in self.objects.list(prefix)
         ]
         found = [v for v in versions if v is not None]
         return max(found) if found else None

@@ -19,8 +19,9 @@ classifies it from the ack log and the segment location only
 :class:`LossPolicy` is the one data-loss policy every reader applies (a subscription,
 a Spark read task, a batch read): a deleted segment is skipped and counted as
 dropped; data loss fails the read under ``fail_on_data_loss``, else is skipped and
-counted; either way one line goes to the reader's :class:`LostLog`. Engine code only
-(no Spark), so every decision is testable without a JVM.
+counted; either way one line goes to the reader's :class:`LostLog` (on an object root an
+:class:`ObjectLostLog`, which the root's kind builds). Engine code only (no Spark), so
+every decision is testable without a JVM.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from .metrics import SOURCE_DROPPED, SOURCE_LOST, Metrics
 from .objects import ObjectStore
 from .seams import NO_DELETIONS, DeletedSegments
 from .segment import SegmentLocation, SegmentMeta, SegmentReader
-from .subscribers import open_registry
+from .subscribers import JournalKind, open_registry
 
 log = logging.getLogger(__name__)
 
@@ -235,14 +236,17 @@ def classify_vanished(
     location: SegmentLocation,
     partition: str,
     seq: int,
-    objects: ObjectStore | None = None,
+    *,
+    journal: JournalKind,
+    objects: ObjectStore,
 ) -> MissingSegment:
-    """Why a planned segment is gone (from a read task): deleted, quarantined, missing.
+    """Why a planned segment is gone (from a read task): deleted, quarantined, missing;
+    ``journal`` is the ack log the root's kind names, ``objects`` the root's objects.
 
     A registry that cannot be read counts as one that records nothing deleted."""
     reg = None
     try:
-        reg = open_registry(root, objects=objects)
+        reg = open_registry(root, journal=journal, objects=objects)
     except (OSError, CorruptionError) as e:
         log.warning("quiver.source.registry_unreadable root=%s error=%s", root, e)
     try:
@@ -258,22 +262,11 @@ class LostLog:
     """``<root>/readers/<subscriber>.lost.jsonl``: segments a consumer skipped or failed
     on (advisory, for operators: one JSON object a line, ARCHITECTURE.md §1)."""
 
-    def __init__(
-        self,
-        root: str,
-        subscriber: str | None,
-        io: FileIO = DEFAULT_IO,
-        objects: ObjectStore | None = None,
-    ) -> None:
+    def __init__(self, root: str, subscriber: str | None, io: FileIO = DEFAULT_IO) -> None:
         name = f"{subscriber or BATCH_READS}{LOST_SUFFIX}"
         self.path = os.path.join(root, READERS_DIR, name)
         self.io = io
-        self.objects = objects
-        """On an object root the log is the object ``readers/<name>``, rewritten whole
-        (read, append a line, replace If-Match; advisory, like the file)."""
         self.key = f"{READERS_DIR}/{name}"
-        if self.objects is not None:
-            self.path = self.objects.display(self.key)
 
     def record(
         self, partition: str, seq: int, reason: str, *, skipped: bool, evidence: str | None
@@ -287,10 +280,9 @@ class LostLog:
         if evidence:
             line["evidence"] = evidence
         line["at_ns"] = time.time_ns()
-        data = json.dumps(line).encode() + b"\n"
-        if self.objects is not None:
-            self._record_object(data)
-            return
+        self._append(json.dumps(line).encode() + b"\n")
+
+    def _append(self, data: bytes) -> None:
         try:
             self.io.mkdir(os.path.dirname(self.path))
             fd = self.io.open_append(self.path)
@@ -301,24 +293,7 @@ class LostLog:
         except OSError as e:
             log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
 
-    def _record_object(self, data: bytes) -> None:
-        assert self.objects is not None
-        try:  # concurrent tasks: a lost race reads again and appends again
-            cas.update(
-                self.objects,
-                self.key,
-                lambda got: (got or b"") + data,
-                decode=lambda got: got.data,
-                encode=lambda note: note,
-                give_up=lambda _: OSError("contended"),
-            )
-        except OSError as e:
-            log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
-
     def _raw(self) -> bytes:
-        if self.objects is not None:
-            got = self.objects.get(self.key)
-            return got.data if got is not None else b""
         try:
             return self.io.read_file(self.path)
         except FileNotFoundError:
@@ -344,6 +319,36 @@ class LostLog:
         }
 
 
+class ObjectLostLog(LostLog):
+    """An object root's lost-segment log: the object ``readers/<name>``, rewritten whole
+    (read, append a line, replace If-Match; advisory, like the file)."""
+
+    def __init__(self, root: str, subscriber: str | None, objects: ObjectStore) -> None:
+        super().__init__(root, subscriber)
+        self.objects = objects
+        self.path = objects.display(self.key)
+
+    def _append(self, data: bytes) -> None:
+        self._record_object(data)
+
+    def _record_object(self, data: bytes) -> None:
+        try:  # concurrent tasks: a lost race reads again and appends again
+            cas.update(
+                self.objects,
+                self.key,
+                lambda got: (got or b"") + data,
+                decode=lambda got: got.data,
+                encode=lambda note: note,
+                give_up=lambda _: OSError("contended"),
+            )
+        except OSError as e:
+            log.warning("quiver.source.data_loss_unrecorded path=%s error=%s", self.path, e)
+
+    def _raw(self) -> bytes:
+        got = self.objects.get(self.key)
+        return got.data if got is not None else b""
+
+
 # -- the policy -----------------------------------------------------------------------------
 class LossPolicy:
     """The one data-loss policy, as one reader applies it (ARCHITECTURE.md §9b).
@@ -357,6 +362,10 @@ class LossPolicy:
         The reader's subscriber id; None for a batch read (``_batch``).
     fail_on_data_loss
         Data loss fails the read (True) or is skipped and counted (False).
+    lost, journal, objects
+        What the root's kind builds: the reader's lost-segment log
+        (:meth:`~quiver_spark.root_kind.RootKind.lost_log`) and the ack log it keeps
+        (:attr:`~quiver_spark.root_kind.RootKind.journal`), in the root's objects.
     """
 
     def __init__(
@@ -364,17 +373,19 @@ class LossPolicy:
         root: str,
         subscriber: str | None,
         *,
+        lost: LostLog,
+        journal: JournalKind,
+        objects: ObjectStore,
         fail_on_data_loss: bool = True,
-        io: FileIO = DEFAULT_IO,
         metrics: Metrics | None = None,
-        objects: ObjectStore | None = None,
     ) -> None:
         self.root = root
         self.subscriber = subscriber
         self.fail_on_data_loss = fail_on_data_loss
         self.metrics = metrics
         self.objects = objects
-        self.lost = LostLog(root, subscriber, io, objects)
+        self.journal = journal
+        self.lost = lost
 
     def settle(self, found: MissingSegment) -> None:
         """A segment retention deleted is skipped (counted as dropped); any other
@@ -432,7 +443,14 @@ class LossPolicy:
                 return location.open(meta, verify=verify)
         except SegmentMissingError:
             self.settle(
-                classify_vanished(self.root, location, meta.partition, meta.seq, self.objects)
+                classify_vanished(
+                    self.root,
+                    location,
+                    meta.partition,
+                    meta.seq,
+                    journal=self.journal,
+                    objects=self.objects,
+                )
             )
         except CorruptionError as e:
             self.settle(MissingSegment.corrupt(meta.partition, meta.seq, e))

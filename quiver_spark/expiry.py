@@ -29,7 +29,7 @@ from .objects import ObjectStore
 from .objects.clock import RESOLUTION_NS, StorageClock
 from .seams import RetentionLedger
 from .subscribers import SubscriberRegistry, records
-from .subscribers.live import uses_lease
+from .subscribers.live import LiveLocks
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,11 @@ class _Seen:
 class SubscriberExpiry:
     """Expiry decisions of one store handle, with the live notes it could not write."""
 
-    def __init__(self, root: str, objects: ObjectStore) -> None:
+    def __init__(self, root: str, objects: ObjectStore, live: LiveLocks) -> None:
         self.root = root
         self.objects = objects
+        self.live = live
+        """The root's live-consumer locks, as its kind builds them."""
         self.clock = StorageClock(objects, records.CLOCK_KEY)
         """The storage's clock, by which idleness is measured (§8.10)."""
         # live notes a pass could not write: expiry counts from them and the next pass
@@ -111,7 +113,7 @@ class SubscriberExpiry:
                     records.create_record(self.objects, name, now_ns, progress=done)
                     continue
                 active = rec.activity_stored_ns
-                if records.is_live(self.root, name, self.objects):
+                if self.live.is_live(name):
                     # idleness counts from when it was last live too (§8.10)
                     if active is None or stored_now - active >= LIVE_NOTE_PERIOD_NS:
                         self._note_live(name, _Seen(now_ns, stored_now), done)
@@ -210,9 +212,7 @@ class SubscriberExpiry:
                 and rec.expired_ns == now_ns
                 # on a POSIX root the ack log's lock, held since the decision, keeps a
                 # start out; on an object root a lease taken since is looked for here
-                and not (
-                    uses_lease(self.objects) and records.is_live(self.root, name, self.objects)
-                )
+                and not (self.live.leases and self.live.is_live(name))
             )
 
         if reg.deregister_idle(name, still_idle):

@@ -26,13 +26,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .dataloss import LossPolicy, LostLog, evidence
+from .dataloss import LossPolicy, evidence
 from .errors import CorruptionError, DataLossError
-from .format import SEGMENTS_DIR
+from .fs import DEFAULT_IO
 from .objects import open_objects
 from .pruning import Prune, keep, prune_of
 from .root_kind import root_kind
-from .segment import SegmentLocation, SegmentMeta
+from .segment import SegmentMeta
 from .store import QuiverStore
 from .subscribers import open_registry
 
@@ -185,14 +185,17 @@ def plan_batch_read(
         for column, op, values in comparisons
         if (pr := prune_of(column, op, values, arrow)) is not None
     ]
+    kind = store.kind
     policy = LossPolicy(
         store.root,
         None,
+        lost=kind.lost_log(store.root, None, store.objects, store.io),
+        journal=kind.journal,
+        objects=store.objects,
         fail_on_data_loss=fail_on_data_loss,
-        io=store.io,
-        objects=store.kind.shared(store.objects),
     )
-    registry = open_registry(store.root, objects=store.objects)  # creates nothing
+    # creates nothing
+    registry = open_registry(store.root, journal=kind.journal, objects=store.objects)
     try:
         found = {p: evidence(store.segment_location, registry, p) for p in store.partitions()}
     finally:
@@ -234,14 +237,18 @@ def read_task(
     against its metadata) before any of its rows is served, and one that cannot be
     read follows the data-loss policy (:meth:`LossPolicy.open`) on its own.
     """
-    objects = root_kind(task.root).shared(open_objects(task.root, task.storage_options or None))
-    location = (
-        SegmentLocation(task.segments_url, objects=objects, prefix=SEGMENTS_DIR)
-        if objects is not None
-        else SegmentLocation(task.segments_url, storage_options=task.storage_options)
+    kind = root_kind(task.root)  # an executor has no store: the class builds the parts
+    objects = open_objects(task.root, task.storage_options or None)
+    location = kind.segment_location(
+        task.segments_url, objects, io=DEFAULT_IO, storage_options=task.storage_options
     )
     policy = LossPolicy(
-        task.root, task.subscriber, fail_on_data_loss=task.fail_on_data_loss, objects=objects
+        task.root,
+        task.subscriber,
+        lost=kind.lost_log(task.root, task.subscriber, objects, DEFAULT_IO),
+        journal=kind.journal,
+        objects=objects,
+        fail_on_data_loss=task.fail_on_data_loss,
     )
     for meta, batch_start, batch_stop in task.pieces:
         reader = policy.open(location, meta)
@@ -269,7 +276,7 @@ def read_task(
 def lost_report(
     root: str, subscriber: str | None, storage_options: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Segments a reader skipped, deduplicated (see :meth:`LostLog.report`); on an
+    """Segments a reader skipped, deduplicated (see :meth:`~quiver_spark.dataloss.LostLog.report`); on an
     object root, from its ``readers/`` objects."""
-    objects = root_kind(root).shared(open_objects(root, storage_options or None))
-    return LostLog(root, subscriber, objects=objects).report()
+    objects = open_objects(root, storage_options or None)
+    return root_kind(root).lost_log(root, subscriber, objects, DEFAULT_IO).report()

@@ -3,15 +3,24 @@ when it opens (ARCHITECTURE.md §1, §12).
 
 - :class:`FileRoot` (a local path or ``file://``): the WALs sit in the root's own tree
   (``<root>/partitions``), so a lost process's rows are on the shared disk, the WAL's
-  flock says who writes, and ``segment.path`` may put segments elsewhere.
+  flock says who writes, and ``segment.path`` may put segments elsewhere. Its control
+  files are fsynced files: a commit record's name is synced before it is reported, the
+  ack log is files under ``subscribers/`` with their flock, a live consumer holds a
+  flock, a reader's lost-segment log is a file appended to.
 - :class:`ObjectRoot` (``memory://``, ``s3://``, ``gs://``, ``az://``...): nothing is
   shared but the bucket. The WALs are on each machine's own disk; a writer holds the
   partition's LEASE in the bucket besides its flock (§12.3), stages each transaction
   before it is reported (§12.6), and any process seals a lost machine's committed
-  staged rows once its LEASE is free; segments live in the bucket.
+  staged rows once its LEASE is free; segments live in the bucket. Its control objects
+  are durable once written: the ack log is one object per append, a live consumer
+  holds a lease, a lost-segment log is an object rewritten whole.
 
-:class:`~quiver_spark.store.QuiverStore` holds one of the two and asks it; nothing else
-in the store branches on the root's kind.
+Each kind builds the parts that differ (:meth:`RootKind.commit_log`,
+:attr:`RootKind.journal`, :attr:`RootKind.live`, :meth:`RootKind.segment_location`,
+:meth:`RootKind.lost_log`), and :func:`root_kind` chooses the kind once, from the URL:
+:class:`~quiver_spark.store.QuiverStore` holds one, and a process without a store (a
+command, a read task on an executor) asks :func:`root_kind` for the class. Nothing else
+branches on the root's kind.
 """
 
 from __future__ import annotations
@@ -29,11 +38,12 @@ import pyarrow as pa
 
 from . import format as fmt
 from . import staging
-from .commits import CommitLog
+from .commits import STORED, CommitLog, SyncedNames
 from .config import NAME_RE, StoreConfig, validate_name
 from .control.clock import elapsed
 from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER, Lease, Stale, current_holder
 from .control.manifest import ManifestStore
+from .dataloss import LostLog, ObjectLostLog
 from .errors import (
     MAKING_A_STORE,
     ConfigError,
@@ -44,13 +54,17 @@ from .errors import (
     QuiverError,
     StoreNotFoundError,
 )
-from .fs import PartitionLock, partition_locked
+from .fs import FileIO, PartitionLock, partition_locked
 from .objects import ObjectStore
 from .objects.base import Stored
 from .objects.clock import RESOLUTION_NS, StorageClock
 from .partition import PartitionWriter
 from .partition.staged_seal import seal_one
 from .segment import SegmentLocation
+from .subscribers.journal import FileJournal
+from .subscribers.live import FlockLive, LeaseLive, LiveLocks
+from .subscribers.objects_journal import ObjectJournal
+from .subscribers.registry import JournalKind
 from .urls import is_object_root
 
 log = logging.getLogger(__name__)
@@ -116,9 +130,37 @@ class RootKind(Protocol):
     """Whether the catalog and the ack log live in the root's objects (the bucket)
     rather than in its directory tree."""
 
+    journal: JournalKind
+    """The ack log the root keeps (§8.5, §12.5): the registry is handed it."""
+
+    live: LiveLocks
+    """The live-consumer locks of the store (§9b, §12.3): :meth:`live_locks` of its parts."""
+
     @staticmethod
-    def shared(objects: ObjectStore) -> ObjectStore | None:
-        """``objects`` where the catalog and the ack log are built on them, else None."""
+    def live_locks(root: str, objects: ObjectStore) -> LiveLocks:
+        """The live-consumer locks of the root (§9b, §12.3)."""
+
+    @staticmethod
+    def commit_log(
+        root: str, objects: ObjectStore, io: FileIO, store: str | None = None
+    ) -> CommitLog:
+        """The root's commit records (§9), with how it makes one durable (§6.4)."""
+
+    @staticmethod
+    def segment_location(
+        url: str,
+        objects: ObjectStore,
+        *,
+        io: FileIO,
+        storage_options: dict[str, Any] | None,
+        manifests: ManifestStore | None = None,
+    ) -> SegmentLocation:
+        """The store's segments: at ``url`` (the recorded location), or in the root's
+        own objects, where the MANIFEST publishes (§12.4)."""
+
+    @staticmethod
+    def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
+        """The lost-segment log of ``subscriber``'s reader (§9b)."""
 
     @staticmethod
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
@@ -210,10 +252,32 @@ class FileRoot:
 
     shares_objects = False
     stages = False
+    journal: JournalKind = FileJournal
 
     @staticmethod
-    def shared(objects: ObjectStore) -> ObjectStore | None:
-        return None
+    def commit_log(
+        root: str, objects: ObjectStore, io: FileIO, store: str | None = None
+    ) -> CommitLog:
+        return CommitLog(objects, store, durability=SyncedNames(root, io))
+
+    @staticmethod
+    def segment_location(
+        url: str,
+        objects: ObjectStore,
+        *,
+        io: FileIO,
+        storage_options: dict[str, Any] | None,
+        manifests: ManifestStore | None = None,
+    ) -> SegmentLocation:
+        return SegmentLocation(url, io=io, storage_options=storage_options, manifests=manifests)
+
+    @staticmethod
+    def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
+        return LostLog(root, subscriber, io)
+
+    @staticmethod
+    def live_locks(root: str, objects: ObjectStore) -> LiveLocks:
+        return FlockLive(root)
 
     @staticmethod
     def check_writer_root(root: str) -> None:
@@ -286,6 +350,7 @@ class FileRoot:
     def __init__(self, parts: StoreParts) -> None:
         self.root = parts.root
         self.config = parts.config
+        self.live = self.live_locks(parts.root, parts.objects)
 
     @staticmethod
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
@@ -354,10 +419,32 @@ class ObjectRoot:
 
     shares_objects = True
     stages = True
+    journal: JournalKind = ObjectJournal
 
     @staticmethod
-    def shared(objects: ObjectStore) -> ObjectStore | None:
-        return objects
+    def commit_log(
+        root: str, objects: ObjectStore, io: FileIO, store: str | None = None
+    ) -> CommitLog:
+        return CommitLog(objects, store, durability=STORED)
+
+    @staticmethod
+    def segment_location(
+        url: str,
+        objects: ObjectStore,
+        *,
+        io: FileIO,
+        storage_options: dict[str, Any] | None,
+        manifests: ManifestStore | None = None,
+    ) -> SegmentLocation:
+        return SegmentLocation.in_objects(objects, fmt.SEGMENTS_DIR, url=url, manifests=manifests)
+
+    @staticmethod
+    def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
+        return ObjectLostLog(root, subscriber, objects)
+
+    @staticmethod
+    def live_locks(root: str, objects: ObjectStore) -> LiveLocks:
+        return LeaseLive(objects)
 
     @staticmethod
     def check_writer_root(root: str) -> None:
@@ -385,6 +472,7 @@ class ObjectRoot:
 
     def __init__(self, parts: StoreParts) -> None:
         self.parts = parts
+        self.live = self.live_locks(parts.root, parts.objects)
         self._storage_clock: StorageClock | None = None
 
     @staticmethod
@@ -671,7 +759,9 @@ def claim_slot(
 
 
 def root_kind(root: str) -> type[FileRoot] | type[ObjectRoot]:
-    """The kind of ``root``, made with the store's parts once they are built: the one
-    place a store asks which kind of root it is on (its ``shares_objects`` says where
-    the catalog and the ack log are built before that)."""
+    """The kind of ``root``, from its URL: the one place anything asks which kind of
+    root it is on. A store makes it with its parts once they are built, taking from
+    the class first the parts it builds (:meth:`RootKind.commit_log`,
+    :meth:`RootKind.segment_location`); a process without a store (a read task on an
+    executor, a writing job's driver) takes its parts from the class."""
     return ObjectRoot if is_object_root(root) else FileRoot

@@ -28,7 +28,6 @@ import pyarrow as pa
 from . import format as fmt
 from . import write_jobs
 from .admission import Admission
-from .commits import CommitLog
 from .config import StoreConfig
 from .control.clock import elapsed
 from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER
@@ -52,7 +51,6 @@ from .errors import (
 from .fs import DEFAULT_IO, FileIO
 from .metrics import PROCESS, Metrics
 from .objects import ObjectStore, open_objects
-from .objects.local import LocalObjects
 from .partition import PartitionWriter, RecoveryReport, wal_dirs
 from .policy import (
     StorePolicy,
@@ -63,7 +61,7 @@ from .policy import (
 from .retention import RetentionResult
 from .root_kind import RootKind, StoreParts, claim_slot, root_kind
 from .seams import NO_DELETIONS, DeletedMarks, SubscriberNames
-from .segment import SegmentLocation, SegmentMeta, SegmentReader
+from .segment import SegmentMeta, SegmentReader
 from .segment.backends import check_location
 from .store_retention import StoreRetention
 from .subscribers import SubscriberRegistry
@@ -83,12 +81,12 @@ class QuiverStore:
         io: FileIO,
         descriptor: dict[str, Any],
         storage_options: dict[str, Any] | None,
-        objects: ObjectStore | None = None,
+        objects: ObjectStore,
     ) -> None:
         self.root = root
         self.config = config
         self.io = io
-        self.objects: ObjectStore = objects if objects is not None else LocalObjects(root, io)
+        self.objects = objects
         """The root's objects: every control object goes through it (ARCHITECTURE.md §12)."""
         kind = root_kind(root)
         self._descriptor = descriptor
@@ -105,15 +103,14 @@ class QuiverStore:
         self.segments_url = seg_url
         # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
         self.manifests = ManifestStore(self.objects, keeps_facts=kind.shares_objects)
-        self.segment_location = SegmentLocation(
+        self.segment_location = kind.segment_location(
             seg_url,
+            self.objects,
             io=io,
             storage_options=storage_options,
             manifests=self.manifests,
-            objects=kind.shared(self.objects),
-            prefix=fmt.SEGMENTS_DIR,
         )
-        self.commits = CommitLog(self.objects, store=self.store_id)
+        self.commits = kind.commit_log(root, self.objects, io, self.store_id)
         self.segment_location.deleted_marks = self.deleted_marks
         self.lease_clock: Callable[[], float] = elapsed
         """The clock this handle observes other holders' leases by (§12.3): monotonic,
@@ -138,7 +135,7 @@ class QuiverStore:
         # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
         # this handle's last retention pass and what it admitted since
         self._admission = Admission(root, self.metrics)
-        self._retention = StoreRetention(self, self._admission)
+        self._retention = StoreRetention(self, self._admission, self.kind.live)
         """This handle's retention passes and what they keep between them."""
         self._closed = False
         self._maint_stop = threading.Event()
@@ -385,7 +382,8 @@ class QuiverStore:
                 io=self.io,
                 checkpoint_records=self.config.ack_checkpoint_records,
                 salvage=self.config.salvage,
-                objects=self.kind.shared(self.objects),
+                objects=self.objects,
+                journal=self.kind.journal,
             )
             self._has_registry = True
         return self._subscribers

@@ -31,6 +31,7 @@ from .retention_plan import RetentionPlan
 from .seams import SubscriberNames
 from .segment import SegmentLocation
 from .subscribers import SubscriberRegistry, records
+from .subscribers.live import LiveLocks
 
 RECORDS_PERIOD_S = 60.0
 """How long a handle's retention passes reuse what the subscription records said about
@@ -62,15 +63,16 @@ class RetainingStore(Protocol):
 
 class StoreRetention:
     """The retention passes of ``store``; ``admission`` is the store's, which its
-    appends ask and each pass settles."""
+    appends ask and each pass settles; ``live``: its live-consumer locks, which its
+    root's kind built (a live consumer's subscriber is never expired)."""
 
-    def __init__(self, store: RetainingStore, admission: Admission) -> None:
+    def __init__(self, store: RetainingStore, admission: Admission, live: LiveLocks) -> None:
         self._store = store
         self._admission = admission
         self.lock = threading.Lock()  # the ack-log flock does not order threads
         self.index = RetainedIndex()
         """What the passes read, kept current between them (ARCHITECTURE.md §8.7)."""
-        self.expiry = SubscriberExpiry(store.root, store.objects)
+        self.expiry = SubscriberExpiry(store.root, store.objects, live)
         self.clock = AnchoredClock()
         self.last_pass = float("-inf")
         """When the last pass ran (``time.monotonic``); the first tick runs one."""

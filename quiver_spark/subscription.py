@@ -58,14 +58,7 @@ from .root_kind import root_kind
 from .segment import SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
-from .subscribers.live import (
-    LiveClaim,
-    check_live,
-    claim_live,
-    live_claim,
-    release_live,
-    uses_lease,
-)
+from .subscribers.live import LiveClaim
 
 __all__ = [
     "Batch",
@@ -194,10 +187,11 @@ class Subscription:
         self.loss = LossPolicy(
             store.root,
             self.name,
+            lost=store.kind.lost_log(store.root, self.name, store.objects, store.io),
+            journal=store.kind.journal,
+            objects=store.objects,
             fail_on_data_loss=fail_on_data_loss,
-            io=store.io,
             metrics=self.metrics,
-            objects=store.kind.shared(store.objects),
         )
         self._owns_store = owns_store
         self._live = live
@@ -208,21 +202,14 @@ class Subscription:
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
             # a lease object gone missing never leaves the subscriber unclaimable
-            floor = store.subscribers.claim_epoch(name) if uses_lease(store.objects) else 0
-            claim_live(
-                store.root,
-                name,
-                self,
-                store.objects,
-                ttl_s=store.config.lease_ttl_s,
-                min_epoch=floor,
-            )
+            floor = store.subscribers.claim_epoch(name) if store.kind.live.leases else 0
+            store.kind.live.claim(name, self, ttl_s=store.config.lease_ttl_s, min_epoch=floor)
         try:
             self.registry: SubscriberRegistry = store.subscribers
             self._claim_consumer()  # before any position is read (§12.5)
         except BaseException:
             if live:
-                release_live(store.root, name, self, store.objects)
+                store.kind.live.release(name, self)
             raise
         self.planner = SegmentPlanner(
             store, self.registry, refresh=self._refresh, partitions=self._partitions
@@ -230,7 +217,7 @@ class Subscription:
 
     def _live_claim(self) -> LiveClaim | None:
         """This consumer's claim on an object root (None: POSIX, or not live)."""
-        return live_claim(self.name, self, self.store.objects) if self._live else None
+        return self.store.kind.live.claim_of(self.name, self) if self._live else None
 
     def _claim_consumer(self) -> None:
         """Object root: record in the ack log that this consumer is the subscriber's
@@ -606,7 +593,7 @@ class Subscription:
     def _ack(self, through: Position) -> int:
         self._require_registered(new_ok=False)
         if self._live:  # a consumer whose lease was taken over must not acknowledge
-            check_live(self.name, self, self.store.objects)
+            self.store.kind.live.check(self.name, self)
         self._refresh()
         self._check_assigned(through)
         given_back = self._nacked()
@@ -724,7 +711,7 @@ class Subscription:
                 self.store.close()
         finally:
             if self._live:
-                release_live(self.store.root, self.name, self, self.store.objects)
+                self.store.kind.live.release(self.name, self)
                 self._live = False
 
     def __enter__(self) -> Subscription:

@@ -31,7 +31,7 @@ from . import format as fmt
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .errors import ConfigError, QuiverError
-from .fs import partition_locked
+from .fs import DEFAULT_IO, partition_locked
 from .objects import open_objects
 from .option_table import SEGMENT_EVENT_TIME_COLUMN
 from .root_kind import root_kind
@@ -276,7 +276,8 @@ def commit_batch(
     Opens no store for the record: the root's objects only (one create)."""
     if not winners:
         return BatchCommit(fresh=False)
-    commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
+    objects = open_objects(root, storage_options or None)
+    commits = root_kind(root).commit_log(root, objects, DEFAULT_IO, store_id)
     decided = decide_batch(commits, root, app, version, winners, rows)
     sealed, error = seal_orphans(open_store, root, config, storage_options)
     return replace(decided, sealed=sealed, seal_error=error)
@@ -292,7 +293,8 @@ def discard_batch(
 ) -> bool:
     """Decide batch ``(app, version)`` with no winners (a job that can never run
     it again): its transactions are discarded. False if it was decided earlier."""
-    commits = CommitLog(open_objects(root, storage_options or None), store=store_id)
+    objects = open_objects(root, storage_options or None)
+    commits = root_kind(root).commit_log(root, objects, DEFAULT_IO, store_id)
     return commits.commit(app, version, [], 0)
 
 

@@ -14,10 +14,14 @@ import pyarrow as pa
 import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark.commits import CommitLog
 from quiver_spark.control import lease
 from quiver_spark.control.clock import elapsed
 from quiver_spark.errors import LeaseLostError
+from quiver_spark.fs import DEFAULT_IO, FileIO
+from quiver_spark.objects.local import LocalObjects
 from quiver_spark.retained import RetainedIndex
+from quiver_spark.root_kind import FileRoot
 from quiver_spark.segment import SegmentMeta
 from quiver_spark.subscription import Subscription
 from tests.faults import CrashSimulator, FaultyIO
@@ -185,3 +189,9 @@ def fenced_finalize(zombie: QuiverStore, lo: int = 100) -> None:
     zombie.flush()
     with pytest.raises(LeaseLostError):
         zombie.finalize()
+
+
+def posix_commit_log(root: str, io: FileIO = DEFAULT_IO, store: str | None = None) -> CommitLog:
+    """The commit records of the POSIX root ``root`` (through ``io``), as its kind
+    builds them: every name found or made is fsynced before any answer."""
+    return FileRoot.commit_log(root, LocalObjects(root, io), io, store)

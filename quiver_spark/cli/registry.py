@@ -11,5 +11,10 @@ def open_registry(store: QuiverStore, *, create: bool = False) -> SubscriberRegi
     """``store``'s subscriber registry, or None when it has none and ``create`` is
     false (see :func:`quiver_spark.subscribers.open_registry`)."""
     return open_store_registry(
-        store.root, create=create, objects=store.objects, io=store.io, salvage=store.config.salvage
+        store.root,
+        journal=store.kind.journal,
+        create=create,
+        objects=store.objects,
+        io=store.io,
+        salvage=store.config.salvage,
     )

@@ -357,7 +357,7 @@ def _subscriber_row(
         )
     rec = records.read_record_or_none(store.objects, name) if store is not None else None
     last = rec.last_ack_ns if rec is not None else None
-    live = records.is_live(store.root, name, store.objects) if store is not None else False
+    live = store.kind.live.is_live(name) if store is not None else False
     idle_s = (now_ns - rec.last_active_ns) / 1e9 if rec is not None else None
     lag_bytes = sum(r["lag_bytes"] for r in rows)
     return {

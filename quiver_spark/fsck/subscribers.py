@@ -20,9 +20,8 @@ def subscriber_tasks(run: FsckRun) -> list[Task]:
     if not run.store.has_registry():
         return []
     from ..subscribers.journal import FileJournal
-    from ..subscribers.journal_kind import journal_kind
 
-    journal = journal_kind(run.store.objects)
+    journal = run.store.kind.journal  # the ack log the root's kind keeps
     tasks = _file_journal_tasks(run) if journal is FileJournal else _object_journal_tasks(run)
     for key in run.keys(layout.records_prefix()):
         if layout.is_subscriber_record(key):

@@ -148,6 +148,12 @@ class ObjectStore(ABC):
     def display(self, key: str) -> str:
         return f"{self.url.rstrip('/')}/{key}"
 
+    def put_advisory(self, key: str, data: bytes) -> None:
+        """Write an advisory object (metrics, heartbeat) whole, whatever is there: an
+        unconditional :meth:`put` here; a POSIX directory's is a temp + rename without
+        fsync, so that no acknowledgement or finalize waits on it."""
+        self.put(key, data)
+
 
 def create_or_same(store: ObjectStore, key: str, data: bytes, *, attempts: int = 3) -> bool:
     """Create ``key`` with ``data``; True when it now holds exactly ``data`` (created
@@ -208,6 +214,10 @@ class CountingObjects(ObjectStore):
     def put(self, key: str, data: bytes) -> str:
         self._n("put")
         return self.inner.put(key, data)
+
+    def put_advisory(self, key: str, data: bytes) -> None:
+        self._n("put")
+        self.inner.put_advisory(key, data)
 
     def delete(self, key: str) -> None:
         self._n("delete")

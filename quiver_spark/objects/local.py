@@ -111,6 +111,11 @@ class LocalObjects(ObjectStore):
         assert st is not None
         return _version(st)
 
+    def put_advisory(self, key: str, data: bytes) -> None:
+        path = self.path(key)
+        self.io.mkdir(os.path.dirname(path))
+        self.io.write_advisory(path, data)
+
     def delete(self, key: str) -> None:
         path = self.path(key)
         d = os.path.dirname(path)

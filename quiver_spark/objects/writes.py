@@ -10,13 +10,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import ObjectConflict
 from .base import ObjectStore
-from .local import LocalObjects
 
 T = TypeVar("T")
 
@@ -36,27 +34,7 @@ def retry_conflicts(write: Callable[[], T], *, attempts: int = CONFLICT_ATTEMPTS
     raise AssertionError("unreachable")
 
 
-def local_of(objects: ObjectStore) -> LocalObjects | None:
-    """The POSIX directory under ``objects`` (through a counting wrapper), if it is one."""
-    inner = getattr(objects, "inner", None)
-    if isinstance(inner, ObjectStore):
-        return local_of(inner)
-    return objects if isinstance(objects, LocalObjects) else None
-
-
-def non_posix(objects: ObjectStore | None) -> bool:
-    """True when ``objects`` (a root's store) is an object store rather than a POSIX
-    directory: its claims are leases and its ack log is objects (§12.3, §12.5). None, or
-    a :class:`~.local.LocalObjects` under any counting wrapper, is POSIX."""
-    return objects is not None and local_of(objects) is None
-
-
 def put_advisory(objects: ObjectStore, key: str, data: bytes) -> None:
-    """Write an advisory object whole, whatever is there (see module docstring)."""
-    local = local_of(objects)
-    if local is None:
-        retry_conflicts(lambda: objects.put(key, data))
-        return
-    path = local.path(key)
-    local.io.mkdir(os.path.dirname(path))
-    local.io.write_advisory(path, data)
+    """Write an advisory object whole, whatever is there (see module docstring): the
+    root's own :meth:`~.base.ObjectStore.put_advisory`, tried again on a conflict."""
+    retry_conflicts(lambda: objects.put_advisory(key, data))

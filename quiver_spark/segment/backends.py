@@ -1,18 +1,19 @@
-"""Which :class:`~.backend.SegmentBackend` a segments location opens (ARCHITECTURE.md
-§5.4): the one module that knows every implementation, so none of them imports it."""
+"""Which :class:`~.backend.SegmentBackend` a segments location's URL opens
+(ARCHITECTURE.md §5.4): the one module that knows every implementation a URL names, so
+none of them imports it (an object root's own segments are built by its kind)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from ..fs import FileIO
-from ..objects import ObjectStore, open_objects
+from ..objects import open_objects
 from ..objects.options import check_storage_options
 from ..option_table import SEGMENT_PATH
 from ..urls import LOCAL, OBJECTS, check_url, local_path, segments_client
 from .backend import SegmentBackend
 from .local import LocalBackend
-from .objects import BucketBackend, ObjectBackend
+from .objects import BucketBackend
 from .remote import RemoteBackend
 
 
@@ -21,7 +22,6 @@ def open_backend(
     *,
     io: FileIO,
     storage_options: Mapping[str, object] | None = None,
-    objects: ObjectStore | None = None,
 ) -> SegmentBackend:
     """The backend of the segments location ``url`` (accepted by
     :func:`~quiver_spark.urls.check_url`), by its client
@@ -29,11 +29,8 @@ def open_backend(
     through ``io``; an object-store URL (``s3://``, ``gs://``, ``az://``...) through
     obstore, opened as a root there would be, with ``storage_options`` checked as a
     root's (:class:`~.objects.BucketBackend`); fsspec for any other URL, with
-    ``storage_options`` as that filesystem's arguments. With ``objects`` (an object
-    root's store), ``url`` is the key prefix of the segments in it (``segments``) and the
-    backend is :class:`~.objects.ObjectBackend`."""
-    if objects is not None:
-        return ObjectBackend(objects, url)
+    ``storage_options`` as that filesystem's arguments. (An object root's own
+    segments are :class:`~.objects.ObjectBackend`, which its kind builds.)"""
     client = segments_client(url)
     if client == LOCAL:
         return LocalBackend(local_path(SEGMENT_PATH, url), io)

@@ -42,6 +42,7 @@ from .backend import Consume, SegmentBackend
 from .backends import open_backend
 from .files import DamagedSegment, Found, SegmentFiles, SegmentListing, SegmentSurvey
 from .meta import SegmentMeta, schema_fingerprint
+from .objects import ObjectBackend
 from .publication import PartitionView, Publication
 from .publish_files import FilePublication
 from .publish_manifest import ManifestPublication
@@ -69,9 +70,8 @@ class SegmentLocation:
         other remote URL its fsspec filesystem's arguments.
     manifests
         The store's per-partition MANIFESTs (§6.7); None: every reader lists.
-    objects, prefix
-        An object root's store, the segments' keys under ``prefix`` (then ``url`` only
-        names it). With ``manifests`` too, the MANIFEST publishes (§12.4).
+
+    The segments of an object root are in its own objects: :meth:`in_objects`.
     """
 
     def __init__(
@@ -81,27 +81,43 @@ class SegmentLocation:
         io: FileIO = DEFAULT_IO,
         storage_options: Mapping[str, object] | None = None,
         manifests: ManifestStore | None = None,
-        objects: ObjectStore | None = None,
-        prefix: str = "",
+    ) -> None:
+        check_url("segment.path", url)  # a missing backend or bad URL: one clear error
+        files = SegmentFiles(open_backend(url, io=io, storage_options=storage_options))
+        self._setup(url, files, manifests, FilePublication(files, manifests))
+
+    @classmethod
+    def in_objects(
+        cls, objects: ObjectStore, prefix: str, *, url: str, manifests: ManifestStore | None = None
+    ) -> SegmentLocation:
+        """The segments of an object root: ``objects``' keys under ``prefix`` (``url``
+        only names them). With ``manifests``, the MANIFEST publishes (§12.4)."""
+        files = SegmentFiles(ObjectBackend(objects, prefix))
+        location = cls.__new__(cls)
+        location._setup(
+            url,
+            files,
+            manifests,
+            FilePublication(files, None)
+            if manifests is None
+            else ManifestPublication(files, manifests),
+        )
+        return location
+
+    def _setup(
+        self,
+        url: str,
+        files: SegmentFiles,
+        manifests: ManifestStore | None,
+        publication: Publication,
     ) -> None:
         self.url = url
         self.manifests = manifests
         """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
-        if objects is None:
-            check_url("segment.path", url)  # a missing backend or bad URL: one clear error
-        """Whether the segments are in a local directory (fsynced) or behind fsspec
-        or an object root's store (``objects``, keys under ``prefix``)."""
-        self._b = (
-            open_backend(prefix, io=io, objects=objects)
-            if objects is not None
-            else open_backend(url, io=io, storage_options=storage_options)
-        )
-        self._files = SegmentFiles(self._b)
-        self._publication: Publication = (
-            ManifestPublication(self._files, manifests)
-            if objects is not None and manifests is not None
-            else FilePublication(self._files, manifests)
-        )
+        self._b = files.backend
+        """A local directory (fsynced), fsspec, a bucket, or an object root's store."""
+        self._files = files
+        self._publication: Publication = publication
         self.quarantined_total = 0
         """Segments quarantined through this instance (a metric for the store)."""
 

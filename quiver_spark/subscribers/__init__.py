@@ -9,7 +9,6 @@ not create anything opens a store's registry. The package's modules:
 ``journal.py``    what the registry needs of an ack log (``Journal``); its files on a
                   POSIX root: locks, appends, checkpoints (§8.5)
 ``objects_journal.py`` the ack log on an object root: one object per append (§12.5)
-``journal_kind.py`` which of the two a root's ack log is
 ``log.py``        the ack log's bytes (§8.3)
 ``state.py``      the in-memory state the log replays into (§8.4)
 ``records.py``    one subscription record per subscriber: life and expiry (§8.10)
@@ -23,10 +22,10 @@ from typing import Any
 
 from ..objects import ObjectStore
 from .journal import OpenReport, has_registry
-from .journal_kind import journal_kind
-from .registry import Outcome, StartPosition, SubscriberRegistry, to_runs
+from .registry import JournalKind, Outcome, StartPosition, SubscriberRegistry, to_runs
 
 __all__ = [
+    "JournalKind",
     "OpenReport",
     "Outcome",
     "StartPosition",
@@ -40,6 +39,7 @@ __all__ = [
 def open_registry(
     root: str,
     *,
+    journal: JournalKind,
     create: bool = False,
     objects: ObjectStore | None = None,
     **kw: Any,
@@ -48,11 +48,12 @@ def open_registry(
     ``create`` is false: a read (a batch read, ``quiver status``, a read task that
     classifies a vanished segment) never creates one.
 
-    ``objects`` is the root's object store (None or ``LocalObjects``: the POSIX ack
-    log; any other: the object ack log, §12.5, whose open creates nothing and costs
-    one GET and one LIST when there is none). ``kw`` goes to
-    :meth:`SubscriberRegistry.open` (``io``, ``checkpoint_records``, ``salvage``)."""
+    ``journal`` is the ack log the root's kind names
+    (:attr:`~quiver_spark.root_kind.RootKind.journal`), ``objects`` the root's object
+    store (the object ack log's open, §12.5, creates nothing and costs one GET and one
+    LIST when there is none). ``kw`` goes to :meth:`SubscriberRegistry.open` (``io``,
+    ``checkpoint_records``, ``salvage``)."""
     if create:
-        return SubscriberRegistry.open(root, objects=objects, **kw)
-    journal = journal_kind(objects).open_existing(root, objects=objects, **kw)
-    return None if journal is None else SubscriberRegistry(journal)
+        return SubscriberRegistry.open(root, objects=objects, journal=journal, **kw)
+    found = journal.open_existing(root, objects=objects, **kw)
+    return None if found is None else SubscriberRegistry(found)

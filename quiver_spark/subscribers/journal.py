@@ -4,7 +4,8 @@
 :class:`~.registry.SubscriberRegistry` holds one :class:`Journal` and asks it for the
 state the ack log describes and for transactions that append one encoded record batch;
 the journal does the locking, reading what others appended, durable appends and
-checkpoints. :func:`~.journal_kind.journal_kind` picks the journal for a root.
+checkpoints. The root's kind names the journal it keeps
+(:attr:`~quiver_spark.root_kind.RootKind.journal`).
 
 The POSIX journal, :class:`FileJournal`, keeps files under ``<root>/subscribers/``:
 ``LOCK`` (flock target), ``CHECKPOINT`` (framed msgpack, magic ``QCKP``) and

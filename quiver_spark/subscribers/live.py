@@ -7,10 +7,10 @@ whether it is in another process (the ``flock``, or the lease) or in this one (a
 that is still reachable); a holder of this process dropped without closing (a replaced
 reader: an object nobody references any more) has ended, so its lock is taken over.
 
-On an object root (the caller passes the root's :class:`ObjectStore`; None or a POSIX
-one keeps the ``flock``) the lease is renewed in the background every ``ttl / 3``. A
-claim waits up to the ttl plus :data:`LIVE_LEASE_WAIT_MARGIN_S` for a holder that stopped renewing (a
-consumer that died on another host) and is refused as soon as the holder is seen
+The root's kind builds its locks: :class:`FlockLive` on a POSIX root, :class:`LeaseLive`
+on an object root, whose lease is renewed in the background every ``ttl / 3``. A claim
+waits up to the ttl plus :data:`LIVE_LEASE_WAIT_MARGIN_S` for a holder that stopped
+renewing (a consumer that died on another host) and is refused as soon as the holder is seen
 renewing, or at once when the holder is a live process of this host.
 """
 
@@ -30,7 +30,6 @@ from ..errors import LeaseLostError, LockedError, SubscriberError
 from ..format import READERS_DIR, live_lease_key
 from ..fs import PartitionLock, partition_locked
 from ..objects.base import ObjectStore
-from .journal_kind import journal_kind
 
 log = logging.getLogger(__name__)
 
@@ -71,35 +70,6 @@ class LiveClaim:
         )
 
 
-def live_claim(subscriber: str, owner: object, objects: ObjectStore | None) -> LiveClaim | None:
-    """``owner``'s claim as the live consumer of ``subscriber`` on an object root; None
-    on a POSIX root (the ``flock`` excludes a second consumer there). Raises
-    LeaseLostError when ``owner`` holds the subscriber's lease no more (it was taken
-    over, and perhaps handed to a newer consumer of this process, or released)."""
-    if not uses_lease(objects):
-        return None
-    assert objects is not None
-    url = objects.display(live_lease_key(subscriber))
-    with _live_mutex:
-        held = _live.get(url)
-    if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
-        raise LeaseLostError(
-            url,
-            held.lock.epoch if held is not None and isinstance(held.lock, Lease) else 0,
-            None,
-            "this consumer holds it no more (it was taken over or released; a newer "
-            "consumer may hold it now)",
-        )
-    lease = held.lock
-    return LiveClaim(int(lease.holder.token[:16], 16), lease.url, lease.epoch)
-
-
-def uses_lease(objects: ObjectStore | None) -> bool:
-    """True when the root's live-consumer lock is a lease: on a root whose ack log
-    locks nothing between processes (an object root), neither does a ``flock``."""
-    return not journal_kind(objects).locks_processes
-
-
 _live_mutex = threading.Lock()
 _live: dict[str, _LiveHolder] = {}  # real lock path -> this process's holder
 
@@ -107,15 +77,6 @@ _live: dict[str, _LiveHolder] = {}  # real lock path -> this process's holder
 def live_lock_path(root: str, subscriber: str) -> str:
     """``<root>/readers/<subscriber>.lock``: held by the subscriber's live consumer."""
     return os.path.join(root, READERS_DIR, f"{subscriber}.lock")
-
-
-def is_live(root: str, subscriber: str, objects: ObjectStore | None = None) -> bool:
-    """True while a consumer (of any process) holds ``subscriber``'s live-consumer lock
-    (on an object root: its lease, as far as this process can tell, §12.3)."""
-    if uses_lease(objects):
-        assert objects is not None
-        return current_holder(objects, live_lease_key(subscriber)) is not None
-    return partition_locked(live_lock_path(root, subscriber))
 
 
 def _holder_of(path: str) -> str:
@@ -140,41 +101,127 @@ def _refusal(subscriber: str, path: str, holder: str, what: str = "lock") -> Sub
     )
 
 
-def claim_live(
-    root: str,
-    subscriber: str,
-    owner: object,
-    objects: ObjectStore | None = None,
-    *,
-    ttl_s: float = DEFAULT_TTL_S,
-    min_epoch: int = 0,
-) -> None:
-    """Hold ``<root>/readers/<subscriber>.lock`` (on an object root the lease
-    ``readers/<subscriber>.lease``) for consumer ``owner`` (see the module docstring
-    for who is refused and whose lock is taken over). ``min_epoch``: the epoch of the
-    subscriber's standing claim in the ack log (§12.5), so a lease object that went
-    missing or was damaged never restarts below it."""
-    if uses_lease(objects):
-        assert objects is not None
-        _claim_lease(objects, subscriber, owner, ttl_s, min_epoch)
-        return
-    path = live_lock_path(root, subscriber)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    key = os.path.realpath(path)
-    with _live_mutex:
-        held = _live.get(key)
-        if held is not None and held.owner() is not None:
-            gc.collect()  # a dropped holder caught in a reference cycle is freed here
-        if held is not None:
-            if held.owner() is not None:
-                raise _refusal(subscriber, path, f"{_holder_of(path)}, in this process")
-            _live[key] = _LiveHolder(weakref.ref(owner), held.lock)
+class FlockLive:
+    """A POSIX root's live-consumer locks: the ``flock`` on
+    ``<root>/readers/<subscriber>.lock``, which excludes a consumer of any process."""
+
+    leases = False
+    """Whether the lock is a lease whose claim the acknowledgements carry (§12.5)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def claim(
+        self,
+        subscriber: str,
+        owner: object,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        min_epoch: int = 0,
+    ) -> None:
+        """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``owner`` (see the
+        module docstring for who is refused and whose lock is taken over)."""
+        path = live_lock_path(self.root, subscriber)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        key = os.path.realpath(path)
+        with _live_mutex:
+            held = _live.get(key)
+            if held is not None and held.owner() is not None:
+                gc.collect()  # a dropped holder caught in a reference cycle is freed here
+            if held is not None:
+                if held.owner() is not None:
+                    raise _refusal(subscriber, path, f"{_holder_of(path)}, in this process")
+                _live[key] = _LiveHolder(weakref.ref(owner), held.lock)
+                return
+            try:
+                lock = PartitionLock.acquire(path, purpose=LIVE_PURPOSE)
+            except LockedError as e:  # the holder says all; the flock's own error is noise
+                raise _refusal(subscriber, path, e.holder) from None
+            _live[key] = _LiveHolder(weakref.ref(owner), lock)
+
+    def release(self, subscriber: str, owner: object) -> None:
+        """Release the subscriber's live-consumer lock if ``owner`` holds it."""
+        _release(os.path.realpath(live_lock_path(self.root, subscriber)), owner)
+
+    def is_live(self, subscriber: str) -> bool:
+        """True while a consumer (of any process) holds ``subscriber``'s lock."""
+        return partition_locked(live_lock_path(self.root, subscriber))
+
+    def check(self, subscriber: str, owner: object) -> None:
+        """A flock is never taken over: nothing to raise."""
+        return None
+
+    def claim_of(self, subscriber: str, owner: object) -> LiveClaim | None:
+        """None: the ``flock`` excludes a second consumer."""
+        return None
+
+
+class LeaseLive:
+    """An object root's live-consumer locks: the lease ``readers/<subscriber>.lease``
+    (§12.3), renewed in the background, whose claim the acknowledgements carry."""
+
+    leases = True
+
+    def __init__(self, objects: ObjectStore) -> None:
+        self.objects = objects
+
+    def claim(
+        self,
+        subscriber: str,
+        owner: object,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        min_epoch: int = 0,
+    ) -> None:
+        """Hold the lease ``readers/<subscriber>.lease`` for consumer ``owner`` (see the
+        module docstring). ``min_epoch``: the epoch of the subscriber's standing claim in
+        the ack log (§12.5), so a lease object that went missing or was damaged never
+        restarts below it."""
+        _claim_lease(self.objects, subscriber, owner, ttl_s, min_epoch)
+
+    def release(self, subscriber: str, owner: object) -> None:
+        """Release the subscriber's live-consumer lease if ``owner`` holds it."""
+        _release(self.objects.display(live_lease_key(subscriber)), owner)
+
+    def is_live(self, subscriber: str) -> bool:
+        """True while a consumer holds ``subscriber``'s lease, as far as this process
+        can tell (§12.3)."""
+        return current_holder(self.objects, live_lease_key(subscriber)) is not None
+
+    def check(self, subscriber: str, owner: object) -> None:
+        """Raise :class:`LeaseLostError` when ``owner``'s live-consumer lease was taken
+        over (another consumer is live now: this one must stop acknowledging)."""
+        with _live_mutex:
+            held = _live.get(self.objects.display(live_lease_key(subscriber)))
+        if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
             return
-        try:
-            lock = PartitionLock.acquire(path, purpose=LIVE_PURPOSE)
-        except LockedError as e:  # the holder says all; the flock's own error is noise
-            raise _refusal(subscriber, path, e.holder) from None
-        _live[key] = _LiveHolder(weakref.ref(owner), lock)
+        lease = held.lock
+        # lost: raised; paused past half its ttl: renewed first, so it acts only while
+        # the lease is still ours (§12.3)
+        lease.check_held()
+
+    def claim_of(self, subscriber: str, owner: object) -> LiveClaim:
+        """``owner``'s claim as the live consumer of ``subscriber``. Raises
+        LeaseLostError when ``owner`` holds the subscriber's lease no more (it was
+        taken over, and perhaps handed to a newer consumer of this process, or
+        released)."""
+        url = self.objects.display(live_lease_key(subscriber))
+        with _live_mutex:
+            held = _live.get(url)
+        if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
+            raise LeaseLostError(
+                url,
+                held.lock.epoch if held is not None and isinstance(held.lock, Lease) else 0,
+                None,
+                "this consumer holds it no more (it was taken over or released; a newer "
+                "consumer may hold it now)",
+            )
+        lease = held.lock
+        return LiveClaim(int(lease.holder.token[:16], 16), lease.url, lease.epoch)
+
+
+LiveLocks = FlockLive | LeaseLive
+"""A root's live-consumer locks, as its kind builds them (:mod:`quiver_spark.root_kind`)."""
 
 
 def _claim_lease(
@@ -218,32 +265,7 @@ def _lease_lost(lock: PartitionLock | Lease) -> bool:
     return isinstance(lock, Lease) and lock.lost()
 
 
-def check_live(subscriber: str, owner: object, objects: ObjectStore | None = None) -> None:
-    """Raise :class:`LeaseLostError` when ``owner``'s live-consumer lease was taken over
-    (another consumer is live now: this one must stop acknowledging). A flock is never
-    taken over, so on POSIX roots this never raises."""
-    if not uses_lease(objects):
-        return
-    assert objects is not None
-    with _live_mutex:
-        held = _live.get(objects.display(live_lease_key(subscriber)))
-    if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
-        return
-    lease = held.lock
-    # lost: raised; paused past half its ttl: renewed first, so it acts only while
-    # the lease is still ours (§12.3)
-    lease.check_held()
-
-
-def release_live(
-    root: str, subscriber: str, owner: object, objects: ObjectStore | None = None
-) -> None:
-    """Release the subscriber's live-consumer lock (or lease) if ``owner`` holds it."""
-    if uses_lease(objects):
-        assert objects is not None
-        key = objects.display(live_lease_key(subscriber))
-    else:
-        key = os.path.realpath(live_lock_path(root, subscriber))
+def _release(key: str, owner: object) -> None:
     with _live_mutex:
         held = _live.get(key)
         if held is not None and held.owner() is owner:

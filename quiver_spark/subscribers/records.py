@@ -44,7 +44,6 @@ from ..control import cas
 from ..errors import CorruptionError, ObjectExists, SubscriberError
 from ..objects import ObjectStore, Stored
 from ..objects.writes import retry_conflicts
-from .live import is_live as is_live  # where the status and expiry code look for it
 
 log = logging.getLogger(__name__)
 

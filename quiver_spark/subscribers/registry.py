@@ -3,9 +3,9 @@
 The subscriber API over the ack log. The registry holds one
 :class:`~.journal.Journal`, which keeps the files, locks, appends, checkpoints and the
 rebuild after a failed I/O: :class:`~.journal.FileJournal` (POSIX files, §8) or
-:class:`~.objects_journal.ObjectJournal` (an object root, §12.5), as
-:func:`~.journal_kind.journal_kind` picks for the root's object store. No journal
-imports this module.
+:class:`~.objects_journal.ObjectJournal` (an object root, §12.5), the one the root's
+kind names (:attr:`~quiver_spark.root_kind.RootKind.journal`): the registry is handed
+it and never asks what kind of root it is on. No journal imports this module.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from ..seams import NO_DELETIONS, DeletedMarks
 from ..values import parse_choice
 from . import log as acklog
 from .journal import FileJournal, Journal, OpenReport
-from .journal_kind import journal_kind
 from .live import LiveClaim
+from .objects_journal import ObjectJournal
 from .reclaimed import EVENT as REGISTERED_LATE
 from .reclaimed import Reclaimed, reclaimed_before
 from .state import PartState, RegistryState
@@ -33,6 +33,9 @@ from .state import PartState, RegistryState
 log = logging.getLogger(__name__)
 
 MAX_RUN = 0xFFFF_FFFF
+
+JournalKind = type[FileJournal] | type[ObjectJournal]
+"""The ack log a root keeps, as its kind names it (:mod:`quiver_spark.root_kind`)."""
 
 
 class Outcome(enum.Enum):
@@ -109,18 +112,20 @@ class SubscriberRegistry:
         checkpoint_records: int = 100_000,
         salvage: bool = False,
         objects: ObjectStore | None = None,
+        journal: JournalKind = FileJournal,
     ) -> Self:
-        """Open the ack log of the store at ``root`` (the journal
-        :func:`~.journal_kind.journal_kind` picks for ``objects``, the root's object
-        store; None is POSIX) and replay checkpoint + tail.
+        """Open the ack log of the store at ``root`` in ``journal``, the one its kind
+        names (:attr:`~quiver_spark.root_kind.RootKind.journal`; an object root's
+        needs ``objects``, the root's object store), and replay checkpoint + tail.
 
         ``salvage`` skips ack records whose CRC fails (listed in ``report.salvaged``)
         instead of raising :class:`~quiver_spark.errors.ChecksumMismatchError`.
         """
-        journal = journal_kind(objects).open(
-            root, io=io, checkpoint_records=checkpoint_records, salvage=salvage, objects=objects
+        return cls(
+            journal.open(
+                root, io=io, checkpoint_records=checkpoint_records, salvage=salvage, objects=objects
+            )
         )
-        return cls(journal)
 
     @classmethod
     def read_only_subscribers(cls, root: str, *, io: FileIO = DEFAULT_IO) -> list[str]:

@@ -16,9 +16,8 @@ from unittest import mock
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark import subscription as subscription_mod
 from quiver_spark.errors import LeaseLostError
-from quiver_spark.subscribers.live import LiveClaim, live_lease_key
+from quiver_spark.subscribers.live import LeaseLive, LiveClaim, live_lease_key
 from quiver_spark.subscription import Subscription
 from tests.stores import acked_ids, id_batch, wal_in
 
@@ -52,7 +51,7 @@ def test_a_late_acknowledgement_between_a_new_registration_and_its_claim_skips_n
     newcomer.start("earliest")
     # C1 resumes just past its own lease check, between the registration and the claim
     with (
-        mock.patch.object(subscription_mod, "check_live", lambda *a, **k: None),
+        mock.patch.object(LeaseLive, "check", lambda *a, **k: None),
         contextlib.suppress(LeaseLostError),
     ):
         c1.ack(batch.end)

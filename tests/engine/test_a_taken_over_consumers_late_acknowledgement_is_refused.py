@@ -13,10 +13,9 @@ from unittest import mock
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark import subscription as subscription_mod
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.planning import Caps
-from quiver_spark.subscribers.live import LiveClaim, live_lease_key
+from quiver_spark.subscribers.live import LeaseLive, LiveClaim, live_lease_key
 from quiver_spark.subscription import Subscription
 from tests.stores import acked_ids, id_batch, wal_in
 
@@ -55,7 +54,7 @@ def test_an_acknowledgement_built_after_a_takeover_is_refused_and_the_newcomer_d
     other = _taken_over(tmp_path, "exp")
     # C1 resumes past its own lease check: the ack log itself refuses it
     with (
-        mock.patch.object(subscription_mod, "check_live", lambda *a, **k: None),
+        mock.patch.object(LeaseLive, "check", lambda *a, **k: None),
         pytest.raises(LeaseLostError, match="another live consumer"),
     ):
         c1.ack(batch.end)

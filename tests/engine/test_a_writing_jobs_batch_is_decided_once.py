@@ -13,11 +13,9 @@ import pyarrow as pa
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.commits import CommitLog
 from quiver_spark.config import SegmentConfig, StoreConfig
 from quiver_spark.errors import QuiverError
-from quiver_spark.objects import open_objects
-from tests.stores import HAND_SEALED
+from tests.stores import HAND_SEALED, posix_commit_log
 
 
 def _written(store: QuiverStore, app: str, version: int, ids: list[int]) -> tuple[str, int]:
@@ -44,7 +42,7 @@ def test_a_batch_is_decided_once_and_its_replay_changes_nothing(tmp_path: Path) 
         assert first.seal_error is None and first.sealed == []  # the slot's writer lives
     with QuiverStore.open(root, partition=None, create=False) as r:
         assert sorted(x for b in r.scan() for x in b.column("id").to_pylist()) == [1, 2, 3]
-    record = CommitLog(open_objects(root)).get(app, 0)
+    record = posix_commit_log(root).get(app, 0)
     assert record is not None and record.winners == frozenset({winner}) and record.store == sid
 
 
@@ -53,7 +51,7 @@ def test_a_batch_without_winners_is_not_recorded(tmp_path: Path) -> None:
     sid = QuiverStore.prepare_writes(root, HAND_SEALED, pa.schema([("id", pa.int64())]))
     done = QuiverStore.commit_batch(root, HAND_SEALED, app, 4, [], 0, store_id=sid)
     assert not done.fresh
-    assert CommitLog(open_objects(root)).get(app, 4) is None
+    assert posix_commit_log(root).get(app, 4) is None
 
 
 def test_the_rerun_of_a_discarded_batch_is_refused(tmp_path: Path) -> None:

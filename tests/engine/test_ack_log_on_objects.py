@@ -14,6 +14,7 @@ from quiver_spark.objects import CountingObjects
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retention import apply_retention
+from quiver_spark.root_kind import root_kind
 from quiver_spark.subscribers import Outcome, SubscriberRegistry, open_registry
 from quiver_spark.subscribers import log as acklog
 from quiver_spark.subscribers.journal import FileJournal
@@ -30,7 +31,9 @@ P = "p-0"
 
 def _open(bucket: str, objects=None, **kw) -> SubscriberRegistry:
     objects = objects if objects is not None else MemoryObjects(bucket, "store")
-    return SubscriberRegistry.open(objects.url, objects=objects, **kw)
+    return SubscriberRegistry.open(
+        objects.url, objects=objects, journal=root_kind(objects.url).journal, **kw
+    )
 
 
 def _journal(r: SubscriberRegistry) -> ObjectJournal:
@@ -56,22 +59,24 @@ def _workload(r: SubscriberRegistry, start: int, n: int) -> None:
 def test_an_object_root_gets_the_object_journal_and_a_posix_one_the_files(bucket, tmp_path):
     reg = _open(bucket)
     assert isinstance(reg.journal, ObjectJournal)
-    local = SubscriberRegistry.open(str(tmp_path), objects=LocalObjects(str(tmp_path)))
+    root = str(tmp_path)
+    kind = root_kind(root)
+    local = SubscriberRegistry.open(root, objects=LocalObjects(root), journal=kind.journal)
     assert isinstance(local.journal, FileJournal)
     assert (tmp_path / "subscribers" / "LOCK").exists()
     counted = CountingObjects(LocalObjects(str(tmp_path)))
-    again = SubscriberRegistry.open(str(tmp_path), objects=counted)
+    again = SubscriberRegistry.open(root, objects=counted, journal=kind.journal)
     assert isinstance(again.journal, FileJournal)
 
 
 def test_a_read_never_creates_a_registry_on_an_object_root(bucket):
     m = MemoryObjects(bucket, "store")
-    assert open_registry(m.url, objects=m) is None
+    assert open_registry(m.url, journal=ObjectJournal, objects=m) is None
     assert m.snapshot() == {}
-    reg = open_registry(m.url, objects=m, create=True)
+    reg = open_registry(m.url, journal=ObjectJournal, objects=m, create=True)
     assert reg is not None
     reg.register("a")
-    again = open_registry(m.url, objects=m)
+    again = open_registry(m.url, journal=ObjectJournal, objects=m)
     assert again is not None and again.subscribers() == ["a"]
 
 

@@ -10,9 +10,10 @@ import pyarrow as pa
 
 from quiver_spark import QuiverStore
 from quiver_spark import format as fmt
-from quiver_spark.commits import CommitLog
 from quiver_spark.descriptor import read_descriptor
 from quiver_spark.objects.local import LocalObjects
+
+from ..stores import posix_commit_log
 
 
 def test_a_decision_made_through_a_store_names_that_store(tmp_path: Path) -> None:
@@ -25,7 +26,7 @@ def test_a_decision_made_through_a_store_names_that_store(tmp_path: Path) -> Non
         sid = store.store_id
     objects = LocalObjects(root)
     assert sid == read_descriptor(objects)["uuid"] and sid
-    decided = CommitLog(objects).get("q", 0)
+    decided = posix_commit_log(root).get("q", 0)
     assert decided is not None and decided.store == sid
 
 
@@ -43,9 +44,9 @@ def test_a_record_written_before_records_named_their_store_still_reads(tmp_path:
     objects.create(
         "commits/q/00000000000000000003.commit", fmt.encode_frame(fmt.MAGIC_COMMIT, body)
     )
-    old = CommitLog(objects).get("q", 3)
+    old = posix_commit_log(str(tmp_path)).get("q", 3)
     assert old is not None and old.store is None and old.winners == frozenset({("p-0", 5)})
-    assert CommitLog(objects, store="x").commit("q", 3, [("p-0", 5)], 0) is False, (
+    assert posix_commit_log(str(tmp_path), store="x").commit("q", 3, [("p-0", 5)], 0) is False, (
         "an existing decision is kept whoever asks again"
     )
 
@@ -53,17 +54,17 @@ def test_a_record_written_before_records_named_their_store_still_reads(tmp_path:
 def test_a_retried_decision_of_a_log_that_names_its_store_is_recognised_as_its_own(
     tmp_path: Path,
 ) -> None:
-    log = CommitLog(LocalObjects(str(tmp_path)), store="s-1")
+    log = posix_commit_log(str(tmp_path), store="s-1")
     assert log.commit("q", 0, [("p-0", 1)], 2) is True
     assert log.commit("q", 0, [("p-0", 1)], 2) is True
-    fresh = CommitLog(LocalObjects(str(tmp_path)), store="s-1").get("q", 0)
+    fresh = posix_commit_log(str(tmp_path), store="s-1").get("q", 0)
     assert fresh is not None and fresh.store == "s-1"
 
 
 def test_whether_a_query_has_an_earlier_record_costs_a_look_at_its_own_records(
     tmp_path: Path,
 ) -> None:
-    log = CommitLog(LocalObjects(str(tmp_path)), store="s-1")
+    log = posix_commit_log(str(tmp_path), store="s-1")
     assert not log.has_earlier("q", 0) and not log.has_earlier("q", 5)
     log.commit("q", 5, [("p-0", 1)], 1)
     assert not log.has_earlier("q", 5), "its own version is not an earlier one"

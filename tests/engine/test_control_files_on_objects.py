@@ -47,6 +47,7 @@ from quiver_spark.errors import (
     PolicyConflictError,
     SchemaMismatchError,
 )
+from quiver_spark.fs import DEFAULT_IO
 from quiver_spark.metrics import SOURCE_ACKED, Metrics, metrics_key
 from quiver_spark.objects import ObjectInfo, ObjectStore, Stored
 from quiver_spark.objects.local import LocalObjects
@@ -59,6 +60,7 @@ from quiver_spark.policy import (
     repair_policy,
     replace_policy,
 )
+from quiver_spark.root_kind import root_kind
 from quiver_spark.subscribers import records
 
 
@@ -118,6 +120,10 @@ class Root:
     @property
     def faults(self) -> Faults:
         return self.mine.faults
+
+    def commit_log(self, objects: ObjectStore) -> CommitLog:
+        """The root's commit records through ``objects``, as its kind builds them."""
+        return root_kind(self.mine.url).commit_log(self.mine.url, objects, DEFAULT_IO)
 
 
 @pytest.fixture(params=["memory", "posix"])
@@ -191,23 +197,23 @@ def test_of_two_first_writers_one_records_the_schema_and_the_other_is_judged_aga
 def test_two_decisions_of_one_batch_have_exactly_one_winner_and_retries_get_the_same_answers(
     root: Root,
 ) -> None:
-    winner = CommitLog(root.theirs())
+    winner = root.commit_log(root.theirs())
     answers: dict[str, bool] = {}
 
     def other_committer() -> None:
         answers["theirs"] = winner.commit("q", 7, [("p-1", 9)], 2)
 
     root.faults.before = once("create", "commits/", other_committer)
-    loser = CommitLog(root.mine)
+    loser = root.commit_log(root.mine)
     assert loser.commit("q", 7, [("p-0", 3)], 1) is False
     assert answers == {"theirs": True}
     root.faults.before = None
-    decided = CommitLog(root.theirs()).get("q", 7)
+    decided = root.commit_log(root.theirs()).get("q", 7)
     assert decided is not None and decided.winners == frozenset({("p-1", 9)})
     assert loser.get("q", 7) == decided
     assert winner.commit("q", 7, [("p-1", 9)], 2) is True  # its own decision, again
     assert loser.commit("q", 7, [("p-0", 3)], 1) is False
-    assert CommitLog(root.theirs()).get("q", 7) == decided
+    assert root.commit_log(root.theirs()).get("q", 7) == decided
 
 
 def test_a_commit_whose_response_was_lost_is_recognised_as_committed_by_its_retry(
@@ -217,11 +223,11 @@ def test_a_commit_whose_response_was_lost_is_recognised_as_committed_by_its_retr
         raise OSError(errno.ETIMEDOUT, "the response to the create was lost")
 
     root.faults.after = once("create", "commits/q/", lose)
-    log = CommitLog(root.mine)
+    log = root.commit_log(root.mine)
     with pytest.raises(OSError, match="response to the create was lost"):
         log.commit("q", 3, [("p-0", 5)], 4)
     assert log.commit("q", 3, [("p-0", 5)], 4) is True
-    decided = CommitLog(root.theirs()).get("q", 3)
+    decided = root.commit_log(root.theirs()).get("q", 3)
     assert decided is not None and decided.winners == frozenset({("p-0", 5)})
     assert log.commit("q", 3, [("p-0", 6)], 4) is False, "another decision of a decided batch"
 
@@ -341,7 +347,7 @@ def test_a_conditional_write_refused_with_a_409_is_written_by_its_retry(root: Ro
     ensure_schema(root.mine, schema)
     ensure_policy(root.mine, StoreConfig())
     replace_policy(root.mine, {"retention.max_age": 2.0}, expected_generation=1)
-    assert CommitLog(root.mine).commit("q", 0, [("p-0", 1)], 1) is True
+    assert root.commit_log(root.mine).commit("q", 0, [("p-0", 1)], 1) is True
     assert records.create_record(root.mine, "s", 100) is True
     records.touch(root.mine, "s", 200)
 
@@ -360,7 +366,7 @@ def test_a_conditional_write_refused_with_a_409_is_written_by_its_retry(root: Ro
     policy = read_policy(theirs)
     assert policy is not None and (policy.generation, policy.max_age_hours) == (2, 2.0)
     assert _copy_generation(theirs) == 2
-    decided = CommitLog(theirs).get("q", 0)
+    decided = root.commit_log(theirs).get("q", 0)
     assert decided is not None and decided.winners == frozenset({("p-0", 1)})
     rec = records.read_record(theirs, "s")
     assert rec is not None and rec.last_ack_ns == 200

@@ -1,7 +1,8 @@
 """A POSIX root seen through a counting wrapper is a POSIX root everywhere: its ack
 log is the files under ``subscribers/`` (§8) and its live-consumer lock is the flock
-on ``readers/<subscriber>.lock``, never a lease object (§12.3). The two decisions
-never disagree about the same store."""
+on ``readers/<subscriber>.lock``, never a lease object (§12.3): both are the root
+kind's, chosen from the root, never from the objects' type, so the two never disagree
+about the same store."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from quiver_spark.objects import CountingObjects
 from quiver_spark.objects.local import LocalObjects
-from quiver_spark.subscribers import SubscriberRegistry, live
+from quiver_spark.root_kind import root_kind
+from quiver_spark.subscribers import SubscriberRegistry
 from quiver_spark.subscribers.journal import FileJournal
 
 
@@ -20,24 +22,27 @@ class Consumer:
 def test_a_counted_posix_root_takes_the_flock_for_its_live_consumer_and_no_lease(
     tmp_path: Path,
 ) -> None:
-    counted = CountingObjects(LocalObjects(str(tmp_path)))
+    root = str(tmp_path)
+    locks = root_kind(root).live_locks(root, CountingObjects(LocalObjects(root)))
     owner = Consumer()
-    live.claim_live(str(tmp_path), "fwd", owner, counted)
+    locks.claim("fwd", owner)
     try:
         assert (tmp_path / "readers" / "fwd.lock").exists()
         assert not (tmp_path / "readers" / "fwd.lease").exists()
-        assert live.is_live(str(tmp_path), "fwd", counted)
+        assert locks.is_live("fwd")
     finally:
-        live.release_live(str(tmp_path), "fwd", owner, counted)
+        locks.release("fwd", owner)
 
 
 def test_the_ack_log_and_the_live_lock_of_a_counted_posix_root_are_both_posix(
     tmp_path: Path,
 ) -> None:
-    counted = CountingObjects(LocalObjects(str(tmp_path)))
-    reg = SubscriberRegistry.open(str(tmp_path), objects=counted)
+    root = str(tmp_path)
+    counted = CountingObjects(LocalObjects(root))
+    kind = root_kind(root)
+    reg = SubscriberRegistry.open(root, objects=counted, journal=kind.journal)
     try:
         assert isinstance(reg.journal, FileJournal)
-        assert live.uses_lease(counted) is False
+        assert kind.live_locks(root, counted).leases is False
     finally:
         reg.close()

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark.commits import CommitLog
 from quiver_spark.fs import FileIO
-from quiver_spark.objects.local import LocalObjects
 
 from ..faults import FaultyIO
+from ..stores import posix_commit_log
 
 
 class _RacingIO(FileIO):
@@ -28,25 +27,23 @@ class _RacingIO(FileIO):
 
     def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
         if op == "open" and ".commit" in path and self.other_result is None:
-            self.other_result = CommitLog(LocalObjects(self.root)).commit(
-                "q", 7, self.other_winners, 2
-            )
+            self.other_result = posix_commit_log(self.root).commit("q", 7, self.other_winners, 2)
 
 
 def test_two_committers_of_one_batch_never_both_win(tmp_path: Path) -> None:
     root = str(tmp_path)
     io = _RacingIO(root, [("p-1", 9)])
-    mine = CommitLog(LocalObjects(root, io)).commit("q", 7, [("p-0", 3)], 1)
+    mine = posix_commit_log(root, io).commit("q", 7, [("p-0", 3)], 1)
     assert io.other_result is True, "the committer that finished first decided the batch"
     assert mine is False, "a second decision of the same batch was reported as written"
-    decided = CommitLog(LocalObjects(root)).get("q", 7)
+    decided = posix_commit_log(root).get("q", 7)
     assert decided is not None and decided.winners == frozenset({("p-1", 9)})
-    loser_view = CommitLog(LocalObjects(root, io)).get("q", 7)
+    loser_view = posix_commit_log(root, io).get("q", 7)
     assert loser_view is not None and loser_view.winners == decided.winners
 
 
 def _commit_many(root: str, who: int, versions: int, out: mp.Queue) -> None:
-    log = CommitLog(LocalObjects(root))
+    log = posix_commit_log(root)
     won = [v for v in range(versions) if log.commit("q", v, [(f"p-{who}", 1)], 1)]
     out.put((who, won))
 
@@ -67,7 +64,7 @@ def test_racing_processes_each_version_has_exactly_one_winner_and_it_is_on_disk(
     for v in range(versions):
         winners = [who for who, won in results.items() if v in won]
         assert len(winners) == 1, f"version {v} won by {winners}"
-        decided = CommitLog(LocalObjects(root)).get("q", v)
+        decided = posix_commit_log(root).get("q", v)
         assert decided is not None and decided.winners == frozenset({(f"p-{winners[0]}", 1)})
     assert not [n for n in os.listdir(tmp_path / "commits" / "q") if not n.endswith(".commit")]
 
@@ -78,10 +75,8 @@ def test_the_exclusive_create_is_seen_by_the_fault_layer_and_a_failure_decides_n
     io = FaultyIO()
     io.fail("link", 1, errno.EIO)
     with pytest.raises(OSError):
-        CommitLog(LocalObjects(str(tmp_path), io)).commit("q", 1, [("p-0", 1)], 1)
-    assert CommitLog(LocalObjects(str(tmp_path))).get("q", 1) is None
-    assert (
-        CommitLog(LocalObjects(str(tmp_path), FaultyIO())).commit("q", 1, [("p-0", 2)], 1) is True
-    )
+        posix_commit_log(str(tmp_path), io).commit("q", 1, [("p-0", 1)], 1)
+    assert posix_commit_log(str(tmp_path)).get("q", 1) is None
+    assert posix_commit_log(str(tmp_path), FaultyIO()).commit("q", 1, [("p-0", 2)], 1) is True
     ops = [t.op for t in io.trace]
     assert "link" in ops and ops.index("fsync") < ops.index("link")

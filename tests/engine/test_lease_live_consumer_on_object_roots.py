@@ -4,7 +4,7 @@
 A second consumer, in this process or another, is refused with the same one line as on
 POSIX, naming the lease, its holder and when the lease expires; a consumer that closed
 or was dropped hands the subscriber over at once; one that was taken over learns it
-(``check_live`` raises LeaseLostError). A POSIX root keeps its ``flock``.
+(``LeaseLive.check`` raises LeaseLostError). A POSIX root keeps its ``flock``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from quiver_spark.control.lease import Lease
 from quiver_spark.errors import LeaseLostError, SubscriberError
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import MemoryObjects
+from quiver_spark.root_kind import root_kind
 from quiver_spark.subscribers import live
 
 
@@ -37,10 +38,10 @@ def _fresh(fresh_memory: None, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_second_consumer_in_this_process_is_refused_in_one_line_naming_the_lease() -> None:
     objects = MemoryObjects("bucket", "store")
     first = Consumer()
-    live.claim_live("unused", "fwd", first, objects)
+    live.LeaseLive(objects).claim("fwd", first)
     try:
         with pytest.raises(SubscriberError) as err:
-            live.claim_live("unused", "fwd", Consumer(), objects)
+            live.LeaseLive(objects).claim("fwd", Consumer())
         msg = str(err.value)
         assert "\n" not in msg
         assert msg.startswith(
@@ -49,10 +50,10 @@ def test_a_second_consumer_in_this_process_is_refused_in_one_line_naming_the_lea
             f"pid {os.getpid()} on {socket.gethostname()} (live consumer since "
         )
         assert "in this process" in msg and "one live consumer at a time" in msg
-        assert live.is_live("unused", "fwd", objects)
+        assert live.LeaseLive(objects).is_live("fwd")
     finally:
-        live.release_live("unused", "fwd", first, objects)
-    assert not live.is_live("unused", "fwd", objects)
+        live.LeaseLive(objects).release("fwd", first)
+    assert not live.LeaseLive(objects).is_live("fwd")
 
 
 def test_a_consumer_of_another_process_is_refused_naming_it_and_when_its_lease_expires() -> None:
@@ -61,7 +62,7 @@ def test_a_consumer_of_another_process_is_refused_naming_it_and_when_its_lease_e
     with mock.patch.object(lease_mod, "_me", lambda: other):
         theirs = Lease.acquire(objects, live.live_lease_key("fwd"), purpose=live.LIVE_PURPOSE)
     with pytest.raises(SubscriberError) as err:
-        live.claim_live("unused", "fwd", Consumer(), objects)
+        live.LeaseLive(objects).claim("fwd", Consumer())
     msg = str(err.value)
     assert "\n" not in msg
     assert "its live-consumer lease memory://bucket/store/readers/fwd.lease is held by " in msg
@@ -69,29 +70,29 @@ def test_a_consumer_of_another_process_is_refused_naming_it_and_when_its_lease_e
     assert "its lease expires 30 seconds after its last renewal" in msg
     theirs.release()
     mine = Consumer()
-    live.claim_live("unused", "fwd", mine, objects)  # released: taken at once
-    live.release_live("unused", "fwd", mine, objects)
+    live.LeaseLive(objects).claim("fwd", mine)  # released: taken at once
+    live.LeaseLive(objects).release("fwd", mine)
 
 
 def test_a_consumer_closed_or_dropped_hands_the_subscriber_over_at_once() -> None:
     objects = MemoryObjects("bucket", "store")
     first = Consumer()
-    live.claim_live("unused", "r", first, objects)
-    live.release_live("unused", "r", first, objects)
+    live.LeaseLive(objects).claim("r", first)
+    live.LeaseLive(objects).release("r", first)
     dropped = Consumer()
-    live.claim_live("unused", "r", dropped, objects)
+    live.LeaseLive(objects).claim("r", dropped)
     del dropped
     gc.collect()
     again = Consumer()
-    live.claim_live("unused", "r", again, objects)
-    live.check_live("r", again, objects)
-    live.release_live("unused", "r", again, objects)
+    live.LeaseLive(objects).claim("r", again)
+    live.LeaseLive(objects).check("r", again)
+    live.LeaseLive(objects).release("r", again)
 
 
 def test_a_consumer_whose_lease_was_taken_over_is_told_so() -> None:
     objects = MemoryObjects("bucket", "store")
     mine = Consumer()
-    live.claim_live("unused", "r", mine, objects)
+    live.LeaseLive(objects).claim("r", mine)
     key = live.live_lease_key("r")
     got = objects.get(key)
     assert got is not None
@@ -102,19 +103,20 @@ def test_a_consumer_whose_lease_was_taken_over_is_told_so() -> None:
     assert isinstance(held, Lease) and held.keeper is not None
     held.keeper.tick()  # the background renewal finds the successor
     with pytest.raises(LeaseLostError, match="pid 9 on host-c"):
-        live.check_live("r", mine, objects)
-    live.release_live("unused", "r", mine, objects)  # a lost lease is not written
+        live.LeaseLive(objects).check("r", mine)
+    live.LeaseLive(objects).release("r", mine)  # a lost lease is not written
     assert lease_mod.decode_lease(key, objects.get(key).data).holder.host == "host-c"  # type: ignore[union-attr]
 
 
 def test_a_posix_root_keeps_its_flock(tmp_path: Path) -> None:
-    objects = LocalObjects(str(tmp_path))
+    root = str(tmp_path)
+    locks = root_kind(root).live_locks(root, LocalObjects(root))
     owner = Consumer()
-    live.claim_live(str(tmp_path), "fwd", owner, objects)
+    locks.claim("fwd", owner)
     try:
         assert (tmp_path / "readers" / "fwd.lock").exists()
         assert not (tmp_path / "readers" / "fwd.lease").exists()
         with pytest.raises(SubscriberError, match="its live-consumer lock "):
-            live.claim_live(str(tmp_path), "fwd", Consumer(), objects)
+            locks.claim("fwd", Consumer())
     finally:
-        live.release_live(str(tmp_path), "fwd", owner, objects)
+        locks.release("fwd", owner)

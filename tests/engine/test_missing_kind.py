@@ -38,7 +38,14 @@ def test_a_vanished_segment_fails_the_read_with_kind_missing_and_logs_the_name(
     for suffix in (".meta", ".arrow"):
         os.remove(root / "segments" / "p-0" / f"{1:020d}{suffix}")
     with QuiverStore.open(str(root), CFG, partition=None, create=False) as store:
-        policy = LossPolicy(str(root), "s", fail_on_data_loss=True, io=store.io)
+        policy = LossPolicy(
+            str(root),
+            "s",
+            lost=store.kind.lost_log(str(root), "s", store.objects, store.io),
+            journal=store.kind.journal,
+            objects=store.objects,
+            fail_on_data_loss=True,
+        )
         with pytest.raises(DataLossError) as err:
             policy.settle(MissingSegment("p-0", 1, MissingKind.MISSING))
     assert err.value.kind is MissingKind.MISSING

@@ -281,12 +281,13 @@ def test_a_new_subscriber_makes_the_next_pass_look_at_the_records_again(
 
 
 def test_a_commit_creates_its_record_without_reading_it_first() -> None:
-    from quiver_spark.commits import CommitLog
+    from quiver_spark.commits import STORED, CommitLog
     from quiver_spark.objects.memory import MemoryObjects
 
     c = KeyedCounts(MemoryObjects(f"counts-{next(_BUCKETS)}", "store"))
-    log = CommitLog(c)
+    log = CommitLog(c, durability=STORED)
     assert log.commit("app", 1, [("p-0", 7)], 3) is True
     assert dict(c.counts) == {"create": 1}
-    assert CommitLog(c).commit("app", 1, [("p-1", 9)], 3) is False  # decided: a rerun
-    assert CommitLog(c).get("app", 1) is not None
+    rerun = CommitLog(c, durability=STORED)  # decided: a rerun
+    assert rerun.commit("app", 1, [("p-1", 9)], 3) is False
+    assert CommitLog(c, durability=STORED).get("app", 1) is not None

@@ -35,7 +35,7 @@ class Clock:
 def _handle(bucket: str, clock: Clock | None = None) -> tuple[SubscriberRegistry, MemoryObjects]:
     """A registry handle with its own connection to the bucket (another process)."""
     m = MemoryObjects(bucket, "store")
-    reg = SubscriberRegistry.open(m.url, objects=m)
+    reg = SubscriberRegistry.open(m.url, objects=m, journal=ObjectJournal)
     _journal(reg).sleep = lambda s: None
     if clock is not None:
         _journal(reg).clock = clock

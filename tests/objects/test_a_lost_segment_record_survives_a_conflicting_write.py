@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from quiver_spark.dataloss import LostLog
+from quiver_spark.dataloss import ObjectLostLog
 from quiver_spark.errors import ObjectConflict
 from quiver_spark.objects.memory import MemoryObjects
 
@@ -36,7 +36,7 @@ class ConflictingOnce(MemoryObjects):
 
 def test_a_409_on_the_first_record_is_written_again() -> None:
     objects = ConflictingOnce()
-    log = LostLog("memory://store", "exporter", objects=objects)
+    log = ObjectLostLog("memory://store", "exporter", objects)
     log.record("p-0", 7, "missing", skipped=True, evidence=None)
     got = objects.get(log.key)
     assert objects.conflicts == 1
@@ -48,7 +48,7 @@ def test_a_409_on_the_first_record_is_written_again() -> None:
 def test_a_409_on_a_later_record_is_written_again() -> None:
     objects = ConflictingOnce()
     objects.conflicts = 1  # the first record lands
-    log = LostLog("memory://store", "exporter", objects=objects)
+    log = ObjectLostLog("memory://store", "exporter", objects)
     log.record("p-0", 7, "missing", skipped=True, evidence=None)
     objects.conflicts = 0  # the next conditional write meets a 409
     log.record("p-1", 9, "corrupt", skipped=True, evidence=None)

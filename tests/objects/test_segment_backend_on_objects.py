@@ -9,11 +9,9 @@ import uuid
 
 import pytest
 
-from quiver_spark.fs import DEFAULT_IO
 from quiver_spark.objects import open_objects
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.segment import SegmentBackend
-from quiver_spark.segment.backends import open_backend
 from quiver_spark.segment.objects import ObjectBackend
 from tests.engine.test_segment_backend_contract import (  # the contract, run here too
     test_a_fill_that_fails_leaves_nothing_under_any_name,
@@ -46,7 +44,7 @@ def backend(request: pytest.FixtureRequest) -> SegmentBackend:
     else:
         moto: MotoS3 = request.getfixturevalue("moto_s3")
         store = open_objects(f"{moto.url}/{unique_prefix('seg')}", moto.options)
-    return open_backend("segments", io=DEFAULT_IO, objects=store)
+    return ObjectBackend(store, "segments")
 
 
 def test_a_segment_file_is_created_once_and_a_retry_of_the_same_bytes_succeeds(

@@ -22,10 +22,9 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from quiver_spark import QuiverStore
-from quiver_spark.commits import CommitLog
-from quiver_spark.objects.local import LocalObjects
 from quiver_spark.spark import slots
 from quiver_spark.spark.sink import QuiverCommitMessage, QuiverStreamWriter
+from tests.stores import posix_commit_log
 
 from .sink_helpers import FAST, INPUT_SCHEMA, assert_exactly_once, wait_for_rows, write_input_files
 from .source_helpers import committed_batches
@@ -64,9 +63,9 @@ def test_a_sink_query_restarted_against_another_store_writes_there_only_its_new_
     with QuiverStore.open(b, partition=None, create=False, background=False) as store:
         sid = store.store_id
     (app,) = os.listdir(os.path.join(b, "commits"))
-    decided = CommitLog(LocalObjects(b)).get(app, 2)
+    decided = posix_commit_log(b).get(app, 2)
     assert decided is not None and decided.store == sid and sid is not None
-    assert CommitLog(LocalObjects(b)).latest_version(app) == 2  # batch 2 only
+    assert posix_commit_log(b).latest_version(app) == 2  # batch 2 only
 
 
 # -- the driver's commit, as the sink's commit runner calls it -----------------------------
@@ -104,7 +103,7 @@ def test_the_driver_warns_once_of_a_query_whose_first_batch_here_is_not_its_firs
     (warned,) = warnings_of(caplog)
     assert f"query={app}" in warned and "batch=3" in warned and writer.store_id in warned
     assert "new checkpointLocation" in warned
-    decided = CommitLog(LocalObjects(writer.root)).get(app, 3)
+    decided = posix_commit_log(writer.root).get(app, 3)
     assert decided is not None and decided.store == writer.store_id
 
 
@@ -113,7 +112,7 @@ def test_the_driver_does_not_warn_of_a_new_query_a_replay_or_a_query_with_histor
 ) -> None:
     options, writer, store = sink
     new, replayed, restarted = (f"{n}-{uuid.uuid4().hex[:8]}" for n in ("new", "rp", "rs"))
-    earlier = CommitLog(LocalObjects(writer.root))  # another driver process, before
+    earlier = posix_commit_log(writer.root)  # another driver process, before
     earlier.commit(replayed, 5, [("x-0", 1)], 1)
     for v in range(3):
         earlier.commit(restarted, v, [("x-0", v + 1)], 1)

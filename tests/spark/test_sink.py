@@ -6,6 +6,8 @@ import os
 
 from chispa import assert_df_equality
 
+from tests.stores import posix_commit_log
+
 from .sink_helpers import FAST, INPUT_SCHEMA, assert_exactly_once, wait_for_rows, write_input_files
 
 
@@ -120,8 +122,6 @@ def test_task_failing_on_first_attempt_after_durable_writes_is_retried_exactly_o
 
 
 def test_commit_called_twice_for_a_batch_is_a_no_op(spark, tmp_path):
-    from quiver_spark.commits import CommitLog
-    from quiver_spark.objects.local import LocalObjects
     from quiver_spark.spark.sink import QuiverCommitMessage, QuiverStreamWriter
 
     src, root, ckpt = str(tmp_path / "in"), str(tmp_path / "store"), str(tmp_path / "ckpt")
@@ -133,9 +133,9 @@ def test_commit_called_twice_for_a_batch_is_a_no_op(spark, tmp_path):
     q = writer.trigger(availableNow=True).start(root)
     q.awaitTermination(180)
     app = q.id
-    before = CommitLog(LocalObjects(root)).get(app, 0)
+    before = posix_commit_log(root).get(app, 0)
     assert before is not None and before.rows == 30
-    path = CommitLog(LocalObjects(root)).path(app, 0)
+    path = posix_commit_log(root).path(app, 0)
     raw = open(path, "rb").read()
 
     again = QuiverStreamWriter({"path": root, **FAST}, df.schema, False)
@@ -145,7 +145,7 @@ def test_commit_called_twice_for_a_batch_is_a_no_op(spark, tmp_path):
     again.commit(replay, 0)
 
     assert open(path, "rb").read() == raw, "a replayed commit rewrote the decision"
-    assert CommitLog(LocalObjects(root)).get(app, 0).winners == before.winners
+    assert posix_commit_log(root).get(app, 0).winners == before.winners
     assert_exactly_once(wait_for_rows(root, len(keys)), keys)
 
 

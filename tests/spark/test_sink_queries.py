@@ -8,8 +8,7 @@ import pytest
 from chispa import assert_df_equality
 
 from quiver_spark import QuiverStore
-from quiver_spark.commits import CommitLog
-from quiver_spark.objects.local import LocalObjects
+from tests.stores import posix_commit_log
 
 from .sink_helpers import (
     FAST,
@@ -39,7 +38,7 @@ def test_two_hundred_spark_partitions_fill_a_handful_of_store_partitions(spark, 
     assert q.exception() is None, q.exception()
     table = wait_for_rows(root, len(keys))
     assert_exactly_once(table, keys)
-    decision = CommitLog(LocalObjects(root)).get(q.id, 0)
+    decision = posix_commit_log(root).get(q.id, 0)
     assert decision is not None
     assert len(decision.winners) == 200, "every Spark task is its own transaction"
     slots = {p for p, _ in decision.winners}

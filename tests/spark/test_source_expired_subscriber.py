@@ -14,7 +14,7 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.options import store_config_from_options
-from quiver_spark.subscribers.live import is_live
+from quiver_spark.subscribers.live import FlockLive
 from tests.storage_time import HOUR_S, time_passes
 from tests.stores import int_segments
 
@@ -37,9 +37,9 @@ def test_a_query_resuming_an_expired_subscriber_from_its_checkpoint_gets_the_exp
     # PySpark runs the reader's stop() when its worker sees the socket close, after the
     # query has terminated: until then the consumer is live, and live is never expired
     deadline = time.monotonic() + 60
-    while is_live(root, "E") and time.monotonic() < deadline:
+    while FlockLive(root).is_live("E") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not is_live(root, "E"), "the stopped query's reader never released 'E'"
+    assert not FlockLive(root).is_live("E"), "the stopped query's reader never released 'E'"
     time_passes(root, 2 * HOUR_S)
     with QuiverStore.open(root, CFG, partition=None, background=False) as s:
         assert s.run_retention().expired == ["E"]

@@ -1,0 +1,90 @@
+"""What differs between a POSIX root and an object root is decided once, when the root's
+kind is chosen from its URL (``root_kind.py``: ``FileRoot``, ``ObjectRoot``), and the
+kind builds the parts that differ: the commit log's durability, the ack log's journal,
+the live-consumer locks, the segment location, the lost-segment log. Nothing else in
+the package works the kind out again: not from the objects' type
+(``isinstance(..., LocalObjects)`` behind a wrapper), not from an ``objects`` left None
+for POSIX, not from the URL (``urls.py`` parses URLs; only ``root_kind()`` asks it which
+kind a root is).
+
+A new such branch fails this test, naming its file and line: build the part in the two
+kinds instead, and hand it over.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "quiver_spark"
+
+BRANCH = re.compile(
+    r"on_objects|is_object_root|manifest_publishes|non_posix|local_of"
+    r"|isinstance\([^)]*LocalObjects|is_local_url|\.posix|objects is None|objects is not None"
+)
+"""What asks, outside the seam, which kind of root it is on."""
+
+SEAM = {"root_kind.py", "urls.py"}
+"""The kinds themselves, and the module that parses URLs."""
+
+KNOWN = {
+    ("subscribers/objects_journal.py", "if objects is None:"): (
+        "ObjectJournal.open refuses to open without the root's objects (a caller's "
+        "mistake, a TypeError): no decision between the kinds"
+    ),
+}
+"""Matches that are no root-kind decision, with why: ``(file, stripped line)``."""
+
+
+def branches(sources: dict[str, str]) -> list[str]:
+    """``file:line: text`` of each match in ``sources`` (path relative to the package:
+    its text) that is neither in the seam nor known."""
+    found = []
+    for name, text in sorted(sources.items()):
+        if name in SEAM:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if BRANCH.search(line) and (name, line.strip()) not in KNOWN:
+                found.append(f"quiver_spark/{name}:{n}: {line.strip()}")
+    return found
+
+
+def _package() -> dict[str, str]:
+    return {p.relative_to(PKG).as_posix(): p.read_text() for p in sorted(PKG.rglob("*.py"))}
+
+
+def test_no_module_outside_the_root_kind_works_out_the_kind_of_its_root() -> None:
+    found = branches(_package())
+    assert not found, (
+        "the root's kind is worked out outside root_kind.py (have the kind build the "
+        "part and hand it over):\n" + "\n".join(found)
+    )
+
+
+def test_the_known_matches_are_still_there_and_few() -> None:
+    sources = _package()
+    stale = [
+        k
+        for k in KNOWN
+        if not any(line.strip() == k[1] for line in sources.get(k[0], "").splitlines())
+    ]
+    assert not stale, f"known matches that are gone (drop them from KNOWN): {stale}"
+    assert len(KNOWN) <= 3
+
+
+def test_a_planted_branch_is_found_and_named_by_its_file_and_line() -> None:
+    planted = {
+        "store.py": "x = 1\n",
+        "planted.py": (
+            "def f(objects):\n"
+            "    if objects is None:  # POSIX\n"
+            "        return 1\n"
+            "    return isinstance(objects.inner, LocalObjects)\n"
+        ),
+        "root_kind.py": "if objects is None:\n",
+        "subscribers/objects_journal.py": "        if objects is None:\n",
+    }
+    assert branches(planted) == [
+        "quiver_spark/planted.py:2: if objects is None:  # POSIX",
+        "quiver_spark/planted.py:4: return isinstance(objects.inner, LocalObjects)",
+    ]
