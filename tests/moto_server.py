@@ -107,11 +107,57 @@ def moto_server(bucket: str = BUCKET) -> Iterator[str]:
             proc.wait()
 
 
+class _SharedServer:
+    """The one ``moto_server`` process of a test process: started by the first
+    :func:`moto_s3` set up, stopped when the last one is torn down."""
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self.endpoint = ""
+        self.users = 0
+        self.buckets = 0
+
+    def enter(self) -> str:
+        if self._stack is None:
+            stack = contextlib.ExitStack()
+            self.endpoint = stack.enter_context(moto_server())
+            self._stack = stack
+        self.users += 1
+        return self.endpoint
+
+    def leave(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self._stack is not None:
+            stack, self._stack = self._stack, None
+            stack.close()
+
+    def new_bucket(self) -> str:
+        """``qbucket`` the first time, then ``qbucket-1``, ``qbucket-2``, ... (created)."""
+        name = BUCKET if self.buckets == 0 else f"{BUCKET}-{self.buckets}"
+        self.buckets += 1
+        if name != BUCKET:  # moto_server() made the first
+            req = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
+            urllib.request.urlopen(req, timeout=10).read()
+        return name
+
+
+_shared = _SharedServer()
+
+
 @pytest.fixture(scope="session")
 def moto_s3() -> Iterator[MotoS3]:
-    """A running moto S3 server with bucket ``qbucket``; stopped at the end of the session."""
-    with moto_server() as endpoint:
-        yield MotoS3(endpoint, f"s3://{BUCKET}", s3_options(endpoint))
+    """A running moto S3 server with an empty bucket; stopped at the end of the session.
+
+    Each test module that imports the fixture has one of its own (set up once per
+    session), with a bucket of its own (``qbucket`` for the first, as if its server
+    were new); the modules share one ``moto_server`` process (a start costs a second or
+    two under load)."""
+    endpoint = _shared.enter()
+    try:
+        bucket = _shared.new_bucket()
+        yield MotoS3(endpoint, f"s3://{bucket}", s3_options(endpoint))
+    finally:
+        _shared.leave()
 
 
 @dataclass(frozen=True)

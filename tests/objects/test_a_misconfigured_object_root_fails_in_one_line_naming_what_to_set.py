@@ -314,7 +314,7 @@ def test_an_endpoint_that_accepts_and_never_answers_fails_within_retry_timeout_n
     options = {**moto_s3.options, "aws_endpoint": never_answering, "retry_timeout": "2s"}
     got = fail(door, root(moto_s3), options, tmp_path)
     assert isinstance(got.error, EndpointUnreachableError) and got.error.retryable
-    assert str(got.error).startswith(f"nothing answered at {never_answering} (s3://qbucket/")
+    assert str(got.error).startswith(f"nothing answered at {never_answering} ({moto_s3.url}/")
     assert "got no answer (connected, but no answer within the request timeout)" in str(got.error)
     assert "storage.retry_timeout being 2s" in str(got.error)
     assert got.seconds < 2 + SLACK_S, got.seconds
@@ -339,7 +339,7 @@ def test_an_endpoint_nothing_answers_at_fails_within_retry_timeout_naming_it(
     assert isinstance(got.error, EndpointUnreachableError) and got.error.retryable
     assert got.error.setting == "storage.aws_endpoint" and got.error.endpoint == endpoint
     reason = "connection refused" if endpoint_kind == "closed port" else "connect timed out"
-    assert str(got.error).startswith(f"nothing answered at {endpoint} (s3://qbucket/")
+    assert str(got.error).startswith(f"nothing answered at {endpoint} ({moto_s3.url}/")
     assert f"could not connect ({reason})" in str(got.error)
     assert "storage.retry_timeout being 2s" in str(got.error)
     assert got.error.attempts >= 2
