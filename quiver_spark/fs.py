@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 
+from . import layout
 from .errors import LockedError
 
 _READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
@@ -180,7 +181,7 @@ class FileIO:
 
     def atomic_write(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` durably: temp, fsync, rename, fsync dir."""
-        tmp = path + ".tmp"
+        tmp = layout.tmp(path)
         self._write_synced(tmp, data)
         self.rename(tmp, path)
         self.fsync_dir(os.path.dirname(path) or ".")
@@ -201,7 +202,9 @@ class FileIO:
         the temporary file before the link: the same inode, whatever replaces ``path``
         afterwards) or None when ``path`` existed."""
         d = os.path.dirname(path) or "."
-        tmp = f"{path}.{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}.tmp"
+        tmp = layout.unique_tmp(
+            path, f"{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}"
+        )
         self._write_synced(tmp, data)
         try:
             self.before("stat", tmp)
@@ -224,7 +227,7 @@ class FileIO:
         hints; they are not part of any durability argument. Each step goes through
         :meth:`before` like every other write, so a caller sees the same errors.
         """
-        tmp = path + ".tmp"
+        tmp = layout.tmp(path)
         fd = self.open_create(tmp)
         try:
             self.write(fd, data)

@@ -78,6 +78,12 @@ def tmp(name: str) -> str:
     return name + _TMP
 
 
+def unique_tmp(name: str, tag: str) -> str:
+    """``<name>.<tag>.tmp``: a temporary of its own for one writer among several
+    (``<name>.<pid>-<thread>-<hex>.tmp``, §6.1)."""
+    return f"{name}.{tag}{_TMP}"
+
+
 def is_tmp(name: str) -> bool:
     """Whether ``name`` is a temporary (``*.tmp``, §5.4, §7.3): never data."""
     return name.endswith(_TMP)

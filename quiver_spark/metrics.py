@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from . import layout
 from .fs import DEFAULT_IO, FileIO
 from .objects import ObjectStore
 from .objects.writes import put_advisory
@@ -359,13 +360,10 @@ def parse_exposition(raw: bytes) -> list[Metric]:
         raise ValueError(f"not the Prometheus text format: {type(e).__name__}: {e}") from e
 
 
-METRICS_DIR = "metrics"
-
-
 def metrics_dir(root: str) -> str:
-    return os.path.join(root, METRICS_DIR)
+    return os.path.join(root, layout.metrics_dir())
 
 
 def metrics_key(instance: str) -> str:
     """The object a process's exposition is written to (``metrics/<instance>.prom``)."""
-    return f"{METRICS_DIR}/{instance}.prom"
+    return layout.metrics_file(instance)

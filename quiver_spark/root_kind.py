@@ -29,15 +29,13 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-from . import format as fmt
-from . import staging
+from . import layout, staging
 from .commits import STORED, CommitLog, SyncedNames
 from .config import NAME_RE, StoreConfig, validate_name
 from .control.clock import elapsed
@@ -82,9 +80,6 @@ short period so room is seen as soon as it is made."""
 MAX_SLOTS = 4096
 """Upper bound on the slot numbers a claim tries before giving up (§12.3, "Slots")."""
 
-POOL_PREFIX = "w"
-"""On an object root, slot ``k`` is partition ``w-<k>``, whichever host claims it."""
-
 
 def default_wal_root(root: str) -> str:
     """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
@@ -93,20 +88,14 @@ def default_wal_root(root: str) -> str:
     process of this host that writes the store, so a restarted writer recovers it."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     digest = hashlib.sha256(root.encode()).hexdigest()[:16]
-    return os.path.join(base, "quiver-spark", "wal", digest)
-
-
-_BEFORE_STORE = re.compile(
-    r"(?:POLICY|POLICY\.copy|\.objects\.lock"
-    r"|(?:STORE|POLICY|POLICY\.copy)(?:\.[0-9]+-[0-9]+-[0-9a-f]+)?\.tmp)"
-)
+    return os.path.join(base, layout.machine_wal_root(digest))
 
 
 def before_store(name: str) -> bool:
     """Whether ``name``, in a POSIX root without STORE, is what a creation writes before
     its STORE (ARCHITECTURE.md §6.1: POLICY, POLICY.copy, their temporary files, the
     directory's lock): such a root is no store yet, and a creation may make one there."""
-    return _BEFORE_STORE.fullmatch(name) is not None
+    return layout.written_before_store(name)
 
 
 @dataclass(frozen=True)
@@ -294,9 +283,9 @@ class FileRoot:
         if os.path.isfile(root):
             raise StoreNotFoundError(
                 f"{root} is a file, not a Quiver store (a store is a directory with a "
-                f"{fmt.STORE_FILE} file, created by the sink's first write)"
+                f"{layout.store_descriptor()} file, created by the sink's first write)"
             )
-        if not os.path.isdir(root) or os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        if not os.path.isdir(root) or os.path.exists(os.path.join(root, layout.store_descriptor())):
             return
         try:
             entries = sorted(os.listdir(root))
@@ -305,7 +294,7 @@ class FileRoot:
         if entries:
             shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
             raise StoreNotFoundError(
-                f"{root} is not a Quiver store: it has no {fmt.STORE_FILE} file but holds "
+                f"{root} is not a Quiver store: it has no {layout.store_descriptor()} file but holds "
                 f"{len(entries)} other entries ({shown}); point the reader at a directory "
                 "written by format('quiver')"
             )
@@ -318,14 +307,14 @@ class FileRoot:
             raise StoreNotFoundError(
                 f"{shown} is a file, not a Quiver store (a store is a directory)"
             )
-        if not os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        if not os.path.exists(os.path.join(root, layout.store_descriptor())):
             raise StoreNotFoundError(
-                f"{shown} is not a Quiver store: it has no {fmt.STORE_FILE} file ({MAKING_A_STORE})"
+                f"{shown} is not a Quiver store: it has no {layout.store_descriptor()} file ({MAKING_A_STORE})"
             )
 
     @staticmethod
     def check_new_root(root: str, shown: str) -> bool:
-        if os.path.exists(os.path.join(root, fmt.STORE_FILE)):
+        if os.path.exists(os.path.join(root, layout.store_descriptor())):
             return False
         if os.path.exists(root) and (
             not os.path.isdir(root) or not all(map(before_store, os.listdir(root)))
@@ -345,7 +334,7 @@ class FileRoot:
         if "wal_path" not in descriptor:  # a store from before it was recorded
             return None
         recorded = descriptor["wal_path"]
-        return recorded or os.path.join(root, fmt.PARTITIONS_DIR), recorded
+        return recorded or os.path.join(root, layout.partitions_dir()), recorded
 
     def __init__(self, parts: StoreParts) -> None:
         self.root = parts.root
@@ -357,10 +346,10 @@ class FileRoot:
         return None
 
     def wal_root(self, config: StoreConfig) -> str:
-        return config.wal.path or os.path.join(self.root, fmt.PARTITIONS_DIR)
+        return config.wal.path or os.path.join(self.root, layout.partitions_dir())
 
     def has_registry(self) -> bool:
-        return os.path.isdir(os.path.join(self.root, fmt.SUBSCRIBERS_DIR))
+        return os.path.isdir(os.path.join(self.root, layout.subscribers_dir()))
 
     def idle_retention_period(self, period: float, throttled: bool) -> float:
         return period
@@ -374,13 +363,14 @@ class FileRoot:
         return None
 
     def slot_name(self, host: str, k: int) -> str:
-        return f"{host}-{k}"  # one machine, or a shared file system: the host's own slots
+        # one machine, or a shared file system: the host's own slots
+        return layout.host_slot(host, k)
 
     def slot_lease(self, pid: str) -> Lease | None:
         return None  # the WAL's flock decides
 
     def hold_partition(self, pid: str, purpose: str) -> PartitionLock | None:
-        lock = os.path.join(self.wal_root(self.config), pid, fmt.LOCK_FILE)
+        lock = os.path.join(self.wal_root(self.config), layout.partition_lock(pid))
         if not os.path.isdir(os.path.dirname(lock)):
             return None  # no WAL directory: no writer of it on this disk
         return PartitionLock.acquire(lock, purpose=purpose)
@@ -392,7 +382,7 @@ class FileRoot:
         return {}  # nothing is staged: the WAL is on the store's own disk
 
     def writer_holder(self, wal_root: str, pid: str) -> str | None:
-        lock = os.path.join(wal_root, pid, fmt.LOCK_FILE)
+        lock = os.path.join(wal_root, layout.partition_lock(pid))
         if not partition_locked(lock):
             return None
         try:
@@ -436,7 +426,9 @@ class ObjectRoot:
         storage_options: dict[str, Any] | None,
         manifests: ManifestStore | None = None,
     ) -> SegmentLocation:
-        return SegmentLocation.in_objects(objects, fmt.SEGMENTS_DIR, url=url, manifests=manifests)
+        return SegmentLocation.in_objects(
+            objects, layout.segments_dir(), url=url, manifests=manifests
+        )
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
@@ -488,7 +480,7 @@ class ObjectRoot:
         return config.wal.path or default_wal_root(self.parts.root)
 
     def has_registry(self) -> bool:
-        return bool(self.parts.objects.list(f"{fmt.SUBSCRIBERS_DIR}/"))
+        return bool(self.parts.objects.list(layout.subscribers_prefix()))
 
     def idle_retention_period(self, period: float, throttled: bool) -> float:
         return period if throttled else max(period, IDLE_RETENTION_PERIOD_S)
@@ -553,7 +545,7 @@ class ObjectRoot:
 
     # -- core slots: a pool of leases (§12.3, "Slots") ---------------------------------
     def slot_name(self, host: str, k: int) -> str:
-        return f"{POOL_PREFIX}-{k}"  # any machine's: a new one takes over a free slot
+        return layout.pool_slot(k)  # any machine's: a new one takes over a free slot
 
     def slot_lease(self, pid: str) -> Lease:
         """Claim pool slot ``pid``: its writer lease when it is free (never taken,
@@ -562,7 +554,7 @@ class ObjectRoot:
         taken over at a higher epoch as any writer's; LeaseHeldError at once otherwise
         (one GET: a slot another process holds costs a claim nothing more)."""
         p = self.parts
-        key = fmt.writer_lease_key(pid)
+        key = layout.writer_lease(pid)
         holder = current_holder(p.objects, key, clock=p.lease_clock(), stale=self.stale)
         # a lease naming this process is the acquisition's to judge: one this process
         # dropped (its release failed) is taken at once, a live one refused (§12.3)
@@ -587,7 +579,7 @@ class ObjectRoot:
             return False
         need = int(ttl_s * 1e9) + RESOLUTION_NS
         if self._storage_clock is None:
-            self._storage_clock = StorageClock(self.parts.objects, fmt.SLOTS_CLOCK_KEY)
+            self._storage_clock = StorageClock(self.parts.objects, layout.slots_clock())
         clock = self._storage_clock
         try:
             if clock.now_ns() - got.modified_ns < need:
@@ -598,7 +590,7 @@ class ObjectRoot:
             return False
 
     def hold_partition(self, pid: str, purpose: str) -> Lease:
-        return Lease.acquire(self.parts.objects, fmt.writer_lease_key(pid), purpose=purpose)
+        return Lease.acquire(self.parts.objects, layout.writer_lease(pid), purpose=purpose)
 
     def claim(
         self,
@@ -617,7 +609,7 @@ class ObjectRoot:
         p = self.parts
         lease = Lease.acquire(
             p.objects,
-            fmt.writer_lease_key(pid),
+            layout.writer_lease(pid),
             purpose=purpose,
             ttl_s=p.config.lease_ttl_s,
             min_epoch=min_epoch,
@@ -634,7 +626,7 @@ class ObjectRoot:
         return lease
 
     def writer_holder(self, wal_root: str, pid: str) -> str | None:
-        holder = current_holder(self.parts.objects, fmt.writer_lease_key(pid))
+        holder = current_holder(self.parts.objects, layout.writer_lease(pid))
         return None if holder is None else holder.describe()
 
     def wal_note(self, wal_root: str) -> str | None:
@@ -647,7 +639,7 @@ class ObjectRoot:
     def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
         # a writer on any machine holds its lease in the bucket (§12.3)
         for pid in sorted({*found, *self.parts.segments.partitions()}):
-            held = current_holder(self.parts.objects, fmt.writer_lease_key(pid))
+            held = current_holder(self.parts.objects, layout.writer_lease(pid))
             body = found.setdefault(pid, {"partition": pid})
             body["live"] = held is not None
             if held is not None:  # the writer is the holder, whichever machine it runs on
@@ -660,14 +652,13 @@ class ObjectRoot:
     def staged(self) -> dict[str, list[int]]:
         """The staged transaction ids of every partition (one listing of ``partitions/``)."""
         out: dict[str, list[int]] = {}
-        root = f"{fmt.PARTITIONS_DIR}/"
-        for info in self.parts.objects.list(root):
-            parts = info.key[len(root) :].split("/")
-            if len(parts) != 3 or parts[1] != staging.STAGED_DIR:
+        for info in self.parts.objects.list(layout.partitions_prefix()):
+            staged = layout.parse_staged_key(info.key)
+            if staged is None:
                 continue
-            txn_id = staging.staged_id(parts[2])
+            txn_id = staging.staged_id(staged[1])
             if txn_id is not None:
-                out.setdefault(parts[0], []).append(txn_id)
+                out.setdefault(staged[0], []).append(txn_id)
         return {pid: sorted(ids) for pid, ids in out.items()}
 
     def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:

@@ -19,23 +19,21 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from . import layout
 from .config import validate_name
 from .errors import CorruptionError
 from .format import FRAME_SIZE, MAGIC_STAGED, decode_frame, encode_frame
 from .objects import ObjectStore, create_or_same
 
-STAGED_DIR = "txns"
-STAGED_SUFFIX = ".txn"
-
 
 def staged_prefix(partition: str) -> str:
     """``partitions/<pid>/txns/``: where ``partition``'s staged transactions live."""
-    return f"partitions/{validate_name('partition', partition)}/{STAGED_DIR}/"
+    return layout.staged_prefix(validate_name("partition", partition))
 
 
 def staged_key(partition: str, txn_id: int) -> str:
     """The key of transaction ``txn_id`` of ``partition``."""
-    return f"{staged_prefix(partition)}{txn_id:020d}{STAGED_SUFFIX}"
+    return layout.staged_txn(validate_name("partition", partition), txn_id)
 
 
 @dataclass(frozen=True)
@@ -210,8 +208,7 @@ def stage(
 def staged_id(name: str) -> int | None:
     """The transaction id a staged object's name (``<txn_id:020d>.txn``) gives, None
     for any other name."""
-    stem = name[: -len(STAGED_SUFFIX)] if name.endswith(STAGED_SUFFIX) else ""
-    return int(stem) if stem.isdigit() else None
+    return layout.parse_staged_txn_name(name)
 
 
 def staged_ids(objects: ObjectStore, partition: str) -> list[int]:

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Protocol
 
+from . import layout
 from .admission import Admission
 from .config import StoreConfig
 from .expiry import SubscriberExpiry
@@ -175,7 +176,9 @@ class StoreRetention:
             pid = s.writer.pid
             s.metrics.set(THROTTLED, 1 if self._admission.throttled else 0, partition=pid)
             s.metrics.set(WRITER_HEARTBEAT, time.time(), partition=pid)
-            self.publish_process_metrics(f"writer-{pid}", scopes=(PROCESS, WRITER), partition=pid)
+            self.publish_process_metrics(
+                layout.writer_metrics_instance(pid), scopes=(PROCESS, WRITER), partition=pid
+            )
 
     def publish_process_metrics(
         self, instance: str, *, scopes: tuple[str, ...] = (PROCESS,), partition: str | None = None

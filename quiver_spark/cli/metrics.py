@@ -40,6 +40,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from .. import layout
 from .. import metrics as m
 from ..config import NAME_RE
 from ..errors import CliError, ConfigError, QuiverError
@@ -92,11 +93,11 @@ def store_metrics(store: QuiverStore, now_ns: int | None = None) -> m.Metrics:
 def prune_stale(store: QuiverStore) -> list[str]:
     """Remove ``writer-<partition>.prom`` objects of partitions no writer holds."""
     removed = []
-    for info in store.objects.list(f"{m.METRICS_DIR}/"):
+    for info in store.objects.list(layout.metrics_prefix()):
         name = info.key.rsplit("/", 1)[-1]
-        if not (name.startswith("writer-") and name.endswith(".prom")):
+        pid = layout.parse_writer_metrics_file(name)
+        if pid is None:
             continue
-        pid = name[len("writer-") : -len(".prom")]
         if NAME_RE.fullmatch(pid) and writer_holder(store, pid) is None:
             store.objects.delete(info.key)
             removed.append(name)
@@ -150,8 +151,8 @@ def process_files(store: QuiverStore) -> list[list[Metric]]:
     """The families of every readable ``metrics/*.prom`` of the root; a damaged one is
     named on stderr and skipped (advisory files never fail the command)."""
     out = []
-    for info in store.objects.list(f"{m.METRICS_DIR}/"):
-        if not info.key.endswith(".prom"):
+    for info in store.objects.list(layout.metrics_prefix()):
+        if not layout.is_metrics_file(info.key):
             continue
         shown = store.objects.display(info.key)
         try:
@@ -230,7 +231,7 @@ def metrics(
         emit_json(as_document(text))
         return
     if textfile:  # outside the store: the textfile collector's own temp-and-rename
-        tmp = f"{textfile}.tmp"
+        tmp = layout.tmp(textfile)
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, textfile)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import builtins
 import os
 
+from .. import layout
 from ..errors import ObjectExists, VersionMismatch
 from ..fs import DEFAULT_IO, FileIO, file_lock
 from .base import ObjectInfo, ObjectStore, Stored, check_directory
 
-LOCK_NAME = ".objects.lock"
+LOCK_NAME = layout.objects_lock()
 
 
 def _version(st: os.stat_result) -> str:
@@ -132,7 +133,7 @@ class LocalObjects(ObjectStore):
             dirnames.sort()
             rel = os.path.relpath(dirpath, self.root)
             for name in filenames:
-                if name == LOCK_NAME or name.endswith(".tmp"):
+                if name == LOCK_NAME or layout.is_tmp(name):
                     continue
                 key = name if rel == "." else f"{rel.replace(os.sep, '/')}/{name}"
                 if not key.startswith(prefix) or (after is not None and key <= after):
