@@ -1,8 +1,8 @@
 """The one read-change-write loop over a control object (ARCHITECTURE.md §12.2).
 
 Every control object that several processes change (a MANIFEST, its GONE copy, a
-subscriber record, STORE, POLICY.copy, CHECKPOINT, a reader's data-loss note) is
-changed the same way, by :func:`update`:
+subscriber record, STORE, POLICY and its copy, CHECKPOINT, a reader's data-loss note, a
+holder's lease at its renewal) is changed the same way, by :func:`update`:
 
 1. read the key: its bytes and version, or absent;
 2. ``change(current)`` gives the new value, or None: nothing to write (done);
@@ -15,10 +15,11 @@ changed the same way, by :func:`update`:
    and run ``change`` again, on what that write left, after a jittered pause from the
    second loss on; at most :data:`ATTEMPTS` writes, then an ``OSError`` naming the key.
 
-Any other failure of the write leaves its outcome unknown; with ``read_back`` the key
-is read once more and a key holding exactly the bytes written counts as written
-(on a cloud root the store's own retry, :mod:`~quiver_spark.objects.retry`, has
-already done so), otherwise the failure is raised: the caller's next call reads again.
+Any other failure of the write (but ``RequestRejected``: not carried out) leaves its
+outcome unknown; with ``read_back`` the key is read once more and a key holding exactly
+the bytes written counts as written (on a cloud root the store's own retry,
+:mod:`~quiver_spark.objects.retry`, has already done so), with ``resolve`` the caller
+tells; otherwise the failure is raised: the caller's next call reads again.
 ``change`` must be a pure function of what it is given (it runs once per attempt).
 
 Rejected: one loop per call site (twelve copies had drifted to bounds from 3 to 64
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ..errors import ObjectConflict, PreconditionFailed, RequestRejected, RetriesExhausted
+from ..errors import ObjectConflict, PreconditionFailed, RequestRejected
 from ..objects.base import ObjectStore, Stored
 
 T = TypeVar("T")
@@ -95,6 +96,7 @@ def update(
     lost: Callable[[], object] | None = None,
     give_up: Callable[[int], BaseException] | None = None,
     read_back: bool = False,
+    resolve: Callable[[], str | None] | None = None,
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Written[T] | None:
@@ -108,7 +110,9 @@ def update(
     write propagates (a cache of the key is dropped there). ``give_up(attempts)``
     makes the error raised once ``attempts`` writes were lost (default: an
     ``OSError`` naming the key). ``read_back``: resolve a write of unknown outcome by
-    reading the key (see module docstring).
+    reading the key (see module docstring); ``resolve()``, instead, resolves it the
+    caller's way (a token in the bytes): the version when the write landed, None when
+    it did not (the failure is then raised).
     """
     if read is None:
         if decode is None:
@@ -140,12 +144,18 @@ def update(
         except OSError as e:
             if lost is not None:
                 lost()
-            if not read_back or isinstance(e, RetriesExhausted | RequestRejected):
+            if isinstance(e, RequestRejected):
+                raise  # not carried out: nothing to resolve
+            if resolve is not None:
+                landed = resolve()
+            elif read_back:
+                got = objects.get(key)
+                landed = got.version if got is not None and got.data == data else None
+            else:
                 raise
-            got = objects.get(key)
-            if got is None or got.data != data:
+            if landed is None:
                 raise
-            version = got.version
+            version = landed
         except BaseException:
             if lost is not None:
                 lost()

@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..format import MAGIC_LEASE, decode_frame, encode_frame
 from ..objects.base import ObjectStore, Stored
+from . import cas
 from .clock import elapsed
 from .lease_keeper import LeaseKeeper
 
@@ -497,29 +498,45 @@ class Lease:
                 raise self._lost
             if self._released:
                 raise LeaseLostError(self.url, self.epoch, None, "this holder released it")
-            failure: OSError | None = None
-            for _ in range(_QUICK_RETRIES):
-                self._seq += 1
-                data = _encode(self.epoch, self.holder, seq=self._seq)
+            started = self._clock()
+            looked = landed = False
+
+            def read() -> cas.Current[int]:
+                """This holder's own version first (no request); after a lost write
+                the lease as stored: LeaseLostError when it is not ours any more."""
+                nonlocal looked, landed
+                if looked:
+                    landed = self._resolve(started) is True
+                looked = True
+                return cas.Current(self._seq, self._version)
+
+            def change(seq: int | None) -> int | None:
+                nonlocal started
+                if landed:  # a renewal of ours had landed: adopted
+                    return None
+                self._seq += 1  # every attempt writes a seq of its own
                 started = self._clock()
-                try:
-                    self._version = self.objects.replace(self.key, data, version=self._version)
-                except VersionMismatch as e:
-                    if self._resolve(started) is None:
-                        failure = OSError(f"lease {self.url} changed under its holder: {e}")
-                        continue  # an earlier renewal had landed: write again on its version
-                    return
-                except ObjectConflict as e:
-                    failure = e
-                    continue
-                except OSError:
-                    if self._resolve(started) is None:
-                        raise  # the renewal did not happen; the lease is still ours
-                    return
+                return self._seq
+
+            def resolve() -> str | None:
+                # the renewal did not happen (None): the lease is still ours
+                return self._version if self._resolve(started) else None
+
+            written = cas.update(
+                self.objects,
+                self.key,
+                change,
+                read=read,
+                encode=lambda seq: _encode(self.epoch, self.holder, seq=seq),
+                resolve=resolve,
+                give_up=lambda attempts: OSError(
+                    f"lease {self.url} changed under its holder {attempts} times in a row "
+                    "(it is still held)"
+                ),
+            )
+            if written is not None:
+                self._version = written.version
                 self._renewed_at = started
-                return
-            assert failure is not None
-            raise failure
 
     def check_held(self) -> None:
         """Before an act only the holder may do (publish, fence, acknowledge): raise

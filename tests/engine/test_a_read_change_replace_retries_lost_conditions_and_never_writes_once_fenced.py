@@ -210,3 +210,29 @@ def test_a_write_whose_answer_was_lost_is_read_back_only_when_asked() -> None:
         _increment(objects)
     got = objects.get(KEY)
     assert got is not None and got.data == b"2"  # it landed; without read_back it is raised
+
+
+def test_a_write_whose_answer_was_lost_is_resolved_the_callers_way_when_it_says_how() -> None:
+    objects = MemoryObjects(f"cas-{uuid.uuid4().hex}", "root")
+    objects.create(KEY, b"1")
+
+    def lose_answer(op: str, key: str) -> None:
+        if op == "replace":
+            raise OSError("reset")
+
+    objects.faults.after = lose_answer
+    asked: list[bytes] = []
+
+    def landed() -> str | None:
+        got = objects.get(KEY)
+        assert got is not None
+        asked.append(got.data)
+        return got.version if got.data == b"2" else None
+
+    written = _increment(objects, resolve=landed)
+    assert written is not None and written.value == 2 and asked == [b"2"]
+    got = objects.get(KEY)
+    assert got is not None and got.version == written.version
+
+    with pytest.raises(OSError, match="reset"):
+        _increment(objects, resolve=lambda: None)
