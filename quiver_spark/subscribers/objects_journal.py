@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import secrets
 import threading
 import time
@@ -71,7 +70,6 @@ HORIZON_S = 600.0
 """How long a checkpoint must have been known before the deltas it covers are deleted."""
 TOKEN_WINDOW = 1024
 """A checkpoint keeps the tokens of the deltas above ``log_gen - TOKEN_WINDOW``."""
-CONFLICT_ATTEMPTS = 32
 UNKNOWN_ATTEMPTS = 3
 
 
@@ -320,7 +318,11 @@ class ObjectJournal:
     def transact(self, build: Build) -> acklog.RecordEncoder | None:
         """:meth:`~.journal.Journal.transact` without a lock: catch up (1 LIST), ``build`` on that state, create delta ``head + 1``
         (1 create); on ``ObjectExists``/409 catch up and build again (bounded, with
-        jitter). A lost response is resolved by the token (committed: done; absent:
+        jitter: :data:`~quiver_spark.control.cas.ATTEMPTS` and
+        :func:`~quiver_spark.control.cas.pause`, as every conditional write; not
+        :func:`~quiver_spark.control.cas.update`, since a lost race moves on to the
+        next delta number rather than replacing the key it read).
+        A lost response is resolved by the token (committed: done; absent:
         built and tried again); when it cannot be resolved the error is raised and the
         state is what the deltas read so far describe, so the call can be retried."""
         with self.mutex:
@@ -344,15 +346,14 @@ class ObjectJournal:
                     self.objects.create(key, data)
                 except (ObjectExists, ObjectConflict) as e:
                     conflicts += 1
-                    if conflicts >= CONFLICT_ATTEMPTS:
+                    if conflicts >= cas.ATTEMPTS:
                         raise ObjectConflict(
                             self.objects.display(key),
                             f"{self.objects.display(key)}: another append took each of "
                             f"{conflicts} numbers tried; nothing of this call was written, "
                             "retry it",
                         ) from e
-                    if conflicts > 1:
-                        self.sleep(random.uniform(0, min(0.2, 0.005 * 2**conflicts)))
+                    cas.pause(conflicts, self.sleep)
                     continue
                 except OSError as e:
                     unknown += 1
