@@ -31,7 +31,14 @@ from functools import partial
 
 import pyarrow as pa
 
-from .catchup import DEFAULT_HEAD_SHARE, CatchUpOrder, batch_spans, plan_catch_up, resumed_position
+from .catchup import (
+    DEFAULT_HEAD_SHARE,
+    CatchUpOrder,
+    batch_spans,
+    parse_head_share,
+    plan_catch_up,
+    resumed_position,
+)
 from .config import StoreConfig, validate_name
 from .dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
 from .errors import (
@@ -45,7 +52,7 @@ from .errors import (
 )
 from .metrics import SOURCE_ACKED, Metrics
 from .planning import UNLIMITED, Caps, SegmentPlanner
-from .position import Position
+from .position import Position, backlog_of
 from .read_tasks import (
     Comparison,
     ReadTask,
@@ -61,17 +68,21 @@ from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from .subscribers.live import LiveClaim
 
 __all__ = [
+    "DEFAULT_HEAD_SHARE",
     "Batch",
     "Caps",
+    "CatchUpOrder",
     "Comparison",
     "Position",
     "ReadTask",
     "SegmentMeta",
     "StartPosition",
     "Subscription",
+    "backlog_of",
     "check_reader_root",
     "lost_report",
     "open_store",
+    "parse_head_share",
     "plan_batch_read",
     "read_task",
     "read_tasks",

@@ -3,7 +3,11 @@ checkpoint stores it, naming the store it was planned on (ARCHITECTURE.md §9a):
 
     {"v": 2, "store": "<store id>", "segments": {"p-0": 12, "p-1": 7}}
 
-``store`` is the id in the root's STORE (§6.1). Partition ids are host names and
+``store`` is the id in the root's STORE (§6.1). A query reading newest first
+(``catchUpOrder=newest``, :mod:`quiver_spark.catchup`) writes version 3 while a
+partition has a backlog, adding ``"backlog": {"<partition>": [lo, hi]}``, the seqs
+below that partition's ``segments`` seq not read yet; an offset without one is
+written as version 2, so a build that reads only 2 refuses a backlog it would skip. Partition ids are host names and
 segment seqs start at 1 in every store, so an offset read against another store would
 look valid there and make the query acknowledge that store's segments without reading
 them: :meth:`QuiverOffset.resumed_on` refuses it. An offset written before offsets named
@@ -23,10 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ForeignCheckpointError, OffsetFormatError
-from ..subscription import Position
+from ..subscription import Position, backlog_of
 
 OFFSET_VERSION = 2
-"""The ``v`` this build writes; it reads 1 (no store named) and 2."""
+"""The ``v`` this build writes for a position without a backlog; it reads 1 (no store
+named), 2 and 3."""
+BACKLOG_VERSION = 3
+"""The ``v`` of an offset with a backlog (newest first)."""
 UNNAMED_STORE_VERSION = 1
 """The ``v`` of offsets written before offsets named their store."""
 
@@ -51,11 +58,19 @@ class QuiverOffset:
         """The JSON-able dict Spark stores (keys of ``segments`` sorted)."""
         if self.store is None:
             raise OffsetFormatError("an offset this build writes names its store")
-        return {"v": OFFSET_VERSION, "store": self.store, "segments": dict(self.position.segments)}
+        pos = self.position
+        if not pos.backlog:
+            return {"v": OFFSET_VERSION, "store": self.store, "segments": dict(pos.segments)}
+        return {
+            "v": BACKLOG_VERSION,
+            "store": self.store,
+            "segments": dict(pos.segments),
+            "backlog": {p: [lo, hi] for p, (lo, hi) in pos.backlog.items()},
+        }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any] | None) -> QuiverOffset:
-        """Parse and validate an offset dict coming back from Spark (version 1 or 2)."""
+        """Parse and validate an offset dict coming back from Spark (version 1 to 3)."""
         if raw is None:
             return cls(Position({}), None)
         if not isinstance(raw, Mapping):
@@ -63,10 +78,10 @@ class QuiverOffset:
         version = raw.get("v")
         if not isinstance(version, int) or isinstance(version, bool):
             raise OffsetFormatError(f"offset lacks an integer version 'v': {dict(raw)!r}")
-        if version > OFFSET_VERSION:
+        if version > BACKLOG_VERSION:
             raise OffsetFormatError(
                 f"offset version {version} was written by a newer quiver_spark "
-                f"(this one reads up to {OFFSET_VERSION}); upgrade to resume this query"
+                f"(this one reads up to {BACKLOG_VERSION}); upgrade to resume this query"
             )
         if version < UNNAMED_STORE_VERSION:
             raise OffsetFormatError(f"offset version {version} is invalid")
@@ -78,7 +93,12 @@ class QuiverOffset:
         segs = raw.get("segments")
         if not isinstance(segs, Mapping):
             raise OffsetFormatError(f"offset lacks a 'segments' object: {dict(raw)!r}")
-        return cls(Position(dict(segs)), store if version > UNNAMED_STORE_VERSION else None)
+        backlog = backlog_of(raw) if version >= BACKLOG_VERSION else {}
+        if version >= BACKLOG_VERSION and not backlog:
+            raise OffsetFormatError(f"offset version {version} lacks its 'backlog': {dict(raw)!r}")
+        return cls(
+            Position(dict(segs), backlog), store if version > UNNAMED_STORE_VERSION else None
+        )
 
     def resumed_on(self, store: str, root: str) -> Position:
         """The position, for a query reading store ``store`` at ``root``;
@@ -103,4 +123,4 @@ def offset_json(position: Position, store: str) -> dict[str, Any]:
     return QuiverOffset(position, store).to_json()
 
 
-__all__ = ["OFFSET_VERSION", "QuiverOffset", "offset_json"]
+__all__ = ["BACKLOG_VERSION", "OFFSET_VERSION", "QuiverOffset", "offset_json"]

@@ -157,6 +157,8 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                     self.opts.subscriber,
                     fail_on_data_loss=self.opts.fail_on_data_loss,
                     owns_store=True,
+                    order=self.opts.catch_up_order,
+                    head_share=self.opts.head_share,
                 )
             except BaseException:
                 store.close()
@@ -230,7 +232,9 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         return caps
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        """The end offset of the next batch (see :meth:`Subscription.plan`).
+        """The end offset of the next batch (see :meth:`Subscription.next_batch_end`:
+        oldest first, or newest first with ``catchUpOrder=newest``, whose offsets then
+        hold the backlog left below the head).
 
         Spark plans from ``start`` only after the batch that ended there is in its
         commit log, and never calls ``commit`` for the last batch of a run: ``start``
@@ -265,7 +269,8 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
         return self._splits(metas, sub.store, sub.name)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Acknowledge every segment up to ``end``, then the store's retention pass."""
+        """Acknowledge every segment ``end`` includes (up to it, but for its backlog),
+        then the store's retention pass."""
         self._sub().ack(self._resume(end))
 
     def stop(self) -> None:

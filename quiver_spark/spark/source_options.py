@@ -24,7 +24,7 @@ from ..options import (
     parse_size,
     validate_name,
 )
-from ..subscription import StartPosition
+from ..subscription import DEFAULT_HEAD_SHARE, CatchUpOrder, StartPosition, parse_head_share
 from .options import STORAGE_PREFIX, spark_options, storage_options, store_root
 
 PATH = "path"
@@ -37,6 +37,8 @@ MAX_ROWS_PER_TRIGGER = "maxRowsPerTrigger"
 INCLUDE_METADATA = "includeMetadata"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 SPLIT_SIZE = "splitSize"
+CATCH_UP_ORDER = "catchUpOrder"
+CATCH_UP_HEAD_SHARE = "catchUpHeadShare"
 
 STREAM_ONLY = (
     "startingPosition",
@@ -44,6 +46,8 @@ STREAM_ONLY = (
     "maxSegmentsPerTrigger",
     "maxBytesPerTrigger",
     "maxRowsPerTrigger",
+    "catchUpOrder",
+    "catchUpHeadShare",
 )
 """The options of a stream only (a batch read refuses them)."""
 
@@ -64,6 +68,14 @@ def _positive_int(option: str, value: object) -> int:
 def _segments_limit(option: str, value: object) -> int | None:
     """A positive count, or ``none`` (unlimited)."""
     return None if str(value).strip().lower() == "none" else _positive_int(option, value)
+
+
+def _catch_up_order(option: str, value: object) -> CatchUpOrder:
+    return CatchUpOrder.parse(str(value), option)
+
+
+def _head_share(option: str, value: object) -> float:
+    return parse_head_share(value, option)
 
 
 def parse_timestamp(option: str, value: object) -> int:
@@ -108,6 +120,14 @@ SOURCE_OPTION_TABLE: tuple[Option, ...] = (
     Option(SPLIT_SIZE, "64MB", "segments larger than this are read by several tasks; "
            "smaller ones are packed into tasks of about this size (one task per segment "
            "costs Spark ~30 ms each)", parse=_positive_size),
+    Option(CATCH_UP_ORDER, "oldest", "`oldest` \\| `newest`: which unread segments a "
+           "micro-batch takes first; `newest` serves new data first and walks the backlog "
+           "down from the newest with the rest of each trigger's limits, exactly once "
+           "either way", parse=_catch_up_order),
+    Option(CATCH_UP_HEAD_SHARE, f"{DEFAULT_HEAD_SHARE}", "with `catchUpOrder=newest`, the "
+           "share of each per-trigger limit new data gets while a backlog is left (the "
+           "backlog gets the rest); either gets it all alone",
+           parse=_head_share),
 )  # fmt: skip
 
 SOURCE_OPTION: dict[str, Option] = {o.name: o for o in SOURCE_OPTION_TABLE}
@@ -199,6 +219,9 @@ class SourceOptions:
         Fail (True) or skip and count (False) a segment that vanished or is corrupt.
     split_size_bytes
         Segments larger than this are split into record-batch ranges read in parallel.
+    catch_up_order, head_share
+        Which unread segments a batch takes first, and the share of the limits new
+        data gets while newest first has a backlog (:mod:`quiver_spark.catchup`).
     """
 
     path: str
@@ -211,6 +234,8 @@ class SourceOptions:
     include_metadata: bool = INCLUDE_METADATA_DEFAULT
     fail_on_data_loss: bool = FAIL_ON_DATA_LOSS_DEFAULT
     split_size_bytes: int = SPLIT_SIZE_DEFAULT
+    catch_up_order: CatchUpOrder = CatchUpOrder.OLDEST
+    head_share: float = DEFAULT_HEAD_SHARE
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     """``storage.<key>`` options: an object-store root's client settings (never shown)."""
 
@@ -289,5 +314,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
         include_metadata=_setting(options, INCLUDE_METADATA),
         fail_on_data_loss=_setting(options, FAIL_ON_DATA_LOSS),
         split_size_bytes=split,
+        catch_up_order=_setting(options, CATCH_UP_ORDER),
+        head_share=_setting(options, CATCH_UP_HEAD_SHARE),
         storage_options=storage_options(options),
     )

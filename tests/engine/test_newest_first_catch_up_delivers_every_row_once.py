@@ -18,6 +18,7 @@ from quiver_spark import QuiverStore
 from quiver_spark.catchup import CatchUpOrder, batch_spans, parse_head_share, resumed_position
 from quiver_spark.errors import ConfigError, DataLossError, OffsetFormatError
 from quiver_spark.position import Position
+from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscription import Caps, Subscription
 from tests.stores import HAND_SEALED
 
@@ -323,3 +324,21 @@ def test_the_ack_log_tells_an_embedded_consumer_where_its_cursors_are() -> None:
     done = {"p-0": {7, 8, 9, 4}, "p-1": set(), "p-2": {1, 2}}
     pos = resumed_position(marks.__getitem__, done.__getitem__, marks)
     assert pos == Position({"p-0": 9, "p-1": 4, "p-2": 2}, {"p-0": (3, 6)})
+
+
+def test_the_catch_up_options_of_a_stream_refuse_a_bad_value_in_one_line(tmp_path: Path) -> None:
+    base = {"path": str(tmp_path), "subscriber": "s"}
+    opts = parse_source_options(
+        {**base, "catchUpOrder": "Newest", "catchUpHeadShare": "0.5"}, streaming=True
+    )
+    assert opts.catch_up_order is CatchUpOrder.NEWEST and opts.head_share == 0.5
+    assert parse_source_options(base, streaming=True).catch_up_order is CatchUpOrder.OLDEST
+    with pytest.raises(ConfigError) as err:
+        parse_source_options({**base, "catchUpOrder": "lifo"}, streaming=True)
+    assert str(err.value) == (
+        "invalid value for option 'catchUpOrder': 'lifo'; allowed: oldest (the default) or newest"
+    )
+    with pytest.raises(ConfigError, match="'catchUpHeadShare': '2'"):
+        parse_source_options({**base, "catchUpHeadShare": "2"}, streaming=True)
+    with pytest.raises(ConfigError, match=r"spark\.readStream"):
+        parse_source_options({"path": str(tmp_path), "catchUpOrder": "newest"}, streaming=False)

@@ -1,6 +1,6 @@
 """Child process for the kill -9 test: a source query with its own SparkSession.
 
-Usage: python -m tests.spark.source_kill_child ROOT CHECKPOINT OUT
+Usage: python -m tests.spark.source_kill_child ROOT CHECKPOINT OUT [CATCH_UP_ORDER]
 Runs until killed; the parent kills the whole process group with SIGKILL.
 """
 
@@ -11,7 +11,7 @@ import sys
 from pyspark.sql import SparkSession
 
 
-def main(root: str, ckpt: str, out: str) -> None:
+def main(root: str, ckpt: str, out: str, order: str = "oldest") -> None:
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("quiver-source-kill-child")
@@ -25,6 +25,7 @@ def main(root: str, ckpt: str, out: str) -> None:
         spark.readStream.format("quiver")
         .option("subscriber", "k")
         .option("maxSegmentsPerTrigger", "1")
+        .option("catchUpOrder", order)
         .load(root)
         .writeStream.format("parquet")
         .option("checkpointLocation", ckpt)
@@ -35,4 +36,4 @@ def main(root: str, ckpt: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -53,7 +53,9 @@ def test_no_offset_at_all_is_the_empty_position_of_no_store():
         {"v": 2, "segments": {"vm-0": 1}},  # version 2 always names its store
         {"v": 2, "store": "", "segments": {}},
         {"v": 2, "store": 7, "segments": {}},
-        {"v": 3, "store": STORE_A, "segments": {}},  # a newer quiver_spark's
+        {"v": 4, "store": STORE_A, "segments": {}},  # a newer quiver_spark's
+        {"v": 3, "store": STORE_A, "segments": {"vm-0": 3}},  # version 3 holds a backlog
+        {"v": 3, "store": STORE_A, "segments": {"vm-0": 3}, "backlog": {"vm-0": [2, 3]}},
         {"v": 0, "segments": {}},
         {"v": True, "segments": {}},
         {"v": 2, "store": STORE_A},
@@ -69,3 +71,11 @@ def test_a_malformed_or_newer_offset_is_refused(raw):
 def test_an_offset_without_a_store_is_never_written():
     with pytest.raises(OffsetFormatError):
         QuiverOffset(Position({"vm-0": 1}), None).to_json()
+
+
+def test_an_offset_with_a_backlog_is_version_3_and_reads_back():
+    off = QuiverOffset(Position({"vm-0": 9}, {"vm-0": (2, 5)}), STORE_A)
+    raw = off.to_json()
+    assert raw == {"v": 3, "store": STORE_A, "segments": {"vm-0": 9}, "backlog": {"vm-0": [2, 5]}}
+    assert QuiverOffset.from_json(raw) == off
+    assert QuiverOffset(Position({"vm-0": 9}), STORE_A).to_json()["v"] == 2  # as before
