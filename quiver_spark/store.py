@@ -385,6 +385,7 @@ class QuiverStore:
                 objects=self.objects,
                 journal=self.kind.journal,
             )
+            self._subscribers.recorded = self.segment_location.reclaimed_totals
             self._has_registry = True
         return self._subscribers
 

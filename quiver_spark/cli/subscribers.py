@@ -218,6 +218,7 @@ def _add(store: QuiverStore, args: StoreArgs, name: str, start: str) -> None:
     retained = {p: store.segment_location.published_seqs(p) for p in store.partitions()}
     registry = open_registry(store, create=True)
     assert registry is not None
+    registry.recorded = store.segment_location.reclaimed_totals
     try:
         late = registry.register(name, start=StartPosition(start), retained=retained)
         marks = {p: registry.hwm(name, p) for p in sorted(retained)}

@@ -65,6 +65,56 @@ from a staged transaction, the lease epoch of its sealer (int or nil). Written o
 when some entry has a value: a manifest without them reads as "no transactions"."""
 TXNS_GONE_KEEP = 4096
 """Transaction ids of entries retention removed that the manifest keeps (newest)."""
+RECLAIMED = "reclaimed"
+"""The optional body key of :class:`ReclaimedTotals` (§6.7): absent while zero."""
+
+
+class ReclaimedTotals(NamedTuple):
+    """What retention's deletions took out of a manifest since it began counting
+    (§6.7, body key ``reclaimed``): the segments whose entry it dropped, their rows and
+    the range of their ingestion times. Counting begins with the manifest (one written
+    before the key existed, or rebuilt from a listing, begins at zero), so ``segments``
+    never exceeds the seqs the ack log records deleted (retention records them there
+    before their entries go, §8.7); where the two counts are equal, the rows and times
+    are those of every segment reclaimed."""
+
+    segments: int = 0
+    rows: int = 0
+    min_ingestion_ns: int | None = None
+    max_ingestion_ns: int | None = None
+
+    def plus(self, entries: Iterable[ManifestEntry]) -> ReclaimedTotals:
+        out = self
+        for e in entries:
+            lo, hi = out.min_ingestion_ns, out.max_ingestion_ns
+            out = ReclaimedTotals(
+                out.segments + 1,
+                out.rows + e.rows,
+                e.min_ingestion_ns if lo is None else min(lo, e.min_ingestion_ns),
+                e.max_ingestion_ns if hi is None else max(hi, e.max_ingestion_ns),
+            )
+        return out
+
+    def as_body(self) -> dict[str, int | None]:
+        return dict(self._asdict())
+
+    @classmethod
+    def from_body(cls, raw: object) -> ReclaimedTotals:
+        """The body's value; ValueError when it is not a map of the four integers
+        (the times nil only while no segment is counted)."""
+        if not isinstance(raw, dict) or set(raw) != set(cls._fields):
+            raise ValueError(f"{RECLAIMED} is not a map of {list(cls._fields)}")
+        out = cls(**raw)
+        times = (out.min_ingestion_ns, out.max_ingestion_ns)
+        if not all(type(v) is int and v >= 0 for v in (out.segments, out.rows)) or not all(
+            type(t) is int if out.segments else t is None for t in times
+        ):
+            raise ValueError(f"{RECLAIMED} holds a value of the wrong type")
+        return out
+
+
+NOTHING_RECLAIMED = ReclaimedTotals()
+"""The totals of a manifest that counted no deletion (the body key is then absent)."""
 
 
 class _MetaLike(SegmentInfo, Protocol):
@@ -150,6 +200,9 @@ class Manifest:
     """Object root: every transaction id <= it is sealed or decided against (the
     partition's writer records it at each publication, §12.6): a staged object of such
     an id is garbage. 0 in a manifest written without it."""
+    reclaimed: ReclaimedTotals = NOTHING_RECLAIMED
+    """What retention's deletions took out of this manifest since it began counting
+    (:class:`ReclaimedTotals`); zero in a manifest written without it."""
     version: str | None = field(default=None, compare=False)
 
     # -- questions --------------------------------------------------------------------
@@ -183,7 +236,9 @@ class Manifest:
     def facts(self) -> Manifest:
         """What only this manifest knows of its partition, no listing can tell: its
         high, the seqs gone, the transactions sealed (no entry, no damage, no epoch)."""
-        return replace(self, epoch=0, entries=(), damaged=(), version=None)
+        return replace(
+            self, epoch=0, entries=(), damaged=(), reclaimed=NOTHING_RECLAIMED, version=None
+        )
 
     def with_facts(self, kept: Manifest) -> Manifest:
         """These facts joined with ``kept``'s (a partition's GONE, §12.4): every seq
@@ -235,8 +290,11 @@ class Manifest:
         merged = tuple(sorted([*self.entries, *new], key=lambda e: e.seq))
         return replace(self, entries=merged, high=max(self.high, merged[-1].seq))
 
-    def removed(self, seqs: Iterable[int]) -> Manifest:
-        """These seqs gone for good: their entries dropped, recorded deleted."""
+    def removed(self, seqs: Iterable[int], *, reclaimed: bool = False) -> Manifest:
+        """These seqs gone for good: their entries dropped, recorded deleted.
+        ``reclaimed`` (retention's deletion, §8.7): the entries dropped are counted in
+        :attr:`reclaimed`; a seq without an entry, or with a damaged one, is not (its
+        rows are unknown here)."""
         gone = {s for s in seqs if not self.deleted(s)}
         if not gone:
             return self
@@ -246,6 +304,7 @@ class Manifest:
             floor += 1
             above.discard(floor)
         txns = [t for e in self.entries if e.seq in gone for t in e.txns]
+        bad = {s for s, _ in self.damaged}
         return replace(
             self,
             high=high,
@@ -254,6 +313,11 @@ class Manifest:
             entries=tuple(e for e in self.entries if e.seq not in gone),
             damaged=tuple((s, err) for s, err in self.damaged if s not in gone),
             txns_gone=(*self.txns_gone, *txns)[-TXNS_GONE_KEEP:] if txns else self.txns_gone,
+            reclaimed=self.reclaimed.plus(
+                e for e in self.entries if e.seq in gone and e.seq not in bad
+            )
+            if reclaimed
+            else self.reclaimed,
         )
 
     def marked_damaged(self, found: Iterable[tuple[int, str]]) -> Manifest:
@@ -291,6 +355,8 @@ class Manifest:
             body["txns_gone"] = list(self.txns_gone)
         if self.txn_floor:
             body["txn_floor"] = self.txn_floor
+        if self.reclaimed.segments:  # absent while zero, so other manifests keep their bytes
+            body[RECLAIMED] = self.reclaimed.as_body()
         return encode_frame(magic, body)
 
     @classmethod
@@ -312,6 +378,7 @@ class Manifest:
             damaged = tuple((int(s), str(err)) for s, err in body.get("damaged", []))
             txns_gone = tuple(int(t) for t in body.get("txns_gone", []))
             txn_floor = int(body.get("txn_floor", 0))
+            reclaimed = ReclaimedTotals.from_body(body.get(RECLAIMED, NOTHING_RECLAIMED.as_body()))
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"lacks or mistypes a required key ({e})") from e
         if not isinstance(partition, str) or not isinstance(cols, dict):
@@ -345,8 +412,9 @@ class Manifest:
         if seqs and seqs[-1] > high:
             raise bad(f"segment {seqs[-1]} is above high {high}")
         return cls(
-            partition, epoch, high, floor, above, entries, damaged, txns_gone, txn_floor, version
-        )
+            partition, epoch, high, floor, above, entries, damaged, txns_gone, txn_floor,
+            reclaimed=reclaimed, version=version,
+        )  # fmt: skip
 
 
 def _gone_grew(before: Manifest, after: Manifest) -> bool:

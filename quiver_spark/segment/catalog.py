@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from .. import layout
 from ..config import NAME_RE, SegmentConfig, validate_name
-from ..control.manifest import Manifest, ManifestStore
+from ..control.manifest import Manifest, ManifestStore, ReclaimedTotals
 from ..errors import (
     CorruptionError,
     LeaseLostError,
@@ -366,6 +366,18 @@ class SegmentLocation:
         it (no request); None when it has none at hand."""
         return self._publication.manifest_copy(partition)
 
+    def reclaimed_totals(self, partition: str) -> ReclaimedTotals | None:
+        """What retention's deletions took out of ``partition``'s MANIFEST since it
+        began counting (§6.7, one GET); None without a manifest store, without a
+        MANIFEST, or when it fails verification."""
+        if self.manifests is None:
+            return None
+        try:
+            m = self.manifests.read(partition)
+        except CorruptionError:
+            return None
+        return None if m is None else m.reclaimed
+
     def seals_txn(self, partition: str, txn_id: int) -> bool:
         """Object root: whether the MANIFEST this handle last read or wrote for
         ``partition`` says staged transaction ``txn_id`` needs no seal (§12.6)."""
@@ -568,7 +580,7 @@ class SegmentLocation:
         seqs = list(seqs)
         self._publication.before_delete(partition, seqs)
         self.forget(partition, seqs)
-        self._publication.unlist(partition, seqs)
+        self._publication.unlist(partition, seqs, reclaimed=True)
         pairs = [self._paths(partition, s) for s in seqs]
         self._b.remove([m for _, m in pairs])
         self._b.remove([a for a, _ in pairs])

@@ -237,8 +237,9 @@ class Publication(Protocol):
         """:meth:`prepare_removal` for the seqs a retention pass did not just prepare;
         OSError when some must be kept."""
 
-    def unlist(self, partition: str, seqs: list[int]) -> None:
-        """Before any file of ``seqs`` goes: they leave the MANIFEST, recorded gone."""
+    def unlist(self, partition: str, seqs: list[int], *, reclaimed: bool = False) -> None:
+        """Before any file of ``seqs`` goes: they leave the MANIFEST, recorded gone
+        (``reclaimed``: by retention, counted in its ``reclaimed`` totals, §6.7)."""
 
 
 # -- shared by both protocols ---------------------------------------------------------
@@ -325,12 +326,20 @@ def surveyed_view(survey: SegmentSurvey) -> PartitionView:
     return PartitionView(entries, list(survey.damaged), high, False)
 
 
-def unlist(manifests: ManifestStore, partition: str, seqs: list[int], build: Build) -> None:
+def unlist(
+    manifests: ManifestStore,
+    partition: str,
+    seqs: list[int],
+    build: Build,
+    *,
+    reclaimed: bool = False,
+) -> None:
     """The seqs leave ``partition``'s MANIFEST, recorded gone (so a listing-built or
-    re-applied change never brings them back)."""
+    re-applied change never brings them back); ``reclaimed`` (retention's deletion):
+    in the same write, their entries are counted in its ``reclaimed`` totals (§6.7)."""
     if not seqs:
         return
-    manifests.update(partition, lambda m: m.removed(seqs), build=build)
+    manifests.update(partition, lambda m: m.removed(seqs, reclaimed=reclaimed), build=build)
 
 
 def mark_damaged(

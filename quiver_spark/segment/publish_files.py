@@ -259,9 +259,12 @@ class FilePublication:
     def before_delete(self, partition: str, seqs: list[int]) -> None:
         """Nothing (:meth:`prepare_removal`)."""
 
-    def unlist(self, partition: str, seqs: list[int]) -> None:
+    def unlist(self, partition: str, seqs: list[int], *, reclaimed: bool = False) -> None:
         if self._manifests is not None:
-            unlist(self._manifests, partition, seqs, lambda: self.manifest_from_listing(partition))
+            unlist(
+                self._manifests, partition, seqs, lambda: self.manifest_from_listing(partition),
+                reclaimed=reclaimed,
+            )  # fmt: skip
 
     def _survey(self, partition: str) -> SegmentSurvey:
         return self._files.survey(partition, self.published_seqs(partition), strict=False)

@@ -620,8 +620,11 @@ class ManifestPublication:
                 "could not (logged quiver.gc.held); the next pass deletes them"
             )
 
-    def unlist(self, partition: str, seqs: list[int]) -> None:
-        unlist(self._manifests, partition, seqs, lambda: self.manifest_from_listing(partition))
+    def unlist(self, partition: str, seqs: list[int], *, reclaimed: bool = False) -> None:
+        unlist(
+            self._manifests, partition, seqs, lambda: self.manifest_from_listing(partition),
+            reclaimed=reclaimed,
+        )  # fmt: skip
 
     def _survey(self, partition: str) -> SegmentSurvey:
         return self._files.survey(partition, self.published_seqs(partition), strict=False)

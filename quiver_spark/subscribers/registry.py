@@ -27,7 +27,7 @@ from .journal import FileJournal, Journal, OpenReport
 from .live import LiveClaim
 from .objects_journal import ObjectJournal
 from .reclaimed import EVENT as REGISTERED_LATE
-from .reclaimed import Reclaimed, reclaimed_before
+from .reclaimed import Reclaimed, RecordedOf, deleted_counts, reclaimed_before, with_recorded
 from .state import PartState, RegistryState
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,10 @@ class SubscriberRegistry:
         self.journal = journal
         self._mutex = journal.mutex
         self._claims: dict[tuple[int, str], set[int]] = {}
+        self.recorded: RecordedOf | None = None
+        """A partition's MANIFEST totals of what retention reclaimed (§6.7), set by
+        the store that opens the registry: a late registration then names the rows
+        and time range of what went before it (:func:`.reclaimed.with_recorded`)."""
 
     @classmethod
     def open(
@@ -255,9 +259,17 @@ class SubscriberRegistry:
         log.info("quiver.subscriber.register subscriber=%s marks=%s", sub, marks)
         with self._mutex:
             late = reclaimed_before(self.state, sub, at_least=bool(self.report.salvaged))
+        if late is not None and self.recorded is not None:
+            late = with_recorded(late, self.recorded, self._deleted_counts_again)
         if late is not None:
             log.warning("%s %s", REGISTERED_LATE, late.line())
         return late
+
+    def _deleted_counts_again(self) -> dict[str, int]:
+        """Each partition's deleted seqs as the ack log records them now (read again)."""
+        self.refresh()
+        with self._mutex:
+            return deleted_counts(self.state)
 
     def deregister(self, sub: str) -> None:
         """Remove ``sub`` durably; its pins are released at the next retention pass."""
