@@ -234,7 +234,7 @@ def plan_catch_up(
     backlog) the backlog first and then new segments in seq order. The head never
     passes ``until``; ``skip`` names backlog seqs already done (passed over, never
     counted). At least one segment when any is available."""
-    avail = planner.available(after.floor())
+    avail = planner.available(after)
     heads = dict(after.segments)
     backlog = dict(after.backlog)
     for p in avail:

@@ -136,7 +136,8 @@ class SegmentPlanner:
         return seqs[-1] if seqs else 0
 
     def available(self, after: Position) -> dict[str, list[Available]]:
-        """Segments above ``after`` per partition, ascending: the published ones and the
+        """Segments ``after`` does not include per partition (above it, and in its
+        backlog, :mod:`quiver_spark.catchup`), ascending: the published ones and the
         quarantined ones (planning a quarantined seq is what reports its loss).
 
         Its cost does not grow with the retained segments: seqs are gapless (§5), so
@@ -148,18 +149,20 @@ class SegmentPlanner:
         known, quarantined = self._known_seqs()
         out: dict[str, list[Available]] = {}
         for p, seqs in known.items():
-            floor = after.get(p)
+            floor = after.low(p)
             i = bisect.bisect_right(seqs, floor)
             del seqs[: max(0, i - 1)]  # never planned again from here on
             segs = []
             for seq in seqs:
-                if seq <= floor:
+                if after.covers(p, seq):  # served: its metadata is never read again
                     continue
                 try:
                     segs.append(Available(p, seq, self.meta(p, seq)))
                 except SegmentMissingError:
                     continue  # deleted since it was seen
-            segs.extend(Available(p, q, None) for q in quarantined.get(p, ()) if q > floor)
+            segs.extend(
+                Available(p, q, None) for q in quarantined.get(p, ()) if not after.covers(p, q)
+            )
             if segs:
                 out[p] = sorted(segs, key=lambda a: a.seq)
         return out

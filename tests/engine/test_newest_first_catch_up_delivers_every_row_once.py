@@ -342,3 +342,29 @@ def test_the_catch_up_options_of_a_stream_refuse_a_bad_value_in_one_line(tmp_pat
         parse_source_options({**base, "catchUpHeadShare": "2"}, streaming=True)
     with pytest.raises(ConfigError, match=r"spark\.readStream"):
         parse_source_options({"path": str(tmp_path), "catchUpOrder": "newest"}, streaming=False)
+
+
+def test_planning_never_reads_the_metadata_of_served_segments_again(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    writers = Writers(root, ("p-0",))
+    try:
+        for _ in range(10):
+            writers.segment("p-0")
+        with Subscription.open(root, "m", order="newest") as sub:
+            start = sub.start()
+            end = sub.next_batch_end(start, Caps(max_segments=4))
+            read_keys(sub, start, end)
+            sub.ack(end)  # forgets the cached metadata of what it acknowledged
+            reads: list[int] = []
+            real = sub.location.published_meta
+
+            def counted(p: str, seq: int) -> object:
+                reads.append(seq)
+                return real(p, seq)
+
+            sub.location.published_meta = counted  # type: ignore[method-assign]
+            nxt = sub.next_batch_end(end, Caps(max_segments=4))
+            assert nxt == Position({"p-0": 10}, {"p-0": (1, 2)})
+            assert not [s for s in reads if s > 6], reads  # the head's seqs stay served
+    finally:
+        writers.close()
