@@ -82,7 +82,12 @@ def test_the_secret_appears_in_no_plan_progress_or_error(
     assert SECRET not in shown(lambda: q.explain(True))
     assert SECRET not in json.dumps(q.recentProgress, default=str)
 
-    unreachable = {**options, "storage.aws_endpoint": "http://127.0.0.1:9"}
+    # the same error after a 2 s retry budget as after the default 60 s one
+    unreachable = {
+        **options,
+        "storage.aws_endpoint": "http://127.0.0.1:9",
+        "storage.retry_timeout": "2s",
+    }
     with pytest.raises(Exception) as failed:
         spark.read.format("quiver").options(**unreachable).load(url).collect()
     assert "127.0.0.1:9" in str(failed.value) and SECRET not in str(failed.value)
