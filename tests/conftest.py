@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,13 +57,42 @@ def bucket(fresh_memory: None) -> str:
     return f"b-{uuid.uuid4().hex[:8]}"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The directory test ids are relative to."""
+
+SESSION_FIXTURES = frozenset({"spark", "spark_profile"})
+"""The fixtures of ``tests/spark/conftest.py`` that hold the one SparkSession."""
+
+
+@functools.cache
+def _uses_the_session(path: str) -> bool:
+    """Whether a test file asks for the shared SparkSession anywhere: a function (test or
+    fixture) taking one of :data:`SESSION_FIXTURES`, or one named in a string
+    (``usefixtures``, ``getfixturevalue``). A file that cannot be read counts as one."""
+    try:
+        tree = ast.parse((ROOT / path).read_text())
+    except (OSError, SyntaxError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+            if names & SESSION_FIXTURES:
+                return True
+        elif isinstance(node, ast.Constant) and node.value in SESSION_FIXTURES:
+            return True
+    return False
+
+
 def _group(nodeid: str) -> tuple[int, str]:
     """The unit one ``pytest -n`` worker runs whole, and its rank (lower is handed out
     first): every test of the one SparkSession, then each integration file (the long
-    ones), the generative tests, then every other file."""
+    ones) and each file of ``tests/spark`` that never asks for the session (one starts a
+    Spark application of its own: it runs on the other worker meanwhile), the generative
+    tests, then every other file."""
     path = nodeid.split("::")[0]
     if path.startswith("tests/spark/"):
-        return 0, "tests/spark"
+        return (0, "tests/spark") if _uses_the_session(path) else (1, path)
     if path.startswith("integration/"):
         return 1, path
     if "state_space" in path:
