@@ -29,7 +29,7 @@ demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print
 	@echo "Starting Spark and the demo pipeline (about a minute)..."
 	$(PY) examples/demo.py
 
-# Two workers (pytest-xdist), each taking whole groups: every Spark test (one SparkSession)
+# Two workers (pytest-xdist), each taking whole groups: every test of the one SparkSession
 # and each other file (tests/conftest.py).
 test: $(STAMP) ## run the test suite (engine, Spark, integration) on 2 workers; fails when no test ran
 	$(PY) -m pytest tests integration -m "not soak" -q -n 2 --no-loadscope-reorder
