@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from . import format as fmt
+from . import layout
 from . import metrics as m
 from .config import RetentionConfig, SizeCapPolicy
 from .errors import CorruptionError, StoreAtCapacityError
@@ -114,7 +115,7 @@ class Admission:
         if self.held is None or not self.throttled:
             return None
         held = f"store {self.root} holds {self.held} bytes, over retention.size_cap={cap}"
-        acklog_dir = os.path.join(self.root, fmt.SUBSCRIBERS_DIR)
+        acklog_dir = os.path.join(self.root, layout.subscribers_dir())
         if isinstance(cause, CorruptionError) and cause.path.startswith(acklog_dir + os.sep):
             return (
                 f"{held}, and nothing can be reclaimed while the subscribers' ack log cannot "

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from . import layout
 from .control import cas
 from .errors import (
     CorruptionError,
@@ -41,7 +42,6 @@ from .errors import (
     MissingKind,
     SegmentMissingError,
 )
-from .format import LOST_SUFFIX, READERS_DIR
 from .fs import DEFAULT_IO, FileIO
 from .metrics import SOURCE_DROPPED, SOURCE_LOST, Metrics
 from .objects import ObjectStore
@@ -263,10 +263,10 @@ class LostLog:
     on (advisory, for operators: one JSON object a line, ARCHITECTURE.md §1)."""
 
     def __init__(self, root: str, subscriber: str | None, io: FileIO = DEFAULT_IO) -> None:
-        name = f"{subscriber or BATCH_READS}{LOST_SUFFIX}"
-        self.path = os.path.join(root, READERS_DIR, name)
+        name = layout.lost_log(subscriber or BATCH_READS)
+        self.path = os.path.join(root, name)
         self.io = io
-        self.key = f"{READERS_DIR}/{name}"
+        self.key = name
 
     def record(
         self, partition: str, seq: int, reason: str, *, skipped: bool, evidence: str | None

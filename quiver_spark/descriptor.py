@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import format as fmt
+from . import layout
 from .config import StoreConfig
 from .control import cas
 from .errors import (
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
 """The ``format`` a new STORE descriptor records."""
-STORE_KEY = fmt.STORE_FILE
+STORE_KEY = layout.store_descriptor()
 
 
 def schemas_compatible(a: pa.Schema, b: pa.Schema) -> bool:
@@ -66,10 +67,10 @@ def load_or_create_descriptor(
         return _decode(objects, got.data)
     if not create:
         raise StoreNotFoundError(
-            f"{objects.url} is not a Quiver store (no {fmt.STORE_FILE} file): {MAKING_A_STORE}"
+            f"{objects.url} is not a Quiver store (no {STORE_KEY} file): {MAKING_A_STORE}"
         )
     kind = root_kind(objects.url)
-    kind.check_segment_path(config, f"{objects.url}/{fmt.SEGMENTS_DIR}")
+    kind.check_segment_path(config, f"{objects.url}/{layout.segments_dir()}")
     if config.segment.path:  # a bad URL or missing backend must not leave a half-made store
         check_url("segment.path", config.segment.path)
     policy_before_store(objects, config)
@@ -186,7 +187,7 @@ def effective_config(
             raise ConfigError(
                 "wal.path",
                 wal_path,
-                f"the WAL root store {root} recorded in its {fmt.STORE_FILE} at creation, "
+                f"the WAL root store {root} recorded in its {STORE_KEY} at creation, "
                 f"{shown!r} (omit wal.path to use it)",
             )
         wal_path = recorded

@@ -217,9 +217,29 @@ def machine_wal_root(root_digest: str) -> str:
 
 
 # -- a WAL root: <wal_root>/<pid>/ (§1, §3, §6.2, §6.3, §10) ------------------------
+def wal_dir_name() -> str:
+    """``wal``: the WAL files' directory, inside a partition's ``<wal_root>/<pid>/`` (§1)."""
+    return _WAL
+
+
+def state_file_name() -> str:
+    """``STATE``: the partition's state, inside its ``<wal_root>/<pid>/`` (§1, §6.2)."""
+    return "STATE"
+
+
+def heartbeat_file_name() -> str:
+    """``HEARTBEAT``: the writer's advisory heartbeat, inside ``<wal_root>/<pid>/`` (§6.3)."""
+    return "HEARTBEAT"
+
+
+def lock_file_name() -> str:
+    """``LOCK``: the writer's flock target, inside ``<wal_root>/<pid>/`` (§1)."""
+    return "LOCK"
+
+
 def wal_dir(partition: str) -> str:
     """``<pid>/wal``: the partition's WAL files, relative to its WAL root (§1)."""
-    return f"{partition}/{_WAL}"
+    return f"{partition}/{wal_dir_name()}"
 
 
 def wal_file(first_record_seq: int) -> str:
@@ -234,17 +254,17 @@ def parse_wal_file(name: str) -> int | None:
 
 def partition_state(partition: str) -> str:
     """``<pid>/STATE``: the partition's state, relative to its WAL root (§1, §6.2)."""
-    return f"{partition}/STATE"
+    return f"{partition}/{state_file_name()}"
 
 
 def partition_heartbeat(partition: str) -> str:
     """``<pid>/HEARTBEAT``: the writer's advisory heartbeat, relative to its WAL root (§6.3)."""
-    return f"{partition}/HEARTBEAT"
+    return f"{partition}/{heartbeat_file_name()}"
 
 
 def partition_lock(partition: str) -> str:
     """``<pid>/LOCK``: the writer's flock target, relative to its WAL root (§1)."""
-    return f"{partition}/LOCK"
+    return f"{partition}/{lock_file_name()}"
 
 
 # -- a segments location: <location>/<pid>/ (§1, §5, §5.5, §12.4) --------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import format as fmt
+from . import layout
 from . import option_table as o
 from .config import RetentionConfig, SizeCapPolicy, StoreConfig
 from .control import cas
@@ -48,8 +49,8 @@ from .objects.writes import retry_conflicts
 
 log = logging.getLogger(__name__)
 
-POLICY_FILE = fmt.POLICY_FILE
-POLICY_COPY_FILE = POLICY_FILE + ".copy"
+POLICY_FILE = layout.policy()
+POLICY_COPY_FILE = layout.policy_copy()
 """The last policy written, written right after POLICY itself: what repair restores."""
 MAGIC_POLICY = fmt.MAGIC_POLICY
 

@@ -25,8 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import format as fmt
-from . import write_jobs
+from . import layout, write_jobs
 from .admission import Admission
 from .config import StoreConfig
 from .control.clock import elapsed
@@ -90,13 +89,13 @@ class QuiverStore:
         """The root's objects: every control object goes through it (ARCHITECTURE.md §12)."""
         kind = root_kind(root)
         self._descriptor = descriptor
-        recorded = descriptor.get("segments_url") or f"{root}/{fmt.SEGMENTS_DIR}"
+        recorded = descriptor.get("segments_url") or f"{root}/{layout.segments_dir()}"
         kind.check_segment_path(config, recorded)
         if config.segment.path and location_key(config.segment.path) != location_key(recorded):
             raise PolicyConflictError(
                 "segment.path",
                 config.segment.path,
-                f"the segment location recorded in {os.path.join(root, fmt.STORE_FILE)} at "
+                f"the segment location recorded in {os.path.join(root, layout.store_descriptor())} at "
                 f"creation, {recorded!r} (omit the option to use it)",
             )
         seg_url = recorded
@@ -645,7 +644,9 @@ class QuiverStore:
         """:attr:`store_id`, or CorruptionError naming the STORE that records none."""
         found = self.store_id
         if found is None:
-            raise CorruptionError(self.objects.display(fmt.STORE_FILE), 0, "it records no uuid")
+            raise CorruptionError(
+                self.objects.display(layout.store_descriptor()), 0, "it records no uuid"
+            )
         return found
 
     # -- lifecycle -------------------------------------------------------------------

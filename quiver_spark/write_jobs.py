@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from . import format as fmt
+from . import layout
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
 from .errors import ConfigError, QuiverError
@@ -222,11 +222,11 @@ def orphans_possible(wal_root: str) -> bool:
         if not NAME_RE.fullmatch(pid):
             continue
         try:
-            if not os.listdir(os.path.join(wal_root, pid, fmt.WAL_DIR)):
+            if not os.listdir(os.path.join(wal_root, layout.wal_dir(pid))):
                 continue
         except (FileNotFoundError, NotADirectoryError):
             continue
-        if not partition_locked(os.path.join(wal_root, pid, fmt.LOCK_FILE)):
+        if not partition_locked(os.path.join(wal_root, layout.partition_lock(pid))):
             return True
     return False
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from quiver_spark import format as fmt
+from quiver_spark import layout
 from quiver_spark.errors import CorruptionError
 from quiver_spark.objects import memory
 from quiver_spark.subscribers import records
@@ -45,14 +46,14 @@ def time_passes(root: str | Path, seconds: float) -> None:
         with memory._LOCK:
             for objects in memory._BUCKETS.values():
                 for key, (data, version) in list(objects.items()):
-                    if key.endswith(records.RECORD_SUFFIX):
+                    if layout.is_subscriber_record(key):
                         objects[key] = (_shifted(data, by_ns), version)
         memory.age_objects(seconds)
         return
     assert not is_object_url(root), f"{root}: only a POSIX or memory:// root can be aged"
     d = records.records_dir(root)
     for name in os.listdir(d) if os.path.isdir(d) else []:
-        if name.endswith(records.RECORD_SUFFIX):
+        if layout.is_subscriber_record(name):
             path = os.path.join(d, name)
             st = os.stat(path)
             with open(path, "rb") as f:

@@ -52,6 +52,7 @@ from typing import Any
 import click
 
 from .. import format as fmt
+from .. import layout
 from ..errors import CorruptionError
 from ..fs import partition_locked
 from ..ranges import RangeSet
@@ -77,15 +78,14 @@ def unfinalized_records(store: QuiverStore, pid: str) -> int:
 
     Counts records of undecided transactions too (finalizing may discard them).
     """
-    pdir = os.path.join(store.wal_root, pid)
-    state_path = os.path.join(pdir, fmt.STATE_FILE)
+    state_path = os.path.join(store.wal_root, layout.partition_state(pid))
     try:
         state = fmt.decode_frame(state_path, fmt.MAGIC_STATE, store.io.read_file(state_path))
         covered = RangeSet(tuple(r) for r in state.get("covered", []))
         limits = wal_limits(state_path, state)
     except FileNotFoundError:
         covered, limits = RangeSet(), {}
-    infos = list_wal_files(os.path.join(pdir, fmt.WAL_DIR), store.io)
+    infos = list_wal_files(os.path.join(store.wal_root, layout.wal_dir(pid)), store.io)
     count = 0
     for i, info in enumerate(infos):
         # no salvage: damage the writer's recovery would refuse is reported, not skipped
@@ -114,10 +114,9 @@ def idle_partitions(
     idle: list[str] = []
     live: list[str] = []
     for pid in wal_partitions(store):
-        pdir = os.path.join(store.wal_root, pid)
-        if not store.io.listdir(os.path.join(pdir, fmt.WAL_DIR)):
+        if not store.io.listdir(os.path.join(store.wal_root, layout.wal_dir(pid))):
             continue
-        if partition_locked(os.path.join(pdir, fmt.LOCK_FILE)):
+        if partition_locked(os.path.join(store.wal_root, layout.partition_lock(pid))):
             live.append(pid)
             continue
         try:

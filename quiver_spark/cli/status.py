@@ -80,7 +80,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .. import format as fmt
+from .. import layout
 from ..control.manifest import ManifestEntry
 from ..errors import CliError, CorruptionError
 from ..policy import POLICY_OPTIONS
@@ -113,7 +113,7 @@ def wal_usage(store: QuiverStore, pid: str) -> tuple[int, int]:
     """``(files, bytes)`` of a partition's WAL, from the directory (not the heartbeat)."""
     files = 0
     total = 0
-    for info in list_wal_files(os.path.join(store.wal_root, pid, fmt.WAL_DIR), store.io):
+    for info in list_wal_files(os.path.join(store.wal_root, layout.wal_dir(pid)), store.io):
         files += 1
         total += info.size
     return files, total
@@ -387,7 +387,7 @@ def render_status(doc: dict[str, Any]) -> str:
     out = [f"Quiver store {doc['path']}", f"  segments: {doc['segments_url']}"]
     if is_object_url(doc["path"]):  # WAL bytes and heartbeats: this machine's writers only
         out.append(f"  wal:      {doc['wal_root']} ({OTHER_MACHINES})")
-    elif doc["wal_root"] != os.path.join(doc["path"], fmt.PARTITIONS_DIR):
+    elif doc["wal_root"] != os.path.join(doc["path"], layout.partitions_dir()):
         out.append(f"  wal:      {doc['wal_root']}")
     pol = doc["policy"]
     out.append(

@@ -25,6 +25,7 @@ import time
 import pyarrow as pa
 
 from .. import format as fmt
+from .. import layout
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
 from ..control.lease import Lease
@@ -75,8 +76,8 @@ class SealingWriter:
         self.commits = commits
         self.io = io
         self.dir = partition_dir(wal_root, pid)
-        self.wal_dir = os.path.join(self.dir, fmt.WAL_DIR)
-        self.state_path = os.path.join(self.dir, fmt.STATE_FILE)
+        self.wal_dir = os.path.join(self.dir, layout.wal_dir_name())
+        self.state_path = os.path.join(self.dir, layout.state_file_name())
         self._lock = threading.RLock()
         self._open = OpenSegment()
         self._pending: dict[int, Txn] = {}

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import format as fmt
+from .. import layout
 from ..config import NAME_RE
 from ..errors import CorruptionError, LockedError, QuiverError
 from ..fs import FileIO, partition_locked
@@ -28,7 +29,7 @@ def wal_bytes(io: FileIO, wal_root: str) -> dict[str, int]:
     """WAL bytes on disk per partition (directory listings; no file is opened)."""
     out: dict[str, int] = {}
     for pid in io.listdir(wal_root):
-        wal_dir = os.path.join(wal_root, pid, fmt.WAL_DIR)
+        wal_dir = os.path.join(wal_root, layout.wal_dir(pid))
         total = 0
         for name in io.listdir(wal_dir):
             try:
@@ -44,12 +45,12 @@ def heartbeats(io: FileIO, wal_root: str) -> dict[str, dict[str, Any]]:
     lock is held."""
     out: dict[str, dict[str, Any]] = {}
     for pid in io.listdir(wal_root):
-        path = os.path.join(wal_root, pid, fmt.HEARTBEAT_FILE)
+        path = os.path.join(wal_root, layout.partition_heartbeat(pid))
         try:
             body = fmt.decode_frame(path, fmt.MAGIC_HEARTBEAT, io.read_file(path))
         except (FileNotFoundError, CorruptionError):
             body = {"partition": pid}
-        body["live"] = partition_locked(os.path.join(wal_root, pid, fmt.LOCK_FILE))
+        body["live"] = partition_locked(os.path.join(wal_root, layout.partition_lock(pid)))
         out[pid] = body
     return out
 
@@ -74,7 +75,7 @@ def seal_idle(
     for pid in io.listdir(wal_root):
         if pid == skip or not NAME_RE.fullmatch(pid):
             continue
-        if not io.listdir(os.path.join(wal_root, pid, fmt.WAL_DIR)):
+        if not io.listdir(os.path.join(wal_root, layout.wal_dir(pid))):
             continue
         try:
             w = open_sealer(pid)

@@ -19,6 +19,7 @@ import time
 import pyarrow as pa
 
 from .. import format as fmt
+from .. import layout
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
 from ..control.lease import PURPOSE_SEALER, Lease
@@ -65,7 +66,7 @@ class PartitionWriter(RecoveringWriter):
             lease=lease,
         )
         io.mkdir(self.wal_dir)
-        self._flock = PartitionLock.acquire(os.path.join(self.dir, fmt.LOCK_FILE))
+        self._flock = PartitionLock.acquire(os.path.join(self.dir, layout.lock_file_name()))
         try:
             self.recovery = self._recover()
         except BaseException:
@@ -310,7 +311,7 @@ class PartitionWriter(RecoveringWriter):
         body["open_since_ns"] = (
             body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self._open else None
         )
-        path = os.path.join(self.dir, fmt.HEARTBEAT_FILE)
+        path = os.path.join(self.dir, layout.heartbeat_file_name())
         if self.lease is not None and self.lease.holder.purpose == PURPOSE_SEALER:
             try:
                 before = fmt.decode_frame(path, fmt.MAGIC_HEARTBEAT, self.io.read_file(path))

@@ -33,17 +33,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
+from .. import layout
 from ..errors import QuiverError, StoreClosedError
-from ..format import MAGIC_CHECKPOINT, SUBSCRIBERS_DIR, decode_frame, encode_frame
+from ..format import MAGIC_CHECKPOINT, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
 from . import log as acklog
 from .state import RegistryState
 
 log = logging.getLogger(__name__)
-
-LOCK_NAME = "LOCK"
-CHECKPOINT_NAME = "CHECKPOINT"
 
 Build = Callable[[], acklog.RecordEncoder | None]
 """A registry mutation's body: it reads the journal's state and returns the records to
@@ -188,7 +186,7 @@ def read_at_open(journal: Journal, read: Callable[[], Replayed], detail: Callabl
 def has_registry(root: str) -> bool:
     """True once the store at ``root`` has a ``subscribers/`` directory (§8): before
     any subscriber was registered or any segment recorded deleted, it has none."""
-    return os.path.isdir(os.path.join(root, SUBSCRIBERS_DIR))
+    return os.path.isdir(os.path.join(root, layout.subscribers_dir()))
 
 
 class FileJournal:
@@ -202,7 +200,7 @@ class FileJournal:
 
     def __init__(self, root: str, io: FileIO, checkpoint_records: int, salvage: bool) -> None:
         self.root = root
-        self.dir = os.path.join(root, SUBSCRIBERS_DIR)
+        self.dir = os.path.join(root, layout.subscribers_dir())
         self.io = io
         self.checkpoint_records = max(1, int(checkpoint_records))
         self.salvage = salvage
@@ -278,7 +276,7 @@ class FileJournal:
 
     def _replay(self) -> Replayed:
         self.io.mkdir(self.dir)
-        self._lock_fd = self.io.open_append(os.path.join(self.dir, LOCK_NAME))
+        self._lock_fd = self.io.open_append(os.path.join(self.root, layout.registry_lock()))
         with self._locked(exclusive=True, refresh=False):
             self._load_checkpoint()
             self._catch_up(exclusive=True)
@@ -309,7 +307,7 @@ class FileJournal:
                 return
             # a rebuild after a failure reads (and may cut, rotate) under LOCK_EX
             exclusive = exclusive or self._stale is not None
-            path = os.path.join(self.dir, LOCK_NAME)
+            path = os.path.join(self.root, layout.registry_lock())
             self.io.before("flock", path)
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             self._lock_depth = 1
@@ -376,7 +374,7 @@ class FileJournal:
 
     # -- reading -----------------------------------------------------------------------
     def _load_checkpoint(self) -> None:
-        path = os.path.join(self.dir, CHECKPOINT_NAME)
+        path = os.path.join(self.root, layout.registry_checkpoint())
         body = None
         if self.io.exists(path):
             body = decode_frame(path, MAGIC_CHECKPOINT, self.io.read_file(path))
@@ -504,7 +502,7 @@ class FileJournal:
         new_gen = self._cursor.gen + 1
         acklog.create_log(self.io, self.dir, new_gen)
         body = self.state.to_body(new_gen, self.replayed.records_total)
-        path = os.path.join(self.dir, CHECKPOINT_NAME)
+        path = os.path.join(self.root, layout.registry_checkpoint())
         self.io.atomic_write(path, encode_frame(MAGIC_CHECKPOINT, body))
         old = [g for g in acklog.list_generations(self.io, self.dir) if g < new_gen]
         self.io.durable_unlink([os.path.join(self.dir, acklog.log_file_name(g)) for g in old])

@@ -25,13 +25,16 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from .. import layout
 from ..control.lease import DEFAULT_TTL_S, Lease, current_holder
 from ..errors import LeaseLostError, LockedError, SubscriberError
-from ..format import READERS_DIR, live_lease_key
 from ..fs import PartitionLock, partition_locked
 from ..objects.base import ObjectStore
 
 log = logging.getLogger(__name__)
+
+live_lease_key = layout.live_lease
+"""``readers/<subscriber>.lease``: the live-consumer lease (the layout module builds it)."""
 
 LIVE_PURPOSE = "live consumer"
 """How a live-consumer lock names its holder's role (``readers/<subscriber>.lock``)."""
@@ -76,7 +79,7 @@ _live: dict[str, _LiveHolder] = {}  # real lock path -> this process's holder
 
 def live_lock_path(root: str, subscriber: str) -> str:
     """``<root>/readers/<subscriber>.lock``: held by the subscriber's live consumer."""
-    return os.path.join(root, READERS_DIR, f"{subscriber}.lock")
+    return os.path.join(root, layout.live_lock(subscriber))
 
 
 def _holder_of(path: str) -> str:
@@ -181,18 +184,18 @@ class LeaseLive:
 
     def release(self, subscriber: str, owner: object) -> None:
         """Release the subscriber's live-consumer lease if ``owner`` holds it."""
-        _release(self.objects.display(live_lease_key(subscriber)), owner)
+        _release(self.objects.display(layout.live_lease(subscriber)), owner)
 
     def is_live(self, subscriber: str) -> bool:
         """True while a consumer holds ``subscriber``'s lease, as far as this process
         can tell (§12.3)."""
-        return current_holder(self.objects, live_lease_key(subscriber)) is not None
+        return current_holder(self.objects, layout.live_lease(subscriber)) is not None
 
     def check(self, subscriber: str, owner: object) -> None:
         """Raise :class:`LeaseLostError` when ``owner``'s live-consumer lease was taken
         over (another consumer is live now: this one must stop acknowledging)."""
         with _live_mutex:
-            held = _live.get(self.objects.display(live_lease_key(subscriber)))
+            held = _live.get(self.objects.display(layout.live_lease(subscriber)))
         if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
             return
         lease = held.lock
@@ -205,7 +208,7 @@ class LeaseLive:
         LeaseLostError when ``owner`` holds the subscriber's lease no more (it was
         taken over, and perhaps handed to a newer consumer of this process, or
         released)."""
-        url = self.objects.display(live_lease_key(subscriber))
+        url = self.objects.display(layout.live_lease(subscriber))
         with _live_mutex:
             held = _live.get(url)
         if held is None or held.owner() is not owner or not isinstance(held.lock, Lease):
@@ -227,7 +230,7 @@ LiveLocks = FlockLive | LeaseLive
 def _claim_lease(
     objects: ObjectStore, subscriber: str, owner: object, ttl_s: float, min_epoch: int
 ) -> None:
-    key = live_lease_key(subscriber)
+    key = layout.live_lease(subscriber)
     url = objects.display(key)
     with _live_mutex:
         held = _live.get(url)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import format as fmt
+from .. import layout
 from ..errors import ChecksumMismatchError, CorruptionError, VersionError
 from ..format import checksum
 from ..fs import FileIO
@@ -56,21 +57,16 @@ OUT_ACK = 1
 OUT_NACK = 2
 OUT_DROPPED = 3
 
-LOG_PREFIX = "ack-"
-LOG_SUFFIX = ".log"
 VECTOR_MIN_RECORDS = 2048
 """Below this many records a tail is decoded with ``struct``; above, with Arrow kernels."""
 
 
 def log_file_name(gen: int) -> str:
-    return f"{LOG_PREFIX}{gen:020d}{LOG_SUFFIX}"
+    return layout.ack_log_file(gen)
 
 
 def parse_log_gen(name: str) -> int | None:
-    if not (name.startswith(LOG_PREFIX) and name.endswith(LOG_SUFFIX)):
-        return None
-    stem = name[len(LOG_PREFIX) : -len(LOG_SUFFIX)]
-    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+    return layout.parse_ack_log_file(name)
 
 
 def encode_header(gen: int, token: int = 0) -> bytes:

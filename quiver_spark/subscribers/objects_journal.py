@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Self
 
+from .. import layout
 from ..control import cas
 from ..control.clock import elapsed
 from ..errors import (
@@ -57,9 +58,8 @@ from .state import RegistryState
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_KEY = "subscribers/CHECKPOINT"
-DELTA_PREFIX = "subscribers/log/"
-DELTA_SUFFIX = ".ack"
+CHECKPOINT_KEY = layout.registry_checkpoint()
+DELTA_PREFIX = layout.ack_deltas_prefix()
 
 CHECKPOINT_DELTAS = 32
 """A checkpoint every K deltas: an open reads CHECKPOINT, one LIST and at most ~K deltas
@@ -74,14 +74,11 @@ UNKNOWN_ATTEMPTS = 3
 
 
 def delta_key(n: int) -> str:
-    return f"{DELTA_PREFIX}{n:020d}{DELTA_SUFFIX}"
+    return layout.ack_delta(n)
 
 
 def parse_delta(key: str) -> int | None:
-    if not (key.startswith(DELTA_PREFIX) and key.endswith(DELTA_SUFFIX)):
-        return None
-    stem = key[len(DELTA_PREFIX) : -len(DELTA_SUFFIX)]
-    return int(stem) if len(stem) == 20 and stem.isdigit() else None
+    return layout.parse_ack_delta(key)
 
 
 class ObjectJournal:
@@ -95,7 +92,7 @@ class ObjectJournal:
     ) -> None:
         self.root = root
         self.objects = objects
-        self.dir = objects.display("subscribers")
+        self.dir = objects.display(layout.subscribers_dir())
         self.checkpoint_records = max(1, int(checkpoint_records))
         self.salvage = salvage
         self.report = OpenReport()

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import format as fmt
+from .. import layout
 from ..config import validate_name
 from ..control import cas
 from ..errors import CorruptionError, ObjectExists, SubscriberError
@@ -46,9 +47,6 @@ from ..objects import ObjectStore, Stored
 from ..objects.writes import retry_conflicts
 
 log = logging.getLogger(__name__)
-
-RECORDS_DIR = "records"
-RECORD_SUFFIX = ".sub"
 
 
 @dataclass(frozen=True)
@@ -152,21 +150,21 @@ def _opt_int(body: dict[str, Any], key: str) -> int | None:
 
 
 def records_dir(root: str) -> str:
-    return os.path.join(root, fmt.SUBSCRIBERS_DIR, RECORDS_DIR)
+    return os.path.join(root, layout.records_dir())
 
 
-RECORDS_PREFIX = f"{fmt.SUBSCRIBERS_DIR}/{RECORDS_DIR}/"
-CLOCK_KEY = RECORDS_PREFIX + "CLOCK"
+RECORDS_PREFIX = layout.records_prefix()
+CLOCK_KEY = layout.records_clock()
 """The probe whose modification time is the storage's "now" for expiry (§8.10): an
 empty object, rewritten by retention passes; never a record (no ``.sub``)."""
 
 
 def record_key(name: str) -> str:
-    return RECORDS_PREFIX + validate_name("subscriber", name) + RECORD_SUFFIX
+    return layout.subscriber_record(validate_name("subscriber", name))
 
 
 def record_path(root: str, name: str) -> str:
-    return os.path.join(records_dir(root), validate_name("subscriber", name) + RECORD_SUFFIX)
+    return os.path.join(root, record_key(name))
 
 
 def _encode(rec: SubscriptionRecord) -> bytes:
@@ -228,11 +226,11 @@ def list_records(objects: ObjectStore) -> dict[str, SubscriptionRecord]:
     for everything but expiry, which then simply does not happen for that name)."""
     out: dict[str, SubscriptionRecord] = {}
     for info in objects.list(RECORDS_PREFIX):
-        entry = info.key[len(RECORDS_PREFIX) :]
-        if "/" in entry or not entry.endswith(RECORD_SUFFIX):
+        name = layout.parse_subscriber_record(info.key)
+        if name is None:
             continue
         try:
-            rec = read_record(objects, entry[: -len(RECORD_SUFFIX)])
+            rec = read_record(objects, name)
         except (CorruptionError, ValueError):
             continue
         if rec is not None:
@@ -355,10 +353,9 @@ def unregistered(objects: ObjectStore, registered: Iterable[str]) -> list[str]:
     known = set(registered)
     out = []
     for info in objects.list(RECORDS_PREFIX):  # only the records of other names are read
-        entry = info.key[len(RECORDS_PREFIX) :]
-        if "/" in entry or not entry.endswith(RECORD_SUFFIX):
+        name = layout.parse_subscriber_record(info.key)
+        if name is None:
             continue
-        name = entry[: -len(RECORD_SUFFIX)]
         if name in known:
             continue
         try:
