@@ -504,6 +504,58 @@ def object_requests(d: Data) -> str:
     return header(title, d) + "\n\n" + "\n\n".join(out)
 
 
+def catch_up(d: Data) -> str:
+    r, c, g = d["results"], d["config"], d["goals"]
+    old, new = r["oldest"], r["newest"]
+
+    def sec(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.2f} s"
+
+    def lat(o: Data, key: str, q: str) -> str:
+        return sec(o[key][q])
+
+    def audit(o: Data) -> str:
+        a = o["audit"]
+        return (
+            f"{num(a['doubled'])} doubled, {num(a['missing'])} missing of {num(a['rows_written'])}"
+        )
+
+    limit = c["trigger"] + 1.0
+    caught = (
+        new["catch_up_s"] / old["catch_up_s"] if new["catch_up_s"] and old["catch_up_s"] else None
+    )
+    rows = [
+        ["rows written after the resume, delivered while the backlog drains: p50",
+         lat(old, "fresh_latency_while_draining_s", "p50"),
+         lat(new, "fresh_latency_while_draining_s", "p50"),
+         goal(f"newest <= {limit:g} s (one trigger + 1 s)",
+              g["fresh_p50_within_trigger_plus_1s"])],
+        ["the same, p99", lat(old, "fresh_latency_while_draining_s", "p99"),
+         lat(new, "fresh_latency_while_draining_s", "p99"), "-"],
+        ["every row written after the resume: p50 / p99",
+         f"{lat(old, 'fresh_latency_s', 'p50')} / {lat(old, 'fresh_latency_s', 'p99')}",
+         f"{lat(new, 'fresh_latency_s', 'p50')} / {lat(new, 'fresh_latency_s', 'p99')}", "-"],
+        ["time to catch up (no lag left: the backlog and what accrued meanwhile)",
+         sec(old["catch_up_s"]), sec(new["catch_up_s"]) + (f" ({ratio(caught)})" if caught else ""),
+         goal("newest <= 1.2x oldest", g["catch_up_at_most_1_2x_oldest"])],
+        [f"time until the {num(old['backlog_rows'])} rows of the outage are delivered",
+         sec(old["drain_s"]), sec(new["drain_s"]), "- (newest serves them last by design)"],
+        ["rows delivered per second until both caught up",
+         num(old["throughput_rows_per_s"] or 0), num(new["throughput_rows_per_s"] or 0), "-"],
+        ["exactly-once audit", audit(old), audit(new), goal("none", g["audits_clean"])],
+    ]  # fmt: skip
+    head = [
+        f"outage {c['outage']:g} s, a segment of {num(c['rows'])} rows every "
+        f"{c['interval']:g} s, a trigger every {c['trigger']:g} s of at most "
+        f"{c['max_segments']} segments",
+        "oldest first",
+        "newest first",
+        "goal",
+    ]
+    title = "Catch-up after an outage, oldest first vs newest first (one run, side by side)"
+    return "\n\n".join([header(title, d), table(head, rows)])
+
+
 RENDER: dict[str, Callable[[Data], str]] = {
     "wal": wal,
     "segment": segment,
@@ -515,6 +567,7 @@ RENDER: dict[str, Callable[[Data], str]] = {
     "startup": startup,
     "soak": soak,
     "object_requests": object_requests,
+    "catch_up": catch_up,
 }
 
 
