@@ -71,8 +71,10 @@ class Driver:
     overwrites it), ``commit`` after the sink's, and the start of every planned batch
     acknowledged again (``latestOffset``)."""
 
-    def __init__(self, root: str, order: str, caps: Caps) -> None:
+    def __init__(self, root: str, order: str, caps: Caps, fresh_until: int) -> None:
         self.root, self.order, self.caps = root, order, caps
+        self.fresh_until = fresh_until
+        """Segments are written while the stream catches up until this key."""
         self.initial: dict | None = None
         self.offsets: list[dict] = []
         self.committed = 0
@@ -99,7 +101,7 @@ class Driver:
                 i = self.committed
                 start = Position.from_json(self.offsets[i - 1] if i else self.initial)
                 if i == len(self.offsets):  # plan a new batch
-                    if i and i % 2 == 0 and writers.next_key < 90:
+                    if i and i % 2 == 0 and writers.next_key < self.fresh_until:
                         p = "p-0" if i % 4 else "p-1"
                         self.fresh[i] = writers.keys_of[(p, writers.segment(p))]
                     if i:
@@ -125,15 +127,18 @@ class Driver:
             sub.close()
 
 
-def backlog_of(writers: Writers) -> None:
-    for p in itertools.islice(itertools.cycle(["p-0", "p-1"]), 18):
+def backlog_of(writers: Writers, segments: int = 18) -> None:
+    for p in itertools.islice(itertools.cycle(["p-0", "p-1"]), segments):
         writers.segment(p)
 
 
-def drive(root: str, order: str, crash_at: int | None) -> tuple[Driver, Writers]:
+def drive(
+    root: str, order: str, crash_at: int | None, backlog: int = 18, fresh: int = 12
+) -> tuple[Driver, Writers]:
+    """A backlog of ``backlog`` segments, then ``fresh`` more written while it drains."""
     writers = Writers(root)
-    backlog_of(writers)
-    driver = Driver(root, order, Caps(max_segments=3))
+    backlog_of(writers, backlog)
+    driver = Driver(root, order, Caps(max_segments=3), fresh_until=3 * (backlog + fresh))
     try:
         for _ in range(200):
             try:
@@ -164,9 +169,9 @@ def test_an_uncrashed_run_serves_new_segments_before_the_backlog(tmp_path: Path)
 def test_every_row_once_whatever_the_order_with_a_crash_at_every_step(
     tmp_path: Path, order: str
 ) -> None:
-    clean, _ = drive(str(tmp_path / "clean"), order, None)
+    clean, _ = drive(str(tmp_path / "clean"), order, None, backlog=8, fresh=4)
     for crash_at in range(1, clean.steps + 1):
-        driver, writers = drive(str(tmp_path / f"crash-{crash_at}"), order, crash_at)
+        driver, writers = drive(str(tmp_path / f"crash-{crash_at}"), order, crash_at, 8, 4)
         delivered = [k for i in sorted(driver.sink) for k in driver.sink[i]]
         dup = sorted(k for k, n in Counter(delivered).items() if n > 1)
         missed = sorted(set(writers.written) - set(delivered))
