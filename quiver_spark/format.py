@@ -12,6 +12,7 @@ from typing import Any
 import msgpack
 from crc32c import crc32c
 
+from . import layout
 from .errors import ChecksumMismatchError, CorruptionError, VersionError
 
 
@@ -39,12 +40,6 @@ REC_BATCH = 2  # payload: Arrow IPC record batch message, decoded with the file'
 REC_STREAM = 3  # payload: a complete Arrow IPC stream (schema + dictionaries + one batch)
 REC_TXN = 4  # payload: msgpack map {"app": str, "version": int, "tag": str}
 RECORD_TYPES = {REC_SCHEMA, REC_BATCH, REC_STREAM, REC_TXN}
-
-WAL_SUFFIX = ".wal"
-
-
-def wal_file_name(first_record_seq: int) -> str:
-    return f"{first_record_seq:020d}{WAL_SUFFIX}"
 
 
 def encode_wal_header(first_record_seq: int, created_ns: int) -> bytes:
@@ -130,44 +125,12 @@ def decode_frame(path: str, magic: bytes, raw: bytes) -> dict[str, Any]:
 
 
 # -- §5 segments -------------------------------------------------------------------
-SEGMENT_SUFFIX = ".arrow"
-META_SUFFIX = ".meta"
-TMP_SUFFIX = ".tmp"
-
-
-def segment_file_name(seq: int) -> str:
-    return f"{seq:020d}{SEGMENT_SUFFIX}"
-
-
-def meta_file_name(seq: int) -> str:
-    return f"{seq:020d}{META_SUFFIX}"
-
-
-def parse_seq(name: str, suffix: str) -> int | None:
-    """The sequence number in ``name`` if it is ``<20 digits><suffix>``, else None."""
-    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
-    return int(stem) if len(stem) == 20 and stem.isdigit() else None
-
-
+# The names of segment files and WAL files are built in layout.py (§1, §5.1).
 SEGMENT_FILE_MODE = 0o444
 """Every file of a segments location is created read-only (§5.1)."""
 
+
 # -- §5.5 quarantine ---------------------------------------------------------------
-QUARANTINE_DIR = "quarantine"
-"""In a partition's segment directory: segments moved aside, each with a reason file."""
-REASON_SUFFIX = ".reason"
-"""``quarantine/<seq:020d>.reason``: UTF-8 text, partition, seq and time, then the reason."""
-QUARANTINE_MARK_NAME = "QUARANTINE"
-"""At a segments location's root: replaced after every quarantine (magic QQMK)."""
-
-
-def quarantine_stem(seq: int, repeat_ns: int | None = None) -> str:
-    """``<seq:020d>``, or ``<seq:020d>.<ns>`` for a repeated quarantine of the same seq;
-    a quarantined file's name is the stem plus its suffix."""
-    stem = f"{seq:020d}"
-    return stem if repeat_ns is None else f"{stem}.{repeat_ns}"
-
-
 def encode_reason(partition: str, seq: int, at_ns: int, reason: str) -> bytes:
     """A ``.reason`` file: ``partition=<pid> seq=<seq> at_ns=<ns>``, then the reason."""
     return f"partition={partition} seq={seq} at_ns={at_ns}\n{reason}\n".encode()
@@ -179,65 +142,8 @@ def decode_reason(raw: bytes) -> str:
     return " ".join(line.strip() for line in text.splitlines()[1:] if line.strip())[:300]
 
 
-def parse_segment_file_seq(name: str) -> int | None:
-    """The seq of any segment file name: ``.arrow``, ``.meta`` or ``.reason``, with or
-    without a trailing ``.tmp``; None for any other name."""
-    stem = name[: -len(TMP_SUFFIX)] if name.endswith(TMP_SUFFIX) else name
-    for suffix in (SEGMENT_SUFFIX, META_SUFFIX, REASON_SUFFIX):
-        seq = parse_seq(stem, suffix)
-        if seq is not None:
-            return seq
-    return None
-
-
-def parse_quarantined_seq(name: str) -> int | None:
-    """The seq of a file in ``quarantine/``: ``<seq>.<suffix>`` or ``<seq>.<ns>.<suffix>``."""
-    return parse_segment_file_seq(name.split(".", 1)[0] + "." + name.rsplit(".", 1)[-1])
-
-
 # -- §1 store layout names ---------------------------------------------------------
-STORE_FILE = "STORE"
-POLICY_FILE = "POLICY"
-PARTITIONS_DIR = "partitions"
-SEGMENTS_DIR = "segments"
-SUBSCRIBERS_DIR = "subscribers"
-READERS_DIR = "readers"
-"""Consumers' advisory files: ``<subscriber>.lock`` (the live-consumer lock, §9b) and
-``<subscriber>.lost.jsonl`` (the lost-segment log, §9b)."""
-LOST_SUFFIX = ".lost.jsonl"
-COMMITS_DIR = "commits"
-LOCK_FILE = "LOCK"
-STATE_FILE = "STATE"
-HEARTBEAT_FILE = "HEARTBEAT"
-WAL_DIR = "wal"
-LEASE_FILE = "LEASE"
-MANIFEST_FILE = "MANIFEST"
-GONE_FILE = "GONE"
-
-
-def manifest_key(partition: str) -> str:
-    """``partitions/<pid>/MANIFEST``: the partition's publication record (§6.7, §12.4)."""
-    return f"{PARTITIONS_DIR}/{partition}/{MANIFEST_FILE}"
-
-
-def gone_key(partition: str) -> str:
-    """``partitions/<pid>/GONE``: on an object root, a second copy of what the
-    partition's MANIFEST knows that no listing can tell (the seqs gone, its high, the
-    transactions sealed), kept by retention (§12.4)."""
-    return f"{PARTITIONS_DIR}/{partition}/{GONE_FILE}"
-
-
-def writer_lease_key(partition: str) -> str:
-    """``partitions/<pid>/LEASE``: the partition's writer lease on an object root (§12.3)."""
-    return f"{PARTITIONS_DIR}/{partition}/{LEASE_FILE}"
-
-
-SLOTS_CLOCK_KEY = f"{PARTITIONS_DIR}/CLOCK"
-"""``partitions/CLOCK``: on an object root, the probe a slot claim reads the storage's
-clock by (empty, put; only its modification time is read, §12.3): a key of its own,
-beside the partitions' directories and none of them."""
-
-
-def live_lease_key(subscriber: str) -> str:
-    """``readers/<subscriber>.lease``: the live-consumer lease on an object root (§12.3)."""
-    return f"{READERS_DIR}/{subscriber}.lease"
+# Every file and object name of the store is built in layout.py. These two aliases
+# remain for code that still names a partition directory's files through this module.
+WAL_DIR = layout.wal_dir_name()
+STATE_FILE = layout.state_file_name()

@@ -34,10 +34,10 @@ from ..format import (
     MAGIC_MANIFEST,
     decode_frame,
     encode_frame,
-    gone_key,
-    manifest_key,
-    writer_lease_key,
 )
+from ..layout import gone as gone_key
+from ..layout import manifest as manifest_key
+from ..layout import writer_lease as writer_lease_key
 from ..objects import ObjectStore
 from ..seams import SegmentInfo
 from . import cas

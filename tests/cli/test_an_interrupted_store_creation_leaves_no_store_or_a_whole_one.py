@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark import QuiverStore, RetentionConfig, StoreConfig
-from quiver_spark import format as fmt
+from quiver_spark import QuiverStore, RetentionConfig, StoreConfig, layout
 from quiver_spark.objects import open_objects
 from quiver_spark.policy import POLICY_COPY_FILE, POLICY_FILE, policy_before_store
 from tests.fault_proxy import FaultProxy
@@ -43,7 +42,7 @@ PRE_POLICY = "before POLICY existed"
 WRITES = (
     POLICY_FILE,
     POLICY_COPY_FILE,
-    fmt.STORE_FILE,
+    layout.store_descriptor(),
     "subscribers/log/00000000000000000001.ack",
     "subscribers/records/s.sub",
 )
@@ -126,7 +125,7 @@ def test_stopped_during_any_write_on_an_object_root(held: str, stop: str, moto_s
         proxy.close()  # a write still held is dropped: it never lands
     options = flags(moto_s3.options)
     objects = open_objects(url, moto_s3.options)
-    if objects.get(fmt.STORE_FILE) is None:
+    if objects.get(layout.store_descriptor()) is None:
         assert_no_store_then_made_by_a_rerun(url, options)
     else:
         assert objects.get(POLICY_FILE) is not None and objects.get(POLICY_COPY_FILE) is not None
@@ -146,7 +145,7 @@ def test_every_crash_during_creation_on_a_posix_root(tmp_path: Path) -> None:
     for i, state in enumerate(states):
         path = state.materialize(tmp_path / f"state-{i}")
         shown = f"crash at {state.point} ({state.kind}): {sorted(state.files)}"
-        if fmt.STORE_FILE in state.files:
+        if layout.store_descriptor() in state.files:
             for name in (POLICY_FILE, POLICY_COPY_FILE):
                 assert name in state.files, shown
             assert_whole(path, [])
@@ -171,7 +170,7 @@ def test_a_creation_naming_another_policy_than_an_unfinished_one_is_refused_befo
     assert "has not finished (there is no STORE yet), retention.max_age=1h" in res.stderr
     change = f"then change it with: quiver config {root} set retention.max_age=VALUE"
     assert change in res.stderr, res.stderr
-    assert not (root / fmt.STORE_FILE).exists()
+    assert not (root / layout.store_descriptor()).exists()
     res = run(["subscribers", root, "add", "s", "--create"])
     assert res.exit_code == 0, res.output + res.stderr
     shown = run(["config", root, "show", "--json"])

@@ -22,7 +22,7 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.control import lease as lease_mod
-from quiver_spark.format import writer_lease_key
+from quiver_spark.layout import writer_lease as writer_lease_key
 from quiver_spark.objects.memory import MemoryObjects
 from tests.lost_machines import APP, Clock, lose, machine, observer, staged, task
 from tests.stores import id_batch, scanned_ids

@@ -27,7 +27,8 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.control.manifest import RECLAIMED, Manifest, ReclaimedTotals
-from quiver_spark.format import decode_frame, manifest_key
+from quiver_spark.format import decode_frame
+from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.segment import SegmentMeta
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscribers.reclaimed import utc

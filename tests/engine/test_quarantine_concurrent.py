@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from quiver_spark.format import QUARANTINE_MARK_NAME
 from quiver_spark.fs import FileIO
+from quiver_spark.layout import quarantine_mark
 from quiver_spark.segment import SegmentLocation
 from tests.stores import int_segments
 
@@ -22,7 +22,7 @@ class Interleaved(FileIO):
 
     def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
         name = os.path.basename(path)  # the mark's tmp, whatever its name
-        if op == "chmod" and name.startswith(QUARANTINE_MARK_NAME) and name.endswith(".tmp"):
+        if op == "chmod" and name.startswith(quarantine_mark()) and name.endswith(".tmp"):
             run, self.other = self.other, None
             if run is not None:
                 run()

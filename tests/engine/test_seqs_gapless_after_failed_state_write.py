@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from quiver_spark import QuiverStore
-from quiver_spark.format import STATE_FILE
 from quiver_spark.fs import FileIO
+from quiver_spark.layout import state_file_name, tmp
 from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
 from tests.stores import HAND_SEALED, int_segments
@@ -23,7 +23,7 @@ class StateWriteFailsOnce(FileIO):
     armed = False
 
     def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
-        if self.armed and op == "open" and os.path.basename(path) == STATE_FILE + ".tmp":
+        if self.armed and op == "open" and os.path.basename(path) == tmp(state_file_name()):
             self.armed = False
             raise OSError(28, "injected: no space left on device")
 

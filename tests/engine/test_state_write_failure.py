@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from quiver_spark import QuiverStore
-from quiver_spark.format import STATE_FILE
+from quiver_spark.layout import state_file_name
 from tests.faults import FaultyIO
 from tests.stores import SYNC_EACH, id_batch, reopened_ids, scanned_ids
 
@@ -60,7 +60,7 @@ def test_a_crash_after_the_retry_of_a_state_write_loses_no_flushed_row(
 ) -> None:
     root = str(tmp_path / "s")
     store, io = _writer_past_a_failed_state_directory_fsync(root)
-    io.fail("open", 1, errno.ENOSPC, path_contains=STATE_FILE)  # the retry's commit fails
+    io.fail("open", 1, errno.ENOSPC, path_contains=state_file_name())  # the retry's commit fails
     try:
         store.finalize()
     except OSError:

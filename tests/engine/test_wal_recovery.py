@@ -19,8 +19,8 @@ from quiver_spark.format import (
     checksum,
     encode_record_header,
     encode_wal_header,
-    wal_file_name,
 )
+from quiver_spark.layout import wal_file as wal_file_name
 from quiver_spark.wal import WalDecoder, WalWriter, encode_txn, recover_wal, scan_wal_file
 from tests.damage import append_garbage, flip_bit, truncate_by
 from tests.faults import FaultyIO

@@ -19,8 +19,8 @@ from quiver_spark.format import (
     WAL_HEADER_SIZE,
     WAL_RECORD_SIZE,
     encode_wal_header,
-    wal_file_name,
 )
+from quiver_spark.layout import wal_file as wal_file_name
 from quiver_spark.wal import (
     WalDecoder,
     WalWriter,

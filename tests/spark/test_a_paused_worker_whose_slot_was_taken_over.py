@@ -22,7 +22,6 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.control.lease import HolderInfo, Lease, current_holder
-from quiver_spark.format import LEASE_FILE
 from quiver_spark.objects import ObjectStore, open_objects
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
 
@@ -65,7 +64,7 @@ def wait_published(url: str, storage: dict[str, Any], rows: int) -> pa.Table:
 
 def slot_holders(objects: ObjectStore) -> dict[str, HolderInfo]:
     """Lease key -> its holder, for every slot lease held now."""
-    keys = [i.key for i in objects.list("partitions/") if i.key.endswith(f"/{LEASE_FILE}")]
+    keys = [i.key for i in objects.list("partitions/") if i.key.endswith("/LEASE")]
     return {k: h for k in keys if (h := current_holder(objects, k)) is not None}
 
 

@@ -21,7 +21,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from quiver_spark import QuiverStore
 from quiver_spark.errors import LeaseLostError
-from quiver_spark.format import LEASE_FILE
+from quiver_spark.layout import writer_lease
 from quiver_spark.spark import slots
 from quiver_spark.spark.sink import QuiverCommitMessage, QuiverStreamWriter
 
@@ -50,7 +50,7 @@ def slot(w: QuiverStreamWriter) -> QuiverStore:
 def lose_lease(store: QuiverStore) -> None:
     """The slot's lease object removed: its holder's next look finds it lost."""
     assert store.writer is not None
-    store.objects.delete(f"partitions/{store.writer.pid}/{LEASE_FILE}")
+    store.objects.delete(writer_lease(store.writer.pid))
 
 
 def task(w: QuiverStreamWriter, version: int, lo: int, n: int) -> QuiverCommitMessage:

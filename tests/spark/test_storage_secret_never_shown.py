@@ -16,7 +16,6 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.control.lease import current_holder
-from quiver_spark.format import LEASE_FILE
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
 
 __all__ = ["moto_s3"]
@@ -36,7 +35,7 @@ def store_state(url: str, storage: dict[str, str]) -> str:
     of a batch write that never became readable."""
     with QuiverStore.open(url, partition=None, create=False, storage_options=storage) as qs:
         keys = [info.key for info in qs.objects.list("")]
-        holders = {k: current_holder(qs.objects, k) for k in keys if k.endswith(f"/{LEASE_FILE}")}
+        holders = {k: current_holder(qs.objects, k) for k in keys if k.endswith("/LEASE")}
         wal = sorted(
             os.path.relpath(os.path.join(d, f), qs.wal_root)
             for d, _, files in os.walk(qs.wal_root)
