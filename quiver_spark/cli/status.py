@@ -36,9 +36,13 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "live": bool,                  # a query or consumer holds it now
         "idle_seconds": float|null,    # since the last ack (or registration)
         "pinning_idle": bool,          # not live, idle >= 1h, and holding unread bytes
+        "backlog_segments": int, "backlog_bytes": int,   # below its newest ack (newest first)
+        "backlog_seconds": float|null, "head_lag_segments": int,
         "partitions": [{"partition": str, "hwm": int, "gaps": int,
                         "lag_segments": int, "lag_bytes": int,
-                        "lag_seconds": float|null}]
+                        "lag_seconds": float|null,
+                        "head_lag_segments": int, "head_lag_seconds": float|null,
+                        "backlog_segments": int, "backlog_bytes": int}]
       }],
       "unregistered_records": [str],   # a record but no registration in the ack log
                                        # (§8.10): their data is kept until add/remove
@@ -62,7 +66,11 @@ and a subscriber's ``lag_bytes`` is the sum of its partition rows.
 Lag of a subscriber in a partition counts the published, readable segments it has
 not acknowledged (``dropped`` counts as acknowledged) and their bytes;
 ``lag_seconds`` is now minus the oldest ingestion time among them (0 when nothing
-is behind).
+is behind). A subscriber reading newest first (ARCHITECTURE.md §9c) splits its lag in
+two: the *head lag* (``head_lag_*``), the segments above the highest seq it
+acknowledged, and the *backlog* (``backlog_*``), the segments below it it has not
+acknowledged yet; oldest first, every lag is head lag (``backlog_segments`` 0 but for
+nacked seqs).
 
 ``--partition GLOB`` and ``--subscriber GLOB`` (each repeatable, shell-style
 patterns) narrow the partitions and subscribers listed, and each subscriber's
@@ -345,6 +353,7 @@ def _subscriber_row(
         hwm = int(registry.hwm(name, pid))
         gaps = set(registry.gaps(name, pid))
         n, nbytes, oldest = lags.lag(pid, hwm, gaps)
+        head_n, head_bytes, head_oldest = lags.lag(pid, max(gaps, default=hwm), ())
         rows.append(
             {
                 "partition": pid,
@@ -352,7 +361,11 @@ def _subscriber_row(
                 "gaps": len(gaps),
                 "lag_segments": n,
                 "lag_bytes": nbytes,
-                "lag_seconds": max(0.0, (now_ns - oldest) / 1e9) if oldest is not None else 0.0,
+                "lag_seconds": _age(now_ns, oldest),
+                "head_lag_segments": head_n,
+                "head_lag_seconds": _age(now_ns, head_oldest),
+                "backlog_segments": n - head_n,
+                "backlog_bytes": nbytes - head_bytes,
             }
         )
     rec = records.read_record_or_none(store.objects, name) if store is not None else None
@@ -365,6 +378,12 @@ def _subscriber_row(
         "lag_segments": sum(r["lag_segments"] for r in rows),
         "lag_bytes": lag_bytes,
         "lag_seconds": max((r["lag_seconds"] for r in rows), default=0.0),
+        "backlog_segments": sum(r["backlog_segments"] for r in rows),
+        "backlog_bytes": sum(r["backlog_bytes"] for r in rows),
+        "backlog_seconds": max(
+            (r["lag_seconds"] for r in rows if r["backlog_segments"]), default=0.0
+        ),
+        "head_lag_segments": sum(r["head_lag_segments"] for r in rows),
         "partitions": rows,
         "registered_ns": rec.created_ns if rec is not None else None,
         "last_ack_ns": last,
@@ -374,6 +393,11 @@ def _subscriber_row(
             not live and lag_bytes and idle_s is not None and idle_s >= IDLE_WARNING_S
         ),
     }
+
+
+def _age(now_ns: int, oldest_ns: int | None) -> float:
+    """Seconds since ``oldest_ns`` (0 when nothing is behind)."""
+    return max(0.0, (now_ns - oldest_ns) / 1e9) if oldest_ns is not None else 0.0
 
 
 OTHER_MACHINES = (

@@ -44,7 +44,9 @@ def test_status_json_gives_each_subscriber_its_mark_gaps_and_lag(built: Built) -
     assert sorted(subs) == ["fast", "slow"]
     fast = {r["partition"]: r for r in subs["fast"]["partitions"]}
     assert fast["p-0"] == {"partition": "p-0", "hwm": 3, "gaps": 0, "lag_segments": 0,
-                           "lag_bytes": 0, "lag_seconds": 0.0}  # fmt: skip
+                           "lag_bytes": 0, "lag_seconds": 0.0, "head_lag_segments": 0,
+                           "head_lag_seconds": 0.0, "backlog_segments": 0,
+                           "backlog_bytes": 0}  # fmt: skip
     assert subs["fast"]["lag_segments"] == 0
     slow = {r["partition"]: r for r in subs["slow"]["partitions"]}
     seg2 = built.metas["p-0"][1]
@@ -55,6 +57,10 @@ def test_status_json_gives_each_subscriber_its_mark_gaps_and_lag(built: Built) -
         return sum(f.stat().st_size for f in (built.root / "segments" / pid).glob(f"{seq:020d}.*"))
 
     assert slow["p-0"]["lag_bytes"] == on_disk("p-0", 2)
+    # seq 3 acknowledged above the unread 2 (as newest first leaves it): 2 is backlog
+    assert (slow["p-0"]["backlog_segments"], slow["p-0"]["head_lag_segments"]) == (1, 0)
+    assert slow["p-0"]["backlog_bytes"] == on_disk("p-0", 2)
+    assert subs["slow"]["backlog_seconds"] == slow["p-0"]["lag_seconds"] > 0
     expected_age = (doc["now_ns"] - seg2.min_ingestion_ns) / 1e9
     assert abs(slow["p-0"]["lag_seconds"] - expected_age) < 1e-6
     assert (before_ns - seg2.min_ingestion_ns) / 1e9 <= slow["p-0"]["lag_seconds"]
