@@ -161,6 +161,26 @@ class FileIO:
         except FileNotFoundError:
             return []
 
+    def scandir(self, path: str) -> list[tuple[str, bool]]:
+        """Sorted ``(name, is_dir)`` of the entries of ``path`` from one listing (the
+        file system reports the types: no stat per entry); a missing directory has none."""
+        self.before("listdir", path)
+        try:
+            with os.scandir(path) as it:
+                return sorted((e.name, e.is_dir(follow_symlinks=False)) for e in it)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def stat_token(self, path: str) -> str | None:
+        """What changes whenever file ``path`` is replaced (inode, mtime, size), None
+        when it does not exist: one stat."""
+        self.before("stat", path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
     def exists(self, path: str) -> bool:
         self.before("stat", path)
         return os.path.exists(path)

@@ -351,6 +351,42 @@ def quarantine_mark_tmp(token_hex: str) -> str:
     return f"{quarantine_mark()}.{token_hex}{_TMP}"
 
 
+_HINTS = "~hints"
+_HINT = ".hint"
+
+
+def hints_dir() -> str:
+    """``~hints``: at a segments location's root, the publication hints (§5.6); ``~`` is
+    outside the §1 name rules, so no reader takes the directory for a partition."""
+    return _HINTS
+
+
+def hint_name(partition: str, seq: int) -> str:
+    """``<pid>.<seq:020d>.hint`` in :func:`hints_dir`: created before the publication of
+    segment ``seq`` of ``partition`` (§5.6)."""
+    return f"{partition}.{_seq(seq)}{_HINT}"
+
+
+def parse_hint_name(name: str) -> tuple[str, int] | None:
+    """``(pid, seq)`` of a hint's name, None for any other name (the pid is checked by
+    the caller against the §1 rules)."""
+    stem = name[: -len(_HINT)] if name.endswith(_HINT) else ""
+    pid, dot, digits = stem.rpartition(".")
+    if not dot or not pid or len(digits) != 20 or not digits.isdigit():
+        return None
+    return pid, int(digits)
+
+
+def quarantine_hint() -> str:
+    """``QUARANTINE`` in :func:`hints_dir`: replaced after every quarantine mark (§5.6)."""
+    return quarantine_mark()
+
+
+def quarantine_hint_tmp(token_hex: str) -> str:
+    """``QUARANTINE.<token hex>.tmp`` in :func:`hints_dir`: its own temporary (§5.6)."""
+    return quarantine_mark_tmp(token_hex)
+
+
 # -- the store's root: subscribers/ (§1, §8.1, §8.10, §12.5) -------------------------
 def subscribers_dir() -> str:
     """``subscribers``: the subscriber registry's directory (§1, §8.1)."""

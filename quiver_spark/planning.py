@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .errors import CorruptionError, SegmentMissingError
 from .position import Position
-from .segment import SegmentLocation, SegmentMeta
+from .segment import Look, SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import SubscriberRegistry
 
@@ -34,6 +34,13 @@ changed (§5.5) and otherwise only this often, as a safety net for files removed
 hand; in between it probes the next seqs (seqs are gapless, and a hole is a seq the
 ack log records deleted or a known quarantined one), so planning does not grow with
 retained segments."""
+
+
+FIRST_VIEW_REUSE_S = 5.0
+"""A new consumer's first plan takes a partition's view (its MANIFEST) that the same
+handle took less than this long ago (the retention pass after the first trigger's
+acknowledgement) instead of reading it again: what was published since is announced
+by a hint the next poll sees (§5.6)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ class SegmentPlanner:
         *,
         refresh: Callable[[], None] | None = None,
         partitions: Callable[[], list[str]] | None = None,
+        look: Callable[[], Look | None] | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -93,6 +101,10 @@ class SegmentPlanner:
         """Catches the ack log up (a subscription's: once per call of it)."""
         self._partitions = partitions or store.partitions
         """Lists the store's partitions (a subscription's: once per call of it)."""
+        self._look = look or (lambda: self.location.look())
+        """One listing of the segments location's root: the partitions, the quarantine
+        mark's version and the publication hints (§5.6); a subscription's: once per
+        call of it, and its partitions are the call's."""
         self.metas: dict[tuple[str, int], SegmentMeta | None] = {}
         self.meta_errors: dict[tuple[str, int], CorruptionError] = {}
         self.known: dict[str, list[int]] = {}
@@ -156,6 +168,8 @@ class SegmentPlanner:
             for seq in seqs:
                 if after.covers(p, seq):  # served: its metadata is never read again
                     continue
+                if self.registry.is_deleted(p, seq):
+                    continue  # deleted since it was seen: never asked for again
                 try:
                     segs.append(Available(p, seq, self.meta(p, seq)))
                 except SegmentMissingError:
@@ -169,7 +183,11 @@ class SegmentPlanner:
 
     def _known_seqs(self) -> tuple[dict[str, list[int]], dict[str, set[int]]]:
         now = time.monotonic()
-        mark = self.location.quarantine_mark()
+        seen = self._look()
+        # the quarantine mark's version from the same listing, else its bytes (one read)
+        mark = seen.mark.encode() if seen is not None and seen.mark else None
+        if seen is None:
+            mark = self.location.quarantine_mark()
         first = self._last_full_listing == float("-inf")
         if (
             first
@@ -178,9 +196,13 @@ class SegmentPlanner:
         ):
             known: dict[str, list[int]] = {}
             quarantined: dict[str, set[int]] = {}
-            for p in self._partitions():
+            parts = self._partitions()
+            if seen is not None:  # the hints name the partitions between listings
+                parts = sorted({*parts, *self.location.partitions()})
+            for p in parts:
                 if first:  # a new consumer: the partition's MANIFEST and a probe past it
-                    view = self.location.view(p)
+                    # the view the retention pass of this very call took serves
+                    view = self.location.view(p, reuse_s=FIRST_VIEW_REUSE_S)
                     known[p] = sorted([e.seq for e in view.entries] + [d.seq for d in view.damaged])
                 else:
                     known[p] = self.location.published_seqs(p)
@@ -203,6 +225,11 @@ class SegmentPlanner:
         def hole(p: str, seq: int) -> bool:  # deleted before this consumer saw it, or moved aside
             return seq in self.quarantined.get(p, ()) or self.registry.is_deleted(p, seq)
 
+        if seen is not None:
+            # a partition whose newest hint is below the next seq this consumer waits
+            # for published nothing it has not seen (a hint comes before its
+            # publication); one without a hint is looked at itself (§5.6)
+            starts = {p: s for p, s in starts.items() if seen.hints.get(p, s) >= s}
         for p, new in self.location.probe_next(starts, skip=hole).items():
             self.known[p].extend(f.seq for f in new)
         return self.known, self.quarantined

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -65,7 +65,7 @@ from .segment.backends import check_location
 from .store_retention import StoreRetention
 from .subscribers import SubscriberRegistry
 from .urls import root_location
-from .write_jobs import BatchCommit
+from .write_jobs import BatchCommit, TaskWrite
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +320,11 @@ class QuiverStore:
 
     def _keep_maintenance_error(self, e: Exception) -> None:
         self.maintenance_error = e
+
+    @property
+    def writing_partition(self) -> str | None:
+        """The partition this handle writes (None: opened without one)."""
+        return self.writer.pid if self.writer is not None else None
 
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction in the open partition; commit it with :meth:`commit_txn`."""
@@ -579,6 +584,21 @@ class QuiverStore:
         return write_jobs.prepare_writes(
             cls.open, root, config, schema, storage_options=storage_options
         )
+
+    @staticmethod
+    def write_task(
+        slot: Callable[[], write_jobs.TaskStore],
+        batches: Iterable[pa.RecordBatch],
+        app: str,
+        version: int,
+        tag: str,
+        *,
+        lost: Callable[[BaseException], None],
+    ) -> TaskWrite:
+        """One task of a writing job: its rows as one durable (and, on an object root,
+        staged) transaction in the partition ``slot()`` opens; what the job's commit
+        names (:func:`~quiver_spark.write_jobs.write_task`)."""
+        return write_jobs.write_task(slot, batches, app, version, tag, lost=lost)
 
     @classmethod
     def commit_batch(

@@ -62,7 +62,7 @@ from .read_tasks import (
     read_tasks,
 )
 from .root_kind import root_kind
-from .segment import SegmentLocation, SegmentMeta
+from .segment import Look, SegmentLocation, SegmentMeta
 from .store import QuiverStore
 from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from .subscribers.live import LiveClaim
@@ -147,6 +147,7 @@ class _Call:
     depth: int = 0
     refreshed: bool = False
     partitions: list[str] | None = None
+    look: Look | None = None
 
 
 @dataclass
@@ -223,7 +224,11 @@ class Subscription:
                 store.kind.live.release(name, self)
             raise
         self.planner = SegmentPlanner(
-            store, self.registry, refresh=self._refresh, partitions=self._partitions
+            store,
+            self.registry,
+            refresh=self._refresh,
+            partitions=self._partitions,
+            look=self._look,
         )
 
     def _live_claim(self) -> LiveClaim | None:
@@ -284,7 +289,7 @@ class Subscription:
         finally:
             c.depth -= 1
             if c.depth == 0:
-                c.refreshed, c.partitions = False, None
+                c.refreshed, c.partitions, c.look = False, None, None
 
     def _refresh(self) -> None:
         """Catch the ack log up, once per call."""
@@ -295,14 +300,29 @@ class Subscription:
         c.refreshed = c.depth > 0
 
     def _partitions(self) -> list[str]:
-        """The store's partitions, listed once per call."""
+        """The store's partitions, listed once per call (by :meth:`_look` where the
+        location lists its root in one request: the same listing)."""
         c = self._call
         if c.depth and c.partitions is not None:
             return list(c.partitions)
-        parts = self.store.partitions()
+        seen = self._look()
+        parts = seen.partitions if seen is not None else self.store.partitions()
         if c.depth:
             c.partitions = parts
         return list(parts)
+
+    def _look(self) -> Look | None:
+        """One listing of the segments location's root, once per call: the partitions,
+        the quarantine mark's version and the publication hints (§5.6)."""
+        c = self._call
+        if c.depth and c.look is not None:
+            return c.look
+        seen = self.location.look()
+        if c.depth:
+            c.look = seen
+            if seen is not None:
+                c.partitions = seen.partitions
+        return seen
 
     # -- facts ------------------------------------------------------------------------------
     @property

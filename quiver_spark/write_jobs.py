@@ -9,10 +9,11 @@ made once for every job: what is checked before any task writes, when a decided 
 is refused (its rerun after an operator discarded it), whether a query meets none of
 its earlier batches in this store, and when to look for the committed data of
 partitions whose writer is gone. :meth:`QuiverStore.prepare_writes`,
-:meth:`QuiverStore.commit_batch` and :meth:`QuiverStore.discard_batch` are the calls a
-job makes; each runs the function of its name here (:func:`prepare_writes`,
-:func:`commit_batch`, :func:`discard_batch`, :func:`seal_orphans`), handing it the
-store's opener.
+:meth:`QuiverStore.write_task` (one per task: its transaction written, flushed and
+staged), :meth:`QuiverStore.commit_batch` and :meth:`QuiverStore.discard_batch` are the
+calls a job makes; each runs the function of its name here (:func:`prepare_writes`,
+:func:`write_task`, :func:`commit_batch`, :func:`discard_batch`, :func:`seal_orphans`),
+handing it the store's opener.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -30,7 +31,7 @@ import pyarrow as pa
 from . import layout
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
-from .errors import ConfigError, QuiverError
+from .errors import ConfigError, LeaseLostError, QuiverError, StoreClosedError, WalFailedError
 from .fs import DEFAULT_IO, partition_locked
 from .objects import open_objects
 from .option_table import SEGMENT_EVENT_TIME_COLUMN
@@ -62,6 +63,39 @@ class BatchCommit:
     seal_error: BaseException | None = None
     """Why looking for such partitions failed (the decision stands; a later commit
     looks again)."""
+
+
+@dataclass(frozen=True)
+class TaskWrite:
+    """What one task of a writing job wrote (:func:`write_task`): its transaction, which
+    the job's commit names as a winner, or ``txn_id`` 0 (and no partition) when the task
+    had no rows."""
+
+    partition: str | None
+    txn_id: int
+    rows: int
+    bytes: int
+
+
+SLOT_LOST: tuple[type[BaseException], ...] = (WalFailedError, StoreClosedError, LeaseLostError)
+"""The failures after which a task's store handle is of no more use to its process (a
+lost lease, FencedError included, is never regained by the holder that lost it)."""
+
+
+class TaskStore(Protocol):
+    """What a task's step uses of the store handle it writes through (a
+    :class:`~quiver_spark.store.QuiverStore` opened on a partition)."""
+
+    @property
+    def writing_partition(self) -> str | None: ...
+
+    def begin_txn(self, app: str, version: int, tag: str = "") -> int: ...
+
+    def append(self, batch: pa.RecordBatch, *, txn_id: int = 0) -> int: ...
+
+    def flush(self) -> int: ...
+
+    def stage_txn(self, txn_id: int) -> int: ...
 
 
 class JobStore(Protocol):
@@ -232,6 +266,46 @@ def orphans_possible(wal_root: str) -> bool:
 
 
 # -- the calls a job makes (:class:`QuiverStore`'s classmethods) ------------------------------
+def write_task(
+    slot: Callable[[], TaskStore],
+    batches: Iterable[pa.RecordBatch],
+    app: str,
+    version: int,
+    tag: str,
+    *,
+    lost: Callable[[BaseException], None],
+) -> TaskWrite:
+    """One task of batch ``(app, version)``: its rows as one transaction in the
+    partition ``slot()`` opens (claimed at its first row: a task without rows claims
+    none and writes nothing), flushed (durable: the task's acknowledgement) and, on an
+    object root, staged in the bucket, so that no committed row lives on one machine
+    only (§12.6). Returns what the job's commit names.
+
+    A failure raises: the transaction was not reported, so it is never committed, and
+    the retry of the task (or the next batch) writes its rows. After one of
+    :data:`SLOT_LOST`, ``lost`` is told first, so the next task claims a slot afresh."""
+    store: TaskStore | None = None
+    txn = rows = nbytes = 0
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if store is None:
+                store = slot()
+                txn = store.begin_txn(app=app, version=version, tag=tag)
+            store.append(batch, txn_id=txn)
+            rows += batch.num_rows
+            nbytes += batch.nbytes
+        if store is not None:
+            store.flush()
+            store.stage_txn(txn)  # nothing to do on a POSIX root
+    except SLOT_LOST as e:
+        lost(e)
+        raise
+    partition = store.writing_partition if store is not None else None
+    return TaskWrite(partition, txn, rows, nbytes)
+
+
 def prepare_writes(
     open_store: OpenStore,
     root: str,

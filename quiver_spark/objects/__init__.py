@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..urls import is_object_url
 from .base import (
     CountingObjects,
+    Level,
     ObjectInfo,
     ObjectStore,
     Stored,
@@ -19,6 +20,7 @@ from .roots import open_objects
 
 __all__ = [
     "CountingObjects",
+    "Level",
     "ObjectInfo",
     "ObjectStore",
     "StorageOptions",

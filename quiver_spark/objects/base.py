@@ -101,6 +101,16 @@ class ObjectInfo:
     """As :attr:`Stored.modified_ns`."""
 
 
+@dataclass(frozen=True)
+class Level:
+    """What one listing with a delimiter shows directly under a prefix."""
+
+    dirs: list[str]
+    """The directory names, sorted."""
+    objects: list[ObjectInfo]
+    """The objects (full keys), in key order."""
+
+
 class ObjectStore(ABC):
     """A root's objects (see module docstring). Implementations are thread-safe."""
 
@@ -144,6 +154,18 @@ class ObjectStore(ABC):
         objects inside them (one request a page: S3 ``delimiter=/``). This default
         derives them from :meth:`list`; every implementation here overrides it."""
         return dirs_of(check_directory(prefix), (i.key for i in self.list(prefix)))
+
+    def list_level(self, prefix: str) -> Level:
+        """The directories directly under ``prefix`` (as :meth:`list_dirs`) and the
+        objects directly under it, with their versions, from one listing (S3
+        ``delimiter=/`` returns both). This default derives it from :meth:`list`;
+        ``memory.py`` and ``cloud.py`` override it."""
+        check_directory(prefix)
+        found = self.list(prefix)
+        return Level(
+            dirs_of(prefix, (i.key for i in found)),
+            [i for i in found if "/" not in i.key[len(prefix) :]],
+        )
 
     def display(self, key: str) -> str:
         return f"{self.url.rstrip('/')}/{key}"
@@ -239,4 +261,13 @@ class CountingObjects(ObjectStore):
             self._n("list")
             raise
         self._n("list", list_pages(len(found)))
+        return found
+
+    def list_level(self, prefix: str) -> Level:
+        try:
+            found = self.inner.list_level(prefix)
+        except BaseException:
+            self._n("list")
+            raise
+        self._n("list", list_pages(len(found.dirs) + len(found.objects)))
         return found

@@ -78,7 +78,7 @@ from ..errors import (
 )
 from ..urls import object_family
 from ..values import parse_duration
-from .base import ObjectInfo, ObjectStore, Stored, check_directory
+from .base import Level, ObjectInfo, ObjectStore, Stored, check_directory
 from .options import ENDPOINT_KEYS, STORAGE_PREFIX, StorageOptions, partial_id
 from .retry import INIT_BACKOFF_S, MAX_BACKOFF_S, RetryBudget, write_conditionally
 
@@ -590,6 +590,30 @@ class CloudObjects(ObjectStore):
             return []
         found.sort(key=lambda i: i.key)
         return found
+
+    def list_level(self, prefix: str) -> Level:
+        check_directory(prefix)
+
+        def run() -> Level:
+            got = obstore.list_with_delimiter(self._store, prefix=prefix.rstrip("/") or None)
+            names = (str(p)[len(prefix) :].strip("/") for p in got["common_prefixes"])
+            objects = [
+                ObjectInfo(
+                    str(m["path"]),
+                    int(m["size"]),
+                    self._version(m.get("e_tag"), m.get("version")),
+                    _modified_ns(m.get("last_modified")),
+                )
+                for m in got["objects"]
+                if str(m["path"]).startswith(prefix) and "/" not in str(m["path"])[len(prefix) :]
+            ]
+            objects.sort(key=lambda i: i.key)
+            return Level(sorted({n for n in names if n and "/" not in n}), objects)
+
+        try:
+            return self._call("list", prefix, run)
+        except FileNotFoundError:
+            return Level([], [])
 
     def list_dirs(self, prefix: str) -> builtins.list[str]:
         check_directory(prefix)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ObjectExists, VersionMismatch
-from .base import ObjectInfo, ObjectStore, Stored, check_directory, dirs_of
+from .base import Level, ObjectInfo, ObjectStore, Stored, check_directory, dirs_of
 
 _LOCK = threading.RLock()
 _BUCKETS: dict[str, dict[str, tuple[bytes, str]]] = {}
@@ -169,6 +169,25 @@ class MemoryObjects(ObjectStore):
             source = self.faults.stale_list if self.faults.stale_list is not None else self._data
             full = self._k(prefix)
             out = dirs_of(full, source)
+        self._after("list", prefix)
+        return out
+
+    def list_level(self, prefix: str) -> Level:
+        """A listing with ``delimiter=/``: directories and objects (faults of ``list``)."""
+        check_directory(prefix)
+        self._before("list", prefix)
+        with _LOCK:
+            source = self.faults.stale_list if self.faults.stale_list is not None else self._data
+            full = self._k(prefix)
+            cut = len(self.prefix) + 1 if self.prefix else 0
+            out = Level(
+                dirs_of(full, source),
+                [
+                    ObjectInfo(k[cut:], len(v[0]), v[1], self._modified.get(k))
+                    for k, v in sorted(source.items())
+                    if k.startswith(full) and "/" not in k[len(full) :]
+                ],
+            )
         self._after("list", prefix)
         return out
 

@@ -33,6 +33,7 @@ The store talks to :class:`SegmentLocation`; everything else here is its parts:
 from .backend import SegmentBackend
 from .catalog import SegmentLocation
 from .files import DamagedSegment, SegmentListing, SegmentSurvey
+from .hints import Look
 from .meta import SegmentMeta, schema_fingerprint
 from .reader import SegmentReader
 from .removal import CleanupReport
@@ -40,6 +41,7 @@ from .removal import CleanupReport
 __all__ = [
     "CleanupReport",
     "DamagedSegment",
+    "Look",
     "SegmentBackend",
     "SegmentListing",
     "SegmentLocation",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import pyarrow as pa
@@ -39,6 +40,15 @@ Fill = Callable[[Consume], T]
 """Writes a whole file through the ``Consume`` it is given; returns what it computed."""
 
 
+@dataclass(frozen=True)
+class Level:
+    """What one listing shows directly in a directory (:meth:`SegmentBackend.level`)."""
+
+    dirs: list[str]
+    files: dict[str, str | None]
+    """File name -> its version, when asked for and the storage gives one."""
+
+
 class SegmentBackend(ABC):
     """The file operations a segments location needs, and what each guarantees.
 
@@ -48,6 +58,8 @@ class SegmentBackend(ABC):
 
     root: str
     """The location's root directory, in this backend's path syntax."""
+    lists_levels = False
+    """Whether :meth:`level` answers (then a location keeps publication hints, §5.6)."""
 
     @abstractmethod
     def join(self, *parts: str) -> str:
@@ -67,6 +79,14 @@ class SegmentBackend(ABC):
     @abstractmethod
     def subdirs(self, directory: str) -> list[str]:
         """Names of the subdirectories of ``directory``."""
+
+    def level(self, directory: str, versioned: tuple[str, ...] = ()) -> Level | None:
+        """What one listing shows directly in ``directory``: its subdirectories and its
+        files, each file named in ``versioned`` with what changes whenever it is
+        replaced (None for the others). None: this storage cannot tell subdirectories
+        from files in one listing (the caller looks at each directory instead)."""
+        del directory, versioned
+        return None
 
     @abstractmethod
     def exists(self, path: str) -> bool:

@@ -41,6 +41,7 @@ from ..urls import check_url
 from .backend import Consume, SegmentBackend
 from .backends import open_backend
 from .files import DamagedSegment, Found, SegmentFiles, SegmentListing, SegmentSurvey
+from .hints import Look, announce, hints_of, list_hints
 from .meta import SegmentMeta, schema_fingerprint
 from .objects import ObjectBackend
 from .publication import PartitionView, Publication
@@ -120,6 +121,12 @@ class SegmentLocation:
         self._publication: Publication = publication
         self.quarantined_total = 0
         """Segments quarantined through this instance (a metric for the store)."""
+        self._hinted: dict[str, list[int]] = {}
+        """Per partition, the hints this instance knows are there (§5.6)."""
+        self._dirs: builtins.list[str] | None = None
+        """The partitions :meth:`partitions` last listed."""
+        self._views: dict[str, tuple[float, PartitionView]] = {}
+        """Per partition, the last :meth:`view` taken and when (monotonic seconds)."""
 
     def __repr__(self) -> str:
         return f"SegmentLocation({self.url!r})"
@@ -267,6 +274,7 @@ class SegmentLocation:
         """
         txns = tuple(txns)
         arrow_path, meta_path = self._paths(meta.partition, meta.seq)
+        self._announce(meta.partition, meta.seq)
         if self._b.exists(meta_path):
             self._publication.same_or_raise(
                 meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
@@ -298,6 +306,35 @@ class SegmentLocation:
             if made is not None:
                 self._publication.unmake_meta(meta.partition, meta.seq, made)
             raise
+
+    def _announce(self, partition: str, seq: int) -> None:
+        """The publication hint of ``seq``, before anything makes it visible (§5.6);
+        the first one of this instance for ``partition`` lists the hints there once,
+        so the older ones are removed."""
+        if not self._b.lists_levels:
+            return
+        known = self._hinted.get(partition)
+        if known is None:
+            known = hints_of(self._b, partition)
+        if seq in known and seq == max(known):
+            self._hinted[partition] = known
+            return
+        announce(self._b, partition, seq, known)
+        self._hinted[partition] = [s for s in known if s > seq] + [seq]
+
+    def look(self) -> Look | None:
+        """One listing of the location's publication hints (§5.6): every partition's
+        newest hint and the version of the quarantine's; the partitions are those this
+        instance last listed (listed now if never) and every hinted one. None where the
+        storage cannot list a level (then :meth:`partitions` and a probe of each)."""
+        if not self._b.lists_levels:
+            return None
+        got = list_hints(self._b)
+        if got is None:
+            return None
+        hints, mark = got
+        dirs = self._dirs if self._dirs is not None else self.partitions()
+        return Look(sorted({*dirs, *hints}), mark, hints)
 
     def _manifest_publish(
         self,
@@ -399,14 +436,24 @@ class SegmentLocation:
         None when the store keeps no MANIFEST."""
         return self._publication.sync_manifest(partition, floor)
 
-    def view(self, partition: str) -> PartitionView:
+    def view(self, partition: str, *, reuse_s: float | None = None) -> PartitionView:
         """What a new reader sees of ``partition``: its MANIFEST (one read; written from
         a listing by ``create`` when it has none, the one-time upgrade) and (POSIX
         root) the segments published after its ``high`` (a probe: one read for the
         miss), or the listing when there is no manifest store or the manifest is
-        damaged (counted and logged; the next writer or retention pass rewrites it)."""
+        damaged (counted and logged; the next writer or retention pass rewrites it).
+        ``reuse_s``: the view this instance took less than that many seconds ago
+        serves instead (a new consumer's first plan right after its first retention
+        pass read every MANIFEST)."""
         validate_name("partition", partition)
-        return self._publication.view(partition)
+        now = time.monotonic()
+        if reuse_s is not None and partition in self._views:
+            at, seen = self._views[partition]
+            if now - at < reuse_s:
+                return seen
+        got = self._publication.view(partition)
+        self._views[partition] = (now, got)
+        return got
 
     def listed_view(self, partition: str) -> PartitionView:
         """:meth:`view` from a listing, every ``.meta`` read (cached once read). On an
@@ -426,7 +473,9 @@ class SegmentLocation:
     # -- reading ------------------------------------------------------------------
     def partitions(self) -> list[str]:
         """Partition ids that have a segment directory (valid names only), sorted."""
-        return sorted(n for n in self._b.subdirs(self._b.root) if NAME_RE.fullmatch(n))
+        found = sorted(n for n in self._b.subdirs(self._b.root) if NAME_RE.fullmatch(n))
+        self._dirs = found
+        return list(found)
 
     def published_seqs(self, partition: str) -> list[int]:
         """Seqs of the published segments of ``partition``, sorted, from one listing

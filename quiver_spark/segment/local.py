@@ -15,7 +15,7 @@ import pyarrow as pa
 from .. import layout
 from ..format import SEGMENT_FILE_MODE
 from ..fs import FileIO
-from .backend import Fill, SegmentBackend, T
+from .backend import Fill, Level, SegmentBackend, T
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,17 @@ class LocalBackend(SegmentBackend):
         return [
             n for n in self.io.listdir(directory) if self.io.exists(os.path.join(directory, n, ""))
         ]
+
+    lists_levels = True
+
+    def level(self, directory: str, versioned: tuple[str, ...] = ()) -> Level | None:
+        """One ``scandir`` (and one stat per present file named in ``versioned``)."""
+        found = self.io.scandir(directory)
+        files: dict[str, str | None] = {n: None for n, is_dir in found if not is_dir}
+        for n in versioned:
+            if n in files:
+                files[n] = self.io.stat_token(os.path.join(directory, n))
+        return Level([n for n, is_dir in found if is_dir], files)
 
     def exists(self, path: str) -> bool:
         return self.io.exists(path)

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 
 from ..objects import ObjectStore, create_or_same
-from .backend import Fill, SegmentBackend, T
+from .backend import Fill, Level, SegmentBackend, T
 
 
 class ObjectBackend(SegmentBackend):
@@ -54,6 +54,15 @@ class ObjectBackend(SegmentBackend):
 
     def subdirs(self, directory: str) -> list[str]:
         return self.objects.list_dirs(f"{directory}/" if directory else "")
+
+    lists_levels = True
+
+    def level(self, directory: str, versioned: tuple[str, ...] = ()) -> Level | None:
+        """One listing with a delimiter; every object comes with its version."""
+        del versioned
+        prefix = f"{directory}/" if directory else ""
+        got = self.objects.list_level(prefix)
+        return Level(got.dirs, {i.key[len(prefix) :]: i.version for i in got.objects})
 
     def _info_size(self, path: str) -> int | None:
         got = self.objects.info(path)  # one HEAD: a listing may lag or fail as absent

@@ -23,6 +23,7 @@ from ..format import (
 )
 from .backend import SegmentBackend
 from .files import SegmentFiles
+from .hints import note_quarantine
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ def _replace_mark(backend: SegmentBackend, partition: str, seq: int) -> None:
         tmp=backend.join(layout.quarantine_mark_tmp(token.hex())),
         replace=True,  # rewritten whole by every quarantine, on an object root too
     )
+    note_quarantine(backend)
 
 
 def quarantine_note(files: SegmentFiles, partition: str, seq: int) -> str:

@@ -17,10 +17,11 @@ Protocol (ARCHITECTURE.md §9):
 ``abort`` writes no decision on purpose: a decision with no winners would make a
 later rerun of the same batch id lose its rows.
 
-Every decision is the engine's (:meth:`QuiverStore.prepare_writes`,
-:meth:`~QuiverStore.commit_batch`, :meth:`~QuiverStore.discard_batch`,
-:mod:`quiver_spark.write_jobs`): this module turns Spark's calls, task context and
-commit messages into those calls, and logs what they did.
+Every decision and step is the engine's (:meth:`QuiverStore.prepare_writes`,
+:meth:`~QuiverStore.write_task`, :meth:`~QuiverStore.commit_batch`,
+:meth:`~QuiverStore.discard_batch`, :mod:`quiver_spark.write_jobs`): this module
+turns Spark's calls, task context and commit messages into those calls, and logs what
+they did.
 """
 
 from __future__ import annotations
@@ -39,14 +40,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import (
-    ConfigError,
-    LeaseLostError,
-    QuiverError,
-    StoreAtCapacityError,
-    StoreClosedError,
-    WalFailedError,
-)
+from ..errors import ConfigError, QuiverError, StoreAtCapacityError
 from ..store import QuiverStore
 from . import slots
 from .options import spark_options, storage_options, validate_sink_options
@@ -146,24 +140,15 @@ class _QuiverWriterBase:
     def _write_txn(
         self, iterator: Iterator[pa.RecordBatch], app: str, version: int, tag: str
     ) -> QuiverCommitMessage:
-        store: QuiverStore | None = None
-        txn = rows = nbytes = 0
         try:
-            for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                if store is None:
-                    store = slots.slot_store(self.root, self.config, self.storage)
-                    txn = store.begin_txn(app=app, version=version, tag=tag)
-                batch = conform(batch, self.target)
-                store.append(batch, txn_id=txn)
-                rows += batch.num_rows
-                nbytes += batch.nbytes
-            if store is not None:
-                store.flush()  # durable: this is the task's acknowledgement
-                # and, on an object root, in the bucket: no committed row lives on one
-                # machine only (§12.6; nothing to do on a POSIX root)
-                store.stage_txn(txn)
+            done = QuiverStore.write_task(
+                lambda: slots.slot_store(self.root, self.config, self.storage),
+                (conform(batch, self.target) for batch in iterator),
+                app,
+                version,
+                tag,
+                lost=lambda e: slots.evict(self.root, self.config, e, self.storage),
+            )
         except StoreAtCapacityError as e:
             raise StoreAtCapacityError(
                 f"quiver sink: store {self.root} is at capacity (retention.size_cap / "
@@ -171,24 +156,18 @@ class _QuiverWriterBase:
                 f"this task fails and Spark retries it (retryable; nothing acknowledged is "
                 f"lost): {e}"
             ) from e
-        except (WalFailedError, StoreClosedError, LeaseLostError) as e:
-            # the slot is of no more use to this process (a lost lease, FencedError
-            # included, is never regained by the holder that lost it): the next task
-            # claims a slot afresh; this one fails, and Spark's retry or the next batch
-            # writes its rows (they were never reported, so never committed)
-            slots.evict(self.root, self.config, e, self.storage)
-            raise
-        partition = store.writer.pid if store is not None and store.writer is not None else None
         log.debug(
             "quiver.sink.write app=%s version=%d partition=%s txn=%d rows=%d tag=%s",
             app,
             version,
-            partition,
-            txn,
-            rows,
+            done.partition,
+            done.txn_id,
+            done.rows,
             tag,
         )
-        return QuiverCommitMessage(app, version, partition, txn, rows, nbytes, tag)
+        return QuiverCommitMessage(
+            app, version, done.partition, done.txn_id, done.rows, done.bytes, tag
+        )
 
     # driver side ----------------------------------------------------------------------
     def _commit(self, messages: Sequence[WriterCommitMessage | None], version: int) -> bool:

@@ -80,8 +80,9 @@ def _client(moto: MotoS3) -> Any:
 
 
 def _keys(moto: MotoS3, prefix: str) -> list[str]:
+    """The segment files under ``prefix`` (a partition's publication hint is not one)."""
     page = _client(moto).list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/")
-    return sorted(o["Key"] for o in page.get("Contents", []))
+    return sorted(o["Key"] for o in page.get("Contents", []) if not o["Key"].endswith(".hint"))
 
 
 def _config(url: str) -> Any:

@@ -89,6 +89,15 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.parse_quarantined_seq, ("00000000000000000012.99.arrow",), 12),
     (layout.quarantine_mark, (), "QUARANTINE"),
     (layout.quarantine_mark_tmp, ("ab12",), "QUARANTINE.ab12.tmp"),
+    # §5.6: publication hints
+    (layout.hints_dir, (), "~hints"),
+    (layout.hint_name, ("w-0", 7), "w-0.00000000000000000007.hint"),
+    (layout.parse_hint_name, ("w-0.00000000000000000007.hint",), ("w-0", 7)),
+    (layout.parse_hint_name, ("a.b.00000000000000000007.hint",), ("a.b", 7)),
+    (layout.parse_hint_name, ("w-0.7.hint",), None),
+    (layout.parse_hint_name, ("QUARANTINE",), None),
+    (layout.quarantine_hint, (), "QUARANTINE"),
+    (layout.quarantine_hint_tmp, ("ab12",), "QUARANTINE.ab12.tmp"),
     # §1, §8.1, §8.10, §12.5: subscribers/
     (layout.subscribers_dir, (), "subscribers"),
     (layout.subscribers_prefix, (), "subscribers/"),

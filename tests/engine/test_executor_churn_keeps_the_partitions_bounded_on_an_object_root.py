@@ -40,6 +40,7 @@ import pyarrow as pa
 import pytest
 
 from quiver_spark import QuiverStore, StoreConfig, WalConfig
+from quiver_spark.config import NAME_RE
 from quiver_spark.objects import open_objects
 from tests.driven import ChildRaised, Driven
 from tests.fault_proxy import FaultProxy, fault_proxies
@@ -230,7 +231,8 @@ class Cluster:
         """Every partition the bucket holds anything of (its lease and MANIFEST stay
         after gc removed its segments): what the store's readers enumerate at most."""
         objects = open_objects(self.root, self.opts)
-        return sorted({*objects.list_dirs("partitions/"), *objects.list_dirs("segments/")})
+        found = {*objects.list_dirs("partitions/"), *objects.list_dirs("segments/")}
+        return sorted(n for n in found if NAME_RE.fullmatch(n))  # not segments/~hints/
 
     def check_exactly_once(self) -> None:
         missing = sorted(set(self.committed) - set(self.read))

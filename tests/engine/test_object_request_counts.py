@@ -1,7 +1,7 @@
 """On an object root, what a process start, a consumer's trigger and an idle writer
 ask of the storage does not grow with the segments retained, and no call repeats a
 read it already made: the partitions are found by one listing with a delimiter, the
-ack log is caught up and the partitions listed once per call, the subscription
+ack log is caught up and the publication hints listed once per call (§5.6), the subscription
 records are read again only when the registry's subscribers change or every
 ``RECORDS_PERIOD_S``, a commit creates its record without reading it first, and a
 pending transaction's commit record is asked for ever more rarely
@@ -21,7 +21,7 @@ import pytest
 
 import quiver_spark.store as store_module
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
-from quiver_spark.objects import ObjectInfo, ObjectStore, Stored
+from quiver_spark.objects import Level, ObjectInfo, ObjectStore, Stored
 from quiver_spark.objects.base import CountingObjects, list_pages
 from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
@@ -65,6 +65,11 @@ class KeyedCounts(CountingObjects):
     def list_dirs(self, prefix: str) -> list[str]:
         found = super().list_dirs(prefix)
         self._k("list", prefix, list_pages(len(found)))
+        return found
+
+    def list_level(self, prefix: str) -> Level:
+        found = super().list_level(prefix)
+        self._k("list", prefix, list_pages(len(found.dirs) + len(found.objects)))
         return found
 
     def reset(self) -> None:
@@ -214,17 +219,18 @@ def _idle_sub(shop: Shop, counted: list[KeyedCounts]) -> tuple[Subscription, Key
     return sub, c
 
 
-def test_an_idle_poll_catches_the_ack_log_up_and_lists_the_partitions_once(
+def test_an_idle_poll_catches_the_ack_log_up_and_lists_the_publication_hints_once(
     shops: dict[str, Shop], counted: list[KeyedCounts]
 ) -> None:
     sub, c = _idle_sub(shops["small"], counted)
     with sub:
         assert sub.poll() is None
         assert c.of("list", "subscribers/log/") == 1
-        assert c.of("list", "segments/") == 1
+        assert c.of("list", "segments/~hints/") == 1  # names every partition's newest
+        assert c.of("list", "segments/") == 0
 
 
-def test_an_idle_trigger_of_the_spark_source_catches_the_ack_log_up_and_lists_the_partitions_once(
+def test_an_idle_trigger_of_the_spark_source_catches_the_ack_log_up_and_lists_the_hints_once(
     shops: dict[str, Shop], counted: list[KeyedCounts]
 ) -> None:
     sub, c = _idle_sub(shops["small"], counted)
@@ -234,7 +240,8 @@ def test_an_idle_trigger_of_the_spark_source_catches_the_ack_log_up_and_lists_th
         with sub.one_call():  # as the source's latestOffset does
             _idle_trigger(sub, start)
         assert c.of("list", "subscribers/log/") == 1
-        assert c.of("list", "segments/") == 1
+        assert c.of("list", "segments/~hints/") == 1  # names every partition's newest
+        assert c.of("list", "segments/") == 0
 
 
 RECORDS = "subscribers/records/"

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from quiver_spark import QuiverStore
+from quiver_spark.config import NAME_RE
 from quiver_spark.control.lease import current_holder
 from quiver_spark.objects import open_objects
 from tests.moto_server import MotoS3, moto_s3, unique_prefix
@@ -53,7 +54,8 @@ def stored(url: str, storage: dict[str, Any]) -> pa.Table:
 
 def partitions(url: str, storage: dict[str, Any]) -> list[str]:
     objects = open_objects(url, storage)
-    return sorted({*objects.list_dirs("partitions/"), *objects.list_dirs("segments/")})
+    found = {*objects.list_dirs("partitions/"), *objects.list_dirs("segments/")}
+    return sorted(n for n in found if NAME_RE.fullmatch(n))  # not segments/~hints/
 
 
 def slot_workers(url: str, storage: dict[str, Any]) -> set[int]:
