@@ -19,7 +19,10 @@ writes each partition's MANIFEST from a listing, ARCHITECTURE.md §6.7). The req
 a new process makes to the root's objects for the manifest path are counted through
 :class:`~quiver_spark.objects.CountingObjects` (a status run in this process).
 
-Goal: each of the four within 1.5x at 20,000 vs 40 retained segments.
+Goal: each of the four within 1.5x at 20,000 vs 40 retained segments. A gc run's
+file-layer calls (every open, read, stat and listing through
+:class:`~quiver_spark.fs.FileIO`) are counted too, in this process: a plain gc reads no
+kept segment's ``.meta`` (``quiver fsck`` and ``gc --full`` verify them).
 
 Run: ``.venv/bin/python bench/bench_startup.py [--large 20000] [--reps 5]``
 (writes bench/results/startup.json and prints markdown).
@@ -159,6 +162,27 @@ def manifest_requests(root: str) -> dict[str, int]:
         return dict(counting.counts)
 
 
+class _CountingIO(FileIO):
+    """Counts the file-layer calls (open, read, stat, listdir...) a run makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def before(self, op: str, path: str, data: bytes | None = None, size: int = 0) -> None:
+        self.calls += 1
+
+
+def gc_file_calls(root: str) -> int:
+    """File-layer calls of a ``quiver gc`` run in this process (a new handle)."""
+    from quiver_spark.cli.gc import run_gc
+
+    io = _CountingIO()
+    with QuiverStore.open(root, partition=None, create=False, background=False, io=io) as store:
+        run_gc(store, dry_run=False)
+    return io.calls
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", type=int, default=40)
@@ -181,7 +205,9 @@ def main() -> int:
                     if rep:
                         times[k].setdefault(name, []).append(time.perf_counter() - t0)
         requests = {k: manifest_requests(r) for k, r in roots.items()}
-    res = {"run": run_ended(run), "built": built, "times_s": times, "manifest_requests": requests}
+        gc_calls = {k: gc_file_calls(r) for k, r in roots.items()}
+    res = {"run": run_ended(run), "built": built, "times_s": times, "manifest_requests": requests,
+           "gc_file_calls": gc_calls}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(f"| what (new process) | {args.small} segments | {args.large} segments | ratio |")
@@ -195,6 +221,7 @@ def main() -> int:
         f"{dict(requests['small'])} | {sum(requests['large'].values())} "
         f"{dict(requests['large'])} | - |"
     )
+    print(f"| file-layer calls of a gc run | {gc_calls['small']} | {gc_calls['large']} | - |")
     return 0
 
 

@@ -34,8 +34,12 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
       "freed_bytes": int,
       "throttled": bool,   # over the size cap with nothing deletable (backpressure)
       "damaged": [{"partition": str, "seq": int, "path": str, "error": str, "bytes": int}],
-          # segments whose .meta fails verification: kept and counted, never deleted
-          # by gc; `quiver fsck --quarantine` moves them aside
+          # segments whose .meta this run found failing verification: kept and
+          # counted, never deleted by gc; `quiver fsck --quarantine` moves them aside
+      "retained_verified": bool,
+          # true (--full): every retained segment's .meta was read and verified;
+          # false: only those the pass read (the ones it chose to delete), so an empty
+          # "damaged" says nothing of the others: `quiver fsck` verifies the store
       "orphans": [{"partition": str, "seq": int}]
           # --full on an object root: objects no MANIFEST published, removed (would
           # be, in a dry run); [] otherwise
@@ -145,7 +149,8 @@ def _retention(
     """Plan (dry run) or apply one retention pass; the ``deleted``... part of the document."""
     result = store.run_retention(now_ns, dry_run=dry_run, listing=full)
     plan, dropped, damaged, sizes = result.plan, result.dropped, result.damaged, result.sizes
-    damaged = [*damaged, *_damaged_retained(store, {(d.partition, d.seq) for d in damaged})]
+    if full:  # the whole store's .meta files: never a plain gc's start cost
+        damaged = [*damaged, *_damaged_retained(store, {(d.partition, d.seq) for d in damaged})]
     deleted = [
         {"partition": pid, "seq": seq, "bytes": sizes.get((pid, seq), 0), "reason": reason}
         for attr, reason in REASONS
@@ -167,6 +172,7 @@ def _retention(
             }
             for d in sorted(damaged, key=lambda d: (d.partition, d.seq))
         ],
+        "retained_verified": full,
     }
 
 
@@ -174,8 +180,10 @@ def _damaged_retained(store: QuiverStore, known: set[tuple[str, int]]) -> list[D
     """The retained segments whose ``.meta`` fails verification, beyond ``known``.
 
     A pass reads only the ``.meta`` of the segments it chose to delete (a new process
-    starts from each partition's MANIFEST, §6.7); gc, the maintenance step, also reads
-    those of the segments it keeps, so that damage is named where it was found."""
+    starts from each partition's MANIFEST, §6.7); ``gc --full``, which lists every
+    partition anyway, also reads those of the segments it keeps, so that damage is
+    named where it was found. A plain gc does not: its start cost stays that of the
+    partitions, and verifying every retained segment is ``quiver fsck``'s."""
     loc = store.segment_location
     found: list[DamagedSegment] = []
     for pid in store.partitions():
@@ -267,6 +275,10 @@ def render_gc(doc: dict[str, Any]) -> str:
     for u in doc.get("unreadable_partitions", []):
         out.append(
             f"  skipped partition {u['partition']}: {u['error']}; run `quiver fsck {doc['path']}`"
+        )
+    if not doc.get("retained_verified", True):
+        out.append(
+            f"  kept segments not verified: `quiver fsck {doc['path']}` (or gc --full) reads them"
         )
     if doc.get("orphans"):
         seqs = ", ".join(f"{o['partition']}/{o['seq']}" for o in doc["orphans"])
