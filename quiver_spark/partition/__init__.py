@@ -2,12 +2,16 @@
 
 ================  ===================================================================
 ``writer``        :class:`PartitionWriter`, the live writer (appends, transactions,
-                  finalize, maintenance, status, close)
-``sealing``       its state, the admission of rows into the open segment and the
+                  finalize, maintenance, status, close): owns the state below and
+                  hands it to the sealing and the rebuild
+``state``         its mutable state (open segment, pending transactions, WAL writer,
+                  covered seqs, next segment seq, the segment past the commit point,
+                  the failure) and STATE's body (§6.3)
+``sealing``       on that state: the admission of rows into the open segment and the
                   finalize: ``.arrow``, STATE's commit point, publication, WAL
                   truncation (§7.2)
-``rebuild``       its recovery: the plans of ``recovery`` applied, at open and in
-                  place after a failed I/O (§7.3, §7.4)
+``rebuild``       on that state: the plans of ``recovery`` applied, at open and in
+                  place after a failed I/O (§7.3, §7.4), sealing through the sealing
 ``recovery``      planning a recovery at open and after a failed I/O (§7.3, §7.4):
                   reads STATE, the ack log, the MANIFEST and ``txns/``, returns frozen
                   plans; writes nothing

@@ -1,15 +1,15 @@
 """A partition writer's recovery: the plans of :mod:`.recovery` applied, at open
 (ARCHITECTURE.md §7.3) and in place after a failed I/O in a process that goes on (§7.4).
 
-:class:`RecoveringWriter` rebuilds the writer's state from disk
-(:meth:`~RecoveringWriter._recover`): the reads and decisions are :mod:`.recovery`'s;
-what is written, removed and replayed, in this order, is here (the fence first where
-the publication has one, §12.7). Where the two kinds of root differ it asks the
+:class:`Rebuild` rebuilds the :class:`~.state.PartitionState` it is given from disk
+(:meth:`~Rebuild.recover`): the reads and decisions are :mod:`.recovery`'s; what is
+written, removed and replayed, in this order, is here (the fence first where the
+publication has one, §12.7). Where the two kinds of root differ it asks the
 location's publication (:class:`~quiver_spark.segment.publication.Publication`:
 whether the ack log's deleted marks are needed, the fence, the MANIFEST its plans go
-by, what becomes of STATE's segment, the staged transactions, the txn ceiling). It
-builds on :class:`~.sealing.SealingWriter`: a replay may finalize exactly as live
-appends do.
+by, what becomes of STATE's segment, the staged transactions, the txn ceiling). A
+replay may finalize exactly as live appends do: it admits through the
+:class:`~.sealing.Sealing` it is given.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..ranges import RangeSet
 from ..segment import SegmentMeta
 from ..staging import read_staged
 from ..wal import WalWriter, recover_wal, wal_limits
-from .model import OpenSegment, RecoveryReport, Txn
+from .model import RecoveryReport, Txn
 from .publication import publish_own
 from .recovery import (
     Publishing,
@@ -41,18 +41,25 @@ from .recovery import (
     replay,
     staged_by_another,
 )
-from .sealing import SealingWriter
+from .sealing import Sealing
+from .state import PartitionState
 
 log = logging.getLogger(__name__)
 
 
-class RecoveringWriter(SealingWriter):
-    """A partition writer that rebuilds its state from disk: at open, and at its next
-    call after a failure discarded it."""
+class Rebuild:
+    """Rebuilds a partition writer's state from disk: at open, and at the writer's next
+    call after a failure discarded it; a replay seals through ``sealing`` exactly as
+    live appends do."""
 
-    recovery: RecoveryReport
+    report: RecoveryReport
+    """What the last recovery found (set by :meth:`recover`'s callers)."""
 
-    def _state_durable(self, state: dict) -> None:
+    def __init__(self, state: PartitionState, sealing: Sealing) -> None:
+        self.state = state
+        self.sealing = sealing
+
+    def state_durable(self, state: dict) -> None:
         """Write the STATE just read again, atomically, before acting on it.
 
         The STATE read may be one whose rename is not durable yet (the directory fsync
@@ -60,10 +67,10 @@ class RecoveringWriter(SealingWriter):
         fsync): a segment published on its word, with the old STATE back after a power
         loss, would be read beside the WAL records the old STATE replays.
         """
-        self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state))
+        self.state.io.atomic_write(self.state.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state))
 
     # -- recovery: applying the plans of .recovery (§7.3) ------------------------------
-    def _recover(self, *, republish: bool = False) -> RecoveryReport:
+    def recover(self, *, republish: bool = False) -> RecoveryReport:
         """Rebuild the in-memory state from disk (§7.3); ``republish``: write the
         ``.meta`` of STATE's ``publishing`` segment again even if it exists (its name
         may not be durable after a publication that failed in this process).
@@ -71,57 +78,58 @@ class RecoveringWriter(SealingWriter):
         The reads and decisions are :mod:`.recovery`'s and the publication's; what is
         written, removed and replayed, in this order, is here (the fence first, §12.7)."""
         t0 = time.monotonic()
-        rep = RecoveryReport(partition=self.pid)
-        self._open = OpenSegment()
-        self._pending = {}
-        self._unpublished = None
-        self._unpublished_txns = ()
-        self._admitting = set()
-        state = read_state(self.io, self.state_path)
-        self._covered = RangeSet(tuple(r) for r in state["covered"])
-        self._next_seq = int(state["next_seq"])
-        publication = self.publication
+        rep = RecoveryReport(partition=self.state.pid)
+        self.state.forget_unsealed()
+        state = read_state(self.state.io, self.state.state_path)
+        self.state.covered = RangeSet(tuple(r) for r in state["covered"])
+        self.state.next_seq = int(state["next_seq"])
+        publication = self.state.publication
         deleted = deleted_marks(
-            state, self.pid, self._deleted, needed=publication.needs_deleted_marks
+            state, self.state.pid, self.state.deleted, needed=publication.needs_deleted_marks
         )
-        self._check_lease()  # a fenced writer learns it here, before touching anything
+        self.sealing.check_lease()  # a fenced writer learns it here, before touching anything
         # fence first (§12.4): where the MANIFEST publishes, it is brought to this
         # writer's epoch before anything else is written or removed, so every earlier
         # holder's manifest change fails from here on, and a higher epoch there fences
         # this writer (nothing where the partition's lock is the fence)
-        fenced = publication.fence(self.pid)
+        fenced = publication.fence(self.state.pid)
         publishing = plan_publishing(
-            state, deleted, self.segments, self.pid, self.state_path, republish=republish
+            state,
+            deleted,
+            self.state.segments,
+            self.state.pid,
+            self.state.state_path,
+            republish=republish,
         )
-        rep.republished_seq = self._settle_publishing(publishing, state)
+        rep.republished_seq = self.settle_publishing(publishing, state)
         # stale files removed; where the MANIFEST publishes, nothing this writer did not
         # publish (§12.4): another holder's upload may be in flight, and a delete cannot
         # be fenced (:attr:`Publication.keeps_unpublished`)
-        cleanup = self.segments.cleanup(self.pid)
+        cleanup = self.state.segments.cleanup(self.state.pid)
         rep.removed_files.extend(cleanup.removed)
         # the MANIFEST (§6.7) the plans go by: the one this writer fenced, as its own
         # publications since left it; or, where the .meta publishes, brought up to date
-        manifest = publication.manifest_at_open(self.pid, fenced)
-        self._next_seq = next_segment_seq(self._next_seq, deleted, cleanup, manifest)
+        manifest = publication.manifest_at_open(self.state.pid, fenced)
+        self.state.next_seq = next_segment_seq(self.state.next_seq, deleted, cleanup, manifest)
         # where transactions are staged (§12.6): those another holder sealed are never
         # sealed again, and this writer's transaction ids start above every id the
         # MANIFEST or a staged object names (no id of another incarnation is reused)
-        staged = list_staged(self.segments, self.pid, manifest)
+        staged = list_staged(self.state.segments, self.state.pid, manifest)
         plan = plan_recovery(
             manifest,
             staged,
-            covered=self._covered,
+            covered=self.state.covered,
             unlisted_ceiling=publication.unlisted_txn_ceiling,
         )
         if plan.staged is not None:
-            self._drop_staged(plan.garbage)
-        self._wal_limit = wal_limits(self.state_path, state)
+            self.sealing.drop_staged(plan.garbage)
+        self.state.wal_limit = wal_limits(self.state.state_path, state)
         wal = recover_wal(
-            self.wal_dir,
-            salvage=self.config.salvage,
-            io=self.io,
-            covered=self._covered.covers,
-            limits=self._wal_limit,
+            self.state.wal_dir,
+            salvage=self.state.config.salvage,
+            io=self.state.io,
+            covered=self.state.covered.covers,
+            limits=self.state.wal_limit,
         )
         rep.wal_files = len(wal.files)
         rep.torn_tails = list(wal.torn)
@@ -135,34 +143,37 @@ class RecoveringWriter(SealingWriter):
             # seqs written once but never durable (or cut as a torn tail) are gone: say
             # so in STATE, or the next recovery takes the gap before the new file for
             # damage (the range holds no record anyone acknowledged)
-            self._covered.add(wal.next_record_seq, next_record_seq - 1)
-        self.wal = WalWriter(
-            self.wal_dir, self.config.wal, next_record_seq=next_record_seq, io=self.io
+            self.state.covered.add(wal.next_record_seq, next_record_seq - 1)
+        self.state.wal = WalWriter(
+            self.state.wal_dir,
+            self.state.config.wal,
+            next_record_seq=next_record_seq,
+            io=self.state.io,
         )
-        old = time.monotonic() - self.config.segment.max_open_duration_s
+        old = time.monotonic() - self.state.config.segment.max_open_duration_s
         if plan.staged is not None:
             # before anything is replayed (a replay may seal a segment, and its
             # publication records the txn floor): every staged transaction the MANIFEST
             # does not name is foreign, so the floor stays below it; those the WAL
             # turns out to hold are taken back after the replay
-            self._staged.adopt(plan.unsealed, ())
+            self.state.staged.adopt(plan.unsealed, ())
         # the listing above may lag behind the bucket: the floor this writer records
         # stays at the MANIFEST's until a later listing is taken into account
-        self._staged.ceiling = plan.txn_ceiling
-        self._recovering = True  # no WAL file is deleted before the whole WAL is replayed
+        self.state.staged.ceiling = plan.txn_ceiling
+        self.state.recovering = True  # no WAL file is deleted before the whole WAL is replayed
         try:
-            self._replay(replay(wal, self._covered, old), rep, old)
+            self.replay_steps(replay(wal, self.state.covered, old), rep, old)
             # named by the MANIFEST, or at or below its txn_floor (sealed or decided
             # against: a retired transaction txns_gone no longer names is never sealed
             # again, §12.6)
-            for txn_id in plan.retired(self._pending):
-                txn = self._pending.pop(txn_id)  # sealed by another holder: covered
+            for txn_id in plan.retired(self.state.pending):
+                txn = self.state.pending.pop(txn_id)  # sealed by another holder: covered
                 for seq in (txn_id, *(r[0] for r in txn.records)):
-                    self._covered.add(seq, seq)
+                    self.state.covered.add(seq, seq)
                 rep.sealed_elsewhere += 1
                 log.warning(
                     "quiver.recovery.sealed_elsewhere partition=%s txn=%d app=%s version=%d",
-                    self.pid,
+                    self.state.pid,
                     txn_id,
                     txn.app,
                     txn.version,
@@ -171,132 +182,145 @@ class RecoveringWriter(SealingWriter):
             # incarnation's (§12.6): this WAL's was then never reported (a stage of it
             # finds the other's bytes), so it is dropped, and the object, foreign, is
             # sealed from the bucket; never this WAL's rows under the other's decision
-            for txn_id in self._staged_by_others(plan.unsealed):
-                txn = self._pending.pop(txn_id)
+            for txn_id in self.staged_by_others(plan.unsealed):
+                txn = self.state.pending.pop(txn_id)
                 for seq in (txn_id, *(r[0] for r in txn.records)):
-                    self._covered.add(seq, seq)
+                    self.state.covered.add(seq, seq)
                 rep.discarded_txns += 1
                 log.warning(
                     "quiver.recovery.id_reused partition=%s txn=%d app=%s version=%d: the "
                     "staged transaction of this id is another writer's; this WAL's, never "
                     "reported, is dropped",
-                    self.pid,
+                    self.state.pid,
                     txn_id,
                     txn.app,
                     txn.version,
                 )
-            before = len(self._pending)
-            self._resolve()
-            rep.discarded_txns += before - len(self._pending) if before else 0
+            before = len(self.state.pending)
+            self.sealing.resolve()
+            rep.discarded_txns += before - len(self.state.pending) if before else 0
         finally:
-            self._recovering = False
-        if self._open:  # recovered data is old: let maintenance finalize it promptly
-            self._open.opened_mono = min(self._open.opened_mono, old)
-        rep.pending_txns = len(self._pending)
+            self.state.recovering = False
+        if self.state.open:  # recovered data is old: let maintenance finalize it promptly
+            self.state.open.opened_mono = min(self.state.open.opened_mono, old)
+        rep.pending_txns = len(self.state.pending)
         if plan.staged is not None:
             # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
             # §12.6): this writer holds the lease, so no observer seals them; it seals
             # the committed ones itself (``_seal_foreign``), next look at once
-            self._staged.adopt(
-                plan.unsealed, {*self._pending, *self._open.txns, *self._unpublished_txns}
+            self.state.staged.adopt(
+                plan.unsealed,
+                {*self.state.pending, *self.state.open.txns, *self.state.unpublished_txns},
             )
         if (
             publishing.action is not Publishing.NONE
             or rep.torn_tails
-            or state.get("next_seq") != self._next_seq
+            or state.get("next_seq") != self.state.next_seq
             or "partition" not in state
             or skipped
         ):
-            self._write_state(None)
-        self._truncate_wal()
-        rep.next_segment_seq = self._next_seq
+            self.state.write_state(None)
+        self.sealing.truncate_wal()
+        rep.next_segment_seq = self.state.next_seq
         rep.duration_s = time.monotonic() - t0
         if rep.records_scanned or rep.torn_tails or rep.removed_files:
             log.info("quiver.recovery %s", rep.summary())
         return rep
 
-    def _staged_by_others(self, unsealed: tuple[int, ...]) -> list[int]:
+    def staged_by_others(self, unsealed: tuple[int, ...]) -> list[int]:
         """Of the pending transactions replay opened, those whose id a staged object
         the MANIFEST does not name holds another incarnation's transaction under
         (:func:`~.recovery.staged_by_another`; one GET each). A damaged object is left
         for fsck and decides nothing: this WAL's transaction is resolved as before."""
-        ids = sorted(set(unsealed) & set(self._pending))
+        ids = sorted(set(unsealed) & set(self.state.pending))
         if not ids:
             return []
-        assert self.segments.manifests is not None
-        objects = self.segments.manifests.objects
+        assert self.state.segments.manifests is not None
+        objects = self.state.segments.manifests.objects
         others = []
         for txn_id in ids:
             try:
-                found = read_staged(objects, self.pid, txn_id)
+                found = read_staged(objects, self.state.pid, txn_id)
             except CorruptionError as e:
-                log.error("quiver.staged.damaged partition=%s txn=%d: %s", self.pid, txn_id, e)
+                log.error(
+                    "quiver.staged.damaged partition=%s txn=%d: %s", self.state.pid, txn_id, e
+                )
                 continue
-            if staged_by_another(self._pending[txn_id], found):
+            if staged_by_another(self.state.pending[txn_id], found):
                 others.append(txn_id)
         return others
 
-    def _settle_publishing(self, plan: PublishingPlan, state: dict) -> int | None:
+    def settle_publishing(self, plan: PublishingPlan, state: dict) -> int | None:
         """Carry out ``plan`` for the segment ``state`` names as ``publishing`` (§7.3
         step 2; §12.4 on an object root, where a move makes ``state`` name the moved
         segment); returns the seq published, if any."""
         meta = plan.meta
         if plan.action is Publishing.SEALED_ELSEWHERE and meta is not None:
-            self._covered = minus(self._covered, meta.wal_ranges)
+            self.state.covered = minus(self.state.covered, meta.wal_ranges)
         if not plan.rewrites_state or meta is None:
             return None
-        self._state_durable(state)
+        self.state_durable(state)
 
         def commit(moved: SegmentMeta) -> None:
-            self._next_seq = moved.seq + 1
+            self.state.next_seq = moved.seq + 1
             state["next_seq"] = moved.seq + 1
             state["publishing"] = moved.to_body()
-            self._state_durable(state)
+            self.state_durable(state)
 
         try:
             if plan.action is Publishing.OWN:
                 own = publish_own(
-                    self.segments,
-                    self.pid,
+                    self.state.segments,
+                    self.state.pid,
                     meta,
-                    next_seq=self._next_seq,
+                    next_seq=self.state.next_seq,
                     commit=commit,
                     txns=plan.txns,
                 )
-                self._drop_staged(plan.txns)
+                self.sealing.drop_staged(plan.txns)
                 return own.seq
             if plan.action is Publishing.AGAIN:
-                self.segments.publish(meta, again=True)
+                self.state.segments.publish(meta, again=True)
             else:
-                self.segments.publish(meta)
+                self.state.segments.publish(meta)
             return meta.seq
         except SegmentMissingError as e:
             if e.kind != "missing":
                 raise
-        listed = self.segments.manifest_copy(self.pid) if plan.action is Publishing.OWN else None
-        if gone_unpublished(plan, self.pid, listed, acks_known=self._deleted is not None):
-            self._covered = minus(self._covered, meta.wal_ranges)
+        listed = (
+            self.state.segments.manifest_copy(self.state.pid)
+            if plan.action is Publishing.OWN
+            else None
+        )
+        if gone_unpublished(
+            plan, self.state.pid, listed, acks_known=self.state.deleted is not None
+        ):
+            self.state.covered = minus(self.state.covered, meta.wal_ranges)
         return None
 
-    def _replay(self, steps: Iterator[Txn | Replayed], rep: RecoveryReport, old: float) -> None:
+    def replay_steps(
+        self, steps: Iterator[Txn | Replayed], rep: RecoveryReport, old: float
+    ) -> None:
         """Replay the WAL records not yet inside durable segments (§7.3 step 5): the
         steps of :func:`~.recovery.replay` open pending transactions, join them, or
         join the open segment (which may finalize)."""
         for step in steps:
             if isinstance(step, Txn):
-                self._pending[step.txn_id] = step
+                self.state.pending[step.txn_id] = step
                 continue
             rep.records_replayed += 1
             rep.rows_replayed += step.batch.num_rows
             if step.discarded:
                 continue
             if step.txn_id:
-                self._pending[step.txn_id].records.append((step.seq, step.ingestion_ns, step.batch))
+                self.state.pending[step.txn_id].records.append(
+                    (step.seq, step.ingestion_ns, step.batch)
+                )
             else:
-                self._admit([(step.seq, step.ingestion_ns, step.batch)], since=old)
+                self.sealing.admit([(step.seq, step.ingestion_ns, step.batch)], since=old)
 
     # -- a failed I/O in a process that goes on (§7.4) ------------------------------------
-    def _ready(self, *, foreground: bool = True) -> None:
+    def ready(self, *, foreground: bool = True) -> None:
         """Make the writer usable for the next operation (caller holds the lock).
 
         Raises a WAL failure nobody was told of to a foreground caller (once); then
@@ -304,17 +328,17 @@ class RecoveringWriter(SealingWriter):
         rebuilds too, so what calls that returned wrote is sealed without waiting for a
         caller, but leaves the report of the failure for the next foreground call.
         """
-        self._check_open()
-        failure = self._failure
-        if failure.broken is None and self.wal.failed:
-            self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
+        self.check_open()
+        failure = self.state.failure
+        if failure.broken is None and self.state.wal.failed:
+            self.state.poison(self.state.wal.failure or WalFailedError(0, "wal writer failed"))
         if failure.unreported_wal is not None and foreground:
             e, failure.unreported_wal = failure.unreported_wal, None
             raise e
         if failure.broken is not None:
             unreported = failure.unreported_wal
             try:
-                self._rebuild()
+                self.rebuild()
             except WalFailedError:
                 if foreground:
                     failure.unreported_wal = None
@@ -322,7 +346,7 @@ class RecoveringWriter(SealingWriter):
             if not foreground:  # a tick recovers; the report still waits for a caller
                 failure.unreported_wal = failure.unreported_wal or unreported
 
-    def _rebuild(self) -> None:
+    def rebuild(self) -> None:
         """Recover the partition from disk in place, keeping the partition lock.
 
         The old WAL writer is closed first (its written records are flushed unless it
@@ -331,34 +355,42 @@ class RecoveringWriter(SealingWriter):
         into a new file (:meth:`FailureState.settle`); recovery then reads the WAL, and
         the records it replays into the open segment are sealed at once.
         """
-        failure = self._failure
+        failure = self.state.failure
         cause = failure.broken
         try:
-            self.wal.close()  # idempotent; raises once if its last flush fails
+            self.state.wal.close()  # idempotent; raises once if its last flush fails
         except WalFailedError as e:
             failure.unreported_wal = e
             failure.seal_on_recovery = True
             raise
         try:
-            failure.settle(self.wal, self.wal_dir, self.io, self.state_path, self.config.wal)
-            self.recovery = self._recover(republish=True)
-            if failure.seal_on_recovery and self._open:
-                self._finalize()
+            failure.settle(
+                self.state.wal,
+                self.state.wal_dir,
+                self.state.io,
+                self.state.state_path,
+                self.state.config.wal,
+            )
+            self.report = self.recover(republish=True)
+            if failure.seal_on_recovery and self.state.open:
+                self.sealing.finalize()
         except BaseException as e:
             failure.broken = e
             try:
-                self.wal.close()
+                self.state.wal.close()
             except Exception as close_error:  # never opened a file: nothing to lose
-                log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, close_error)
+                log.warning(
+                    "quiver.writer.close_failed partition=%s: %s", self.state.pid, close_error
+                )
             raise
         failure.recovered()
         log.warning(
             "quiver.writer.recovered partition=%s after=%s %s",
-            self.pid,
+            self.state.pid,
             cause,
-            self.recovery.summary(),
+            self.report.summary(),
         )
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(f"partition {self.pid} writer is closed")
+    def check_open(self) -> None:
+        if self.state.closed:
+            raise StoreClosedError(f"partition {self.state.pid} writer is closed")

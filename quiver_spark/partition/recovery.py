@@ -6,7 +6,7 @@ location and, on an object root, the partition's MANIFEST and staged transaction
 The functions here read and decide, asking the segment location's publication
 (:class:`~quiver_spark.segment.publication.Publication`) wherever the two kinds of
 root differ; they write nothing. The writer
-(:class:`~quiver_spark.partition.rebuild.RecoveringWriter`) applies what they return,
+(:class:`~quiver_spark.partition.rebuild.Rebuild`) applies what they return,
 in this order:
 
 1. :func:`read_state` and :func:`deleted_marks`: what STATE and the ack log say;

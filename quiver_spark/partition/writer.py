@@ -5,9 +5,11 @@ for its lifetime. Appends go to the WAL and to the in-memory open segment; recor
 of a transaction wait in ``pending`` until its commit record decides them (§9).
 Finalize writes the open segment as an immutable Arrow IPC file, commits the
 partition STATE (the commit point), then publishes the segment's metadata and
-truncates WAL files nobody needs (§7): :class:`~.sealing.SealingWriter`. Opening, and
+truncates WAL files nobody needs (§7): :class:`~.sealing.Sealing`. Opening, and
 the next call after a failure (§7.4), rebuild the state from disk: :mod:`.recovery`
-reads and returns plans, :class:`~.rebuild.RecoveringWriter` applies them.
+reads and returns plans, :class:`~.rebuild.Rebuild` applies them. The writer owns the
+partition's :class:`~.state.PartitionState` and gives it to both; neither calls the
+writer.
 """
 
 from __future__ import annotations
@@ -33,15 +35,21 @@ from ..errors import (
 from ..fs import DEFAULT_IO, FileIO, PartitionLock
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
-from ..wal import encode_txn
-from .model import HEARTBEAT_PENDING, Txn
-from .rebuild import RecoveringWriter
+from ..wal import WalWriter, encode_txn
+from .model import HEARTBEAT_PENDING, RecoveryReport, Txn
+from .rebuild import Rebuild
+from .sealing import Sealing
+from .state import PartitionState
 
 log = logging.getLogger(__name__)
 
 
-class PartitionWriter(RecoveringWriter):
-    """Exclusive writer of one partition. Thread-safe; use through QuiverStore."""
+class PartitionWriter:
+    """Exclusive writer of one partition. Thread-safe; use through QuiverStore.
+
+    It owns the partition's :class:`~.state.PartitionState` and hands it to its two
+    collaborators: :attr:`sealing` (admission and finalize) and :attr:`rebuild`
+    (recovery, which seals through the same :attr:`sealing`)."""
 
     def __init__(
         self,
@@ -55,7 +63,7 @@ class PartitionWriter(RecoveringWriter):
         deleted: DeletedSegments | None = None,
         lease: Lease | None = None,
     ) -> None:
-        super().__init__(
+        self.state = PartitionState(
             pid=pid,
             wal_root=wal_root,
             config=config,
@@ -65,35 +73,105 @@ class PartitionWriter(RecoveringWriter):
             deleted=deleted,
             lease=lease,
         )
+        """The partition's mutable state, which the collaborators below are given."""
+        self.sealing = Sealing(self.state)
+        """Admission into the open segment and its finalize (§7.2)."""
+        self.rebuild = Rebuild(self.state, self.sealing)
+        """Recovery at open and in place after a failure (§7.3, §7.4)."""
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, layout.lock_file_name()))
         try:
-            self.recovery = self._recover()
+            self.rebuild.report = self.rebuild.recover()
         except BaseException:
-            if hasattr(self, "wal"):  # stop its flusher thread; it never opened a file
+            if hasattr(self.state, "wal"):  # stop its flusher thread; it never opened a file
                 try:
-                    self.wal.close()
+                    self.state.wal.close()
                 except Exception as e:
                     log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, e)
             self._flock.release()
             raise
 
+    # -- what the state says -----------------------------------------------------------
+    @property
+    def pid(self) -> str:
+        return self.state.pid
+
+    @property
+    def config(self) -> StoreConfig:
+        return self.state.config
+
+    @config.setter
+    def config(self, config: StoreConfig) -> None:
+        self.state.config = config
+
+    @property
+    def lease(self) -> Lease | None:
+        """On an object root, the partition's writer lease (§12.3), released at close."""
+        return self.state.lease
+
+    @property
+    def io(self) -> FileIO:
+        return self.state.io
+
+    @property
+    def dir(self) -> str:
+        return self.state.dir
+
+    @property
+    def wal_dir(self) -> str:
+        return self.state.wal_dir
+
+    @property
+    def state_path(self) -> str:
+        return self.state.state_path
+
+    @property
+    def wal(self) -> WalWriter:
+        return self.state.wal
+
+    @property
+    def recovery(self) -> RecoveryReport:
+        """What the last recovery found (at open, or in place after a failure)."""
+        return self.rebuild.report
+
+    @property
+    def last_write_ns(self) -> int | None:
+        return self.state.last_write_ns
+
+    @property
+    def finalized_total(self) -> int:
+        return self.state.finalized_total
+
+    @property
+    def last_finalized(self) -> SegmentMeta | None:
+        return self.state.last_finalized
+
+    @property
+    def last_published(self) -> SegmentMeta | None:
+        return self.state.last_published
+
+    @property
+    def maintenance_error(self) -> BaseException | None:
+        """Why the last maintenance (or a finalize an append triggered) failed; None
+        after a tick that succeeded."""
+        return self.state.maintenance_error
+
     # -- appends -------------------------------------------------------------------
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction; returns its id (the seq of its REC_TXN record)."""
         validate_name("transaction app id", app)
-        with self._lock:
-            self._ready()
+        with self.state.lock:
+            self.rebuild.ready()
             payload = encode_txn(app, int(version), tag)
-            first = self.wal.next_seq
+            first = self.state.wal.next_seq
             try:
-                seq = self.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
+                seq = self.state.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
             except WalFailedError as e:
-                self._failure.failed_call(first)
-                self._poison(e)
-                self._failure.reported(e)
+                self.state.failure.failed_call(first)
+                self.state.poison(e)
+                self.state.failure.reported(e)
                 raise
-            self._pending[seq] = Txn(seq, app, int(version), tag)
+            self.state.pending[seq] = Txn(seq, app, int(version), tag)
             return seq
 
     def append(self, batch: pa.RecordBatch, *, txn_id: int = 0) -> int:
@@ -115,70 +193,70 @@ class PartitionWriter(RecoveringWriter):
         schema = batches[0].schema
         if any(not b.schema.equals(schema) for b in batches[1:]):
             raise ValueError("the batches of one append must share one schema")
-        with self._lock:
-            self._ready()
-            if txn_id and txn_id not in self._pending:
+        with self.state.lock:
+            self.rebuild.ready()
+            if txn_id and txn_id not in self.state.pending:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
             self._make_room(sum(b.nbytes for b in batches), len(batches))
-            open_schema = self._open.schema
+            open_schema = self.state.open.schema
             if not txn_id and open_schema is not None and not schema.equals(open_schema):
-                self._finalize()  # a segment holds one schema: seal before writing
+                self.sealing.finalize()  # a segment holds one schema: seal before writing
             ns = time.time_ns()
-            first = self.wal.next_seq
+            first = self.state.wal.next_seq
             try:
-                seqs = self.wal.append_batches(batches, ingestion_ns=ns, txn_id=txn_id)
+                seqs = self.state.wal.append_batches(batches, ingestion_ns=ns, txn_id=txn_id)
             except WalFailedError as e:
-                self._failure.failed_call(first)
-                self._poison(e)
-                self._failure.reported(e)
+                self.state.failure.failed_call(first)
+                self.state.poison(e)
+                self.state.failure.reported(e)
                 raise
-            self.last_write_ns = ns
+            self.state.last_write_ns = ns
             records = [(seq, ns, b) for seq, b in zip(seqs, batches, strict=True)]
             if txn_id:
-                txn = self._pending[txn_id]
+                txn = self.state.pending[txn_id]
                 if txn.first_mono is None:
                     txn.first_mono = time.monotonic()
                 txn.records.extend(records)
                 return seqs[-1]
-            self._admitting = set(seqs)
+            self.state.admitting = set(seqs)
             try:
                 for i, (seq, _, b) in enumerate(records):
-                    self._open.add(seq, ns, b)
-                    self._admitting.discard(seq)
-                    if self._open.nbytes < self.config.segment.target_size_bytes:
+                    self.state.open.add(seq, ns, b)
+                    self.state.admitting.discard(seq)
+                    if self.state.open.nbytes < self.config.segment.target_size_bytes:
                         continue
                     try:
-                        self._finalize()
+                        self.sealing.finalize()
                     except Exception as e:  # the records are written: report, not raise
                         if i + 1 < len(records):  # the rest is only in the WAL: replayed
-                            self._poison(e)
+                            self.state.poison(e)
                         self._maintenance_failed("finalize after append", e)
                         break
             finally:
-                self._admitting = set()
+                self.state.admitting = set()
             return seqs[-1]
 
     def _maintenance_failed(self, what: str, e: BaseException) -> None:
-        self.maintenance_error = e
+        self.state.maintenance_error = e
         log.error("quiver.maintenance.deferred partition=%s during=%s: %s", self.pid, what, e)
 
     def flush(self) -> int:
         """Barrier: every append made before the call is durable on return."""
-        with self._lock:
-            self._ready()
-            wal = self.wal
+        with self.state.lock:
+            self.rebuild.ready()
+            wal = self.state.wal
         try:
             return wal.flush()
         except (WalFailedError, StoreClosedError) as e:
-            with self._lock:
-                if wal is not self.wal and not wal.failed:
+            with self.state.lock:
+                if wal is not self.state.wal and not wal.failed:
                     # recovered meanwhile by another thread: closing the old WAL
                     # flushed every record it held; the new one holds the rest
                     return self.flush()
                 if isinstance(e, WalFailedError):
-                    if wal is self.wal:
-                        self._poison(e)
-                    self._failure.reported(e)
+                    if wal is self.state.wal:
+                        self.state.poison(e)
+                    self.state.failure.reported(e)
             raise
 
     def check_fits(self, nbytes: int, batches: int = 1) -> None:
@@ -195,28 +273,28 @@ class PartitionWriter(RecoveringWriter):
 
     def _make_room(self, nbytes: int, batches: int = 1) -> None:
         limit = self.config.wal.max_size_bytes
-        if self.wal.total_bytes + nbytes <= limit:
+        if self.state.wal.total_bytes + nbytes <= limit:
             return
         self.check_fits(nbytes, batches)
-        self._finalize()
+        self.sealing.finalize()
         deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
-        while self.wal.total_bytes + nbytes > limit:
+        while self.state.wal.total_bytes + nbytes > limit:
             if time.monotonic() >= deadline:
                 raise StoreAtCapacityError(
-                    f"partition {self.pid}: WAL at {self.wal.total_bytes} bytes of wal.max_size "
+                    f"partition {self.pid}: WAL at {self.state.wal.total_bytes} bytes of wal.max_size "
                     f"{limit} and undecided transactions pin it; retry later"
                 )
             time.sleep(0.05)
-            self._resolve()
-            self._finalize()
+            self.sealing.resolve()
+            self.sealing.finalize()
 
     # -- transactions ------------------------------------------------------------------
     def pending_txn(self, txn_id: int) -> tuple[str, int, list[pa.RecordBatch]]:
         """``(app, version, batches)`` of a transaction not decided yet (ValueError if
         it is unknown or decided)."""
-        with self._lock:
-            self._ready()
-            txn = self._pending.get(txn_id)
+        with self.state.lock:
+            self.rebuild.ready()
+            txn = self.state.pending.get(txn_id)
             if txn is None:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
             return txn.app, txn.version, [b for _, _, b in txn.records]
@@ -226,16 +304,16 @@ class PartitionWriter(RecoveringWriter):
         time of its first record, which its WAL keeps, so every retry (after a lost
         response, an in-place recovery or a restart) encodes the same bytes; 0 when it
         has no record (ValueError if it is unknown or decided)."""
-        with self._lock:
-            self._ready()
-            txn = self._pending.get(txn_id)
+        with self.state.lock:
+            self.rebuild.ready()
+            txn = self.state.pending.get(txn_id)
             if txn is None:
                 raise ValueError(f"unknown or already decided transaction {txn_id}")
             return txn.records[0][1] if txn.records else 0
 
     def pending_txns(self) -> list[tuple[int, str, int, str]]:
-        with self._lock:
-            return [(t.txn_id, t.app, t.version, t.tag) for t in self._pending.values()]
+        with self.state.lock:
+            return [(t.txn_id, t.app, t.version, t.tag) for t in self.state.pending.values()]
 
     def confirm_lease(self) -> None:
         """Object root: this writer still holds its lease at its epoch (one GET of the
@@ -248,19 +326,19 @@ class PartitionWriter(RecoveringWriter):
         """Object root: the staged object under ``txn_id`` holds another incarnation's
         transaction (met where this writer staged its own): resolved like those its
         open listed, and kept out of the transaction floor until then (§12.6)."""
-        with self._lock:
-            if self.lease is not None and not self._closed:
-                self._staged.note(txn_id)
+        with self.state.lock:
+            if self.lease is not None and not self.state.closed:
+                self.state.staged.note(txn_id)
 
     # -- finalize, maintenance and status -----------------------------------------------
     def finalize(self) -> SegmentMeta | None:
         """Seal the open segment into a published segment; None when it is empty."""
-        with self._lock:
-            self._ready()
+        with self.state.lock:
+            self.rebuild.ready()
             try:
-                return self._finalize()
+                return self.sealing.finalize()
             except BaseException as e:
-                self._failure.reported(e)
+                self.state.failure.reported(e)
                 raise
 
     def maintain(self) -> SegmentMeta | None:
@@ -272,24 +350,24 @@ class PartitionWriter(RecoveringWriter):
         finalize or begin does not stop a tick: it recovers and seals what calls that
         returned wrote, and the report stays pending for that caller (§7.4).
         """
-        with self._lock:
-            if self._closed:
+        with self.state.lock:
+            if self.state.closed:
                 return None
             try:
-                self._ready(foreground=False)
-                self._publish_pending()
-                self._seal_foreign()
-                self._resolve(backoff=True)
-                due = self._open and (
-                    time.monotonic() - self._open.opened_mono
+                self.rebuild.ready(foreground=False)
+                self.sealing.publish_pending()
+                self.sealing.seal_foreign()
+                self.sealing.resolve(backoff=True)
+                due = self.state.open and (
+                    time.monotonic() - self.state.open.opened_mono
                     >= self.config.segment.max_open_duration_s
-                    or self._open.nbytes >= self.config.segment.target_size_bytes
+                    or self.state.open.nbytes >= self.config.segment.target_size_bytes
                 )
-                meta = self._finalize() if due else None
+                meta = self.sealing.finalize() if due else None
             except Exception as e:
                 self._maintenance_failed("maintenance", e)
                 raise
-            self.maintenance_error = None
+            self.state.maintenance_error = None
             return meta
 
     def write_heartbeat(self) -> None:
@@ -304,12 +382,12 @@ class PartitionWriter(RecoveringWriter):
         body = self.status()
         body["pending"] = [
             [t.txn_id, t.app, t.version, t.tag]
-            for t in sorted(self._pending.values(), key=lambda t: t.txn_id)[:HEARTBEAT_PENDING]
+            for t in sorted(self.state.pending.values(), key=lambda t: t.txn_id)[:HEARTBEAT_PENDING]
         ]
         body["pid"] = os.getpid()
         body["written_ns"] = time.time_ns()
         body["open_since_ns"] = (
-            body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self._open else None
+            body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self.state.open else None
         )
         path = os.path.join(self.dir, layout.heartbeat_file_name())
         if self.lease is not None and self.lease.holder.purpose == PURPOSE_SEALER:
@@ -325,21 +403,23 @@ class PartitionWriter(RecoveringWriter):
             log.warning("quiver.heartbeat.not_written partition=%s: %s", self.pid, e)
 
     def status(self) -> dict:
-        with self._lock:
+        with self.state.lock:
             return {
                 "partition": self.pid,
-                "open_segment_bytes": self._open.nbytes,
-                "open_segment_rows": self._open.rows,
+                "open_segment_bytes": self.state.open.nbytes,
+                "open_segment_rows": self.state.open.rows,
                 "open_segment_age_s": (
-                    time.monotonic() - self._open.opened_mono if self._open else 0.0
+                    time.monotonic() - self.state.open.opened_mono if self.state.open else 0.0
                 ),
-                "pending_txns": len(self._pending),
-                "wal_bytes": self.wal.total_bytes if not self._closed else 0,
-                "next_segment_seq": self._next_seq,
-                "last_write_ns": self.last_write_ns,
+                "pending_txns": len(self.state.pending),
+                "wal_bytes": self.state.wal.total_bytes if not self.state.closed else 0,
+                "next_segment_seq": self.state.next_seq,
+                "last_write_ns": self.state.last_write_ns,
                 "finalized_total": self.finalized_total,
                 "maintenance_error": (
-                    None if self.maintenance_error is None else str(self.maintenance_error)
+                    None
+                    if self.state.maintenance_error is None
+                    else str(self.state.maintenance_error)
                 ),
             }
 
@@ -355,28 +435,30 @@ class PartitionWriter(RecoveringWriter):
         (the disk still full) it says so. A WAL failure no caller was told of is raised
         once everything is released.
         """
-        with self._lock:
-            if self._closed:
+        with self.state.lock:
+            if self.state.closed:
                 return
             unreported: BaseException | None = None
             unsettled: BaseException | None = None
-            failure = self._failure
+            failure = self.state.failure
             try:
-                if failure.broken is None and self.wal.failed:
-                    self._poison(self.wal.failure or WalFailedError(0, "wal writer failed"))
+                if failure.broken is None and self.state.wal.failed:
+                    self.state.poison(
+                        self.state.wal.failure or WalFailedError(0, "wal writer failed")
+                    )
                 unreported = failure.unreported_wal
                 if finalize and failure.broken is None:
-                    self._resolve()
-                    self._finalize()
+                    self.sealing.resolve()
+                    self.sealing.finalize()
                     self.write_heartbeat()  # status must not show a sealed segment as open
             finally:
-                self._closed = True
+                self.state.closed = True
                 try:
-                    self.wal.close()
+                    self.state.wal.close()
                 finally:
                     try:
                         unsettled = failure.settle_on_close(
-                            self.wal, self.wal_dir, self.io, self.state_path, self.config.wal
+                            self.state.wal, self.wal_dir, self.io, self.state_path, self.config.wal
                         )
                     finally:
                         self._flock.release()

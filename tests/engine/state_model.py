@@ -432,7 +432,7 @@ class StoreHarness:
                 if fd is not None:
                     os.close(fd)
                 wal._closed = True
-            w._closed = True
+            w.state.closed = True
             w._flock.release()
         if store._subscribers is not None:
             store._subscribers.close()
@@ -2279,7 +2279,7 @@ class ObjectStoreHarness(StoreHarness):
             w = store.writer if store is not None else None
             if w is None:
                 continue
-            for looks in (w._staged.foreign, w._recheck):
+            for looks in (w.state.staged.foreign, w.state.recheck):
                 for txn_id, (_, interval) in list(looks.items()):
                     looks[txn_id] = (0.0, interval)
 

@@ -52,7 +52,7 @@ def _paused_writer_and_its_successor(tmp_path: Path) -> tuple[QuiverStore, Quive
 def _resume(zombie: QuiverStore) -> None:
     """The paused writer resumes just past its own lease check and seals its segment."""
     assert zombie.writer is not None
-    zombie.writer._check_lease = lambda: None
+    zombie.writer.sealing.check_lease = lambda: None
     with contextlib.suppress(LeaseLostError):
         zombie.finalize()
 

@@ -60,7 +60,7 @@ def test_a_paused_writer_that_finds_the_manifest_damaged_is_refused_and_reads_no
     assert scanned_ids(successor) == [0, 1, 2]
     _damage_manifest()
     # the paused writer resumes just past its own lease check and seals its open segment
-    zombie.writer._check_lease = lambda: None
+    zombie.writer.sealing.check_lease = lambda: None
     with contextlib.suppress(LeaseLostError):
         zombie.finalize()
     assert scanned_ids(successor) == [0, 1, 2]  # once: the paused writer published nothing
@@ -81,7 +81,7 @@ def test_a_paused_writer_never_writes_its_older_epoch_over_a_damaged_manifest(
     new_epoch = successor.writer.lease.epoch
     assert new_epoch > old_epoch
     _damage_manifest()
-    zombie.writer._check_lease = lambda: None
+    zombie.writer.sealing.check_lease = lambda: None
     with contextlib.suppress(LeaseLostError):
         zombie.finalize()
     m = successor.manifests.read("p-0") if _manifest_readable() else None

@@ -122,7 +122,7 @@ def test_a_paused_writer_meeting_its_successors_upload_is_fenced_and_removes_not
         real(self, op, key)
 
     # the zombie resumes just past its own lease check and seals into the same seq
-    zombie.writer._check_lease = lambda: None  # type: ignore[method-assign]
+    zombie.writer.sealing.check_lease = lambda: None  # type: ignore[method-assign]
     with mock.patch.object(MemoryObjects, "_before", before), pytest.raises(LeaseLostError):
         zombie.finalize()
     assert removed == []

@@ -16,6 +16,7 @@ import pytest
 
 import quiver_spark.partition.rebuild as rebuild_module
 import quiver_spark.partition.sealing as sealing_module
+import quiver_spark.partition.state as state_module
 import quiver_spark.partition.writer as writer_module
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.objects.base import CountingObjects
@@ -54,7 +55,12 @@ def test_an_undecided_transaction_is_looked_for_ever_more_rarely_and_applied_whe
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = Clock()
-    for module in (writer_module, sealing_module, rebuild_module):  # the writer's modules
+    for module in (
+        writer_module,
+        sealing_module,
+        rebuild_module,
+        state_module,
+    ):  # the writer's modules
         monkeypatch.setattr(module, "time", clock)
     with _open(tmp_path) as store:
         w = store.writer

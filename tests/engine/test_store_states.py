@@ -162,14 +162,14 @@ def test_wal_file_pinned_with_a_covered_marker_is_resolved_by_its_decision(
         w = s.writer
         assert w is not None
         # an older writer covered the marker alone; its data stayed in the WAL only
-        w._resolve = lambda: None  # type: ignore[method-assign]
-        w._covered.add(t, t)
-        w._pending.clear()
-        w._write_state(None)
+        w.sealing.resolve = lambda: None  # type: ignore[method-assign]
+        w.state.covered.add(t, t)
+        w.state.pending.clear()
+        w.state.write_state(None)
         w.wal.flush()
         w.wal.close()
         w._flock.release()
-        w._closed = True
+        w.state.closed = True
     with QuiverStore.open(str(tmp_path), cfg, background=False) as store:
         store.finalize()
         assert all_ids(store) == [5, 6]
