@@ -353,9 +353,30 @@ def startup(d: Data) -> str:
     req = d["manifest_requests"]
     rows.append(["requests to the root's objects of a status run", num(sum(req["small"].values())),
                  num(sum(req["large"].values())), "-", "-"])  # fmt: skip
+    if "gc_file_calls" in d:
+        calls = d["gc_file_calls"]
+        rows.append(["file-layer calls of a `quiver gc` run", num(calls["small"]),
+                     num(calls["large"]), ratio(calls["large"] / calls["small"]), "-"])  # fmt: skip
     head = ["a new process (interleaved)", f"{num(built['small']['segments'])} retained segments",
             f"{num(built['large']['segments'])} retained segments", "ratio", "goal"]  # fmt: skip
     title = "Start of a new process vs retained segments (P12)"
+    return "\n\n".join([header(title, d), table(head, rows)])
+
+
+def idle_poll(d: Data) -> str:
+    head = ["root", "partitions", "shape", "idle poll: requests", "idle poll: median",
+            "idle latestOffset: requests", "idle latestOffset: median", "goal"]  # fmt: skip
+    rows = []
+    for kind, by_n in d["roots"].items():
+        for n, shapes in by_n.items():
+            for shape, got in shapes.items():
+                req = {w: max(sum(r.values()) for r in got[w]["requests"])
+                       for w in ("poll", "latest_offset")}  # fmt: skip
+                rows.append([kind, num(int(n)), shape, num(req["poll"]), ms(med(got["poll"]["s"])),
+                             num(req["latest_offset"]), ms(med(got["latest_offset"]["s"])),
+                             goal("<= 2 requests", max(req.values()) <= 2)])  # fmt: skip
+    title = (f"An idle subscriber's trigger vs the partitions (requests counted at the object "
+             f"layer, the most of {d['triggers']} triggers; seconds their median)")  # fmt: skip
     return "\n\n".join([header(title, d), table(head, rows)])
 
 
@@ -567,6 +588,7 @@ RENDER: dict[str, Callable[[Data], str]] = {
     "startup": startup,
     "soak": soak,
     "object_requests": object_requests,
+    "idle_poll": idle_poll,
     "catch_up": catch_up,
 }
 
