@@ -12,7 +12,6 @@ from typing import Any
 import msgpack
 from crc32c import crc32c
 
-from . import layout
 from .errors import ChecksumMismatchError, CorruptionError, VersionError
 
 
@@ -143,7 +142,4 @@ def decode_reason(raw: bytes) -> str:
 
 
 # -- §1 store layout names ---------------------------------------------------------
-# Every file and object name of the store is built in layout.py. These two aliases
-# remain for code that still names a partition directory's files through this module.
-WAL_DIR = layout.wal_dir_name()
-STATE_FILE = layout.state_file_name()
+# Every file and object name of the store is built in layout.py.

@@ -53,6 +53,7 @@ _ACK_LOG_PREFIX = "ack-"
 _ACK_LOG_SUFFIX = ".log"
 _POOL_SLOT_PREFIX = "w-"
 _WRITER_METRICS_PREFIX = "writer-"
+_CONSUMER_METRICS_PREFIX = "consumer-"
 
 
 def _seq(n: int) -> str:
@@ -567,6 +568,11 @@ def is_metrics_file(key: str) -> bool:
 def writer_metrics_instance(partition: str) -> str:
     """``writer-<pid>``: the metrics instance of a partition's writer (§1)."""
     return f"{_WRITER_METRICS_PREFIX}{partition}"
+
+
+def consumer_metrics_instance(subscriber: str) -> str:
+    """``consumer-<subscriber>``: the metrics instance of a subscriber's consumer (§1)."""
+    return f"{_CONSUMER_METRICS_PREFIX}{subscriber}"
 
 
 def parse_writer_metrics_file(name: str) -> str | None:

@@ -31,6 +31,7 @@ from functools import partial
 
 import pyarrow as pa
 
+from . import layout
 from .catchup import (
     DEFAULT_HEAD_SHARE,
     CatchUpOrder,
@@ -691,7 +692,7 @@ class Subscription:
 
     def _publish_metrics(self) -> None:
         try:  # advisory: a metrics file that cannot be written never fails a commit
-            self.store.publish_process_metrics(f"consumer-{self.name}")
+            self.store.publish_process_metrics(layout.consumer_metrics_instance(self.name))
         except OSError as e:
             log.warning("quiver.metrics.unwritten subscriber=%s error=%s", self.name, e)
 

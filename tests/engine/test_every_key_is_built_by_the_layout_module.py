@@ -140,6 +140,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.metrics_file, ("writer-p-0",), "metrics/writer-p-0.prom"),
     (layout.is_metrics_file, ("metrics/writer-p-0.prom",), True),
     (layout.writer_metrics_instance, ("p-0",), "writer-p-0"),
+    (layout.consumer_metrics_instance, ("s1",), "consumer-s1"),
     (layout.parse_writer_metrics_file, ("writer-p-0.prom",), "p-0"),
     (layout.parse_writer_metrics_file, ("consumer-s1.prom",), None),
     # §6.1: what a creation may leave before STORE
@@ -188,7 +189,7 @@ KEY_PATTERNS = [
     re.compile(rf"/(?:{FILES})\b"),  # a control file after "/"
     re.compile(rf"^[\w<>{{}}:-]*(?:\.(?:{SUFFIXES}))+$"),  # a name ending in layout suffixes
     re.compile(rf"^(?:\.(?:{SUFFIXES}))+\W"),  # an f-string piece starting with one
-    re.compile(r"^(?:ack|writer|w)-$"),  # a numbered name's prefix
+    re.compile(r"^(?:ack|writer|consumer|w)-$"),  # a name's prefix
 ]
 FILE_NAMES = re.compile(rf"^(?:{FILES}|POLICY\.copy)$")
 """A control file's name, alone: a key where a key is handed over."""
@@ -264,6 +265,7 @@ PLANTED = [
     'copy = "POLICY.copy"',
     'lock = ".objects.lock"',
     'slot = f"w-{k}"',
+    'store.publish_process_metrics(f"consumer-{name}")',
     'key = f"readers/{name}.lost.jsonl"',
     'key = f"{m.METRICS_DIR}/{instance}.prom"',
 ]
