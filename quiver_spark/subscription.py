@@ -194,7 +194,7 @@ class Subscription:
     ) -> None:
         self.store = store
         self.order = CatchUpOrder.parse(order)
-        self.head_share = head_share
+        self.head_share = parse_head_share(head_share, "head_share")
         self.name = validate_name("subscriber", name)
         self.metrics = metrics if metrics is not None else store.metrics
         self.loss = LossPolicy(

@@ -324,6 +324,16 @@ def test_the_order_and_share_refuse_a_bad_value_naming_what_is_allowed() -> None
             parse_head_share(bad)
 
 
+def test_a_subscription_refuses_a_bad_head_share_before_it_plans(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    QuiverStore.open(root, HAND_SEALED, partition="p-0", background=False).close()
+    for bad in (0, -1, 2, float("nan"), "most"):
+        with pytest.raises(ConfigError, match="greater than 0 and at most 1"):
+            Subscription.open(root, "s", order="newest", head_share=bad)  # type: ignore[arg-type]
+    with Subscription.open(root, "s", order="newest", head_share=1) as sub:
+        assert sub.head_share == 1.0
+
+
 def test_the_ack_log_tells_an_embedded_consumer_where_its_cursors_are() -> None:
     marks = {"p-0": 2, "p-1": 4, "p-2": 0}
     done = {"p-0": {7, 8, 9, 4}, "p-1": set(), "p-2": {1, 2}}
