@@ -35,11 +35,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from . import layout, staging
+from . import layout
 from .commits import STORED, CommitLog, SyncedNames
-from .config import NAME_RE, StoreConfig, validate_name
+from .config import StoreConfig, validate_name
 from .control.clock import elapsed
-from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER, Lease, Stale, current_holder
+from .control.lease import PURPOSE_WRITER, Lease, Stale, current_holder
 from .control.manifest import ManifestStore
 from .dataloss import LostLog, ObjectLostLog
 from .errors import (
@@ -47,9 +47,7 @@ from .errors import (
     ConfigError,
     CorruptionError,
     LeaseHeldError,
-    LeaseLostError,
     LockedError,
-    QuiverError,
     StoreNotFoundError,
 )
 from .fs import FileIO, PartitionLock, partition_locked
@@ -57,7 +55,7 @@ from .objects import ObjectStore
 from .objects.base import Stored
 from .objects.clock import RESOLUTION_NS, StorageClock
 from .partition import PartitionWriter
-from .partition.staged_seal import seal_one
+from .partition.staged_txns import LostSealer, stage_txn, staged_ids
 from .segment import SegmentLocation
 from .subscribers.journal import FileJournal
 from .subscribers.live import FlockLive, LeaseLive, LiveLocks
@@ -489,43 +487,7 @@ class ObjectRoot:
     def stage(
         self, writer: PartitionWriter, txn_id: int, batches: Sequence[pa.RecordBatch] | None
     ) -> int:
-        objects = self.parts.objects
-        app, version, held = writer.pending_txn(txn_id)
-        own = [b for b in held if b.num_rows]
-        rows = own if batches is None else [b for b in batches if b.num_rows]
-        if batches is not None and rows:  # its own rows, as the WAL holds them
-            if own:  # ValueError naming the columns of another type or name
-                staging.one_schema(writer.pid, txn_id, [own[0], *rows])
-            if sum(b.num_rows for b in rows) != sum(b.num_rows for b in own):
-                raise ValueError(
-                    f"stage_txn: {sum(b.num_rows for b in rows)} rows given for transaction "
-                    f"{txn_id} of partition {writer.pid}, which holds "
-                    f"{sum(b.num_rows for b in own)}; pass its own rows, or none"
-                )
-        if not rows:
-            return 0
-        try:
-            n = staging.stage(
-                objects, writer.pid, txn_id, app, version, rows, writer.stage_stamp(txn_id)
-            )
-        except FileExistsError:
-            writer.note_foreign(txn_id)  # another incarnation's: resolved, never floored
-            raise
-        try:
-            # one GET: the object landed before any takeover, so the partition's next
-            # holder lists it at its open; a fenced writer's task fails instead (§12.6)
-            writer.confirm_lease()
-        except LeaseLostError:
-            # the key holds this writer's own bytes (stage() returned): never committed,
-            # so garbage; another incarnation's object under the same id is never ours
-            try:
-                staging.drop_staged(objects, writer.pid, [txn_id])
-            except OSError as e:
-                log.warning(
-                    "quiver.staged.drop_failed partition=%s txn=%d: %s", writer.pid, txn_id, e
-                )
-            raise
-        return n
+        return stage_txn(self.parts.objects, writer, txn_id, batches)
 
     # -- a partition's single writer (§12.3) ---------------------------------------------
     def writer_lease(
@@ -650,80 +612,19 @@ class ObjectRoot:
 
     # -- a lost machine's committed rows (§12.6) -----------------------------------------
     def staged(self) -> dict[str, list[int]]:
-        """The staged transaction ids of every partition (one listing of ``partitions/``)."""
-        out: dict[str, list[int]] = {}
-        for info in self.parts.objects.list(layout.partitions_prefix()):
-            staged = layout.parse_staged_key(info.key)
-            if staged is None:
-                continue
-            txn_id = staging.staged_id(staged[1])
-            if txn_id is not None:
-                out.setdefault(staged[0], []).append(txn_id)
-        return {pid: sorted(ids) for pid, ids in out.items()}
+        return staged_ids(self.parts.objects)
 
     def seal_lost(self, skip: set[str], failures: dict[str, str]) -> list[tuple[str, int]]:
-        """Seal the staged transactions of partitions whose writer lease is free."""
-        sealed: list[tuple[str, int]] = []
-        for pid, ids in sorted(self.staged().items()):
-            if pid in skip or not NAME_RE.fullmatch(pid):
-                continue
-            try:
-                sealed += self._seal_partition(pid, ids, failures)
-            except LockedError:
-                continue  # its writer lives (or another observer is sealing it)
-            except (QuiverError, OSError) as e:  # one partition must not stop the rest
-                log.error("quiver.seal_staged.failed partition=%s: %s", pid, e)
-                failures[pid] = str(e)
-        return sealed
-
-    def _seal_partition(
-        self, pid: str, ids: list[int], failures: dict[str, str]
-    ) -> list[tuple[str, int]]:
-        """Take ``pid``'s free writer lease, publish its committed staged transactions
-        not sealed yet (the MANIFEST step is the publication and fences the lost
-        writer), drop those sealed or decided without them, leave undecided ones,
-        release the lease. Raises LeaseHeldError while a writer holds it."""
         p = self.parts
-        try:
-            current = p.manifests.read(pid)
-        except CorruptionError as e:  # its recorded transactions are unknown: never guess
-            raise QuiverError(
-                f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
-                f"be read ({e}); repair it (the partition's next writer rewrites it)"
-            ) from e
-        lease = self.claim(pid, PURPOSE_SEALER, current.epoch if current is not None else 0)
-        sealed: list[tuple[str, int]] = []
-        garbage: list[int] = []
-        try:
-            for txn_id in ids:
-                if current is not None and current.seals(txn_id):
-                    garbage.append(txn_id)
-                    continue
-                done = seal_one(
-                    p.objects,
-                    p.commits,
-                    p.segments,
-                    p.config.segment,
-                    pid,
-                    txn_id,
-                    lease=lease,
-                    check_lease=lease.check_held,
-                    log=log,
-                )
-                if done.error is not None:
-                    failures[pid] = str(done.error)
-                if done.garbage:
-                    garbage.append(txn_id)
-                if done.meta is not None:
-                    sealed.append((pid, done.meta.seq))
-            try:
-                staging.drop_staged(p.objects, pid, garbage)
-            except OSError as e:  # garbage: the next pass removes it
-                log.warning("quiver.staged.drop_failed partition=%s: %s", pid, e)
-        finally:
-            p.manifests.unclaim(pid)
-            lease.release()
-        return sealed
+        sealer = LostSealer(
+            p.objects,
+            p.commits,
+            p.segments,
+            p.config.segment,
+            p.manifests,
+            lambda pid, purpose, min_epoch: self.claim(pid, purpose, min_epoch),
+        )
+        return sealer.seal_lost(skip, failures)
 
 
 def claim_slot(
