@@ -39,8 +39,9 @@ from . import layout
 from .commits import STORED, CommitLog, SyncedNames
 from .config import StoreConfig, validate_name
 from .control.clock import elapsed
+from .control.gone import GoneCopy
 from .control.lease import PURPOSE_WRITER, Lease, Stale, current_holder
-from .control.manifest import ManifestStore
+from .control.manifest import NO_FACTS, Facts, ManifestStore
 from .dataloss import LostLog, ObjectLostLog
 from .errors import (
     MAKING_A_STORE,
@@ -144,6 +145,10 @@ class RootKind(Protocol):
     ) -> SegmentLocation:
         """The store's segments: at ``url`` (the recorded location), or in the root's
         own objects, where the MANIFEST publishes (§12.4)."""
+
+    @staticmethod
+    def manifest_facts(objects: ObjectStore) -> Facts:
+        """Where the facts a listing cannot tell are kept besides each MANIFEST (§12.4)."""
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
@@ -257,6 +262,10 @@ class FileRoot:
         manifests: ManifestStore | None = None,
     ) -> SegmentLocation:
         return SegmentLocation(url, io=io, storage_options=storage_options, manifests=manifests)
+
+    @staticmethod
+    def manifest_facts(objects: ObjectStore) -> Facts:
+        return NO_FACTS  # a MANIFEST rebuilt here relies on its files and the ack log
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
@@ -427,6 +436,10 @@ class ObjectRoot:
         return SegmentLocation.in_objects(
             objects, layout.segments_dir(), url=url, manifests=manifests
         )
+
+    @staticmethod
+    def manifest_facts(objects: ObjectStore) -> Facts:
+        return GoneCopy(objects)  # a listing cannot tell what is gone: GONE keeps it
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:

@@ -101,7 +101,7 @@ class QuiverStore:
         seg_url = recorded
         self.segments_url = seg_url
         # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
-        self.manifests = ManifestStore(self.objects, keeps_facts=kind.shares_objects)
+        self.manifests = ManifestStore(self.objects, facts=kind.manifest_facts(self.objects))
         self.segment_location = kind.segment_location(
             seg_url,
             self.objects,

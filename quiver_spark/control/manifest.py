@@ -30,12 +30,10 @@ from ..errors import (
 )
 from ..format import (
     FRAME_SIZE,
-    MAGIC_GONE,
     MAGIC_MANIFEST,
     decode_frame,
     encode_frame,
 )
-from ..layout import gone as gone_key
 from ..layout import manifest as manifest_key
 from ..layout import writer_lease as writer_lease_key
 from ..objects import ObjectStore
@@ -430,6 +428,29 @@ def empty(partition: str) -> Manifest:
     return Manifest(partition)
 
 
+class Facts(Protocol):
+    """Where a root keeps the facts a listing cannot tell besides each MANIFEST (§12.4)."""
+
+    def kept(self, partition: str) -> Manifest | None:
+        """The facts kept for ``partition``; None when there are none to join."""
+
+    def keep(self, manifest: Manifest) -> None:
+        """Join ``manifest``'s facts into those kept; OSError when they cannot be."""
+
+
+class NoFacts:
+    """A POSIX root's: a MANIFEST rebuilt there relies on its files and the ack log."""
+
+    def kept(self, partition: str) -> Manifest | None:
+        return None
+
+    def keep(self, manifest: Manifest) -> None:
+        return None
+
+
+NO_FACTS = NoFacts()
+
+
 @dataclass
 class ManifestStats:
     """What readers met (for logs, metrics and tests)."""
@@ -449,19 +470,18 @@ class ManifestStore:
     so a writer's next change costs one ``replace`` (no read) while nobody else wrote.
     """
 
-    def __init__(self, objects: ObjectStore, *, epoch: int = 0, keeps_facts: bool = False) -> None:
+    def __init__(self, objects: ObjectStore, *, epoch: int = 0, facts: Facts = NO_FACTS) -> None:
         self.objects = objects
         self.epoch = epoch
-        self.keeps_facts = keeps_facts
-        """Object root: the seqs gone and transactions sealed are kept twice, in the
-        MANIFEST and in ``partitions/<pid>/GONE`` (§12.4): a MANIFEST rebuilt from a
-        listing after damage joins the GONE copy (a listing cannot tell what is gone)."""
+        self.facts = facts
+        """Where the seqs gone and transactions sealed are kept besides the MANIFEST:
+        on an object root ``partitions/<pid>/GONE`` (§12.4, :mod:`.gone`), which a
+        MANIFEST rebuilt from a listing after damage joins (a listing cannot tell what
+        is gone); nowhere on a POSIX root."""
         self.stats = ManifestStats()
         self._last: dict[str, Manifest] = {}
         self._claimed: dict[str, int] = {}
         self._confirm: dict[str, Callable[[], None]] = {}
-        # the GONE copy this handle last read or wrote (None: seen absent)
-        self._gone: dict[str, Manifest | None] = {}
 
     def claim(self, partition: str, epoch: int, confirm: Callable[[], None] | None = None) -> None:
         """This handle writes ``partition`` under lease epoch ``epoch``: its next change
@@ -554,68 +574,6 @@ class ManifestStore:
                 self.display(partition), FRAME_SIZE, f"manifest names partition {m.partition}"
             )
         return m
-
-    # -- GONE: the facts a listing cannot tell, kept twice (§12.4) ------------------------
-    def kept_facts(self, partition: str) -> Manifest | None:
-        """The partition's GONE (one GET): None when there is none or it fails
-        verification (logged; a MANIFEST rebuilt without it relies on the ack log)."""
-        key = gone_key(partition)
-        got = self.objects.get(key)
-        if got is None:
-            self._gone[partition] = None  # none yet: a first keep creates it unread
-            return None
-        try:
-            kept = Manifest.decode(self.objects.display(key), got.data, got.version, MAGIC_GONE)
-        except CorruptionError as e:
-            log.warning("quiver.manifest.gone_damaged path=%s error=%s", key, e)
-            return None
-        if kept.partition != partition:
-            log.warning("quiver.manifest.gone_damaged path=%s names %s", key, kept.partition)
-            return None
-        self._gone[partition] = kept
-        return kept
-
-    def keep_facts(self, manifest: Manifest) -> None:
-        """After retention removed segments from ``manifest``'s partition: store its
-        facts (:meth:`Manifest.facts`) joined with those already kept, in
-        ``partitions/<pid>/GONE``, so that a MANIFEST damaged later is rebuilt from a
-        listing without reusing a seq or sealing a transaction again. One conditional
-        write while this handle wrote the last copy, a GET first otherwise; a copy that
-        fails verification is replaced."""
-        p, key = manifest.partition, gone_key(manifest.partition)
-
-        def read() -> cas.Current[Manifest]:
-            if p in self._gone:  # read or written by this handle (None: seen absent)
-                known = self._gone[p]
-                return cas.Current(known, known.version if known is not None else None)
-            got = self.objects.get(key)
-            if got is None:
-                return cas.Current(None, None)
-            try:
-                display = self.objects.display(key)
-                return cas.Current(
-                    Manifest.decode(display, got.data, got.version, MAGIC_GONE), got.version
-                )
-            except CorruptionError as e:
-                log.warning("quiver.manifest.gone_damaged path=%s error=%s", key, e)
-                return cas.Current(None, got.version)  # a damaged copy is replaced
-
-        def change(cur: Manifest | None) -> Manifest | None:
-            if cur is None:
-                return manifest.facts()
-            new = cur.facts().with_facts(manifest.facts())
-            return None if new == cur.facts() else new  # None: nothing new to keep
-
-        written = cas.update(
-            self.objects,
-            key,
-            change,
-            read=read,
-            encode=lambda new: new.encode(MAGIC_GONE),
-            lost=lambda: self._gone.pop(p, None),
-        )
-        if written is not None:
-            self._gone[p] = replace(written.value, version=written.version)
 
     def create(self, manifest: Manifest) -> Manifest | None:
         """Store ``manifest`` (made from a listing, joined with the partition's GONE
@@ -714,20 +672,18 @@ class ManifestStore:
             self.stats.built += 1
         out = replace(written.value, version=written.version)
         self._last[partition] = out
-        if self.keeps_facts and _gone_grew(cur or empty(partition), out):
+        if _gone_grew(cur or empty(partition), out):
             self._keep_best_effort(out)
         return out
 
     def _with_kept(self, built: Manifest) -> Manifest:
         """A MANIFEST made from a listing, joined with the partition's GONE copy."""
-        if not self.keeps_facts:
-            return built
-        kept = self.kept_facts(built.partition)
+        kept = self.facts.kept(built.partition)
         return built if kept is None else built.with_facts(kept)
 
     def _keep_best_effort(self, manifest: Manifest) -> None:
         try:
-            self.keep_facts(manifest)
+            self.facts.keep(manifest)
         except OSError as e:  # retention wrote its removals before this change (§12.4)
             log.warning(
                 "quiver.manifest.gone_unwritten partition=%s error=%s (the next change "

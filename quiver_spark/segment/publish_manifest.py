@@ -598,13 +598,13 @@ class ManifestPublication:
         later never brings them back, whatever happens to the pass after. OSError when
         GONE cannot be written: the caller keeps these segments this pass."""
         doomed = sorted(set(seqs))
-        if not doomed or not self._manifests.keeps_facts:
+        if not doomed:
             return
         copy = self._copies.get(partition)
         named = self._named.get(partition, {})
         base = copy if copy is not None else Manifest(partition)
         retired = tuple(sorted(t for q in doomed for t in named.get(q, ())))
-        self._manifests.keep_facts(
+        self._manifests.facts.keep(
             base.removed(doomed).with_facts(Manifest(partition, txns_gone=retired))
         )
 
