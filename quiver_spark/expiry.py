@@ -212,7 +212,7 @@ class SubscriberExpiry:
                 and rec.expired_ns == now_ns
                 # on a POSIX root the ack log's lock, held since the decision, keeps a
                 # start out; on an object root a lease taken since is looked for here
-                and not (self.live.leases and self.live.is_live(name))
+                and not self.live.started_past_the_log(name)
             )
 
         if reg.deregister_idle(name, still_idle):

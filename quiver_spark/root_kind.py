@@ -114,10 +114,6 @@ class StoreParts:
 class RootKind(Protocol):
     """The decisions that differ between the two kinds of root."""
 
-    shares_objects: bool
-    """Whether the catalog and the ack log live in the root's objects (the bucket)
-    rather than in its directory tree."""
-
     journal: JournalKind
     """The ack log the root keeps (§8.5, §12.5): the registry is handed it."""
 
@@ -158,9 +154,10 @@ class RootKind(Protocol):
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
         """Refuse a ``segment.path`` this kind of root cannot use."""
 
-    stages: bool
-    """Whether a writer stages each transaction's rows in the root (§12.6): the Spark
-    sink keeps a task's batches for it then."""
+    @staticmethod
+    def staged_look_due(since_last: float, period: float) -> bool:
+        """Whether a commit looks for lost machines' staged transactions (§12.6), its
+        last look ``since_last`` seconds ago and one due every ``period``."""
 
     @staticmethod
     def check_writer_root(root: str) -> None:
@@ -242,8 +239,6 @@ class FileRoot:
     """A POSIX root: the WALs sit in the root's own tree, so a lost process's rows are
     on the shared disk and its flock tells who writes."""
 
-    shares_objects = False
-    stages = False
     journal: JournalKind = FileJournal
 
     @staticmethod
@@ -266,6 +261,10 @@ class FileRoot:
     @staticmethod
     def manifest_facts(objects: ObjectStore) -> Facts:
         return NO_FACTS  # a MANIFEST rebuilt here relies on its files and the ack log
+
+    @staticmethod
+    def staged_look_due(since_last: float, period: float) -> bool:
+        return False  # nothing is staged: a lost process's WAL is on the shared disk
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
@@ -414,8 +413,6 @@ class ObjectRoot:
     the partition's LEASE there, stages each transaction before it is reported, and
     any process seals a lost machine's committed staged rows once its LEASE is free."""
 
-    shares_objects = True
-    stages = True
     journal: JournalKind = ObjectJournal
 
     @staticmethod
@@ -440,6 +437,10 @@ class ObjectRoot:
     @staticmethod
     def manifest_facts(objects: ObjectStore) -> Facts:
         return GoneCopy(objects)  # a listing cannot tell what is gone: GONE keeps it
+
+    @staticmethod
+    def staged_look_due(since_last: float, period: float) -> bool:
+        return since_last >= period
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:

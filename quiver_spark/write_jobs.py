@@ -228,8 +228,8 @@ def orphan_look(root: str, config: StoreConfig) -> OrphanLook | None:
     key = (root, config.wal.path)
     wal_root = _WAL_ROOTS.get(key)
     now = time.monotonic()
-    staged_due = root_kind(root).stages and (
-        now - _STAGED_PASSES.get(key, -math.inf) >= STAGED_PASS_PERIOD_S
+    staged_due = root_kind(root).staged_look_due(
+        now - _STAGED_PASSES.get(key, -math.inf), STAGED_PASS_PERIOD_S
     )
     if wal_root is not None and not orphans_possible(wal_root) and not staged_due:
         return None

@@ -96,7 +96,6 @@ from ..retained import RetainedIndex
 from ..segment import SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import SubscriberRegistry, records
-from ..urls import is_object_url
 from ..wal import list_wal_files
 from .common import (
     StoreArgs,
@@ -405,11 +404,13 @@ OTHER_MACHINES = (
 )
 
 
-def render_status(doc: dict[str, Any]) -> str:
-    """The human view of :func:`collect_status`'s document."""
+def render_status(doc: dict[str, Any], wal_note: str | None) -> str:
+    """The human view of :func:`collect_status`'s document; ``wal_note``: the root
+    kind's (:meth:`~quiver_spark.root_kind.RootKind.wal_note`), set when the WALs
+    shown are only this machine's writers'."""
     now = doc["now_ns"]
     out = [f"Quiver store {doc['path']}", f"  segments: {doc['segments_url']}"]
-    if is_object_url(doc["path"]):  # WAL bytes and heartbeats: this machine's writers only
+    if wal_note is not None:  # WAL bytes and heartbeats: this machine's writers only
         out.append(f"  wal:      {doc['wal_root']} ({OTHER_MACHINES})")
     elif doc["wal_root"] != os.path.join(doc["path"], layout.partitions_dir()):
         out.append(f"  wal:      {doc['wal_root']}")
@@ -536,15 +537,16 @@ def status(
     the partitions folded into one line; --partition GLOB (e.g. 'host1-*') lists
     those partitions. Both repeat and take shell-style globs.
     """
-    doc = with_store(
+    doc, wal_note = with_store(
         args,
-        lambda store: collect_status(
-            store, partitions=partition_globs, subscribers=subscriber_globs
+        lambda store: (
+            collect_status(store, partitions=partition_globs, subscribers=subscriber_globs),
+            store.kind.wal_note(store.wal_root),
         ),
     )
     if args.as_json:
         emit_json(doc)
     else:
-        click.echo(render_status(doc))
+        click.echo(render_status(doc, wal_note))
     if any(p["error"] for p in doc["partitions"]):
         raise SystemExit(EXIT_TROUBLE)

@@ -158,6 +158,11 @@ class FlockLive:
         """None: the ``flock`` excludes a second consumer."""
         return None
 
+    def started_past_the_log(self, subscriber: str) -> bool:
+        """False: a consumer's start takes the ack log's lock, so one held since a
+        decision keeps every start out."""
+        return False
+
 
 class LeaseLive:
     """An object root's live-consumer locks: the lease ``readers/<subscriber>.lease``
@@ -221,6 +226,12 @@ class LeaseLive:
             )
         lease = held.lock
         return LiveClaim(int(lease.holder.token[:16], 16), lease.url, lease.epoch)
+
+    def started_past_the_log(self, subscriber: str) -> bool:
+        """Whether a consumer holds ``subscriber``'s lease now: a start on an object
+        root takes no lock of the ack log, so one made since a decision is looked for
+        here (:meth:`is_live`)."""
+        return self.is_live(subscriber)
 
 
 LiveLocks = FlockLive | LeaseLive
