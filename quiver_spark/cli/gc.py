@@ -37,7 +37,9 @@ JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
           # segments whose .meta this run found failing verification: kept and
           # counted, never deleted by gc; `quiver fsck --quarantine` moves them aside
       "retained_verified": bool,
-          # true (--full): every retained segment's .meta was read and verified;
+          # true (--full): every retained segment's .meta was read and verified (a
+          # listed one whose .meta is gone, or whose .arrow is not its published
+          # size, is damaged);
           # false: only those the pass read (the ones it chose to delete), so an empty
           # "damaged" says nothing of the others: `quiver fsck` verifies the store
       "orphans": [{"partition": str, "seq": int}]
@@ -57,10 +59,11 @@ import click
 
 from .. import format as fmt
 from .. import layout
+from ..control.manifest import ManifestEntry
 from ..errors import CorruptionError
 from ..fs import partition_locked
 from ..ranges import RangeSet
-from ..segment.catalog import DamagedSegment
+from ..segment.catalog import DamagedSegment, SegmentLocation
 from ..store import QuiverStore
 from ..wal import list_wal_files, scan_wal_file, wal_limits
 from .common import (
@@ -182,18 +185,54 @@ def _damaged_retained(store: QuiverStore, known: set[tuple[str, int]]) -> list[D
     A pass reads only the ``.meta`` of the segments it chose to delete (a new process
     starts from each partition's MANIFEST, §6.7); ``gc --full``, which lists every
     partition anyway, also reads those of the segments it keeps, so that damage is
-    named where it was found. A plain gc does not: its start cost stays that of the
-    partitions, and verifying every retained segment is ``quiver fsck``'s."""
+    named where it was found, and a segment its MANIFEST lists whose ``.meta`` is gone
+    or whose ``.arrow`` differs from its published size (one listing per partition).
+    A plain gc does not: its start cost stays that of the partitions, and verifying
+    every retained segment is ``quiver fsck``'s."""
     loc = store.segment_location
     found: list[DamagedSegment] = []
     for pid in store.partitions():
-        for entry in loc.view(pid).entries:
+        entries = loc.view(pid).entries
+        arrows = _arrow_sizes(loc, pid)
+        for entry in entries:
             if (pid, entry.seq) in known:
                 continue
             got = loc.probe(pid, entry.seq)
             if isinstance(got, DamagedSegment):
                 found.append(got)
+            elif got is None:  # listed, its .meta gone: damage unless deleted since
+                if any(e.seq == entry.seq for e in loc.view(pid).entries):
+                    found.append(_damaged(loc, entry, "its .meta is missing"))
+            elif arrows.get(entry.seq, got.size_bytes) != got.size_bytes:
+                found.append(
+                    _damaged(
+                        loc,
+                        entry,
+                        f"segment size {arrows[entry.seq]} differs from published size "
+                        f"{got.size_bytes}",
+                    )
+                )
     return found
+
+
+def _arrow_sizes(loc: SegmentLocation, pid: str) -> dict[int, int]:
+    """``{seq: bytes}`` of partition ``pid``'s ``.arrow`` files, from one listing
+    (``{}`` when it fails: the sizes are then not compared)."""
+    b = loc.backend
+    try:
+        listed = b.entries(b.join(pid), sizes=True)
+    except OSError:
+        return {}
+    return {s: n for name, n in listed.items() if (s := layout.parse_segment_data(name))}
+
+
+def _damaged(loc: SegmentLocation, entry: ManifestEntry, error: str) -> DamagedSegment:
+    """A kept segment ``gc --full`` found damaged other than in its ``.meta``'s bytes:
+    named by its ``.arrow``, as ``quiver fsck`` names it."""
+    return DamagedSegment(
+        entry.partition, entry.seq, loc.data_path(entry.partition, entry.seq), error,
+        entry.size_bytes,
+    )  # fmt: skip
 
 
 def run_gc(
