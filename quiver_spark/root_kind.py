@@ -56,6 +56,7 @@ from .objects import ObjectStore
 from .objects.base import Stored
 from .objects.clock import RESOLUTION_NS, StorageClock
 from .partition import PartitionWriter
+from .partition.model import NO_LEASE, WriterLease
 from .partition.staged_txns import LostSealer, stage_txn, staged_ids
 from .segment import SegmentLocation
 from .subscribers.journal import FileJournal
@@ -207,14 +208,14 @@ class RootKind(Protocol):
     ) -> int:
         """Make ``txn_id``'s rows survive this machine (§12.6); the bytes written."""
 
-    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease | None:
+    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> WriterLease:
         """The lease a writer of ``pid`` holds besides its WAL's flock (``purpose``:
         :data:`~quiver_spark.control.lease.PURPOSE_SEALER` for one that only seals)."""
 
     def slot_name(self, host: str, k: int) -> str:
         """The partition of core slot ``k`` for a writer on ``host`` (§12.3, "Slots")."""
 
-    def slot_lease(self, pid: str) -> Lease | None:
+    def slot_lease(self, pid: str) -> WriterLease:
         """What a slot claim of ``pid`` holds besides its WAL's flock; LockedError
         (never a wait) when another writer has it."""
 
@@ -365,15 +366,15 @@ class FileRoot:
     ) -> int:
         return 0  # the WAL is on the store's own disk
 
-    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> Lease | None:
-        return None
+    def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> WriterLease:
+        return NO_LEASE  # the WAL's flock decides
 
     def slot_name(self, host: str, k: int) -> str:
         # one machine, or a shared file system: the host's own slots
         return layout.host_slot(host, k)
 
-    def slot_lease(self, pid: str) -> Lease | None:
-        return None  # the WAL's flock decides
+    def slot_lease(self, pid: str) -> WriterLease:
+        return NO_LEASE  # the WAL's flock decides
 
     def hold_partition(self, pid: str, purpose: str) -> PartitionLock | None:
         lock = os.path.join(self.wal_root(self.config), layout.partition_lock(pid))

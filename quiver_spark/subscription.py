@@ -215,8 +215,12 @@ class Subscription:
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
             # a lease object gone missing never leaves the subscriber unclaimable
-            floor = store.subscribers.claim_epoch(name) if store.kind.live.leases else 0
-            store.kind.live.claim(name, self, ttl_s=store.config.lease_ttl_s, min_epoch=floor)
+            store.kind.live.claim(
+                name,
+                self,
+                ttl_s=store.config.lease_ttl_s,
+                floor=lambda: store.subscribers.claim_epoch(name),
+            )
         try:
             self.registry: SubscriberRegistry = store.subscribers
             self._claim_consumer()  # before any position is read (§12.5)

@@ -263,8 +263,8 @@ def _ident(objects: ObjectStore, key: str) -> tuple[str, str]:
 def _holder_here(ident: tuple[str, str]) -> Lease | None:
     with _mutex:
         ref = _held.get(ident)
-    lease = ref() if ref is not None else None
-    return lease if lease is not None and not lease.lost() else None
+    held = ref() if ref is not None else None  # still referenced by this process
+    return held if held is not None and not held.lost() else None
 
 
 class _Busy:
@@ -537,6 +537,11 @@ class Lease:
             if written is not None:
                 self._version = written.version
                 self._renewed_at = started
+
+    @property
+    def sealer(self) -> bool:
+        """Whether this lease was taken only to seal what a gone writer left."""
+        return self.holder.purpose == PURPOSE_SEALER
 
     def check_held(self) -> None:
         """Before an act only the holder may do (publish, fence, acknowledge): raise

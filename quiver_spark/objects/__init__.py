@@ -6,7 +6,6 @@ for the roots that need them.
 
 from __future__ import annotations
 
-from ..urls import is_object_url
 from .base import (
     CountingObjects,
     Level,
@@ -26,7 +25,6 @@ __all__ = [
     "StorageOptions",
     "Stored",
     "create_or_same",
-    "is_object_url",
     "open_objects",
     "redact",
 ]

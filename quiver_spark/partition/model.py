@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ..config import validate_name
+from ..control.lease import Lease
 
 
 @dataclass
@@ -107,3 +108,27 @@ class OpenSegment:
 
 def partition_dir(wal_root: str, pid: str) -> str:
     return os.path.join(wal_root, validate_name("partition", pid))
+
+
+class NoLease:
+    """What a POSIX root's writer holds besides its WAL's flock: nothing. The flock
+    decides who writes (§12.3), so there is nothing to confirm, renew or release, and
+    the writer never seals for a gone one under it."""
+
+    epoch = 0
+    sealer = False
+
+    def confirm(self) -> None:
+        return None
+
+    def check_held(self) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+
+NO_LEASE = NoLease()
+
+WriterLease = Lease | NoLease
+"""What a partition's writer holds besides its WAL's flock, as its root's kind hands it."""

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..control.lease import Lease
 from ..errors import SeqTakenError
 from ..segment import SegmentLocation, SegmentMeta
+from .model import WriterLease
 
 MOVES = 16
 """Seqs in a row found taken by another lease holder before a publication gives up."""
 
 
-def check_lease(lease: Lease | None) -> None:
-    """Before a publication: the writer still holds ``lease`` (None, a POSIX root's
-    writer: nothing to check), by :meth:`~quiver_spark.control.lease.Lease.check_held`
-    (a lost one raises LeaseLostError; one short of time is renewed first)."""
-    if lease is not None:
-        lease.check_held()
+def check_lease(lease: WriterLease) -> None:
+    """Before a publication: the writer still holds ``lease`` (a POSIX root's writer's
+    :data:`~.model.NO_LEASE`: nothing to check), by
+    :meth:`~quiver_spark.control.lease.Lease.check_held` (a lost one raises
+    LeaseLostError; one short of time is renewed first)."""
+    lease.check_held()
 
 
 def publish_own(

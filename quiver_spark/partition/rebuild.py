@@ -42,6 +42,7 @@ from .recovery import (
     staged_by_another,
 )
 from .sealing import Sealing
+from .staged import staged_objects
 from .state import PartitionState
 
 log = logging.getLogger(__name__)
@@ -235,8 +236,7 @@ class Rebuild:
         ids = sorted(set(unsealed) & set(self.state.pending))
         if not ids:
             return []
-        assert self.state.segments.manifests is not None
-        objects = self.state.segments.manifests.objects
+        objects = staged_objects(self.state.segments)
         others = []
         for txn_id in ids:
             try:

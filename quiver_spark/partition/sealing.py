@@ -26,7 +26,7 @@ from ..ranges import ranges_of
 from ..segment import SegmentMeta
 from .model import RESOLVE_CAP_S, RESOLVE_GRACE_S, OpenSegment
 from .publication import MOVES, check_lease, publish_own
-from .staged import staged_schema
+from .staged import staged_objects, staged_schema
 from .staged_seal import seal_one
 from .state import PartitionState
 
@@ -185,10 +185,9 @@ class Sealing:
         look at each again is the :class:`StagedBook`'s. Runs only with nothing past
         the commit point (``unpublished`` is None)."""
         staged = self.state.staged
-        if not staged.foreign or self.state.unpublished is not None or self.state.lease is None:
-            return
-        assert self.state.segments.manifests is not None
-        objects = self.state.segments.manifests.objects
+        if not staged.foreign or self.state.unpublished is not None:
+            return  # a POSIX root's writer stages nothing: none is ever foreign
+        objects = staged_objects(self.state.segments)
         now = time.monotonic()
         garbage: list[int] = []
         for txn_id in staged.due(now):

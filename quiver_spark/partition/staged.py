@@ -48,6 +48,14 @@ def staged_schema(
     return [(seq, ns, b) for (seq, ns, _), b in zip(records, batches, strict=True)]
 
 
+def staged_objects(segments: SegmentLocation) -> ObjectStore:
+    """The bucket a partition's staged transactions are in (§12.6): an object root's,
+    whose segments publish through a MANIFEST. Only an object root's writer stages, so
+    only it finds staged transactions to ask this for."""
+    assert segments.manifests is not None  # the one place: an object root's segments
+    return segments.manifests.objects
+
+
 class StagedBook:
     """What the writer of ``pid`` knows of its partition's staged transactions."""
 
@@ -156,5 +164,4 @@ class StagedBook:
             log.warning("quiver.staged.drop_failed partition=%s: %s", self.pid, e)
 
     def _objects(self) -> ObjectStore:
-        assert self.segments.manifests is not None
-        return self.segments.manifests.objects
+        return staged_objects(self.segments)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from ..commits import CommitLog
 from ..config import SegmentConfig
-from ..control.lease import Lease
 from ..errors import CorruptionError
 from ..objects import ObjectStore
 from ..segment import SegmentLocation, SegmentMeta
 from ..staging import read_staged
+from .model import WriterLease
 
 
 class Outcome(enum.Enum):
@@ -61,7 +61,7 @@ def seal_one(
     pid: str,
     txn_id: int,
     *,
-    lease: Lease,
+    lease: WriterLease,
     check_lease: Callable[[], None],
     log: logging.Logger,
     first_seq: int = 0,

@@ -20,14 +20,13 @@ from .. import format as fmt
 from .. import layout
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
-from ..control.lease import Lease
 from ..fs import FileIO
 from ..ranges import RangeSet
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..wal import WalWriter
 from .failure import FailureState
-from .model import OpenSegment, Txn, partition_dir
+from .model import OpenSegment, Txn, WriterLease, partition_dir
 from .staged import StagedBook
 
 
@@ -49,11 +48,12 @@ class PartitionState:
         commits: CommitLog,
         io: FileIO,
         deleted: DeletedSegments | None,
-        lease: Lease | None,
+        lease: WriterLease,
     ) -> None:
         self.pid = validate_name("partition", pid)
         self.lease = lease
-        """On an object root, the partition's writer lease (§12.3), released at close."""
+        """The partition's writer lease (§12.3), released at close: on a POSIX root
+        :data:`~.model.NO_LEASE`."""
         self.deleted = deleted
         self.config = config
         self.segments = segments

@@ -24,7 +24,6 @@ from .. import format as fmt
 from .. import layout
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
-from ..control.lease import PURPOSE_SEALER, Lease
 from ..errors import (
     BatchTooLargeError,
     CorruptionError,
@@ -36,7 +35,7 @@ from ..fs import DEFAULT_IO, FileIO, PartitionLock
 from ..seams import DeletedSegments
 from ..segment import SegmentLocation, SegmentMeta
 from ..wal import WalWriter, encode_txn
-from .model import HEARTBEAT_PENDING, RecoveryReport, Txn
+from .model import HEARTBEAT_PENDING, NO_LEASE, RecoveryReport, Txn, WriterLease
 from .rebuild import Rebuild
 from .sealing import Sealing
 from .state import PartitionState
@@ -61,7 +60,7 @@ class PartitionWriter:
         commits: CommitLog,
         io: FileIO = DEFAULT_IO,
         deleted: DeletedSegments | None = None,
-        lease: Lease | None = None,
+        lease: WriterLease = NO_LEASE,
     ) -> None:
         self.state = PartitionState(
             pid=pid,
@@ -105,8 +104,9 @@ class PartitionWriter:
         self.state.config = config
 
     @property
-    def lease(self) -> Lease | None:
-        """On an object root, the partition's writer lease (§12.3), released at close."""
+    def lease(self) -> WriterLease:
+        """The partition's writer lease (§12.3), released at close: on a POSIX root
+        :data:`~.model.NO_LEASE`."""
         return self.state.lease
 
     @property
@@ -319,15 +319,14 @@ class PartitionWriter:
         """Object root: this writer still holds its lease at its epoch (one GET of the
         LEASE); :class:`LeaseLostError` when another holder took it over (§12.6: what
         it staged before the call is then listed by any later holder's open)."""
-        if self.lease is not None:
-            self.lease.confirm()
+        self.lease.confirm()
 
     def note_foreign(self, txn_id: int) -> None:
         """Object root: the staged object under ``txn_id`` holds another incarnation's
         transaction (met where this writer staged its own): resolved like those its
         open listed, and kept out of the transaction floor until then (§12.6)."""
         with self.state.lock:
-            if self.lease is not None and not self.state.closed:
+            if not self.state.closed:
                 self.state.staged.note(txn_id)
 
     # -- finalize, maintenance and status -----------------------------------------------
@@ -390,7 +389,7 @@ class PartitionWriter:
             body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self.state.open else None
         )
         path = os.path.join(self.dir, layout.heartbeat_file_name())
-        if self.lease is not None and self.lease.holder.purpose == PURPOSE_SEALER:
+        if self.lease.sealer:
             try:
                 before = fmt.decode_frame(path, fmt.MAGIC_HEARTBEAT, self.io.read_file(path))
             except (OSError, CorruptionError):
@@ -462,8 +461,7 @@ class PartitionWriter:
                         )
                     finally:
                         self._flock.release()
-                        if self.lease is not None:
-                            self.lease.release()
+                        self.lease.release()
             if unsettled is not None:
                 failure.unreported_wal = None
                 raise unsettled

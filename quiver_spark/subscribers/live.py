@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,9 +109,6 @@ class FlockLive:
     """A POSIX root's live-consumer locks: the ``flock`` on
     ``<root>/readers/<subscriber>.lock``, which excludes a consumer of any process."""
 
-    leases = False
-    """Whether the lock is a lease whose claim the acknowledgements carry (§12.5)."""
-
     def __init__(self, root: str) -> None:
         self.root = root
 
@@ -120,10 +118,11 @@ class FlockLive:
         owner: object,
         *,
         ttl_s: float = DEFAULT_TTL_S,
-        min_epoch: int = 0,
+        floor: Callable[[], int] | None = None,
     ) -> None:
         """Hold ``<root>/readers/<subscriber>.lock`` for consumer ``owner`` (see the
-        module docstring for who is refused and whose lock is taken over)."""
+        module docstring for who is refused and whose lock is taken over). A flock has
+        no epoch: ``floor`` is not asked."""
         path = live_lock_path(self.root, subscriber)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         key = os.path.realpath(path)
@@ -168,8 +167,6 @@ class LeaseLive:
     """An object root's live-consumer locks: the lease ``readers/<subscriber>.lease``
     (§12.3), renewed in the background, whose claim the acknowledgements carry."""
 
-    leases = True
-
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
 
@@ -179,12 +176,13 @@ class LeaseLive:
         owner: object,
         *,
         ttl_s: float = DEFAULT_TTL_S,
-        min_epoch: int = 0,
+        floor: Callable[[], int] | None = None,
     ) -> None:
         """Hold the lease ``readers/<subscriber>.lease`` for consumer ``owner`` (see the
-        module docstring). ``min_epoch``: the epoch of the subscriber's standing claim in
-        the ack log (§12.5), so a lease object that went missing or was damaged never
-        restarts below it."""
+        module docstring). ``floor``: asked for the epoch of the subscriber's standing
+        claim in the ack log (§12.5), so a lease object that went missing or was
+        damaged never restarts below it."""
+        min_epoch = floor() if floor is not None else 0
         _claim_lease(self.objects, subscriber, owner, ttl_s, min_epoch)
 
     def release(self, subscriber: str, owner: object) -> None:

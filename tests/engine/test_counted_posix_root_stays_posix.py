@@ -13,6 +13,7 @@ from quiver_spark.objects.local import LocalObjects
 from quiver_spark.root_kind import root_kind
 from quiver_spark.subscribers import SubscriberRegistry
 from quiver_spark.subscribers.journal import FileJournal
+from quiver_spark.subscribers.live import FlockLive
 
 
 class Consumer:
@@ -43,6 +44,6 @@ def test_the_ack_log_and_the_live_lock_of_a_counted_posix_root_are_both_posix(
     reg = SubscriberRegistry.open(root, objects=counted, journal=kind.journal)
     try:
         assert isinstance(reg.journal, FileJournal)
-        assert kind.live_locks(root, counted).leases is False
+        assert isinstance(kind.live_locks(root, counted), FlockLive)
     finally:
         reg.close()

@@ -21,8 +21,13 @@ PKG = Path(__file__).resolve().parents[2] / "quiver_spark"
 BRANCH = re.compile(
     r"on_objects|is_object_root|manifest_publishes|non_posix|local_of"
     r"|isinstance\([^)]*LocalObjects|is_local_url|\.posix|objects is None|objects is not None"
+    r"|\blease is None|\blease is not None|\bmanifests is not None|\.stages\b|\.leases\b"
+    r"|keeps_facts|is_object_url"
 )
-"""What asks, outside the seam, which kind of root it is on."""
+"""What asks, outside the seam, which kind of root it is on: besides the forms above,
+a writer's lease left None for POSIX (the POSIX kind hands over a lease that checks
+nothing), segments without a MANIFEST taken for POSIX, and a kind's flags (whether it
+stages, whether its live locks are leases, whether it keeps GONE facts)."""
 
 SEAM = {"root_kind.py", "urls.py"}
 """The kinds themselves, and the module that parses URLs."""
@@ -31,6 +36,14 @@ KNOWN = {
     ("subscribers/objects_journal.py", "if objects is None:"): (
         "ObjectJournal.open refuses to open without the root's objects (a caller's "
         "mistake, a TypeError): no decision between the kinds"
+    ),
+    (
+        "partition/staged.py",
+        "assert segments.manifests is not None  # the one place: an object root's segments",
+    ): (
+        "staged_objects: the bucket of a partition's staged transactions, asked only by "
+        "a writer that found staged transactions, which only an object root's writer "
+        "stages; the assertion states that, it decides nothing"
     ),
 }
 """Matches that are no root-kind decision, with why: ``(file, stripped line)``."""
@@ -80,6 +93,7 @@ def test_a_planted_branch_is_found_and_named_by_its_file_and_line() -> None:
             "    if objects is None:  # POSIX\n"
             "        return 1\n"
             "    return isinstance(objects.inner, LocalObjects)\n"
+            "staged_due = kind.stages and writer.lease is not None\n"
         ),
         "root_kind.py": "if objects is None:\n",
         "subscribers/objects_journal.py": "        if objects is None:\n",
@@ -87,4 +101,5 @@ def test_a_planted_branch_is_found_and_named_by_its_file_and_line() -> None:
     assert branches(planted) == [
         "quiver_spark/planted.py:2: if objects is None:  # POSIX",
         "quiver_spark/planted.py:4: return isinstance(objects.inner, LocalObjects)",
+        "quiver_spark/planted.py:5: staged_due = kind.stages and writer.lease is not None",
     ]

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from quiver_spark.errors import ConfigError
-from quiver_spark.objects import StorageOptions, is_object_url, open_objects, redact
+from quiver_spark.objects import StorageOptions, open_objects, redact
 from quiver_spark.objects.cloud import CloudObjects
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.memory import MemoryObjects
+from quiver_spark.urls import is_object_url
 
 OPTIONS = {
     "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
