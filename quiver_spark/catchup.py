@@ -24,9 +24,13 @@ done ones (hwm plus gap set, §8.4) and retention keeps those segments (§8.7).
 While both cursors have work the head gets ``head_share`` of every cap of the batch
 (at least one segment) and the backfill the rest (at least one segment when
 ``max_segments`` is 2 or more); either gets the whole budget when the other has no
-work. A position with a backlog planned ``oldest`` (a query whose order was switched)
-drains the backlog first, then reads new segments in seq order: the order changes,
-nothing is skipped.
+work. When the caps leave the backfill nothing (``max_segments`` of 1, or a byte or
+row cap below what the head took plus a backlog segment), the backfill still gets
+about ``1 - head_share`` of those batches, its turns counted from the start position
+(:func:`_backfill_turn`): on a turn the head waits one trigger and the backfill gets
+the whole budget, so a steady writer cannot starve the backlog. A position with a
+backlog planned ``oldest`` (a query whose order was switched) drains the backlog
+first, then reads new segments in seq order: the order changes, nothing is skipped.
 """
 
 from __future__ import annotations
@@ -259,10 +263,12 @@ def plan_catch_up(
             ]
     total = _Budget()
     if newest:
-        head_caps = _share(caps, head_share) if any(back.values()) else caps
-        taken = _walk(new, [(total, caps), (_Budget(), head_caps)])
-        _advance_heads(heads, backlog, back, new, taken, jumped=True)
-        _shrink_backlogs(backlog, back, _walk(back, [(total, caps)]))
+        backfills = any(back.values())
+        plan = _plan_newest(heads, backlog, back, new, caps, head_share, backfills)
+        if backfills and not plan[3] and _backfill_turn(after, plan[2], head_share):
+            # the caps left the backfill nothing: on its turn the head waits a trigger
+            plan = _plan_newest(heads, backlog, back, {}, caps, head_share, backfills)
+        heads, backlog, _, _, total = plan
     else:
         _shrink_backlogs(backlog, back, _walk(back, [(total, caps)]))
         taken = _walk(new, [(total, caps)])
@@ -279,6 +285,41 @@ def plan_catch_up(
             end.backlog,
         )
     return end
+
+
+def _plan_newest(
+    heads: Mapping[str, int],
+    backlog: Mapping[str, tuple[int, int]],
+    back: Mapping[str, list[Available]],
+    new: Mapping[str, list[Available]],
+    caps: Caps,
+    head_share: float,
+    backfills: bool,
+) -> tuple[dict[str, int], dict[str, tuple[int, int]], int, int, _Budget]:
+    """One newest-first plan on copies: the heads and backlogs after it, how many
+    segments the head and the backfill took, and the batch's budget."""
+    heads, backlog, back = dict(heads), dict(backlog), dict(back)
+    total = _Budget()
+    head_caps = _share(caps, head_share) if backfills else caps
+    taken = _walk(new, [(total, caps), (_Budget(), head_caps)])
+    _advance_heads(heads, backlog, back, new, taken, jumped=True)
+    filled = _walk(back, [(total, caps)])
+    _shrink_backlogs(backlog, back, filled)
+    count = lambda t: sum(len(v) for v in t.values())  # noqa: E731
+    return heads, backlog, count(taken), count(filled), total
+
+
+def _backfill_turn(after: Position, head_took: int, head_share: float) -> bool:
+    """Whether a batch whose caps leave the backfill nothing goes to the backfill
+    instead (the head waits one trigger). With ``n`` the seqs ``after`` includes, the
+    head's ``head_took`` seqs would count it on to ``n + head_took``; the backfill's
+    turn is when that passes a multiple of ``1 / (1 - head_share)``. Every count is
+    passed once whatever the batches' sizes, so the backfill gets about
+    ``1 - head_share`` of those batches (none with a share of 1), and the decision is
+    a function of the start position and the store, as the rest of the plan is."""
+    n = sum(after.included(p) for p in after.segments)
+    rest = 1 - head_share
+    return math.floor((n + head_took) * rest) > math.floor(n * rest)
 
 
 def _advance_heads(

@@ -80,6 +80,17 @@ class CatchUpModel(RuleBasedStateMachine):
     def consume(self, order: str, share: float, cap: int, ack: bool) -> None:
         self._consume(order, share, cap, ack=ack)
 
+    @rule(
+        p=st.sampled_from(PARTS),
+        share=st.sampled_from([0.01, 0.5, 0.75]),
+        ack=st.booleans(),
+    )
+    def write_then_consume_one(self, p: str, share: float, ack: bool) -> None:
+        """A steady writer: a new segment before a batch that admits one segment, newest
+        first (the backfill takes its turns instead of the head taking every batch)."""
+        self.write(p, 1)
+        self._consume("newest", share, 1, ack=ack)
+
     @rule()
     def retention(self) -> None:
         self.writers["p-0"].run_retention()
