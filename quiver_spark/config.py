@@ -52,6 +52,10 @@ def _non_negative(option: str, value: float) -> None:
         raise ConfigError(option, value, "zero or a positive number")
 
 
+ACK_CHECKPOINT_RECORDS = 100_000
+"""By default, a subscriber checkpoint is written after this many ack-log records."""
+
+
 @dataclass(frozen=True)
 class WalConfig:
     """Write-ahead log settings.
@@ -134,7 +138,7 @@ class StoreConfig:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     salvage: bool = False
     """Opt-in: skip (and count) corrupt mid-log WAL records instead of refusing to open."""
-    ack_checkpoint_records: int = 100_000
+    ack_checkpoint_records: int = ACK_CHECKPOINT_RECORDS
     """Write a subscriber checkpoint after this many ack-log records."""
     subscriber_expire_after_s: float | None = o.SUBSCRIBER_EXPIRE_AFTER_DEFAULT
     """Store policy: deregister a subscriber neither live nor acknowledging for this long."""

@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 POLICY_FILE = layout.policy()
 POLICY_COPY_FILE = layout.policy_copy()
 """The last policy written, written right after POLICY itself: what repair restores."""
-MAGIC_POLICY = fmt.MAGIC_POLICY
 
 # option name -> RetentionConfig field, for the options a store's policy holds
 RETENTION_FIELDS: dict[str, str] = {
@@ -193,7 +192,7 @@ _warned: set[str] = set()
 
 
 def _decode(path: str, raw: bytes) -> StorePolicy:
-    return StorePolicy.from_body(path, fmt.decode_frame(path, MAGIC_POLICY, raw))
+    return StorePolicy.from_body(path, fmt.decode_frame(path, fmt.MAGIC_POLICY, raw))
 
 
 def _read(objects: ObjectStore) -> tuple[StorePolicy | None, Stored | None]:
@@ -274,7 +273,7 @@ def _write(objects: ObjectStore, policy: StorePolicy, read: Stored | None) -> No
 
 
 def _encode(policy: StorePolicy) -> bytes:
-    return fmt.encode_frame(MAGIC_POLICY, policy.to_body())
+    return fmt.encode_frame(fmt.MAGIC_POLICY, policy.to_body())
 
 
 def _copy_best_effort(objects: ObjectStore, data: bytes, generation: int | None) -> None:
@@ -343,7 +342,7 @@ def policy_before_store(objects: ObjectStore, config: StoreConfig) -> StorePolic
     reading POLICY too (EIO, nothing answering): a store is never made without one.
     """
     first = dataclasses.replace(policy_of(config), generation=1, updated_ns=time.time_ns())
-    data = fmt.encode_frame(MAGIC_POLICY, first.to_body())
+    data = fmt.encode_frame(fmt.MAGIC_POLICY, first.to_body())
     try:
         current, got = _read(objects)
         if current is None:

@@ -642,6 +642,12 @@ class QuiverStore:
         was sealed, and why it failed (:func:`~quiver_spark.write_jobs.seal_orphans`)."""
         return write_jobs.seal_orphans(cls.open, root, config, storage_options)
 
+    @property
+    def slot(self) -> str | None:
+        """The partition this handle writes (a sink's core slot); None when it writes
+        none."""
+        return self.writer.pid if self.writer is not None else None
+
     def holds_partition(self) -> bool:
         """Whether this handle still holds the partition it writes, as far as can be
         told before a write: False once a renewal of its lease found it taken over;

@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..format import MAGIC_LEASE, decode_frame, encode_frame
 from ..objects.base import ObjectStore, Stored
+from ..option_table import LEASE_TTL_DEFAULT
 from . import cas
 from .clock import elapsed
 from .lease_keeper import LeaseKeeper
@@ -48,8 +49,9 @@ log = logging.getLogger(__name__)
 
 """§6 frame magic of a lease object (ARCHITECTURE.md §12.3)."""
 
-DEFAULT_TTL_S = 30.0
-"""How long an observer must see one version before it takes the lease over."""
+DEFAULT_TTL_S = LEASE_TTL_DEFAULT
+"""How long an observer must see one version before it takes the lease over (the
+store option ``lease.ttl``'s default)."""
 
 PURPOSE_WRITER = "writer"
 """The purpose a partition's writer LEASE names when its holder writes the partition."""

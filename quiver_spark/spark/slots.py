@@ -93,7 +93,7 @@ def slot_store(
         log.info(
             "quiver.sink.slot root=%s partition=%s process=%d recovered=%s",
             root,
-            store.writer.pid if store.writer is not None else None,
+            store.slot,
             os.getpid(),
             rec.summary() if rec is not None and rec.records_scanned else "nothing",
         )
@@ -102,7 +102,7 @@ def slot_store(
 
 def _close(store: QuiverStore, root: str, why: object) -> None:
     """Close a handle dropped from the cache; a failure is logged, never raised."""
-    pid = store.writer.pid if store.writer is not None else None
+    pid = store.slot
     log.warning("quiver.sink.slot_evict root=%s partition=%s error=%r", root, pid, why)
     try:
         store.close()
@@ -143,4 +143,4 @@ def close_all() -> None:
 def open_slots() -> list[tuple[str, str]]:
     """``(root, partition)`` of this process's open slots (for tests and status)."""
     with _lock:
-        return [(s.root, s.writer.pid) for s in _handles.values() if s.writer is not None]
+        return [(s.root, s.slot) for s in _handles.values() if s.slot is not None]

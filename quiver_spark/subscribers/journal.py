@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
 from .. import layout
+from ..config import ACK_CHECKPOINT_RECORDS
 from ..errors import QuiverError, StoreClosedError
 from ..format import MAGIC_CHECKPOINT, decode_frame, encode_frame
 from ..fs import DEFAULT_IO, FileIO
@@ -228,7 +229,7 @@ class FileJournal:
         root: str,
         *,
         io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
         salvage: bool = False,
         objects: ObjectStore | None = None,
     ) -> Self:
@@ -249,7 +250,7 @@ class FileJournal:
         root: str,
         *,
         io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
         salvage: bool = False,
         objects: ObjectStore | None = None,
     ) -> Self | None:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Self
 
 from .. import layout
+from ..config import ACK_CHECKPOINT_RECORDS
 from ..control import cas
 from ..control.clock import elapsed
 from ..errors import (
@@ -124,7 +125,7 @@ class ObjectJournal:
         root: str,
         *,
         io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
         salvage: bool = False,
         objects: ObjectStore | None = None,
     ) -> Self:
@@ -151,7 +152,7 @@ class ObjectJournal:
         root: str,
         *,
         io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
         salvage: bool = False,
         objects: ObjectStore | None = None,
     ) -> Self | None:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
-from ..config import validate_name
+from ..config import ACK_CHECKPOINT_RECORDS, validate_name
 from ..errors import ConfigError, SubscriberError, UnknownSegmentError
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
@@ -113,7 +113,7 @@ class SubscriberRegistry:
         root: str,
         *,
         io: FileIO = DEFAULT_IO,
-        checkpoint_records: int = 100_000,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
         salvage: bool = False,
         objects: ObjectStore | None = None,
         journal: JournalKind = FileJournal,
