@@ -644,8 +644,7 @@ class QuiverStore:
 
     @property
     def slot(self) -> str | None:
-        """The partition this handle writes (a sink's core slot); None when it writes
-        none."""
+        """The partition this handle writes (a sink's core slot), if any."""
         return self.writer.pid if self.writer is not None else None
 
     def holds_partition(self) -> bool:
