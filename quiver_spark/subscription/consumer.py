@@ -1,24 +1,5 @@
-"""Consuming a store as a subscriber: plan, read, acknowledge (ARCHITECTURE.md §9b).
-
-A :class:`Subscription` is one named consumer of a store. It turns the store's
-finalized segments into :class:`~quiver_spark.position.Position` ranges, reads them
-verified, and records every position it finishes as a durable acknowledgement, after
-which one retention pass (:meth:`QuiverStore.run_retention`, the store's policy)
-reclaims what every subscriber is done with. The Spark source is a translation of
-its offsets to these calls; an embedded consumer uses them directly::
-
-    with Subscription.open("/data/quiver", "forwarder") as sub:
-        while (batch := sub.poll(Caps(max_segments=8))) is not None:
-            for meta in batch.segments:
-                for rb in sub.read(meta):
-                    forward(rb)
-            sub.ack(batch.end)          # durable; the segments may now be reclaimed
-
-Everything it decides (start positions, admission under caps, the data-loss policy
-for a missing sequence, acknowledgements) runs without a JVM. A reader that reads a
-store without subscribing (a batch read) plans with :func:`plan_batch_read`; the tasks
-of either are served by :func:`read_task` (:mod:`quiver_spark.read_tasks`).
-"""
+"""The subscription: one named consumer of a store that plans, reads and acknowledges
+(ARCHITECTURE.md §9b, §9c); :mod:`quiver_spark.subscription` is what callers import."""
 
 from __future__ import annotations
 
@@ -31,8 +12,8 @@ from functools import partial
 
 import pyarrow as pa
 
-from . import layout
-from .catchup import (
+from .. import layout
+from ..catchup import (
     DEFAULT_HEAD_SHARE,
     CatchUpOrder,
     batch_spans,
@@ -40,58 +21,27 @@ from .catchup import (
     plan_catch_up,
     resumed_position,
 )
-from .config import StoreConfig, validate_name
-from .dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
-from .errors import (
+from ..config import StoreConfig, validate_name
+from ..dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
+from ..errors import (
     CorruptionError,
     MissingKind,
     QuiverError,
     SegmentMissingError,
-    StoreNotFoundError,
     SubscriberError,
     UnknownSegmentError,
 )
-from .metrics import SOURCE_ACKED, Metrics
-from .planning import UNLIMITED, Caps, SegmentPlanner
-from .position import Position, backlog_of
-from .read_tasks import (
-    Comparison,
-    ReadTask,
-    lost_report,
-    plan_batch_read,
-    read_task,
-    read_tasks,
-)
-from .root_kind import root_kind
-from .segment import Look, SegmentLocation, SegmentMeta
-from .store import QuiverStore
-from .subscribers import Outcome, StartPosition, SubscriberRegistry, records
-from .subscribers.live import LiveClaim
-
-__all__ = [
-    "DEFAULT_HEAD_SHARE",
-    "Batch",
-    "Caps",
-    "CatchUpOrder",
-    "Comparison",
-    "Position",
-    "ReadTask",
-    "SegmentMeta",
-    "StartPosition",
-    "Subscription",
-    "backlog_of",
-    "check_reader_root",
-    "lost_report",
-    "open_store",
-    "parse_head_share",
-    "plan_batch_read",
-    "read_task",
-    "read_tasks",
-]
-"""What a consumer of a store uses: the subscription, the positions and caps it plans
-with, and the read tasks of its batches and of a batch read."""
+from ..metrics import SOURCE_ACKED, Metrics
+from ..planning import UNLIMITED, Caps, SegmentPlanner
+from ..position import Position
+from ..segment import Look, SegmentLocation, SegmentMeta
+from ..store import QuiverStore
+from ..subscribers import Outcome, StartPosition, SubscriberRegistry, records
+from ..subscribers.live import LiveClaim
+from .opening import open_store
 
 log = logging.getLogger(__name__)
+
 
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
@@ -106,38 +56,6 @@ class Batch:
     start: Position
     end: Position
     segments: list[SegmentMeta]
-
-
-def open_store(
-    path: str, config: StoreConfig | None = None, storage_options: dict[str, str] | None = None
-) -> QuiverStore:
-    """A read/maintain handle on an existing store (a consumer creates nothing);
-    ``storage_options``: an object root's client settings."""
-    try:
-        return QuiverStore.open(
-            path,
-            config,
-            partition=None,
-            create=False,
-            background=False,
-            storage_options=storage_options or None,
-        )
-    except StoreNotFoundError as e:
-        raise StoreNotFoundError(
-            f"{path} is not a Quiver store yet: start the writer first "
-            "(df.writeStream.format('quiver').start(path)) or check the path"
-        ) from e
-
-
-def check_reader_root(root: str) -> None:
-    """Refuse, in one line, a reader's root that is a file or a directory of other files.
-
-    A missing or empty directory is left to :func:`open_store`, whose error says to
-    start the writer first; a directory holding files but no ``STORE`` is something
-    else (a directory of JSON or Parquet files), and saying "start the writer" would
-    mislead.
-    """
-    root_kind(root).check_reader_root(root)
 
 
 # -- the subscription -------------------------------------------------------------------------
