@@ -14,9 +14,12 @@ runs at the given scale. The rules (docs/kubernetes.md states them beside the re
   trigger finds the segments sealed since the last one (one poll + read and one ack
   flush, as measured);
 - writer slots and live consumers renew their lease every 10 s (one conditional PUT);
-- scaling: P13's store had few partitions, so requests on one partition's MANIFEST
-  made by every poll and retention pass (``HEAD partitions/<pid>/MANIFEST``) are
-  scaled to the number of partitions (one per slot), and the per-segment requests
+- scaling: P13's store had few partitions (counted by the MANIFEST HEADs of an
+  acknowledgement's retention pass, one per partition), so requests on one partition's
+  MANIFEST (``HEAD partitions/<pid>/MANIFEST``: every retention pass asks each
+  partition; a poll asks only the partitions its hint listing names, which at this
+  scale is about every partition a trigger) are scaled to the number of partitions (one
+  per slot), and the per-segment requests
   of a poll (the MANIFEST GET of a changed partition, the segment's ``.meta`` and
   ``.arrow`` GETs) to the segments each trigger finds. Everything else counts as
   measured, per operation.
@@ -72,10 +75,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     doc = json.loads(RESULTS.read_text())
     ops = doc["operations"]["small"]
     prices = doc["prices"]
-    # the partitions P13's polls HEAD: one HEAD per partition per poll
-    partitions_measured = ops["idle trigger: Subscription.poll, nothing new"]["by_key"][
-        MANIFEST_HEAD
-    ]
+    # the partitions of P13's store: an acknowledgement's retention pass HEADs each
+    # partition's MANIFEST once (an idle poll asks none since publication hints, §5.6)
+    partitions_measured = ops["subscriber: ack flush (Subscription.ack)"]["by_key"][MANIFEST_HEAD]
     slots = args.executors * args.cores
     seals_per_s = slots / args.max_open
     segments_per_trigger = seals_per_s * args.trigger
