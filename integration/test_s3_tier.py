@@ -20,6 +20,7 @@ driver and its Python workers, as ``storage.*`` options would). Two tests:
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,11 +88,16 @@ def bucket_keys(bucket: str, prefix: str) -> list[str]:
 
 
 def assert_only_published_pairs(keys: list[str]) -> dict[str, set[int]]:
-    """Every object is ``<pid>/<seq>.arrow`` or ``.meta``, each with its partner."""
+    """Every object is ``<pid>/<seq>.arrow`` or ``.meta``, each with its partner, or a
+    publication hint (``~hints/<pid>.<seq>.hint``, written before a publication and so
+    possibly left by one that failed: ARCHITECTURE.md §5.6)."""
     arrows: dict[str, set[int]] = {}
     metas: dict[str, set[int]] = {}
     for key in keys:
         pid, name = key.split("/")[-2:]
+        if pid == "~hints":
+            assert re.fullmatch(r"[A-Za-z0-9_.-]+\.\d{20}\.hint|QUARANTINE", name), key
+            continue
         stem, _, suffix = name.partition(".")
         assert stem.isdigit() and suffix in ("arrow", "meta"), f"stray object {key}"
         (arrows if suffix == "arrow" else metas).setdefault(pid, set()).add(int(stem))

@@ -88,7 +88,7 @@ def test_these_are_every_object_the_command_writes(moto_s3: MotoS3) -> None:
         proc = quiver(add_create(url, s3_options(proxy.endpoint)))
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-        prefix = f"/qbucket/{url.rsplit('/', 1)[1]}/"
+        prefix = f"/{url.removeprefix('s3://')}/"  # /<bucket>/<prefix>/
         written = [s.path.removeprefix(prefix) for s in proxy.requests("PUT")]
     assert sorted(written) == sorted(WRITES), proxy.describe()
 
