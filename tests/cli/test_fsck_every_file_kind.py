@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from quiver_spark import QuiverStore
+from quiver_spark.dataloss import LostLog
 from quiver_spark.position import Position
 from quiver_spark.subscribers import SubscriberRegistry
-from quiver_spark.dataloss import LostLog
 from quiver_spark.subscription import Subscription
 from tests.damage import flip_bit, flip_byte
 
