@@ -56,14 +56,14 @@ def publish_own(
             return meta
         except SeqTakenError:
             pass
-        segments.void(pid, meta.seq)
+        segments.publication.void(pid, meta.seq)
         seq = max(next_seq, meta.seq + 1)
         for _ in range(MOVES):
             try:
-                moved = segments.move_data(meta, seq)
+                moved = segments.publication.move_data(meta, seq)
                 break
             except SeqTakenError:
-                segments.void(pid, seq)
+                segments.publication.void(pid, seq)
                 seq += 1
         else:
             raise OSError(f"partition {pid}: {MOVES} seqs in a row taken after {seq}")

@@ -288,7 +288,7 @@ class Rebuild:
             if e.kind != "missing":
                 raise
         listed = (
-            self.state.segments.manifest_copy(self.state.pid)
+            self.state.segments.publication.manifest_copy(self.state.pid)
             if plan.action is Publishing.OWN
             else None
         )

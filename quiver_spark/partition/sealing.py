@@ -263,7 +263,7 @@ class Sealing:
                 # object root: another lease holder's objects are under this seq; it
                 # is recorded void (fenced: LeaseLostError) and the next one is used
                 try:
-                    self.state.segments.void(self.state.pid, seq)
+                    self.state.segments.publication.void(self.state.pid, seq)
                 except BaseException as e:
                     self.state.poison(e)
                     raise

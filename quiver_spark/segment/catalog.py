@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from .. import layout
 from ..config import NAME_RE, SegmentConfig, validate_name
-from ..control.manifest import Manifest, ManifestStore, ReclaimedTotals
+from ..control.manifest import ManifestStore, ReclaimedTotals
 from ..errors import (
     CorruptionError,
     LeaseLostError,
@@ -280,7 +280,7 @@ class SegmentLocation:
                 meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
             )
             if not again:
-                self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
+                self._publication.manifest_step(meta.partition, [meta], txns, sealed_by, txn_floor)
                 return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
@@ -301,7 +301,7 @@ class SegmentLocation:
             meta.batches,
         )
         try:
-            self._manifest_publish(meta.partition, [meta], txns, sealed_by, txn_floor)
+            self._publication.manifest_step(meta.partition, [meta], txns, sealed_by, txn_floor)
         except (LeaseLostError, SeqTakenError):
             if made is not None:
                 self._publication.unmake_meta(meta.partition, meta.seq, made)
@@ -335,30 +335,6 @@ class SegmentLocation:
         hints, mark = got
         dirs = self._dirs if self._dirs is not None else self.partitions()
         return Look(sorted({*dirs, *hints}), mark, hints)
-
-    def _manifest_publish(
-        self,
-        partition: str,
-        metas: builtins.list[SegmentMeta],
-        txns: tuple[int, ...] = (),
-        sealed_by: int | None = None,
-        txn_floor: int = 0,
-    ) -> None:
-        """After the ``.meta`` is durable: the partition's MANIFEST lists the segments
-        (an index of them on a POSIX root, their publication on an object root)."""
-        self._publication.manifest_step(partition, metas, txns, sealed_by, txn_floor)
-
-    def void(self, partition: str, seq: int) -> None:
-        """Object root: record ``seq`` void in the MANIFEST (gone: never published,
-        never waited for, never a loss). Raises ``FencedError`` (a
-        ``LeaseLostError``) when a later lease holder wrote the MANIFEST."""
-        self._publication.void(partition, seq)
-
-    def move_data(self, meta: SegmentMeta, seq: int) -> SegmentMeta:
-        """Object root: the bytes of this writer's segment ``meta`` (whose ``.meta``
-        key another holder took) uploaded again as segment ``seq`` (same content,
-        same checksum); :class:`SeqTakenError` when ``seq`` is taken too."""
-        return self._publication.move_data(meta, seq)
 
     def publish_staged(
         self,
@@ -398,11 +374,6 @@ class SegmentLocation:
         return self._publication.publish_staged(partition, txn_id, first_seq, write, publish)
 
     # -- the manifest (§6.7) ----------------------------------------------------------
-    def manifest_copy(self, partition: str) -> Manifest | None:
-        """Object root: the MANIFEST of ``partition`` as this handle last read or wrote
-        it (no request); None when it has none at hand."""
-        return self._publication.manifest_copy(partition)
-
     def reclaimed_totals(self, partition: str) -> ReclaimedTotals | None:
         """What retention's deletions took out of ``partition``'s MANIFEST since it
         began counting (§6.7, one GET); None without a manifest store, without a
@@ -418,23 +389,8 @@ class SegmentLocation:
     def seals_txn(self, partition: str, txn_id: int) -> bool:
         """Object root: whether the MANIFEST this handle last read or wrote for
         ``partition`` says staged transaction ``txn_id`` needs no seal (§12.6)."""
-        copy = self.manifest_copy(partition)
+        copy = self._publication.manifest_copy(partition)
         return copy is not None and copy.seals(txn_id)
-
-    def manifest_from_listing(self, partition: str) -> Manifest:
-        """The manifest a listing gives (every ``.meta`` read once): the one-time
-        upgrade of a partition that has none, or the rebuild of a damaged one. Every
-        seq up to the highest one listed or quarantined that is not published is
-        recorded gone, and on an object root every seq the ack log records deleted."""
-        return self._publication.manifest_from_listing(partition)
-
-    def sync_manifest(self, partition: str, floor: int = 0) -> Manifest | None:
-        """Bring ``partition``'s MANIFEST up to what is published (its writer, at
-        open): written from a listing when missing or damaged, and (POSIX root) every
-        segment published after its ``high`` and not in it yet added (a publication
-        that died before its manifest step); seqs below ``floor`` are never probed.
-        None when the store keeps no MANIFEST."""
-        return self._publication.sync_manifest(partition, floor)
 
     def view(self, partition: str, *, reuse_s: float | None = None) -> PartitionView:
         """What a new reader sees of ``partition``: its MANIFEST (one read; written from

@@ -24,10 +24,9 @@ with QuiverStore.open(root, cfg, partition="p-0", background=False) as s:
         s.finalize()
     s.subscribers.record("r", "p-0", [1], Outcome.ACK)
     s.run_retention()
-    real = s.segment_location._manifest_publish
-    def die(*_publication):  # (partition, metas, txns, sealed_by, txn_floor)
+    def die(*_args):  # (partition, metas, txns, sealed_by, txn_floor)
         os.kill(os.getpid(), signal.SIGKILL)  # the .meta is durable; the manifest never hears of it
-    s.segment_location._manifest_publish = die
+    s.segment_location.publication.manifest_step = die
     s.append(pa.record_batch({"id": pa.array([4], pa.int64())}))
     s.finalize()
 """

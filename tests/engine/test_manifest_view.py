@@ -30,10 +30,11 @@ def test_a_new_reader_reads_one_manifest_and_misses_no_segment_published_after_i
 ) -> None:
     with QuiverStore.open(str(tmp_path), HAND_SEALED, partition="p-0", background=False) as w:
         publish(w, 3)
-        real = w.segment_location._manifest_publish
-        w.segment_location._manifest_publish = lambda *_publication: None  # type: ignore[method-assign]
+        publication = w.segment_location.publication
+        real = publication.manifest_step
+        publication.manifest_step = lambda *_args: None  # type: ignore[method-assign]
         publish(w, 1)  # its .meta is durable, its manifest step never ran
-        w.segment_location._manifest_publish = real  # type: ignore[method-assign]
+        publication.manifest_step = real  # type: ignore[method-assign]
     on_disk = Manifest.decode("m", _manifest(tmp_path).read_bytes())
     assert on_disk.seqs() == [1, 2, 3]
     with QuiverStore.open(str(tmp_path), partition=None, create=False, background=False) as s:
