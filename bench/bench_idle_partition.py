@@ -159,7 +159,7 @@ def one_root(kind: str, counts: list[int], opts_for: Any) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", default="4,1000")
-    ap.add_argument("--s3", default="", help="partition counts to measure on moto too")
+    ap.add_argument("--s3", default="4,300", help="partition counts to measure on moto too (\"\": none)")
     ap.add_argument("--deleted", type=int, default=0)
     ap.add_argument("--triggers", type=int, default=5)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "idle_poll.json"))
