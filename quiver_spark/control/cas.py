@@ -16,11 +16,19 @@ holder's lease at its renewal) is changed the same way, by :func:`update`:
    second loss on; at most :data:`ATTEMPTS` writes, then an ``OSError`` naming the key.
 
 Any other failure of the write (but ``RequestRejected``: not carried out) leaves its
-outcome unknown; with ``read_back`` the key is read once more and a key holding exactly
-the bytes written counts as written (on a cloud root the store's own retry,
-:mod:`~quiver_spark.objects.retry`, has already done so), with ``resolve`` the caller
-tells; otherwise the failure is raised: the caller's next call reads again.
+outcome unknown. The store's own retry (:mod:`~quiver_spark.objects.retry`) has already
+read the key back and counted a key holding exactly the bytes written as written; what
+reaches this loop is still unknown: with ``resolve`` the caller tells (a token in the
+bytes), otherwise the failure is raised and the caller's next call reads again.
 ``change`` must be a pure function of what it is given (it runs once per attempt).
+
+Who fences: a write that must be refused once its writer's lease moved passes
+``fence`` (the MANIFEST, written by the partition's lease holder). The other keys are
+joins or monotone and correct from any writer at any time: GONE only gains facts, a
+CHECKPOINT generation only grows, a data-loss note only gains lines, a subscriber
+record's change is computed from the record read, STORE's schema is recorded once,
+POLICY's generation only grows, and a lease renewal is conditional on the lease's own
+version (its fence is the condition itself, §12.3).
 
 Rejected: one loop per call site (twelve copies had drifted to bounds from 3 to 64
 and three ways of treating a 409); a lock object per key (a holder that dies keeps
@@ -95,7 +103,6 @@ def update(
     fence: Callable[[], None] | None = None,
     lost: Callable[[], object] | None = None,
     give_up: Callable[[int], BaseException] | None = None,
-    read_back: bool = False,
     resolve: Callable[[], str | None] | None = None,
     attempts: int = ATTEMPTS,
     sleep: Callable[[float], None] = time.sleep,
@@ -109,8 +116,7 @@ def update(
     stop it. ``lost`` runs after each lost write and before any other failure of the
     write propagates (a cache of the key is dropped there). ``give_up(attempts)``
     makes the error raised once ``attempts`` writes were lost (default: an
-    ``OSError`` naming the key). ``read_back``: resolve a write of unknown outcome by
-    reading the key (see module docstring); ``resolve()``, instead, resolves it the
+    ``OSError`` naming the key). ``resolve()`` resolves a write of unknown outcome the
     caller's way (a token in the bytes): the version when the write landed, None when
     it did not (the failure is then raised).
     """
@@ -146,13 +152,9 @@ def update(
                 lost()
             if isinstance(e, RequestRejected):
                 raise  # not carried out: nothing to resolve
-            if resolve is not None:
-                landed = resolve()
-            elif read_back:
-                got = objects.get(key)
-                landed = got.version if got is not None and got.data == data else None
-            else:
+            if resolve is None:
                 raise
+            landed = resolve()
             if landed is None:
                 raise
             version = landed
