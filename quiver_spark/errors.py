@@ -200,6 +200,29 @@ class SchemaMismatchError(QuiverError, ValueError):
         )
 
 
+class TransactionSchemaError(SchemaMismatchError):
+    """Raised when the batches of one transaction do not share column names and types
+    (nullability and metadata aside): ``partition`` and ``txn_id`` name the
+    transaction, ``batch`` the first batch that differs from batch 0; ``expected`` and
+    ``actual`` are the two batches' column names (or, when only types differ, types)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        partition: str,
+        txn_id: int,
+        batch: int,
+        expected: object,
+        actual: object,
+    ) -> None:
+        super().__init__(expected, actual)
+        self.partition = partition
+        self.txn_id = txn_id
+        self.batch = batch
+        self.args = (message,)
+
+
 class StoreAtCapacityError(QuiverError):
     """Raised when an append waited for space under ``backpressure`` and none came.
 
@@ -227,6 +250,32 @@ class WalFailedError(QuiverError, OSError):
     """
 
 
+class WalNotRecoveredError(QuiverError):
+    """Raised when a WAL writer would open a file at seq ``seq`` in ``wal_dir`` while
+    the directory already holds a file at or after that seq: the WAL must be recovered
+    (its next seq taken from what it holds) before anything is written to it."""
+
+    def __init__(self, wal_dir: str, seq: int) -> None:
+        self.wal_dir = wal_dir
+        self.seq = seq
+        super().__init__(
+            f"wal directory {wal_dir} already holds a file at or after seq {seq}; "
+            "recover the wal before writing"
+        )
+
+
+class WalTimeoutError(QuiverError, TimeoutError):
+    """Raised when WAL record ``seq`` was not durable within ``timeout_s`` seconds of a
+    wait for it. Retryable: the record is written, and may still become durable."""
+
+    retryable = True
+
+    def __init__(self, seq: int, timeout_s: float | None) -> None:
+        self.seq = seq
+        self.timeout_s = timeout_s
+        super().__init__(f"wal seq {seq} not durable after {timeout_s}s")
+
+
 class UnknownSegmentError(QuiverError, KeyError):
     """Raised when an acknowledgement names a segment that never existed."""
 
@@ -236,6 +285,150 @@ class UnknownSegmentError(QuiverError, KeyError):
 
 class SubscriberError(QuiverError, ValueError):
     """Raised for subscriber misuse: unknown id, duplicate registration, live duplicate."""
+
+
+class InvalidArgumentError(QuiverError, ValueError):
+    """Raised when a caller passes an engine call an argument it does not take (an
+    empty list of batches, a seq out of order, a negative version): nothing was done.
+
+    ``argument`` names the argument, ``value`` is what was given (a count or a seq when
+    the value itself is large), ``allowed`` says what the call takes; ``message``, when
+    given, is the one-line report (else it is made from the three).
+    """
+
+    def __init__(
+        self, argument: str, value: object, allowed: str, message: str | None = None
+    ) -> None:
+        self.argument = argument
+        self.value = value
+        self.allowed = allowed
+        super().__init__(message or f"invalid {argument} {value!r}; allowed: {allowed}")
+
+
+class UnknownTransactionError(InvalidArgumentError):
+    """Raised when a call names transaction ``txn_id`` of ``partition`` that the
+    partition's writer does not hold pending: never begun, or already decided."""
+
+    def __init__(self, partition: str, txn_id: int) -> None:
+        self.partition = partition
+        self.txn_id = txn_id
+        super().__init__(
+            "transaction",
+            txn_id,
+            "a transaction begun on this writer and not decided yet",
+            f"unknown or already decided transaction {txn_id}",
+        )
+
+
+class BatchDiscardedError(QuiverError):
+    """Raised when a sink's batch ``version`` of query ``app`` is written again after
+    it was decided with no winners (discarded with ``quiver txns ... discard``): its
+    rerun would store its rows twice or drop them silently, so it is refused."""
+
+    def __init__(self, app: str, version: int) -> None:
+        self.app = app
+        self.version = version
+        super().__init__(
+            f"quiver sink: batch {version} of query {app} was discarded earlier "
+            "(`quiver txns ... discard`): its rerun is refused so that its rows are "
+            "neither stored twice nor dropped silently. This checkpoint cannot go past "
+            "that batch: start the query on a new checkpoint, choosing its starting "
+            "point so that batches already in the store are not written again."
+        )
+
+
+class ManifestUnreadableError(QuiverError):
+    """Raised when work that must know what a partition's MANIFEST records (sealing the
+    staged transactions a lost writer left) finds it unreadable: ``partition`` names
+    the partition, ``path`` the MANIFEST and ``reason`` what is wrong with it. Nothing
+    is guessed; the partition's next writer rewrites the MANIFEST."""
+
+    def __init__(self, partition: str, path: str, reason: str, message: str) -> None:
+        self.partition = partition
+        self.path = path
+        self.reason = reason
+        super().__init__(message)
+
+
+class LostRaceError(QuiverError, OSError):
+    """Raised when a write lost to other writers every time it was tried (``attempts``
+    times; None when it is not counted): conditional writes of one key, seqs of one
+    partition taken by another holder of its lease, a file removed while it was made.
+    ``where`` names the key or partition. Nothing of the lost attempts was written;
+    retryable: the call may be made again."""
+
+    retryable = True
+
+    def __init__(self, where: str, message: str, *, attempts: int | None = None) -> None:
+        self.where = where
+        self.attempts = attempts
+        super().__init__(message)
+
+
+class RemovalHeldError(QuiverError, OSError):
+    """Raised when a retention pass must keep segments ``seqs`` of ``partition``
+    because what must go before them could not: the next pass deletes them."""
+
+    retryable = True
+
+    def __init__(self, partition: str, seqs: list[int]) -> None:
+        self.partition = partition
+        self.seqs = seqs
+        super().__init__(
+            f"partition {partition}: segments {seqs} kept: what must go before them "
+            "could not (logged quiver.gc.held); the next pass deletes them"
+        )
+
+
+class PolicyRepairError(QuiverError):
+    """Raised when ``quiver config PATH repair`` is asked for something it does not
+    do: rewrite a POLICY that reads fine (``damaged`` false), or rewrite a damaged
+    one without saying from what (``--from-last-good`` or ``KEY=VALUE``; ``damaged``
+    true). ``path`` names the POLICY file."""
+
+    def __init__(self, path: str, message: str, *, damaged: bool) -> None:
+        self.path = path
+        self.damaged = damaged
+        super().__init__(message)
+
+
+class MetricsFormatError(QuiverError, ValueError):
+    """Raised when a metrics file is not UTF-8 text in the Prometheus exposition
+    format; ``reason`` says what is wrong (with the byte ``offset`` when known)."""
+
+    def __init__(self, reason: str, offset: int | None = None) -> None:
+        self.reason = reason
+        self.offset = offset
+        super().__init__(reason)
+
+
+class SinkContextError(QuiverError):
+    """Raised when the quiver sink is run outside what it needs: its ``write`` outside
+    a Spark task of a streaming query (``query_id`` or ``batch_id``, the task's local
+    properties, missing), or its commit given messages of other transactions than
+    batch ``batch_id``'s (``query_id`` then lists the ones named)."""
+
+    def __init__(self, message: str, *, query_id: object = None, batch_id: object = None) -> None:
+        self.query_id = query_id
+        self.batch_id = batch_id
+        super().__init__(message)
+
+
+class MissingDependencyError(QuiverError, ImportError):
+    """Raised at a query's start when quiver_spark was imported from ``archive`` (a
+    ``--py-files`` zip, which carries no dependencies) and module ``module`` it needs
+    is not installed: ship it with ``--archives`` or install the wheel on every node."""
+
+    def __init__(self, archive: str, module: str) -> None:
+        self.archive = archive
+        self.module = module
+        super().__init__(
+            f"quiver_spark was imported from {archive} (spark-submit --py-files), which "
+            f"carries none of its dependencies, and {module} is not installed: ship the "
+            "package with its dependencies with --archives (docs/cluster.md, section 1), "
+            "or pip install the wheel on every node",
+            name=module,
+        )
 
 
 class SegmentExistsError(QuiverError, FileExistsError):
@@ -377,6 +570,42 @@ class ObjectExists(PreconditionFailed):
 
 class VersionMismatch(PreconditionFailed):
     """Raised when ``replace`` found another version (or no object) under the key."""
+
+
+class ObjectNotFound(QuiverError, FileNotFoundError):
+    """Raised when object ``key`` (as shown to a user) that a read or a move needs is
+    not there."""
+
+    def __init__(self, key: str, message: str | None = None) -> None:
+        self.key = key
+        super().__init__(message or key)
+
+
+class ObjectTaken(QuiverError, FileExistsError):
+    """Raised when object ``key`` (as shown to a user), written once and never
+    replaced, already holds other bytes than a write meant to put there (``what``
+    says whose)."""
+
+    def __init__(self, key: str, what: str) -> None:
+        self.key = key
+        self.what = what
+        super().__init__(f"{key}: {what}")
+
+
+class RequestFailed(QuiverError, OSError):
+    """Raised when a request ``op`` (``get``, ``put``...) on object ``key`` (as shown)
+    failed for a reason not told apart further (a 5xx, a connection dropped): it may
+    succeed when sent again."""
+
+    def __init__(self, op: str, key: str, message: str) -> None:
+        self.op = op
+        self.key = key
+        super().__init__(message)
+
+
+class RequestForbidden(RequestFailed, PermissionError):
+    """Raised when the storage refused request ``op`` on object ``key`` as not allowed
+    (401/403) where the root's credentials work otherwise: never retried."""
 
 
 class ObjectConflict(QuiverError, OSError):
