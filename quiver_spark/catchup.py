@@ -80,6 +80,30 @@ def parse_head_share(value: object, option: str = "catch_up_head_share") -> floa
     return share
 
 
+def given_head_share(
+    order: CatchUpOrder,
+    value: object | None,
+    option: str = "head_share",
+    order_option: str = "order",
+) -> float | None:
+    """A head share given with ``order`` (None: not given, the default applies).
+
+    The share divides a batch between the head and the backfill, which only newest
+    first has: a share given with ``oldest`` (named or the default) would be ignored, so
+    it is refused naming both settings. A bad share is refused as a bad value first."""
+    if value is None:
+        return None
+    share = parse_head_share(value, option)
+    if order is not CatchUpOrder.NEWEST:
+        err = ConfigError(option, value, f"only with {order_option}=newest")
+        err.args = (
+            f"{option} applies only with {order_option}=newest; got {option}={value} with "
+            f"{order_option}={order.value} (set {order_option}=newest, or leave {option} out)",
+        )
+        raise err
+    return share
+
+
 # -- what a batch reads --------------------------------------------------------------------
 Spans = list[tuple[int, int]]
 
@@ -366,6 +390,7 @@ __all__ = [
     "DEFAULT_HEAD_SHARE",
     "CatchUpOrder",
     "batch_spans",
+    "given_head_share",
     "parse_head_share",
     "plan_catch_up",
     "resumed_position",

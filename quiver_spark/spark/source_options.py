@@ -24,7 +24,13 @@ from ..options import (
     parse_size,
     validate_name,
 )
-from ..subscription import DEFAULT_HEAD_SHARE, CatchUpOrder, StartPosition, parse_head_share
+from ..subscription import (
+    DEFAULT_HEAD_SHARE,
+    CatchUpOrder,
+    StartPosition,
+    given_head_share,
+    parse_head_share,
+)
 from .options import STORAGE_PREFIX, spark_options, storage_options, store_root
 
 PATH = "path"
@@ -221,7 +227,8 @@ class SourceOptions:
         Segments larger than this are split into record-batch ranges read in parallel.
     catch_up_order, head_share
         Which unread segments a batch takes first, and the share of the limits new
-        data gets while newest first has a backlog (:mod:`quiver_spark.catchup`).
+        data gets while newest first has a backlog (:mod:`quiver_spark.catchup`; None:
+        not given, the default; refused with oldest first).
     """
 
     path: str
@@ -235,7 +242,7 @@ class SourceOptions:
     fail_on_data_loss: bool = FAIL_ON_DATA_LOSS_DEFAULT
     split_size_bytes: int = SPLIT_SIZE_DEFAULT
     catch_up_order: CatchUpOrder = CatchUpOrder.OLDEST
-    head_share: float = DEFAULT_HEAD_SHARE
+    head_share: float | None = None
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     """``storage.<key>`` options: an object-store root's client settings (never shown)."""
 
@@ -303,6 +310,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
     split = _setting(options, SPLIT_SIZE)
     max_rows = _setting(options, MAX_ROWS_PER_TRIGGER)
     max_segments = _setting(options, MAX_SEGMENTS_PER_TRIGGER)  # bounded unless `none`
+    order = _setting(options, CATCH_UP_ORDER)
     return SourceOptions(
         path=path,
         subscriber=sub,
@@ -314,7 +322,9 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
         include_metadata=_setting(options, INCLUDE_METADATA),
         fail_on_data_loss=_setting(options, FAIL_ON_DATA_LOSS),
         split_size_bytes=split,
-        catch_up_order=_setting(options, CATCH_UP_ORDER),
-        head_share=_setting(options, CATCH_UP_HEAD_SHARE),
+        catch_up_order=order,
+        head_share=given_head_share(
+            order, _get(options, CATCH_UP_HEAD_SHARE), CATCH_UP_HEAD_SHARE, CATCH_UP_ORDER
+        ),
         storage_options=storage_options(options),
     )

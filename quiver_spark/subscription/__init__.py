@@ -22,7 +22,7 @@ of either are served by :func:`read_task` (:mod:`quiver_spark.read_tasks`).
 
 from __future__ import annotations
 
-from ..catchup import DEFAULT_HEAD_SHARE, CatchUpOrder, parse_head_share
+from ..catchup import DEFAULT_HEAD_SHARE, CatchUpOrder, given_head_share, parse_head_share
 from ..planning import Caps
 from ..position import Position, backlog_of
 from ..read_tasks import Comparison, ReadTask, lost_report, plan_batch_read, read_task, read_tasks
@@ -44,6 +44,7 @@ __all__ = [
     "Subscription",
     "backlog_of",
     "check_reader_root",
+    "given_head_share",
     "lost_report",
     "open_store",
     "parse_head_share",

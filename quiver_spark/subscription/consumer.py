@@ -17,7 +17,7 @@ from ..catchup import (
     DEFAULT_HEAD_SHARE,
     CatchUpOrder,
     batch_spans,
-    parse_head_share,
+    given_head_share,
     plan_catch_up,
     resumed_position,
 )
@@ -95,7 +95,8 @@ class Subscription:
     order
         ``oldest`` (default) or ``newest``: which unread segments a batch takes first
         (:mod:`quiver_spark.catchup`); ``head_share`` is the head's share of the caps
-        while newest first has a backlog too.
+        while newest first has a backlog too (default ``DEFAULT_HEAD_SHARE``; given with
+        ``oldest``, it is refused).
     """
 
     def __init__(
@@ -108,11 +109,12 @@ class Subscription:
         owns_store: bool = False,
         metrics: Metrics | None = None,
         order: CatchUpOrder | str = CatchUpOrder.OLDEST,
-        head_share: float = DEFAULT_HEAD_SHARE,
+        head_share: float | None = None,
     ) -> None:
         self.store = store
         self.order = CatchUpOrder.parse(order)
-        self.head_share = parse_head_share(head_share, "head_share")
+        share = given_head_share(self.order, head_share)
+        self.head_share = DEFAULT_HEAD_SHARE if share is None else share
         self.name = validate_name("subscriber", name)
         self.metrics = metrics if metrics is not None else store.metrics
         self.loss = LossPolicy(
@@ -177,7 +179,7 @@ class Subscription:
         live: bool = True,
         storage_options: dict[str, str] | None = None,
         order: CatchUpOrder | str = CatchUpOrder.OLDEST,
-        head_share: float = DEFAULT_HEAD_SHARE,
+        head_share: float | None = None,
     ) -> Subscription:
         """Open subscriber ``name`` on the store at ``path`` (registered by :meth:`start`;
         ``storage_options``: an object root's client settings; ``order``, ``head_share``:

@@ -49,7 +49,8 @@ class CatchUpModel(RuleBasedStateMachine):
     def _consume(self, order: str, share: float, cap: int, *, ack: bool) -> bool:
         """One consumer process: one batch, read, acknowledged unless it dies first.
         False when there was nothing to read."""
-        with Subscription.open(self.root, "m", order=order, head_share=share) as sub:
+        given = share if order == "newest" else None  # a share oldest first is refused
+        with Subscription.open(self.root, "m", order=order, head_share=given) as sub:
             batch = sub.poll(Caps(max_segments=cap))
             if batch is None:
                 return False
