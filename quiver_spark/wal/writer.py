@@ -30,7 +30,13 @@ import pyarrow as pa
 
 from .. import layout
 from ..config import WalConfig
-from ..errors import QuiverError, StoreClosedError, WalFailedError
+from ..errors import (
+    InvalidArgumentError,
+    StoreClosedError,
+    WalFailedError,
+    WalNotRecoveredError,
+    WalTimeoutError,
+)
 from ..format import (
     REC_BATCH,
     REC_SCHEMA,
@@ -125,7 +131,12 @@ class WalWriter:
         self, wal_dir: str, config: WalConfig, *, next_record_seq: int, io: FileIO = DEFAULT_IO
     ) -> None:
         if next_record_seq < 1:
-            raise ValueError(f"next_record_seq must be >= 1, got {next_record_seq}")
+            raise InvalidArgumentError(
+                "next_record_seq",
+                next_record_seq,
+                ">= 1",
+                f"next_record_seq must be >= 1, got {next_record_seq}",
+            )
         self._dir = wal_dir
         self._config = config
         self._io = io
@@ -200,7 +211,12 @@ class WalWriter:
         ``flush_interval_s == 0``; otherwise see :meth:`flush` and :meth:`wait_durable`.
         """
         if rtype not in (REC_STREAM, REC_TXN):
-            raise ValueError(f"append() takes REC_STREAM or REC_TXN records, got type {rtype}")
+            raise InvalidArgumentError(
+                "rtype",
+                rtype,
+                "REC_STREAM or REC_TXN",
+                f"append() takes REC_STREAM or REC_TXN records, got type {rtype}",
+            )
         keep: pa.RecordBatch | bytes = batch if batch is not None else bytes(payload)
         with self._cond:
             self._check_usable()
@@ -265,7 +281,12 @@ class WalWriter:
             self._check_usable()
             for rec in records:
                 if rec.seq != self._next_seq:
-                    raise ValueError(f"rewrite of record {rec.seq} at seq {self._next_seq}")
+                    raise InvalidArgumentError(
+                        "records",
+                        rec.seq,
+                        f"records in seq order from the next seq {self._next_seq}",
+                        f"rewrite of record {rec.seq} at seq {self._next_seq}",
+                    )
                 obj = rec.obj
                 if isinstance(obj, pa.Schema):
                     buf = obj.serialize()
@@ -320,7 +341,12 @@ class WalWriter:
         keep: pa.Schema | pa.RecordBatch | bytes,
     ) -> int:
         if len(payload) >= WAL_MAX_PAYLOAD:
-            raise ValueError(f"wal record payload of {len(payload)} bytes exceeds 2 GiB")
+            raise InvalidArgumentError(
+                "payload",
+                len(payload),
+                f"fewer than {WAL_MAX_PAYLOAD} bytes",
+                f"wal record payload of {len(payload)} bytes exceeds 2 GiB",
+            )
         assert self._fd is not None
         seq = self._next_seq
         head = encode_record_header(rtype, seq, ingestion_ns, txn_id, payload)
@@ -361,7 +387,12 @@ class WalWriter:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             if seq >= self._next_seq:
-                raise ValueError(f"seq {seq} was not appended (next seq {self._next_seq})")
+                raise InvalidArgumentError(
+                    "seq",
+                    seq,
+                    f"a seq appended already (below the next seq {self._next_seq})",
+                    f"seq {seq} was not appended (next seq {self._next_seq})",
+                )
             while self._durable_seq < seq:
                 self._check_failed()
                 if self._closed or self._flusher is None:
@@ -373,7 +404,7 @@ class WalWriter:
                     continue
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise TimeoutError(f"wal seq {seq} not durable after {timeout}s")
+                    raise WalTimeoutError(seq, timeout)
                 self._cond.wait(left)
 
     def _sync_to(self, target: int) -> None:
@@ -420,10 +451,7 @@ class WalWriter:
         seq = self._next_seq
         path = os.path.join(self._dir, layout.wal_file(seq))
         if any(f.first_seq >= seq for f in self._sealed):
-            raise QuiverError(
-                f"wal directory {self._dir} already holds a file at or after seq {seq}; "
-                "recover the wal before writing"
-            )
+            raise WalNotRecoveredError(self._dir, seq)
         fd = None
         try:
             fd = self._io.open_create(path)
@@ -486,7 +514,12 @@ class WalWriter:
         with self._cond:
             paths = {i.path for i in infos}
             if self._fd is not None and self._path in paths:
-                raise ValueError(f"refusing to delete the current wal file {self._path}")
+                raise InvalidArgumentError(
+                    "infos",
+                    self._path,
+                    "sealed wal files only",
+                    f"refusing to delete the current wal file {self._path}",
+                )
             self._io.durable_unlink(sorted(paths))
             gone = [f for f in self._sealed if f.path in paths]
             self._sealed = [f for f in self._sealed if f.path not in paths]
