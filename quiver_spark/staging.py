@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from . import layout
 from .config import validate_name
-from .errors import CorruptionError
+from .errors import CorruptionError, InvalidArgumentError, ObjectTaken, TransactionSchemaError
 from .format import FRAME_SIZE, MAGIC_STAGED, decode_frame, encode_frame
 from .objects import ObjectStore, create_or_same
 
@@ -76,10 +76,15 @@ def one_schema(
             pick = [names.index(name) for name in first.names]
         else:
             differ = sorted(set(names) ^ set(first.names)) or names
-            raise ValueError(
+            raise TransactionSchemaError(
                 f"{what}: batch {n} has columns {names}, batch 0 has {first.names} "
                 f"(differing: {differ}); a transaction's batches must have the same "
-                f"column names and types (nullability and metadata aside)"
+                f"column names and types (nullability and metadata aside)",
+                partition=partition,
+                txn_id=txn_id,
+                batch=n,
+                expected=first.names,
+                actual=names,
             )
         bad = [
             (i, j)
@@ -87,11 +92,16 @@ def one_schema(
             if not b.schema.field(j).type.equals(first.field(i).type)
         ]
         if bad:
-            raise ValueError(
+            raise TransactionSchemaError(
                 f"{what}: batch {n} has columns {[first.names[i] for i, _ in bad]} of types "
                 f"{[str(b.schema.field(j).type) for _, j in bad]}, batch 0 of types "
                 f"{[str(first.field(i).type) for i, _ in bad]}; a transaction's batches must "
-                f"have the same column names and types (nullability and metadata aside)"
+                f"have the same column names and types (nullability and metadata aside)",
+                partition=partition,
+                txn_id=txn_id,
+                batch=n,
+                expected=[str(first.field(i).type) for i, _ in bad],
+                actual=[str(b.schema.field(j).type) for _, j in bad],
             )
         picks.append(pick)
     schema = pa.schema(
@@ -124,7 +134,9 @@ def encode_staged(
     staging writer's stamp of the transaction (default: now); the same arguments and
     stamp give the same bytes."""
     if not batches:
-        raise ValueError("a staged transaction holds at least one batch")
+        raise InvalidArgumentError(
+            "batches", 0, "at least one batch", "a staged transaction holds at least one batch"
+        )
     batches = one_schema(partition, txn_id, batches)
     schema = batches[0].schema
     try:  # the same rows give the same bytes however they are chunked (a retry's own)
@@ -201,7 +213,7 @@ def stage(
     data = encode_staged(partition, txn_id, app, version, batches, created_ns)
     key = staged_key(partition, txn_id)
     if not create_or_same(objects, key, data):
-        raise FileExistsError(f"{objects.display(key)}: holds another transaction")
+        raise ObjectTaken(objects.display(key), "holds another transaction")
     return len(data)
 
 

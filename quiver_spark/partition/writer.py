@@ -27,8 +27,10 @@ from ..config import StoreConfig, validate_name
 from ..errors import (
     BatchTooLargeError,
     CorruptionError,
+    InvalidArgumentError,
     StoreAtCapacityError,
     StoreClosedError,
+    UnknownTransactionError,
     WalFailedError,
 )
 from ..fs import DEFAULT_IO, FileIO, PartitionLock
@@ -189,14 +191,21 @@ class PartitionWriter:
         maintenance tick), never raised, so a caller never retries a written record.
         """
         if not batches:
-            raise ValueError("append_batches needs at least one batch")
+            raise InvalidArgumentError(
+                "batches", 0, "at least one batch", "append_batches needs at least one batch"
+            )
         schema = batches[0].schema
         if any(not b.schema.equals(schema) for b in batches[1:]):
-            raise ValueError("the batches of one append must share one schema")
+            raise InvalidArgumentError(
+                "batches",
+                len(batches),
+                "batches of one schema",
+                "the batches of one append must share one schema",
+            )
         with self.state.lock:
             self.rebuild.ready()
             if txn_id and txn_id not in self.state.pending:
-                raise ValueError(f"unknown or already decided transaction {txn_id}")
+                raise UnknownTransactionError(self.state.pid, txn_id)
             self._make_room(sum(b.nbytes for b in batches), len(batches))
             open_schema = self.state.open.schema
             if not txn_id and open_schema is not None and not schema.equals(open_schema):
@@ -296,7 +305,7 @@ class PartitionWriter:
             self.rebuild.ready()
             txn = self.state.pending.get(txn_id)
             if txn is None:
-                raise ValueError(f"unknown or already decided transaction {txn_id}")
+                raise UnknownTransactionError(self.state.pid, txn_id)
             return txn.app, txn.version, [b for _, _, b in txn.records]
 
     def stage_stamp(self, txn_id: int) -> int:
@@ -308,7 +317,7 @@ class PartitionWriter:
             self.rebuild.ready()
             txn = self.state.pending.get(txn_id)
             if txn is None:
-                raise ValueError(f"unknown or already decided transaction {txn_id}")
+                raise UnknownTransactionError(self.state.pid, txn_id)
             return txn.records[0][1] if txn.records else 0
 
     def pending_txns(self) -> list[tuple[int, str, int, str]]:
