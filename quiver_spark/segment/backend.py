@@ -139,9 +139,17 @@ class SegmentBackend(ABC):
         """
 
     @abstractmethod
-    def remove(self, paths: list[str]) -> list[str]:
-        """Durably remove the files ``paths`` (missing ones ignored); returns the ones
-        that existed."""
+    def remove(self, paths: list[str]) -> None:
+        """Durably remove the files ``paths``; a missing one is no error. Nothing is
+        reported, so nothing is asked first (on an object root: one DELETE each)."""
+
+    def remove_found(self, paths: list[str]) -> list[str]:
+        """:meth:`remove`, reporting the files that existed: one existence check
+        each before (on an object root a HEAD; only a caller that reads the report,
+        the cleanup of a partition's leftovers, pays it)."""
+        found = [p for p in paths if self.exists(p)]
+        self.remove(paths)
+        return found
 
     @abstractmethod
     def move(self, src: str, dst: str) -> None:

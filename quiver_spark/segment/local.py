@@ -110,7 +110,10 @@ class LocalBackend(SegmentBackend):
         self.io.fsync_dir(os.path.dirname(path))
         return result
 
-    def remove(self, paths: list[str]) -> list[str]:
+    def remove(self, paths: list[str]) -> None:
+        self.io.durable_unlink(paths)
+
+    def remove_found(self, paths: list[str]) -> list[str]:
         gone = [p for p in paths if self.io.exists(p)]
         self.io.durable_unlink(paths)
         return gone

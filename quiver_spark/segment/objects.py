@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from ..errors import ObjectNotFound, ObjectTaken
 from ..objects import ObjectStore, create_or_same
 from .backend import Fill, Level, SegmentBackend, T
 
@@ -81,7 +82,7 @@ class ObjectBackend(SegmentBackend):
     def read(self, path: str) -> bytes:
         got = self.objects.get(path)
         if got is None:
-            raise FileNotFoundError(self.display(path))
+            raise ObjectNotFound(self.display(path))
         return got.data
 
     def read_small(self, path: str) -> bytes:
@@ -116,23 +117,19 @@ class ObjectBackend(SegmentBackend):
             self.objects.put(path, sink.getvalue())
             return result
         if not create_or_same(self.objects, path, sink.getvalue()):
-            raise FileExistsError(f"{self.display(path)}: already exists with other bytes")
+            raise ObjectTaken(self.display(path), "already exists with other bytes")
         return result
 
-    def remove(self, paths: list[str]) -> list[str]:
-        gone = []
+    def remove(self, paths: list[str]) -> None:
         for p in paths:
-            if self.objects.head(p) is not None:
-                gone.append(p)
-            self.objects.delete(p)
-        return gone
+            self.objects.delete(p)  # a missing key is no error
 
     def move(self, src: str, dst: str) -> None:
         got = self.objects.get(src)
         if got is None:
-            raise FileNotFoundError(self.display(src))
+            raise ObjectNotFound(self.display(src))
         if not create_or_same(self.objects, dst, got.data):
-            raise FileExistsError(f"{self.display(dst)}: already exists with other bytes")
+            raise ObjectTaken(self.display(dst), "already exists with other bytes")
         self.objects.delete(src)
 
 
@@ -174,6 +171,6 @@ class BucketBackend(ObjectBackend):
     def move(self, src: str, dst: str) -> None:
         got = self.objects.get(src)
         if got is None:
-            raise FileNotFoundError(self.display(src))
+            raise ObjectNotFound(self.display(src))
         self.objects.put(dst, got.data)
         self.objects.delete(src)

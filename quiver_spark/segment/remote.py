@@ -135,7 +135,11 @@ class RemoteBackend(SegmentBackend):
         self.fs.mv(tmp, path)
         return result
 
-    def remove(self, paths: list[str]) -> list[str]:
+    def remove(self, paths: list[str]) -> None:
+        self.remove_found(paths)
+
+    def remove_found(self, paths: list[str]) -> list[str]:
+        """One delete each; the ones that raised FileNotFoundError did not exist."""
         gone = []
         for p in paths:
             try:

@@ -57,7 +57,7 @@ def clean_partition(b: SegmentBackend, partition: str, *, unpublished: bool) -> 
     max_published = max(
         [*published, *(layout.parse_segment_file_seq(n) or 0 for n in quarantined)], default=0
     )
-    removed = [b.display(p) for p in b.remove(doomed)]
+    removed = [b.display(p) for p in b.remove_found(doomed)]
     if removed:
         log.info("quiver.segment.cleanup partition=%s removed=%s", partition, removed)
     return CleanupReport(

@@ -1,6 +1,6 @@
 """Every segment backend keeps the same promises: a missing file reads as missing, a
-file appears whole under its name or not at all, removal reports what existed, and the
-URL alone picks the backend. The same cases run against each implementation, so a new
+file appears whole under its name or not at all, removal takes a missing file as
+removed (and reports what existed when asked to), and the URL alone picks the backend. The same cases run against each implementation, so a new
 backend is checked by adding it to ``BACKENDS``."""
 
 from __future__ import annotations
@@ -101,12 +101,25 @@ def test_a_put_under_its_own_temporary_name_leaves_only_the_final_file(
     assert set(backend.entries(backend.root)) == {"QUARANTINE"}
 
 
-def test_remove_reports_the_files_that_existed_and_removes_them(backend: SegmentBackend) -> None:
+def test_remove_found_reports_the_files_that_existed_and_removes_them(
+    backend: SegmentBackend,
+) -> None:
     kept = _put_in_partition(backend, "00000000000000000002.arrow", b"b")
     gone = _put_in_partition(backend, "00000000000000000001.arrow", b"a")
     never = backend.join("p-0", "00000000000000000009.arrow")
-    assert backend.remove([gone, never]) == [gone]
+    assert backend.remove_found([gone, never]) == [gone]
     assert not backend.exists(gone)
+    assert backend.read(kept) == b"b"
+
+
+def test_remove_removes_the_files_and_takes_a_missing_one_as_removed(
+    backend: SegmentBackend,
+) -> None:
+    kept = _put_in_partition(backend, "00000000000000000002.arrow", b"b")
+    gone = _put_in_partition(backend, "00000000000000000001.arrow", b"a")
+    never = backend.join("p-0", "00000000000000000009.arrow")
+    backend.remove([gone, never])
+    assert not backend.exists(gone) and not backend.exists(never)
     assert backend.read(kept) == b"b"
 
 
