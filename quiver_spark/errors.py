@@ -96,6 +96,15 @@ class StoreClosedError(QuiverError):
     """Raised when a closed store or writer is used."""
 
 
+class SegmentReaderClosedError(StoreClosedError, ValueError):
+    """Raised when a closed segment reader (``path``) is read: a ValueError too, as
+    reading a closed file is."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"segment reader for {path} is closed")
+
+
 class LockedError(QuiverError):
     """Raised when another writer holds a partition's lock.
 

@@ -30,6 +30,7 @@ from ..config import NAME_RE, SegmentConfig, validate_name
 from ..control.manifest import ManifestStore, ReclaimedTotals
 from ..errors import (
     CorruptionError,
+    InvalidArgumentError,
     LeaseLostError,
     SegmentMissingError,
     SeqTakenError,
@@ -214,7 +215,7 @@ class SegmentLocation:
         and raises :class:`SegmentExistsError` otherwise; it never rewrites the file.
         """
         if seq < 1:
-            raise ValueError(f"segment seq must be >= 1, got {seq}")
+            raise InvalidArgumentError("seq", seq, ">= 1", f"segment seq must be >= 1, got {seq}")
         _, meta_path = self._paths(partition, seq)
         ranges = tuple((int(lo), int(hi)) for lo, hi in wal_ranges)
         table = prepare(batches)

@@ -15,7 +15,7 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..errors import ChecksumMismatchError, CorruptionError
+from ..errors import ChecksumMismatchError, CorruptionError, SegmentReaderClosedError
 from ..format import checksum
 from .meta import SegmentMeta, schema_fingerprint
 
@@ -100,7 +100,7 @@ class SegmentReader:
 
     def _file(self) -> ipc.RecordBatchFileReader:
         if self._reader is None:
-            raise ValueError(f"segment reader for {self.path} is closed")
+            raise SegmentReaderClosedError(self.path)
         return self._reader
 
     def read_batch(self, i: int) -> pa.RecordBatch:

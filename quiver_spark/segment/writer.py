@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from ..errors import ConfigError, SchemaMismatchError
+from ..errors import ConfigError, InvalidArgumentError, SchemaMismatchError
 from ..format import checksum
 from ..option_table import SEGMENT_EVENT_TIME_COLUMN
 
@@ -48,7 +48,12 @@ def prepare(batches: list[pa.RecordBatch]) -> pa.Table:
     without dictionary columns are returned without copying.
     """
     if not batches:
-        raise ValueError("a segment needs at least one record batch (it carries the schema)")
+        raise InvalidArgumentError(
+            "batches",
+            0,
+            "at least one record batch",
+            "a segment needs at least one record batch (it carries the schema)",
+        )
     try:
         table = pa.Table.from_batches(batches)
     except pa.ArrowInvalid as e:
