@@ -22,7 +22,7 @@ from typing import Protocol
 from . import format as fmt
 from . import layout
 from .config import validate_name
-from .errors import CorruptionError, ObjectExists
+from .errors import CorruptionError, InvalidArgumentError, ObjectExists, OutcomeUnknownError
 from .fs import DEFAULT_IO, FileIO
 from .objects import ObjectStore
 from .objects.writes import retry_conflicts
@@ -138,7 +138,12 @@ class CommitLog:
     def key(self, app: str, version: int) -> str:
         validate_name("transaction app id", app)
         if not isinstance(version, int) or version < 0:
-            raise ValueError(f"transaction version must be a non-negative integer, got {version!r}")
+            raise InvalidArgumentError(
+                "version",
+                version,
+                "a non-negative integer",
+                f"transaction version must be a non-negative integer, got {version!r}",
+            )
         return layout.commit_record(app, version)
 
     def path(self, app: str, version: int) -> str:
@@ -199,7 +204,8 @@ class CommitLog:
         except ObjectExists:
             decided = self.get(app, version)  # and on POSIX made durable before any answer
             if decided is None:  # removed meanwhile: only by hand; nothing is reported
-                raise OSError(f"{self.path(app, version)} appeared and vanished; retry") from None
+                shown = self.path(app, version)
+                raise OutcomeUnknownError(shown, f"{shown} appeared and vanished; retry") from None
             return self._decided(decided, mine)
         except OSError:  # outcome unknown: the retry of this decision recognises its bytes
             self._own[(app, version)] = (mine, data)

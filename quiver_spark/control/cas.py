@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ..errors import ObjectConflict, PreconditionFailed, RequestRejected
+from ..errors import LostRaceError, ObjectConflict, PreconditionFailed, RequestRejected
 from ..objects.base import ObjectStore, Stored
 
 T = TypeVar("T")
@@ -165,4 +165,7 @@ def update(
         return Written(new, version)
     if give_up is not None:
         raise give_up(attempts)
-    raise OSError(f"{objects.display(key)}: {attempts} conditional writes in a row lost")
+    shown = objects.display(key)
+    raise LostRaceError(
+        shown, f"{shown}: {attempts} conditional writes in a row lost", attempts=attempts
+    )

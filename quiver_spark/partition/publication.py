@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import SeqTakenError
+from ..errors import LostRaceError, SeqTakenError
 from ..segment import SegmentLocation, SegmentMeta
 from .model import WriterLease
 
@@ -66,8 +66,12 @@ def publish_own(
                 segments.publication.void(pid, seq)
                 seq += 1
         else:
-            raise OSError(f"partition {pid}: {MOVES} seqs in a row taken after {seq}")
+            raise LostRaceError(
+                pid, f"partition {pid}: {MOVES} seqs in a row taken after {seq}", attempts=MOVES
+            )
         next_seq = moved.seq + 1
         commit(moved)
         meta = moved
-    raise OSError(f"partition {pid}: segment {meta.seq} taken {MOVES} times in a row")
+    raise LostRaceError(
+        pid, f"partition {pid}: segment {meta.seq} taken {MOVES} times in a row", attempts=MOVES
+    )

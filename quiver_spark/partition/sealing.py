@@ -21,7 +21,7 @@ import time
 
 import pyarrow as pa
 
-from ..errors import LeaseLostError, QuiverError, SeqTakenError
+from ..errors import LeaseLostError, LostRaceError, QuiverError, SeqTakenError
 from ..ranges import ranges_of
 from ..segment import SegmentMeta
 from .model import RESOLVE_CAP_S, RESOLVE_GRACE_S, OpenSegment
@@ -270,7 +270,11 @@ class Sealing:
                 seq += 1
                 self.state.next_seq = seq
         else:
-            raise OSError(f"partition {self.state.pid}: {MOVES} seqs in a row taken up to {seq}")
+            raise LostRaceError(
+                self.state.pid,
+                f"partition {self.state.pid}: {MOVES} seqs in a row taken up to {seq}",
+                attempts=MOVES,
+            )
         try:
             for lo, hi in meta.wal_ranges:
                 self.state.covered.add(lo, hi)

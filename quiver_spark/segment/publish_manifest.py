@@ -25,7 +25,13 @@ from dataclasses import replace
 from .. import layout
 from ..config import validate_name
 from ..control.manifest import Manifest, ManifestEntry, ManifestStore
-from ..errors import CorruptionError, SegmentMissingError, SeqTakenError
+from ..errors import (
+    CorruptionError,
+    LostRaceError,
+    RemovalHeldError,
+    SegmentMissingError,
+    SeqTakenError,
+)
 from ..format import checksum
 from ..seams import DeletedMarks
 from ..staging import drop_staged, staged_ids
@@ -322,7 +328,7 @@ class ManifestPublication:
             if published is None or not published.lists(meta.seq):
                 return None  # sealed meanwhile under another entry: this seq stays an orphan
             return meta
-        raise OSError(f"partition {partition}: seqs taken in a row up to {seq}")
+        raise LostRaceError(partition, f"partition {partition}: seqs taken in a row up to {seq}")
 
     # -- what is published ----------------------------------------------------------
     def published_seqs(self, partition: str) -> list[int]:
@@ -615,10 +621,7 @@ class ManifestPublication:
         self._named.pop(partition, None)
         held = self.prepare_removal(partition, [q for q in seqs if q not in prepared])
         if held:
-            raise OSError(
-                f"partition {partition}: segments {held} kept: what must go before them "
-                "could not (logged quiver.gc.held); the next pass deletes them"
-            )
+            raise RemovalHeldError(partition, held)
 
     def unlist(self, partition: str, seqs: list[int], *, reclaimed: bool = False) -> None:
         unlist(
