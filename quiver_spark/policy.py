@@ -39,10 +39,11 @@ from .control import cas
 from .errors import (
     ConfigError,
     CorruptionError,
+    LostRaceError,
     ObjectExists,
     PolicyConflictError,
+    PolicyRepairError,
     PreconditionFailed,
-    QuiverError,
 )
 from .objects import ObjectStore, Stored
 from .objects.writes import retry_conflicts
@@ -358,7 +359,8 @@ def policy_before_store(objects: ObjectStore, config: StoreConfig) -> StorePolic
         assert damaged is not None
         return damaged
     if current is None or got is None:
-        raise QuiverError(f"{objects.display(POLICY_FILE)} was removed while the store was created")
+        shown = objects.display(POLICY_FILE)
+        raise LostRaceError(shown, f"{shown} was removed while the store was created")
     reconcile(objects.url, current, config, unfinished=True)
     _write_copy(objects, got.data, current.generation)
     return current
@@ -492,8 +494,9 @@ def repair_policy(
             return _repair_once(objects, changes, from_last_good)
         except PreconditionFailed:
             continue
-    raise QuiverError(
-        f"{objects.display(POLICY_FILE)} kept changing during the repair; run it again"
+    shown = objects.display(POLICY_FILE)
+    raise LostRaceError(
+        shown, f"{shown} kept changing during the repair; run it again", attempts=cas.ATTEMPTS
     )
 
 
@@ -514,17 +517,21 @@ def _repair_once(
                 log.warning("quiver.policy.copy_repaired %s", shown_copy)
                 return current, shown_copy
         state = f"generation {current.generation}" if current else "none recorded yet"
-        raise QuiverError(
+        raise PolicyRepairError(
+            shown,
             f"{shown} reads fine ({state}) and so does its copy: nothing to "
             f"repair; change the policy with: quiver config {root} set KEY=VALUE ..."
             if current is not None and not changes
             else f"{shown} reads fine ({state}): repair rewrites a damaged "
-            f"one only; change it with: quiver config {root} set KEY=VALUE ..."
+            f"one only; change it with: quiver config {root} set KEY=VALUE ...",
+            damaged=False,
         )
     if not from_last_good and not changes:
-        raise QuiverError(
+        raise PolicyRepairError(
+            shown,
             f"{shown} is damaged: repair it with --from-last-good (its copy) "
-            "or KEY=VALUE ... (every value, from the defaults)"
+            "or KEY=VALUE ... (every value, from the defaults)",
+            damaged=True,
         )
     damaged = objects.get(POLICY_FILE)  # the version the rewrite is conditional on
     copied = objects.get(POLICY_COPY_FILE)

@@ -31,7 +31,14 @@ import pyarrow as pa
 from . import layout
 from .commits import CommitLog
 from .config import NAME_RE, StoreConfig
-from .errors import ConfigError, LeaseLostError, QuiverError, StoreClosedError, WalFailedError
+from .errors import (
+    BatchDiscardedError,
+    ConfigError,
+    LeaseLostError,
+    QuiverError,
+    StoreClosedError,
+    WalFailedError,
+)
 from .fs import DEFAULT_IO, partition_locked
 from .objects import open_objects
 from .option_table import SEGMENT_EVENT_TIME_COLUMN
@@ -170,13 +177,7 @@ def decide_batch(
     listing, :meth:`CommitLog.has_earlier`)."""
     fresh = commits.commit(app, version, winners, rows)
     if not fresh and (earlier := commits.get(app, version)) is not None and not earlier.winners:
-        raise QuiverError(
-            f"quiver sink: batch {version} of query {app} was discarded earlier "
-            "(`quiver txns ... discard`): its rerun is refused so that its rows are "
-            "neither stored twice nor dropped silently. This checkpoint cannot go past "
-            "that batch: start the query on a new checkpoint, choosing its starting "
-            "point so that batches already in the store are not written again."
-        )
+        raise BatchDiscardedError(app, version)
     return BatchCommit(fresh, without_earlier=_without_earlier(commits, root, app, version, fresh))
 
 
