@@ -20,7 +20,14 @@ from ..commits import CommitLog
 from ..config import NAME_RE, SegmentConfig
 from ..control.lease import PURPOSE_SEALER, Lease
 from ..control.manifest import ManifestStore
-from ..errors import CorruptionError, LeaseLostError, LockedError, QuiverError
+from ..errors import (
+    CorruptionError,
+    InvalidArgumentError,
+    LeaseLostError,
+    LockedError,
+    ManifestUnreadableError,
+    QuiverError,
+)
 from ..objects import ObjectStore
 from ..segment import SegmentLocation
 from .staged_seal import seal_one
@@ -44,10 +51,13 @@ def stage_txn(
         if own:  # ValueError naming the columns of another type or name
             staging.one_schema(writer.pid, txn_id, [own[0], *rows])
         if sum(b.num_rows for b in rows) != sum(b.num_rows for b in own):
-            raise ValueError(
-                f"stage_txn: {sum(b.num_rows for b in rows)} rows given for transaction "
-                f"{txn_id} of partition {writer.pid}, which holds "
-                f"{sum(b.num_rows for b in own)}; pass its own rows, or none"
+            given, holds = sum(b.num_rows for b in rows), sum(b.num_rows for b in own)
+            raise InvalidArgumentError(
+                "batches",
+                given,
+                f"the transaction's own {holds} rows, or none",
+                f"stage_txn: {given} rows given for transaction {txn_id} of partition "
+                f"{writer.pid}, which holds {holds}; pass its own rows, or none",
             )
     if not rows:
         return 0
@@ -123,9 +133,12 @@ class LostSealer:
         try:
             current = self.manifests.read(pid)
         except CorruptionError as e:  # its recorded transactions are unknown: never guess
-            raise QuiverError(
+            raise ManifestUnreadableError(
+                pid,
+                e.path,
+                e.reason,
                 f"partition {pid}: staged transactions left unsealed, its MANIFEST cannot "
-                f"be read ({e}); repair it (the partition's next writer rewrites it)"
+                f"be read ({e}); repair it (the partition's next writer rewrites it)",
             ) from e
         lease = self.claim(pid, PURPOSE_SEALER, current.epoch if current is not None else 0)
         sealed: list[tuple[str, int]] = []
