@@ -5,6 +5,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator
 
+from .errors import InvalidArgumentError
+
 
 class RangeSet:
     """Sorted, disjoint, non-adjacent inclusive ranges ``[lo, hi]``."""
@@ -20,7 +22,7 @@ class RangeSet:
     def add(self, lo: int, hi: int | None = None) -> None:
         hi = lo if hi is None else hi
         if hi < lo:
-            raise ValueError(f"empty range [{lo}, {hi}]")
+            raise InvalidArgumentError("range", (lo, hi), "lo <= hi", f"empty range [{lo}, {hi}]")
         # first range whose hi >= lo - 1 (could merge), last range whose lo <= hi + 1
         i = bisect.bisect_left(self._his, lo - 1)
         j = bisect.bisect_right(self._los, hi + 1)

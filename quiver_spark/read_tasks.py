@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from .dataloss import LossPolicy, evidence
-from .errors import CorruptionError, DataLossError
+from .errors import CorruptionError, DataLossError, InvalidArgumentError
 from .fs import DEFAULT_IO
 from .objects import open_objects
 from .pruning import Prune, keep, prune_of
@@ -76,7 +76,9 @@ class ReadTask:
 
     def __post_init__(self) -> None:
         if not self.pieces:
-            raise ValueError("a read task reads at least one segment")
+            raise InvalidArgumentError(
+                "pieces", 0, "at least one segment", "a read task reads at least one segment"
+            )
 
     @property
     def metas(self) -> list[SegmentMeta]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import layout
-from ..errors import CorruptionError
+from ..errors import CorruptionError, ObjectNotFound
 from ..store import QuiverStore
 
 CHECKED_KEYS = (
@@ -123,10 +123,11 @@ class FsckRun:
         return self.store.objects.display(key)
 
     def read(self, key: str) -> bytes:
-        """Object ``key`` of the root (FileNotFoundError when absent)."""
+        """Object ``key`` of the root (:class:`ObjectNotFound`, a FileNotFoundError, when
+        absent)."""
         got = self.store.objects.get(key)
         if got is None:
-            raise FileNotFoundError(self.shown(key))
+            raise ObjectNotFound(self.shown(key))
         return got.data
 
     def keys(self, prefix: str) -> list[str]:

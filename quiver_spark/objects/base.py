@@ -52,7 +52,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..errors import ObjectExists, RequestRejected, RetriesExhausted
+from ..errors import InvalidArgumentError, ObjectExists, RequestRejected, RetriesExhausted
 
 LIST_PAGE = 1000
 """Names one listing request returns at most (S3, GCS and Azure all page by 1,000)."""
@@ -66,7 +66,12 @@ def list_pages(names: int) -> int:
 def check_directory(prefix: str) -> str:
     """``prefix`` if it names a directory (``""`` or ending in ``/``), else ValueError."""
     if prefix and not prefix.endswith("/"):
-        raise ValueError(f"directory prefix {prefix!r}: must be '' or end with '/'")
+        raise InvalidArgumentError(
+            "directory prefix",
+            prefix,
+            "'' or a prefix ending with '/'",
+            f"directory prefix {prefix!r}: must be '' or end with '/'",
+        )
     return prefix
 
 

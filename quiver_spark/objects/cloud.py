@@ -71,6 +71,9 @@ from ..errors import (
     NoSuchBucketError,
     ObjectConflict,
     ObjectExists,
+    ObjectNotFound,
+    RequestFailed,
+    RequestForbidden,
     RequestRejected,
     StorageConfigError,
     VersionMismatch,
@@ -463,12 +466,12 @@ class CloudObjects(ObjectStore):
             raise VersionMismatch(shown, "is not at the version given") from cause
         message = f"{op} {shown} failed: {msg}"
         if isinstance(e, PermissionDeniedError | UnauthenticatedError):
-            raise PermissionError(message) from cause
+            raise RequestForbidden(op, shown, message) from cause
         if isinstance(e, FileNotFoundError):
-            raise FileNotFoundError(message) from cause
+            raise ObjectNotFound(shown, message) from cause
         if _rejected(raw):
             raise RequestRejected(shown, message) from cause
-        raise OSError(message) from cause
+        raise RequestFailed(op, shown, message) from cause
 
     def _call(self, op: str, key: str, fn: Callable[[], R]) -> R:
         started = time.monotonic()
