@@ -33,6 +33,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.parser import text_string_to_metric_families
 
 from . import layout
+from .errors import InvalidArgumentError, MetricsFormatError
 from .fs import DEFAULT_IO, FileIO
 from .objects import ObjectStore
 from .objects.writes import put_advisory
@@ -166,7 +167,12 @@ class Metrics:
     def inc(self, name: str, value: float = 1, **labels: Any) -> None:
         """Add ``value`` (>= 0) to a counter."""
         if value < 0:
-            raise ValueError(f"counter {name} cannot decrease (inc by {value})")
+            raise InvalidArgumentError(
+                f"increment of counter {name}",
+                value,
+                ">= 0",
+                f"counter {name} cannot decrease (inc by {value})",
+            )
         with self._lock:
             series = self._counters.setdefault(name, {})
             key = _key(labels)
@@ -355,9 +361,11 @@ def parse_exposition(raw: bytes) -> list[Metric]:
     try:
         return list(text_string_to_metric_families(raw.decode("utf-8")))
     except UnicodeDecodeError as e:
-        raise ValueError(f"not UTF-8 at byte {e.start}: not a Prometheus text file") from e
+        raise MetricsFormatError(
+            f"not UTF-8 at byte {e.start}: not a Prometheus text file", e.start
+        ) from e
     except Exception as e:  # the parser raises ValueError, or worse on odd input
-        raise ValueError(f"not the Prometheus text format: {type(e).__name__}: {e}") from e
+        raise MetricsFormatError(f"not the Prometheus text format: {type(e).__name__}: {e}") from e
 
 
 def metrics_dir(root: str) -> str:

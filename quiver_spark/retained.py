@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Protocol, TypeGuard, runtime_checkable
 
+from .errors import InvalidArgumentError
 from .seams import (
     DamagedInfo,
     DeletedMarks,
@@ -107,7 +108,12 @@ class _Part:
 
     def append(self, info: SegmentInfo) -> None:
         if self.seqs and info.seq <= self.seqs[-1]:
-            raise ValueError(f"segment {info.seq} appended after {self.seqs[-1]}")
+            raise InvalidArgumentError(
+                "segment seq",
+                info.seq,
+                f"above the last one appended, {self.seqs[-1]}",
+                f"segment {info.seq} appended after {self.seqs[-1]}",
+            )
         if len(self):
             last = self.infos[-1]
             self.max_sorted &= info.max_ingestion_ns >= last.max_ingestion_ns
@@ -127,7 +133,9 @@ class _Part:
         # a whole partition at once (a survey): the same lists, built in bulk
         seqs = [i.seq for i in ordered]
         if len(set(seqs)) != len(seqs):
-            raise ValueError(f"segment seqs repeat in {seqs}")
+            raise InvalidArgumentError(
+                "segment seqs", seqs, "each seq once", f"segment seqs repeat in {seqs}"
+            )
         hi = [i.max_ingestion_ns for i in ordered]
         lo = [i.min_ingestion_ns for i in ordered]
         self.infos, self.seqs = ordered, seqs
