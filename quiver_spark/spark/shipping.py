@@ -20,6 +20,8 @@ import shutil
 import tempfile
 from typing import Any
 
+from ..errors import MissingDependencyError
+
 SHIPPED_AS = (".zip", ".egg", ".jar")
 """What Spark puts on its Python workers' path (``SparkContext.PACKAGE_EXTENSIONS``)."""
 
@@ -43,13 +45,7 @@ def ship_to_workers(spark: Any) -> None:
     try:
         importlib.import_module("quiver_spark.spark.datasource")
     except ImportError as e:
-        missing = e.name or str(e)
-        raise ImportError(
-            f"quiver_spark was imported from {archive} (spark-submit --py-files), which "
-            f"carries none of its dependencies, and {missing} is not installed: ship the "
-            "package with its dependencies with --archives (docs/cluster.md, section 1), "
-            "or pip install the wheel on every node"
-        ) from None
+        raise MissingDependencyError(archive, e.name or str(e)) from None
     sc = spark.sparkContext
     name = os.path.basename(archive)
     stem, ext = os.path.splitext(name)

@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..errors import ConfigError, QuiverError, StoreAtCapacityError
+from ..errors import ConfigError, QuiverError, SinkContextError, StoreAtCapacityError
 from ..store import QuiverStore
 from . import slots
 from .options import spark_options, storage_options, validate_sink_options
@@ -174,9 +174,11 @@ class _QuiverWriterBase:
         msgs = [m for m in messages if isinstance(m, QuiverCommitMessage)]
         apps = {m.app for m in msgs}
         if len(apps) > 1 or any(m.version != version for m in msgs):
-            raise QuiverError(
-                f"quiver sink: commit messages of batch {version} name other transactions: "
-                f"{sorted({(m.app, m.version) for m in msgs})}"
+            named = sorted({(m.app, m.version) for m in msgs})
+            raise SinkContextError(
+                f"quiver sink: commit messages of batch {version} name other transactions: {named}",
+                query_id=named,
+                batch_id=version,
             )
         winners = [(m.partition, m.txn_id) for m in msgs if m.txn_id and m.partition]
         if not winners:
@@ -271,13 +273,15 @@ class QuiverStreamWriter(_QuiverWriterBase, DataSourceStreamArrowWriter):
 
         tc = TaskContext.get()
         if tc is None:
-            raise QuiverError("quiver sink: write() runs only inside a Spark task")
+            raise SinkContextError("quiver sink: write() runs only inside a Spark task")
         app = tc.getLocalProperty(QUERY_ID)
         batch = tc.getLocalProperty(BATCH_ID)
         if not app or batch is None:
-            raise QuiverError(
+            raise SinkContextError(
                 f"quiver sink: task has no streaming query id / batch id "
-                f"({QUERY_ID}={app!r}, {BATCH_ID}={batch!r})"
+                f"({QUERY_ID}={app!r}, {BATCH_ID}={batch!r})",
+                query_id=app,
+                batch_id=batch,
             )
         tag = f"{tc.partitionId()}.{tc.attemptNumber()}.{tc.taskAttemptId()}"
         return self._write_txn(iterator, app, int(batch), tag)
