@@ -672,7 +672,9 @@ class StorageClockUnknown(QuiverError, OSError):
 
 class OutcomeUnknownError(QuiverError, OSError):
     """Raised when an ack-log append on an object root may or may not have committed
-    and reading back cannot tell. ``key`` names the delta object; retry the call."""
+    and reading back cannot tell, or when a transaction's commit record was found
+    taken and then gone (removed by hand) so its decision cannot be read. ``key``
+    names the delta object or the commit record; retry the call."""
 
     retryable = True
 
