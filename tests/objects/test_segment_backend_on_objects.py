@@ -20,7 +20,8 @@ from tests.engine.test_segment_backend_contract import (  # the contract, run he
     test_move_puts_the_same_bytes_under_the_new_name_only,
     test_paths_are_shown_with_the_location_they_belong_to,
     test_put_returns_what_fill_computed_and_every_read_returns_the_bytes,
-    test_remove_reports_the_files_that_existed_and_removes_them,
+    test_remove_found_reports_the_files_that_existed_and_removes_them,
+    test_remove_removes_the_files_and_takes_a_missing_one_as_removed,
     test_subdirectories_are_listed_by_name,
 )
 from tests.moto_server import MotoS3, unique_prefix
@@ -32,7 +33,8 @@ __all__ = [
     "test_move_puts_the_same_bytes_under_the_new_name_only",
     "test_paths_are_shown_with_the_location_they_belong_to",
     "test_put_returns_what_fill_computed_and_every_read_returns_the_bytes",
-    "test_remove_reports_the_files_that_existed_and_removes_them",
+    "test_remove_found_reports_the_files_that_existed_and_removes_them",
+    "test_remove_removes_the_files_and_takes_a_missing_one_as_removed",
     "test_subdirectories_are_listed_by_name",
 ]
 
