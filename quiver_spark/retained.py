@@ -9,6 +9,16 @@ it is read once. Every deletion by retention, in any process, is recorded in the
 log before a file goes (§8.7), so what other processes deleted is read from the ack
 log the pass refreshes anyway.
 
+Where the location keeps publication hints (§5.6), an incremental update starts with
+one listing of them: it names the partitions, stands for the quarantine mark, and
+tells which partitions announced a seq above the highest one the index knows; only
+those (and the unhinted ones) are probed, a partition whose MANIFEST copy at hand
+already reaches its hint (the writer's own publication) with no request. What was
+removed from a partition it skips is what the ack log and the checks before a
+deletion tell, as before; what it cannot see is a publication no hint announced (a
+writer of an earlier version): that is found by the listing survey below, so a
+deletion it delays waits at most :data:`RESURVEY_PERIOD_S`.
+
 A *full survey* rebuilds the index from each partition's view: its MANIFEST (one
 read) plus a probe of the seqs after its ``high`` (§6.7). It runs when the index is
 new (a new process reads one manifest per partition, never every ``.meta``), after a
@@ -60,6 +70,32 @@ class _View(Protocol):
     def damaged(self) -> Sequence[DamagedInfo]: ...
     @property
     def high(self) -> int: ...
+
+
+class _Look(Protocol):
+    @property
+    def partitions(self) -> Sequence[str]: ...
+    @property
+    def mark(self) -> str | None: ...
+    @property
+    def hints(self) -> Mapping[str, int]: ...
+
+
+@runtime_checkable
+class HintedCatalog(Protocol):
+    """A catalog that keeps publication hints (``SegmentLocation``, §5.6): ``look`` is
+    one listing of them (None where the storage cannot list a level), and
+    ``probe_next`` takes the hints it gave."""
+
+    def look(self) -> _Look | None: ...
+
+    def probe_next(
+        self,
+        starts: Mapping[str, int],
+        skip: Callable[[str, int], bool] | None = None,
+        *,
+        hints: Mapping[str, int] | None = None,
+    ) -> Mapping[str, Sequence[SegmentInfo | DamagedInfo]]: ...
 
 
 @runtime_checkable
@@ -254,7 +290,14 @@ class RetainedIndex:
         """
         now = self._clock()
         located = catalog if isinstance(catalog, LocationCatalog) else None
-        mark = located.quarantine_mark() if located is not None else None
+        hinted = catalog if isinstance(catalog, HintedCatalog) else None
+        # one listing of the publication hints (§5.6) names the partitions and their
+        # newest hints, and gives the quarantine hint's version in place of the mark
+        seen = hinted.look() if hinted is not None and located is not None else None
+        if seen is not None:
+            mark = seen.mark.encode() if seen.mark else None
+        else:
+            mark = located.quarantine_mark() if located is not None else None
         first = self._surveyed_at is None
         moved_aside = mark != self._mark and self._marked
         self._mark, self._marked = mark, True
@@ -270,7 +313,7 @@ class RetainedIndex:
         self.surveyed = False
         marks: dict[str, DeletedMarks] = {}
         finished: dict[str, list[int]] = {}  # deleted by others since the last sync
-        for p in located.partitions():
+        for p in seen.partitions if seen is not None else located.partitions():
             part = self._parts.get(p)
             if part is None:
                 part = self._parts[p] = _Part()
@@ -291,7 +334,15 @@ class RetainedIndex:
                 return True
             return False
 
-        found = located.probe_next({p: self._parts[p].top + 1 for p in marks}, skip=gone)
+        starts = {p: self._parts[p].top + 1 for p in marks}
+        if seen is not None and hinted is not None:
+            # a partition whose newest hint is not above the highest seq this index
+            # knows published nothing since (a hint comes before its publication): no
+            # request; one without a hint is probed as before
+            starts = {p: s for p, s in starts.items() if seen.hints.get(p, s) >= s}
+            found = hinted.probe_next(starts, gone, hints=seen.hints)
+        else:
+            found = located.probe_next(starts, skip=gone)
         for p, new in found.items():
             part = self._parts[p]
             for f in new:

@@ -512,7 +512,11 @@ class SegmentLocation:
         return self._files.probe(partition, seq, strict=strict, read=self.read_meta)
 
     def probe_next(
-        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None = None
+        self,
+        starts: Mapping[str, int],
+        skip: Callable[[str, int], bool] | None = None,
+        *,
+        hints: Mapping[str, int] | None = None,
     ) -> dict[str, builtins.list[Found]]:
         """For each partition, the segments published from seq ``starts[p]`` on, up to
         the first one that is not (seqs are gapless, §5): what was published since a
@@ -524,8 +528,13 @@ class SegmentLocation:
         root a segment counts only if the partition's MANIFEST lists it: a ``.meta``
         the copy at hand does not list makes the probe read the MANIFEST again (one
         read), and what it lists from ``starts[p]`` on is the answer (§12.4).
+
+        ``hints`` (each partition's newest publication hint, from a :meth:`look` just
+        taken) spare that read on an object root: a partition whose MANIFEST copy at
+        hand reaches its hint is answered with no request, one below it is read
+        again without a HEAD first (§5.6).
         """
-        return self._publication.probe_next(starts, skip)
+        return self._publication.probe_next(starts, skip, hints)
 
     def cached(self, partition: str, seq: int) -> SegmentMeta | None:
         """Metadata this instance already verified (no request), or None."""

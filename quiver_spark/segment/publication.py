@@ -192,9 +192,13 @@ class Publication(Protocol):
         """Segment ``seq``'s metadata if it is published; SegmentMissingError if not."""
 
     def probe_next(
-        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None
+        self,
+        starts: Mapping[str, int],
+        skip: Callable[[str, int], bool] | None,
+        hints: Mapping[str, int] | None = None,
     ) -> dict[str, list[Found]]:
-        """For each partition, the segments published from seq ``starts[p]`` on."""
+        """For each partition, the segments published from seq ``starts[p]`` on;
+        ``hints``: each partition's newest publication hint, as just listed (§5.6)."""
 
     def manifest_copy(self, partition: str) -> Manifest | None:
         """The MANIFEST that decides ``partition`` as last read or written (no request)."""

@@ -167,9 +167,14 @@ class FilePublication:
         return self._files.cached(partition, seq) or self._files.read_meta(partition, seq)
 
     def probe_next(
-        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None
+        self,
+        starts: Mapping[str, int],
+        skip: Callable[[str, int], bool] | None,
+        hints: Mapping[str, int] | None = None,
     ) -> dict[str, list[Found]]:
-        """The ``.meta`` files from each start on, up to the first one missing."""
+        """The ``.meta`` files from each start on, up to the first one missing (the
+        ``.meta`` decides: ``hints`` save nothing here)."""
+        del hints
         return self._files.probe_next(starts, skip)
 
     def manifest_copy(self, partition: str) -> Manifest | None:

@@ -355,25 +355,44 @@ class ManifestPublication:
         return self._files.cached(partition, seq) or self._files.read_meta(partition, seq)
 
     def probe_next(
-        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None
+        self,
+        starts: Mapping[str, int],
+        skip: Callable[[str, int], bool] | None,
+        hints: Mapping[str, int] | None = None,
     ) -> dict[str, list[Found]]:
         """What each partition's MANIFEST lists from ``starts[p]`` on (:meth:`_listed`)."""
+        hints = hints or {}
         return {
-            validate_name("partition", p): self._listed(p, start, skip)
+            validate_name("partition", p): self._listed(p, start, skip, hints.get(p))
             for p, start in starts.items()
         }
 
     def _listed(
-        self, partition: str, start: int, skip: Callable[[str, int], bool] | None
+        self,
+        partition: str,
+        start: int,
+        skip: Callable[[str, int], bool] | None,
+        hint: int | None = None,
     ) -> list[Found]:
         """The segments ``partition``'s MANIFEST lists from ``start`` on. The copy at
         hand answers while the MANIFEST's version is still its own (one HEAD: the whole
         cost of an idle poll); else the MANIFEST is read again (one GET). No ``.meta``
         is probed: a seq a successor passed over (void, perhaps with no ``.meta`` at
-        all) never holds a reader back (§12.4)."""
+        all) never holds a reader back (§12.4).
+
+        ``hint``, the partition's newest publication hint as just listed (§5.6), spares
+        the HEAD: a copy whose ``high`` reaches it already holds every seq announced
+        (a publication's hint comes before it; a later one's is above: the next
+        listing names it), so it answers with no request; a copy below it is read
+        again at once (one GET). A seq removed since the copy was read is what
+        ``skip`` and the ack log's deleted marks tell."""
         copy = self._copies.get(partition)
         m: Manifest | None = copy
-        if (
+        if hint is not None and copy is not None and hint <= copy.high:
+            pass
+        elif hint is not None:
+            m = self._deciding(partition)
+        elif (
             copy is None
             or copy.version is None
             or (self._manifests.objects.head(layout.manifest(partition)) != copy.version)
