@@ -6,13 +6,72 @@ retention pass keeps current (ARCHITECTURE.md §8.9).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import NamedTuple
 
 from . import metrics as m
 from .retained import RetainedIndex
 from .seams import GaugeSource, SegmentInfo
+
+
+class LagSplit(NamedTuple):
+    """A subscriber's lag in one partition (ARCHITECTURE.md §9c, Progress): the
+    segments it has not acknowledged, split into the *head lag* (above the highest seq
+    it acknowledged) and the *backlog* (below it). Ingestion times are epoch ns (None:
+    nothing behind)."""
+
+    segments: int
+    bytes: int
+    oldest_ns: int | None
+    head_segments: int
+    head_oldest_ns: int | None
+    backlog_segments: int
+    backlog_bytes: int
+
+
+def lag_split(
+    index: RetainedIndex, sub: str, partition: str, hwm: int, gaps: AbstractSet[int]
+) -> LagSplit:
+    """``sub``'s lag in ``partition`` at mark ``hwm`` with ``gaps`` done above it, the one
+    computation ``quiver status`` and the gauges both show."""
+    n, nbytes, oldest = index.lag_of(sub, partition, hwm, gaps)
+    head_n, head_bytes, head_oldest = index.lag(partition, max(gaps, default=hwm), ())
+    return LagSplit(n, nbytes, oldest, head_n, head_oldest, n - head_n, nbytes - head_bytes)
+
+
+class SubscriberLag(NamedTuple):
+    """:class:`LagSplit` summed over a subscriber's partitions; ages in seconds."""
+
+    segments: int
+    bytes: int
+    seconds: float
+    head_segments: int
+    head_seconds: float
+    backlog_segments: int
+    backlog_bytes: int
+    backlog_seconds: float
+
+
+def age_s(now_ns: int, oldest_ns: int | None) -> float:
+    """Seconds since ``oldest_ns`` (0 when nothing is behind)."""
+    return max(0.0, (now_ns - oldest_ns) / 1e9) if oldest_ns is not None else 0.0
+
+
+def subscriber_lag(parts: Iterable[LagSplit], now_ns: int) -> SubscriberLag:
+    """A subscriber's lag from its partitions': counts summed, ages the oldest (the
+    backlog's: the oldest unacknowledged segment of a partition that has one)."""
+    rows = list(parts)
+    return SubscriberLag(
+        sum(r.segments for r in rows),
+        sum(r.bytes for r in rows),
+        max((age_s(now_ns, r.oldest_ns) for r in rows), default=0.0),
+        sum(r.head_segments for r in rows),
+        max((age_s(now_ns, r.head_oldest_ns) for r in rows), default=0.0),
+        sum(r.backlog_segments for r in rows),
+        sum(r.backlog_bytes for r in rows),
+        max((age_s(now_ns, r.oldest_ns) for r in rows if r.backlog_segments), default=0.0),
+    )
 
 
 def observe(
@@ -24,7 +83,8 @@ def observe(
     wal_bytes: Mapping[str, int] | None = None,
     open_bytes: Mapping[str, int] | None = None,
 ) -> None:
-    """Publish gauges: ack-log depth, gap sets, per-subscriber lag, WAL/open bytes.
+    """Publish gauges: ack-log depth, gap sets, per-subscriber lag (and its split into
+    head lag and backlog, :func:`lag_split`), WAL/open bytes.
 
     A subscriber's lag in a partition costs a bisection of the index at its mark and
     a look at its gaps, not a walk of the retained segments.
@@ -34,17 +94,12 @@ def observe(
     metrics.set(m.ACKLOG_DEPTH_BYTES, depth["bytes_since_checkpoint"])
     index = listing if isinstance(listing, RetainedIndex) else RetainedIndex.from_listing(listing)
     gap_sizes: dict[m.Labels, float] = {}
-    # subscriber -> [segments, bytes, oldest ingestion] not done
-    lag: dict[str, list[Any]] = {sub: [0, 0, None] for sub in registry.subscribers()}
+    # subscriber -> its partitions' lag
+    lag: dict[str, list[LagSplit]] = {sub: [] for sub in registry.subscribers()}
     seen: set[tuple[str, str]] = set()
 
     def add(sub: str, p: str, hwm: int, gaps: AbstractSet[int]) -> None:
-        n, b, first = index.lag_of(sub, p, hwm, gaps)
-        acc = lag.setdefault(sub, [0, 0, None])
-        acc[0] += n
-        acc[1] += b
-        if first is not None and (acc[2] is None or first < acc[2]):
-            acc[2] = first
+        lag.setdefault(sub, []).append(lag_split(index, sub, p, hwm, gaps))
 
     for sub, p, hwm, gaps in registry.marks_table():
         gap_sizes[(("partition", p), ("subscriber", sub))] = len(gaps)
@@ -56,15 +111,18 @@ def observe(
             if (sub, p) not in seen:
                 add(sub, p, 0, no_gaps)
     metrics.replace_gauge(m.GAP_SET_SIZE, gap_sizes)
-    for name, i in ((m.LAG_SEGMENTS, 0), (m.LAG_BYTES, 1)):
-        metrics.replace_gauge(name, {m.labels_key({"subscriber": s}): v[i] for s, v in lag.items()})
-    metrics.replace_gauge(
-        m.LAG_SECONDS,
-        {
-            m.labels_key({"subscriber": s}): max(0, now_ns - v[2]) / 1e9 if v[2] else 0
-            for s, v in lag.items()
-        },
-    )
+    totals = {m.labels_key({"subscriber": s}): subscriber_lag(v, now_ns) for s, v in lag.items()}
+    for name, field in (
+        (m.LAG_SEGMENTS, "segments"),
+        (m.LAG_BYTES, "bytes"),
+        (m.LAG_SECONDS, "seconds"),
+        (m.HEAD_LAG_SEGMENTS, "head_segments"),
+        (m.HEAD_LAG_SECONDS, "head_seconds"),
+        (m.BACKLOG_SEGMENTS, "backlog_segments"),
+        (m.BACKLOG_BYTES, "backlog_bytes"),
+        (m.BACKLOG_SECONDS, "backlog_seconds"),
+    ):
+        metrics.replace_gauge(name, {k: getattr(t, field) for k, t in totals.items()})
     for p, b in (wal_bytes or {}).items():
         metrics.set(m.WAL_BYTES, b, partition=p)
     for p, b in (open_bytes or {}).items():

@@ -47,6 +47,8 @@ SEGMENT_DROPPED = "quiver.segment.dropped_total"
 SOURCE_ACKED = "quiver.source.acked_segments_total"  # {subscriber}
 SOURCE_DROPPED = "quiver.source.dropped_segments_total"  # {subscriber}
 SOURCE_LOST = "quiver.source.lost_segments_total"  # {subscriber, reason}
+SOURCE_HORIZON_DROPPED = "quiver.source.horizon_dropped_segments_total"  # {subscriber}
+SOURCE_HORIZON_DROPPED_ROWS = "quiver.source.horizon_dropped_rows_total"  # {subscriber}
 PARTITION_BYTES = "quiver.partition.bytes"  # {partition}: WAL + segment bytes
 PARTITION_CAP_FRACTION = "quiver.partition.cap_fraction"  # {partition}
 PARTITION_SEGMENTS = "quiver.partition.segments"  # {partition}
@@ -62,6 +64,11 @@ GAP_SET_SIZE = "quiver.subscriber.gap_set_size"  # {subscriber, partition}
 LAG_SEGMENTS = "quiver.subscriber.lag_segments"  # {subscriber}
 LAG_BYTES = "quiver.subscriber.lag_bytes"  # {subscriber}
 LAG_SECONDS = "quiver.subscriber.lag_seconds"  # {subscriber}
+HEAD_LAG_SEGMENTS = "quiver.subscriber.head_lag_segments"  # {subscriber}
+HEAD_LAG_SECONDS = "quiver.subscriber.head_lag_seconds"  # {subscriber}
+BACKLOG_SEGMENTS = "quiver.subscriber.backlog_segments"  # {subscriber}
+BACKLOG_BYTES = "quiver.subscriber.backlog_bytes"  # {subscriber}
+BACKLOG_SECONDS = "quiver.subscriber.backlog_seconds"  # {subscriber}
 SUBSCRIBER_LIVE = "quiver.subscriber.live"  # {subscriber}
 SUBSCRIBER_LAST_ACK = "quiver.subscriber.last_ack_timestamp_seconds"  # {subscriber}
 THROTTLED = "quiver.ingest.throttled"  # {partition}: 1 while the size cap throttles intake
@@ -97,6 +104,12 @@ FAMILIES: dict[str, Family] = {
     SOURCE_LOST: Family(
         "counter", "Planned segments a consumer found lost (quarantined, missing, corrupt)",
         ("subscriber", "reason"), PROCESS),
+    SOURCE_HORIZON_DROPPED: Family(
+        "counter", "Planned segments a consumer recorded dropped, not delivered, because their "
+        "newest row was older than its acceptance horizon", ("subscriber",), PROCESS),
+    SOURCE_HORIZON_DROPPED_ROWS: Family(
+        "counter", "Rows of the segments a consumer dropped past its acceptance horizon",
+        ("subscriber",), PROCESS),
     WAL_BYTES: Family("gauge", "WAL bytes of the writer's partition", ("partition",), WRITER),
     OPEN_SEGMENT_BYTES: Family(
         "gauge", "Bytes in the writer's open (unsealed) segment", ("partition",), WRITER),
@@ -131,6 +144,21 @@ FAMILIES: dict[str, Family] = {
         STORE),
     LAG_SECONDS: Family(
         "gauge", "Age of the oldest segment a subscriber has not acknowledged",
+        ("subscriber",), STORE),
+    HEAD_LAG_SEGMENTS: Family(
+        "gauge", "Published segments above the highest seq a subscriber acknowledged (new "
+        "data not served yet)", ("subscriber",), STORE),
+    HEAD_LAG_SECONDS: Family(
+        "gauge", "Age of the oldest segment above the highest seq a subscriber acknowledged",
+        ("subscriber",), STORE),
+    BACKLOG_SEGMENTS: Family(
+        "gauge", "Segments below the highest seq a subscriber acknowledged that it has not "
+        "acknowledged yet (newest first: the backfill's work; oldest first: nacked ones)",
+        ("subscriber",), STORE),
+    BACKLOG_BYTES: Family(
+        "gauge", "Bytes of a subscriber's backlog segments", ("subscriber",), STORE),
+    BACKLOG_SECONDS: Family(
+        "gauge", "Age of the oldest segment of a subscriber's backlog (0: no backlog)",
         ("subscriber",), STORE),
     SUBSCRIBER_LIVE: Family(
         "gauge", "1 while a query or consumer holds the subscriber", ("subscriber",), STORE),

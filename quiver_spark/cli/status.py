@@ -38,6 +38,9 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "pinning_idle": bool,          # not live, idle >= 1h, and holding unread bytes
         "backlog_segments": int, "backlog_bytes": int,   # below its newest ack (newest first)
         "backlog_seconds": float|null, "head_lag_segments": int,
+        "head_lag_seconds": float|null,
+        "horizon_dropped_segments": int,   # recorded dropped past its consumers'
+        "horizon_dropped_rows": int,       # acceptance horizon (its record, §9c)
         "partitions": [{"partition": str, "hwm": int, "gaps": int,
                         "lag_segments": int, "lag_bytes": int,
                         "lag_seconds": float|null,
@@ -91,6 +94,7 @@ import click
 from .. import layout
 from ..control.manifest import ManifestEntry
 from ..errors import CliError, CorruptionError
+from ..gauges import LagSplit, age_s, lag_split, subscriber_lag
 from ..policy import POLICY_OPTIONS
 from ..retained import RetainedIndex
 from ..segment import SegmentMeta
@@ -348,41 +352,44 @@ def _subscriber_row(
     store: QuiverStore | None = None,
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
+    splits: list[LagSplit] = []
     for pid in lags.partitions():
         hwm = int(registry.hwm(name, pid))
         gaps = set(registry.gaps(name, pid))
-        n, nbytes, oldest = lags.lag(pid, hwm, gaps)
-        head_n, head_bytes, head_oldest = lags.lag(pid, max(gaps, default=hwm), ())
+        split = lag_split(lags, name, pid, hwm, gaps)
+        splits.append(split)
         rows.append(
             {
                 "partition": pid,
                 "hwm": hwm,
                 "gaps": len(gaps),
-                "lag_segments": n,
-                "lag_bytes": nbytes,
-                "lag_seconds": _age(now_ns, oldest),
-                "head_lag_segments": head_n,
-                "head_lag_seconds": _age(now_ns, head_oldest),
-                "backlog_segments": n - head_n,
-                "backlog_bytes": nbytes - head_bytes,
+                "lag_segments": split.segments,
+                "lag_bytes": split.bytes,
+                "lag_seconds": _age(now_ns, split.oldest_ns),
+                "head_lag_segments": split.head_segments,
+                "head_lag_seconds": _age(now_ns, split.head_oldest_ns),
+                "backlog_segments": split.backlog_segments,
+                "backlog_bytes": split.backlog_bytes,
             }
         )
+    total = subscriber_lag(splits, now_ns)
     rec = records.read_record_or_none(store.objects, name) if store is not None else None
     last = rec.last_ack_ns if rec is not None else None
     live = store.kind.live.is_live(name) if store is not None else False
     idle_s = (now_ns - rec.last_active_ns) / 1e9 if rec is not None else None
-    lag_bytes = sum(r["lag_bytes"] for r in rows)
+    lag_bytes = total.bytes
     return {
         "name": name,
-        "lag_segments": sum(r["lag_segments"] for r in rows),
+        "lag_segments": total.segments,
         "lag_bytes": lag_bytes,
-        "lag_seconds": max((r["lag_seconds"] for r in rows), default=0.0),
-        "backlog_segments": sum(r["backlog_segments"] for r in rows),
-        "backlog_bytes": sum(r["backlog_bytes"] for r in rows),
-        "backlog_seconds": max(
-            (r["lag_seconds"] for r in rows if r["backlog_segments"]), default=0.0
-        ),
-        "head_lag_segments": sum(r["head_lag_segments"] for r in rows),
+        "lag_seconds": total.seconds,
+        "backlog_segments": total.backlog_segments,
+        "backlog_bytes": total.backlog_bytes,
+        "backlog_seconds": total.backlog_seconds,
+        "head_lag_segments": total.head_segments,
+        "head_lag_seconds": total.head_seconds,
+        "horizon_dropped_segments": rec.horizon_dropped_segments if rec is not None else 0,
+        "horizon_dropped_rows": rec.horizon_dropped_rows if rec is not None else 0,
         "partitions": rows,
         "registered_ns": rec.created_ns if rec is not None else None,
         "last_ack_ns": last,
@@ -394,9 +401,7 @@ def _subscriber_row(
     }
 
 
-def _age(now_ns: int, oldest_ns: int | None) -> float:
-    """Seconds since ``oldest_ns`` (0 when nothing is behind)."""
-    return max(0.0, (now_ns - oldest_ns) / 1e9) if oldest_ns is not None else 0.0
+_age = age_s
 
 
 OTHER_MACHINES = (
@@ -491,6 +496,18 @@ def render_status(doc: dict[str, Any], wal_note: str | None) -> str:
             f"  {s['name']}: {'live' if s['live'] else 'not running'}, last acknowledged "
             f"{human_time(s['last_ack_ns'], now) if s['last_ack_ns'] else 'never'}"
         )
+        if s["lag_segments"]:
+            out.append(
+                f"    head lag {s['head_lag_segments']} segments "
+                f"({human_seconds(s['head_lag_seconds'])}), backlog "
+                f"{s['backlog_segments']} segments, {human_bytes(s['backlog_bytes'])} "
+                f"(oldest {human_seconds(s['backlog_seconds'])})"
+            )
+        if s["horizon_dropped_segments"]:
+            out.append(
+                f"    dropped past its acceptance horizon: {s['horizon_dropped_segments']} "
+                f"segments, {s['horizon_dropped_rows']} rows"
+            )
         if s["pinning_idle"]:
             out.append(
                 f"  WARNING: subscriber {s['name']} has not acknowledged for "

@@ -71,6 +71,12 @@ class SubscriptionRecord:
     version's own :attr:`stored_ns` is that time (§8.10, the expiry clock)."""
     expired_stored_ns: int | None = None
     """With ``expired_ns``: the storage's clock when the pass decided to expire it."""
+    horizon_dropped_segments: int = 0
+    """Segments its consumers recorded ``dropped`` as past their acceptance horizon
+    (:mod:`quiver_spark.horizon`), as far as this record heard; advisory: the ack log
+    holds the outcomes, not their reason."""
+    horizon_dropped_rows: int = 0
+    """The rows of those segments."""
     stored_ns: int | None = dataclasses.field(default=None, compare=False)
     """When the storage says the version read was written (its own clock); not
     written into the record. None: a record not read from the storage, or a storage
@@ -119,7 +125,14 @@ class SubscriptionRecord:
             "progress_ns": self.progress_ns,
             "activity_carried_ns": self.activity_carried_ns,
             "expired_stored_ns": self.expired_stored_ns,
-        }
+        } | (  # only once a horizon dropped something: other records keep their bytes
+            {
+                "horizon_dropped_segments": self.horizon_dropped_segments,
+                "horizon_dropped_rows": self.horizon_dropped_rows,
+            }
+            if self.horizon_dropped_segments or self.horizon_dropped_rows
+            else {}
+        )
 
     @classmethod
     def from_body(cls, path: str, body: dict[str, Any]) -> SubscriptionRecord:
@@ -139,6 +152,8 @@ class SubscriptionRecord:
                 progress_ns=None if body.get("progress_ns") is None else int(body["progress_ns"]),
                 activity_carried_ns=_opt_int(body, "activity_carried_ns"),
                 expired_stored_ns=_opt_int(body, "expired_stored_ns"),
+                horizon_dropped_segments=_opt_int(body, "horizon_dropped_segments") or 0,
+                horizon_dropped_rows=_opt_int(body, "horizon_dropped_rows") or 0,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptionError(path, fmt.FRAME_SIZE, f"invalid subscription record: {e}") from e
@@ -305,6 +320,29 @@ def touch(
     def change(rec: SubscriptionRecord | None) -> SubscriptionRecord:
         rec = rec or SubscriptionRecord(name, now)
         rec = rec.active(last_ack_ns=now)
+        if progress is not None:
+            rec = dataclasses.replace(rec, progress=progress)
+        return rec
+
+    written = update_record(objects, name, change)
+    assert written is not None
+    return written
+
+
+def note_horizon_drops(
+    objects: ObjectStore, name: str, segments: int, rows: int, *, progress: int | None = None
+) -> SubscriptionRecord:
+    """Add ``segments`` (of ``rows`` rows) that ``name``'s live consumer just recorded
+    ``dropped`` past its acceptance horizon, with its done count after them (the drop
+    is its activity, as an acknowledgement is)."""
+    now = time.time_ns()
+
+    def change(rec: SubscriptionRecord | None) -> SubscriptionRecord:
+        rec = rec or SubscriptionRecord(name, now)
+        rec = rec.active(
+            horizon_dropped_segments=rec.horizon_dropped_segments + segments,
+            horizon_dropped_rows=rec.horizon_dropped_rows + rows,
+        )
         if progress is not None:
             rec = dataclasses.replace(rec, progress=progress)
         return rec
