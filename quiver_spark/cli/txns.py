@@ -6,7 +6,11 @@ decision makes visible (ARCHITECTURE.md §9). A batch that failed and is never r
 query id) leaves its transactions pending: they pin their WAL files forever.
 
 ``list`` shows them per partition, from each writer's heartbeat (a writer rewrites
-it on every maintenance tick and when it closes). ``discard QUERY_ID`` decides every
+it on every maintenance tick and when it closes). On an object root a transaction
+``held`` stays pending whatever its batch's decision: the staged object under its id
+is damaged, so the decision may speak of another writer's rows; it is resolved once
+the object is repaired, or dropped as not committed once it is removed
+(ARCHITECTURE.md §12.6; ``quiver fsck`` names the object). ``discard QUERY_ID`` decides every
 pending batch of query ``QUERY_ID`` with no winners, then seals idle partitions so the
 rows are dropped and their WAL files freed at once. It refuses (exit 1, nothing
 changed) an ``QUERY_ID`` it does not know, listing the query ids that have pending
@@ -20,7 +24,8 @@ JSON schemas (``--json``)::
 
     list:    {"schema": "quiver.txns/1", "path": str,
               "pending": [{"partition": str, "txn": int, "app": str, "version": int,
-                           "tag": str, "decided": bool, "writer_live": bool}],
+                           "tag": str, "decided": bool, "writer_live": bool,
+                           "held": bool}],   # held: its staged object is damaged
               "note": str}    # object roots only: what is not visible from here
     discard: {"schema": "quiver.txns/1", "path": str, "action": "discarded",
               "app": str, "versions": [int],        # decided now, with no winners
@@ -108,6 +113,7 @@ def collect_pending(store: QuiverStore) -> dict[str, Any]:
     pending = []
     for pid, beat in sorted(store.heartbeats().items()):
         live = beat.get("live")
+        held = set(beat.get("held_txns") or ())
         for txn_id, app, version, tag in beat.get("pending", []):
             pending.append(
                 {
@@ -118,6 +124,7 @@ def collect_pending(store: QuiverStore) -> dict[str, Any]:
                     "tag": str(tag),
                     "decided": store.commits.get(str(app), int(version)) is not None,
                     "writer_live": bool(live),
+                    "held": txn_id in held,
                 }
             )
     doc: dict[str, Any] = {"schema": SCHEMA, "path": store.root, "pending": pending}
@@ -142,7 +149,13 @@ def render_pending(doc: dict[str, Any]) -> str:
             t["version"],
             t["txn"],
             t["tag"],
-            "decided (applied on the next tick)" if t["decided"] else "undecided",
+            (
+                "held: its staged object is damaged (repair or remove it)"
+                if t.get("held")
+                else "decided (applied on the next tick)"
+                if t["decided"]
+                else "undecided"
+            ),
             "live" if t["writer_live"] else "stale",
         ]
         for t in doc["pending"]

@@ -38,7 +38,10 @@ def _check_staged(run: FsckRun, key: str) -> None:
         run.problem(
             FindingKind.STAGED, e.path, f"{e.reason} (damaged staged transaction: if its batch was "
             "committed and its writer's machine is lost, its rows cannot be sealed; an "
-            "observer pass leaves it, a live writer seals its rows from its WAL)",
+            "observer pass leaves it, a live writer seals its rows from its WAL; a writer "
+            "whose recovered WAL holds a transaction of this id keeps it pending, unresolved, "
+            "until this object is repaired (rewritten intact) or removed, which drops that "
+            "transaction as not committed)",
             offset=e.offset, partition=pid,
         )  # fmt: skip
 

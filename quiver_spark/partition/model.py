@@ -30,6 +30,9 @@ class RecoveryReport:
     discarded_txns: int = 0
     sealed_elsewhere: int = 0
     """Object root: transactions of its WAL another holder had sealed (skipped)."""
+    held_txns: int = 0
+    """Object root: pending transactions held on a damaged staged object (§12.6),
+    counted in ``pending_txns`` too."""
     next_segment_seq: int = 1
     duration_s: float = 0.0
 

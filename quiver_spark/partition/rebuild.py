@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from .. import format as fmt
 from ..errors import CorruptionError, SegmentMissingError, StoreClosedError, WalFailedError
@@ -46,6 +47,30 @@ from .staged import staged_objects
 from .state import PartitionState
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class StagedLook:
+    """What recovery's reads of the staged objects under its pending transactions' ids
+    found (:meth:`Rebuild.staged_by_others`)."""
+
+    others: list[int] = field(default_factory=list)
+    """Another incarnation's transaction: this WAL's is dropped."""
+    damaged: list[int] = field(default_factory=list)
+    """Damaged: this WAL's transaction is held, unresolved (§12.6)."""
+    removed: list[int] = field(default_factory=list)
+    """Held before and gone now: this WAL's transaction is dropped as not committed."""
+
+
+def held_txns(state: dict, path: str) -> set[int]:
+    """STATE's ``held_txns`` (§6.2): the pending transactions held on a damaged staged
+    object when it was written (absent: none)."""
+    raw = state.get("held_txns") or []
+    if not isinstance(raw, list) or not all(isinstance(t, int) for t in raw):
+        raise CorruptionError(
+            path, fmt.FRAME_SIZE, f"STATE held_txns {raw!r} is not a list of ints"
+        )
+    return set(raw)
 
 
 class Rebuild:
@@ -124,6 +149,7 @@ class Rebuild:
         )
         if plan.staged is not None:
             self.sealing.drop_staged(plan.garbage)
+        stated_held = held_txns(state, self.state.state_path)
         self.state.wal_limit = wal_limits(self.state.state_path, state)
         wal = recover_wal(
             self.state.wal_dir,
@@ -183,7 +209,9 @@ class Rebuild:
             # incarnation's (§12.6): this WAL's was then never reported (a stage of it
             # finds the other's bytes), so it is dropped, and the object, foreign, is
             # sealed from the bucket; never this WAL's rows under the other's decision
-            for txn_id in self.staged_by_others(plan.unsealed):
+            held_before = stated_held | set(self.state.staged.held)
+            looked = self.staged_by_others(plan.unsealed, held_before)
+            for txn_id in looked.others:
                 txn = self.state.pending.pop(txn_id)
                 for seq in (txn_id, *(r[0] for r in txn.records)):
                     self.state.covered.add(seq, seq)
@@ -197,6 +225,15 @@ class Rebuild:
                     txn.app,
                     txn.version,
                 )
+            # held on a damaged object that is gone now: nothing can tie this WAL's rows
+            # to the commit record naming the id again; dropped as not committed
+            for txn_id in looked.removed:
+                self.sealing.drop_held(txn_id)
+                rep.discarded_txns += 1
+            # held on a damaged object: unresolved, looked at again (§12.6)
+            self.state.staged.hold(looked.damaged, time.monotonic())
+            for txn_id in looked.damaged:
+                self.sealing.log_held(txn_id)
             before = len(self.state.pending)
             self.sealing.resolve()
             rep.discarded_txns += before - len(self.state.pending) if before else 0
@@ -205,6 +242,7 @@ class Rebuild:
         if self.state.open:  # recovered data is old: let maintenance finalize it promptly
             self.state.open.opened_mono = min(self.state.open.opened_mono, old)
         rep.pending_txns = len(self.state.pending)
+        rep.held_txns = len(self.state.staged.held)
         if plan.staged is not None:
             # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
             # §12.6): this writer holds the lease, so no observer seals them; it seals
@@ -219,6 +257,7 @@ class Rebuild:
             or state.get("next_seq") != self.state.next_seq
             or "partition" not in state
             or skipped
+            or set(self.state.staged.held) != stated_held
         ):
             self.state.write_state(None)
         self.sealing.truncate_wal()
@@ -228,16 +267,17 @@ class Rebuild:
             log.info("quiver.recovery %s", rep.summary())
         return rep
 
-    def staged_by_others(self, unsealed: tuple[int, ...]) -> list[int]:
+    def staged_by_others(self, unsealed: tuple[int, ...], held: set[int]) -> StagedLook:
         """Of the pending transactions replay opened, those whose id a staged object
-        the MANIFEST does not name holds another incarnation's transaction under
-        (:func:`~.recovery.staged_by_another`; one GET each). A damaged object is left
-        for fsck and decides nothing: this WAL's transaction is resolved as before."""
-        ids = sorted(set(unsealed) & set(self.state.pending))
+        the MANIFEST does not name (``unsealed``) or a damaged one held them before
+        (``held``) holds (one GET each): another incarnation's transaction
+        (:func:`~.recovery.staged_by_another`), damaged (left for fsck; the transaction
+        is held, §12.6), or, for one held before, gone (removed)."""
+        ids = sorted((set(unsealed) | held) & set(self.state.pending))
+        look = StagedLook()
         if not ids:
-            return []
+            return look
         objects = staged_objects(self.state.segments)
-        others = []
         for txn_id in ids:
             try:
                 found = read_staged(objects, self.state.pid, txn_id)
@@ -245,10 +285,13 @@ class Rebuild:
                 log.error(
                     "quiver.staged.damaged partition=%s txn=%d: %s", self.state.pid, txn_id, e
                 )
+                look.damaged.append(txn_id)
                 continue
-            if staged_by_another(self.state.pending[txn_id], found):
-                others.append(txn_id)
-        return others
+            if found is None and txn_id in held:
+                look.removed.append(txn_id)
+            elif staged_by_another(self.state.pending[txn_id], found):
+                look.others.append(txn_id)
+        return look
 
     def settle_publishing(self, plan: PublishingPlan, state: dict) -> int | None:
         """Carry out ``plan`` for the segment ``state`` names as ``publishing`` (§7.3

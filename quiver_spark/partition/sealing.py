@@ -21,11 +21,13 @@ import time
 
 import pyarrow as pa
 
-from ..errors import LeaseLostError, LostRaceError, QuiverError, SeqTakenError
+from ..errors import CorruptionError, LeaseLostError, LostRaceError, QuiverError, SeqTakenError
 from ..ranges import ranges_of
 from ..segment import SegmentMeta
-from .model import RESOLVE_CAP_S, RESOLVE_GRACE_S, OpenSegment
+from ..staging import read_staged
+from .model import RESOLVE_CAP_S, RESOLVE_GRACE_S, OpenSegment, Txn
 from .publication import MOVES, check_lease, publish_own
+from .recovery import staged_by_another
 from .staged import staged_objects, staged_schema
 from .staged_seal import seal_one
 from .state import PartitionState
@@ -52,8 +54,11 @@ class Sealing:
         patient = backoff and self.state.commits.lookups_back_off
         for gone in set(self.state.recheck) - set(self.state.pending):
             del self.state.recheck[gone]
+        held = self.state.staged.held
         for txn_id in sorted(self.state.pending):
             txn = self.state.pending[txn_id]
+            if txn_id in held:  # its staged object is damaged: unresolved (§12.6)
+                continue
             if patient and now < self.state.recheck.get(txn_id, (now, 0.0))[0]:
                 continue
             rec = self.state.commits.get(txn.app, txn.version)
@@ -209,6 +214,88 @@ class Sealing:
                 garbage.append(txn_id)
         staged.drop_garbage(garbage)
 
+    def look_held(self) -> None:
+        """Object root: look again (one GET each, every :data:`RESOLVE_CAP_S`) at the
+        damaged staged objects under the ids of pending transactions this writer holds
+        unresolved (§12.6). Still damaged: held. Repaired: another incarnation's
+        transaction drops this WAL's (the object, foreign, is sealed from the bucket);
+        this WAL's own is resolved by its commit record as before. Removed: this WAL's
+        transaction is dropped as not committed (nothing can tie its rows to the commit
+        record naming the id again)."""
+        staged = self.state.staged
+        if not staged.held:
+            return
+        objects = staged_objects(self.state.segments)
+        now = time.monotonic()
+        for txn_id in staged.held_due(now):
+            txn = self.state.pending.get(txn_id)
+            if txn is None:
+                del staged.held[txn_id]
+                continue
+            try:
+                found = read_staged(objects, self.state.pid, txn_id)
+            except CorruptionError as e:
+                log.error(
+                    "quiver.staged.damaged partition=%s txn=%d: %s", self.state.pid, txn_id, e
+                )
+                staged.still_damaged(txn_id, now)
+                continue
+            if found is None:
+                self.drop_held(txn_id)
+            elif staged_by_another(txn, found):
+                del staged.held[txn_id]
+                self.drop_txn(txn_id)
+                staged.note(txn_id)
+                log.warning(
+                    "quiver.staged.repaired partition=%s txn=%d: the staged transaction of "
+                    "this id is another writer's; this WAL's, never reported, is dropped",
+                    self.state.pid,
+                    txn_id,
+                )
+            else:
+                del staged.held[txn_id]
+                log.warning(
+                    "quiver.staged.repaired partition=%s txn=%d: the staged transaction of "
+                    "this id is this WAL's; resolved by its commit record",
+                    self.state.pid,
+                    txn_id,
+                )
+
+    def drop_held(self, txn_id: int) -> None:
+        """Held ``txn_id``'s damaged staged object is gone: this WAL's transaction is
+        dropped as not committed (§12.6)."""
+        self.state.staged.held.pop(txn_id, None)
+        txn = self.drop_txn(txn_id)
+        log.warning(
+            "quiver.staged.removed partition=%s txn=%d app=%s version=%d: the damaged staged "
+            "object of this id was removed; this WAL's transaction, never tied to the commit "
+            "record naming the id, is dropped as not committed",
+            self.state.pid,
+            txn_id,
+            txn.app,
+            txn.version,
+        )
+
+    def log_held(self, txn_id: int) -> None:
+        txn = self.state.pending[txn_id]
+        log.warning(
+            "quiver.staged.held partition=%s txn=%d app=%s version=%d: the staged object of "
+            "this id is damaged; this WAL's transaction stays pending, unresolved, until the "
+            "object is repaired or removed (removing it drops this transaction)",
+            self.state.pid,
+            txn_id,
+            txn.app,
+            txn.version,
+        )
+
+    def drop_txn(self, txn_id: int) -> Txn:
+        """Drop pending ``txn_id``: its records are covered, never sealed."""
+        txn = self.state.pending.pop(txn_id)
+        self.state.recheck.pop(txn_id, None)
+        for seq in (txn_id, *(r[0] for r in txn.records)):
+            self.state.covered.add(seq, seq)
+        return txn
+
     def moved(self, meta: SegmentMeta) -> None:
         """Object root: this writer's segment now goes out as ``meta`` (its seq was
         taken by another holder): STATE names it, its new commit point."""
@@ -220,8 +307,9 @@ class Sealing:
         self.publish_pending()
         # never while recovering: the WAL not replayed yet may hold a foreign-looking
         # transaction itself (sealed from both, its rows would be read twice)
-        if self.state.staged.foreign and not self.state.recovering:
+        if (self.state.staged.foreign or self.state.staged.held) and not self.state.recovering:
             try:
+                self.look_held()
                 self.seal_foreign()
             except LeaseLostError as e:
                 self.state.poison(e)

@@ -11,7 +11,10 @@ keeps three things about them, in a :class:`StagedBook`:
   seals the committed ones itself (:func:`~.staged_seal.seal_one`), since it holds the
   lease and no observer does;
 - ``ceiling``: the highest ``txn_floor`` it may record until a listing of ``txns/``
-  made after its open was taken into account (the open's listing may lag).
+  made after its open was taken into account (the open's listing may lag);
+- ``held``: pending transactions of its WAL whose id a damaged staged object holds,
+  kept unresolved (the object may be another writer's, whose rows the commit record
+  names) and looked at again until it is repaired or removed; STATE keeps their ids.
 
 The book decides; the writer, which holds the lock, the seq and the lease, acts.
 :func:`staged_schema` gives a transaction's records the one schema its staged object
@@ -68,6 +71,8 @@ class StagedBook:
         """Another incarnation's staged transactions -> (next look, interval)."""
         self.ceiling: int | None = None
         """The highest floor to record until a later listing (None: no limit)."""
+        self.held: dict[int, tuple[float, float]] = {}
+        """Pending transactions held on a damaged staged object -> (next look, interval)."""
 
     def drop(self, txns: tuple[int, ...]) -> None:
         """The staged objects of transactions now in the MANIFEST are garbage (§12.6);
@@ -93,6 +98,21 @@ class StagedBook:
         the writer does not hold are foreign; one looked at before keeps its schedule,
         a new one is looked at at once."""
         self.foreign = {t: self.foreign.get(t, (0.0, 0.0)) for t in unsealed if t not in held}
+
+    def hold(self, txn_ids: Iterable[int], now: float) -> None:
+        """At recovery: the pending transactions whose staged object is damaged (§12.6);
+        one held before keeps its schedule, a new one is looked at again after
+        :data:`RESOLVE_CAP_S`. Any other is no longer held."""
+        self.held = {t: self.held.get(t, (now + RESOLVE_CAP_S, RESOLVE_CAP_S)) for t in txn_ids}
+
+    def held_due(self, now: float) -> list[int]:
+        """The held transactions to look at again now, in order."""
+        return [t for t in sorted(self.held) if now >= self.held[t][0]]
+
+    def still_damaged(self, txn_id: int, now: float) -> None:
+        """Held ``txn_id``'s object is still damaged: looked at again after
+        :data:`RESOLVE_CAP_S` (one GET each time)."""
+        self.held[txn_id] = (now + RESOLVE_CAP_S, RESOLVE_CAP_S)
 
     def note(self, txn_id: int) -> None:
         """Another incarnation's staged object met under ``txn_id``: foreign."""

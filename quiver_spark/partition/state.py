@@ -131,6 +131,8 @@ class PartitionState:
         }
         if publishing is not None and self.unpublished_txns:  # object roots only (§12.6)
             body["publishing_txns"] = list(self.unpublished_txns)
+        if self.staged.held:  # object roots only (§12.6): kept until decided
+            body["held_txns"] = sorted(self.staged.held)
         if self.wal_limit:
             body["wal_limit"] = sorted([k, v] for k, v in self.wal_limit.items())
         self.io.atomic_write(self.state_path, fmt.encode_frame(fmt.MAGIC_STATE, body))

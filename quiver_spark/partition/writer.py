@@ -364,6 +364,7 @@ class PartitionWriter:
             try:
                 self.rebuild.ready(foreground=False)
                 self.sealing.publish_pending()
+                self.sealing.look_held()
                 self.sealing.seal_foreign()
                 self.sealing.resolve(backoff=True)
                 due = self.state.open and (
@@ -420,6 +421,9 @@ class PartitionWriter:
                     time.monotonic() - self.state.open.opened_mono if self.state.open else 0.0
                 ),
                 "pending_txns": len(self.state.pending),
+                # held on a damaged staged object (§12.6): pending until it is repaired
+                # or removed
+                "held_txns": sorted(self.state.staged.held),
                 "wal_bytes": self.state.wal.total_bytes if not self.state.closed else 0,
                 "next_segment_seq": self.state.next_seq,
                 "last_write_ns": self.state.last_write_ns,

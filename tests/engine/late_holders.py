@@ -509,7 +509,7 @@ def _decided(h: StoreHarness, app: str, v: int, winners: list[Txn]) -> None:
         for k in t.keys:
             if h.status[k] == TXN:
                 h.status[k] = COMMITTED if win else DISCARDED
-            if win and t.unsealable and h.status[k] == COMMITTED:
+            if win and (t.unsealable or t.held) and h.status[k] == COMMITTED:
                 h.status[k] = sm.MAYBE
     h.version[app] = v + 1
     sm.STATS["commits"] += 1

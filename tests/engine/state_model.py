@@ -242,6 +242,9 @@ class Txn:
     # its staged object was damaged when its machine was lost: its rows cannot be
     # sealed by anyone (a named loss, §11)
     unsealable: bool = False
+    # its writer recovered while its staged object was damaged: held pending until the
+    # object is repaired or removed (§12.6), which nothing here does
+    held: bool = False
     # its machine was lost with its WAL: until sealed, its staged object is the only
     # copy of its rows (a flip of that object then loses them, named)
     wal_lost: bool = False
@@ -1935,8 +1938,9 @@ OBJECT_FLIP_OUTCOMES = {
     "arrow": "refused by name: a reader of that segment fails naming it; every other "
     "segment, writer and retention goes on",
     "meta": "refused by name, as .arrow",
-    "staged": "recovered while its writer lives or returns with its disk: the rows are "
-    "sealed from its WAL and the object removed; with its machine lost too, refused by "
+    "staged": "recovered while its writer lives: the rows are sealed from its WAL and the "
+    "object removed (a writer that recovers with the transaction pending holds it, "
+    "unresolved, until the object is repaired or removed); with its machine lost too, refused by "
     "name: the finisher leaves it (an observer names it in idle_failures, a writer logs "
     "quiver.staged.damaged), fsck reports problem `staged`, and exactly that "
     "transaction's rows are lost",
@@ -2150,6 +2154,33 @@ class ObjectStoreHarness(StoreHarness):
         self.writers[p] = self._open(p)
         self.gen[p] += 1
         STATS["writer_opens"] += 1
+        self._note_held()
+
+    def _note_held(self) -> None:
+        """A writer that recovers with a pending transaction whose staged object is
+        damaged holds it, unresolved, until the object is repaired or removed (§12.6;
+        the object may be another writer's under a reused id): nothing here repairs
+        it, so its rows may stay unpublished."""
+        for p in self.live_writers():
+            store = self.writers[p]
+            w = store.writer if store is not None else None
+            if w is None or not w.state.staged.held:
+                continue
+            sealed = {k for key, (_, fp) in self.segs.items() if key[0] == p for k in fp}
+            for t in self.txns:
+                if t.partition != p or t.txn_id not in w.state.staged.held or t.held:
+                    continue
+                t.held = True
+                STATS["held_on_a_damaged_staged_object"] += 1
+                for k in t.keys:
+                    if k not in sealed and self.status[k] == COMMITTED:
+                        self.status[k] = MAYBE
+
+    def _compare(
+        self, visible: Counter[int], parts: set[str] | None = None, live: bool = False
+    ) -> None:
+        self._note_held()  # an in-place recovery after a failed I/O holds too
+        super()._compare(visible, parts, live)
 
     @staticmethod
     def _kill_handle(store: QuiverStore | None) -> None:
@@ -2261,7 +2292,7 @@ class ObjectStoreHarness(StoreHarness):
         its machine was lost has no rows left anywhere (§11: a named loss)."""
         super().commit(app, winners)
         for t in winners:
-            if t.unsealable:
+            if t.unsealable or t.held:
                 for k in t.keys:
                     if self.status[k] == COMMITTED:
                         self.status[k] = MAYBE
@@ -2279,7 +2310,7 @@ class ObjectStoreHarness(StoreHarness):
             w = store.writer if store is not None else None
             if w is None:
                 continue
-            for looks in (w.state.staged.foreign, w.state.recheck):
+            for looks in (w.state.staged.foreign, w.state.staged.held, w.state.recheck):
                 for txn_id, (_, interval) in list(looks.items()):
                     looks[txn_id] = (0.0, interval)
 
