@@ -17,8 +17,8 @@ JSON format (:meth:`Position.to_json`; the Spark source stores it in
     {"v": 1, "segments": {"p-0": 12, "p-1": 7}}
 
 ``v``
-    Format version, an integer. This build writes 1 (2 when there is a ``backlog``)
-    and reads 1 and 2; an offset with a higher version is refused with a clear error
+    Format version, an integer. This build writes 1 (2 when there is a ``backlog``,
+    3 when there is a ``cutoff_ns``) and reads 1 to 3; an offset with a higher version is refused with a clear error
     (written by a newer quiver_spark).
 ``segments``
     Map of partition id (``[A-Za-z0-9_.-]{1,64}``) to the last segment seq included,
@@ -31,6 +31,11 @@ JSON format (:meth:`Position.to_json`; the Spark source stores it in
     (:mod:`quiver_spark.catchup`) served the newest segments before them. The included
     seqs of a partition are ``1..segments[p]`` minus ``lo..hi``; an offset without a
     backlog is written as version 1, byte for byte as before.
+
+``cutoff_ns`` (version 3, written only with an acceptance horizon)
+    Epoch nanoseconds: a segment of the batch ending at this offset whose newest row
+    was ingested before it is recorded ``dropped`` instead of delivered
+    (:mod:`quiver_spark.horizon`). Version 3 may hold a ``backlog`` too.
 
 Future versions may add keys (readers of version 1 ignore none: any change that old
 readers must not misread bumps ``v``).
@@ -45,8 +50,9 @@ from typing import Any
 from .config import NAME_RE
 from .errors import OffsetFormatError
 
-OFFSET_VERSION = 2
-"""The highest ``v`` this build reads; it writes 1 unless the position has a backlog."""
+OFFSET_VERSION = 3
+"""The highest ``v`` this build reads; it writes 1 unless the position has a backlog
+(2) or a horizon's cutoff (3)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ class Position:
     backlog: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """Per partition, the inclusive range ``(lo, hi)`` below its seq not yet included
     (newest first, :mod:`quiver_spark.catchup`); empty for an oldest-first position."""
+    cutoff_ns: int | None = None
+    """With an acceptance horizon (:mod:`quiver_spark.horizon`): the epoch ns before
+    which a segment's newest row was ingested for the batch ending here to drop it
+    instead of delivering it; decided once when this position was planned, so a replay
+    decides the same. None: no horizon."""
 
     def __post_init__(self) -> None:
         clean: dict[str, int] = {}
@@ -85,10 +96,19 @@ class Position:
                 )
             gaps[p] = (lo, hi)
         object.__setattr__(self, "backlog", dict(sorted(gaps.items())))
+        cut = self.cutoff_ns
+        if cut is not None and (not isinstance(cut, int) or isinstance(cut, bool) or cut < 0):
+            raise OffsetFormatError(f"offset cutoff_ns must be an int >= 0: {cut!r}")
 
     # -- conversion -------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """The JSON-able dict Spark stores (see the module docstring)."""
+        if self.cutoff_ns is not None:
+            out: dict[str, Any] = {"v": 3, "segments": dict(self.segments)}
+            if self.backlog:
+                out["backlog"] = {p: [lo, hi] for p, (lo, hi) in self.backlog.items()}
+            out["cutoff_ns"] = self.cutoff_ns
+            return out
         if not self.backlog:
             return {"v": 1, "segments": dict(self.segments)}
         return {
@@ -117,7 +137,9 @@ class Position:
         segs = raw.get("segments")
         if not isinstance(segs, Mapping):
             raise OffsetFormatError(f"offset lacks a 'segments' object: {dict(raw)!r}")
-        return cls(dict(segs), backlog_of(raw) if version >= 2 else {})
+        return cls(
+            dict(segs), backlog_of(raw) if version >= 2 else {}, cutoff_of(raw, version >= 3)
+        )
 
     # -- arithmetic -------------------------------------------------------------------
     def get(self, partition: str) -> int:
@@ -196,3 +218,13 @@ def backlog_of(raw: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     if not isinstance(found, Mapping):
         raise OffsetFormatError(f"offset's 'backlog' must be an object: {dict(raw)!r}")
     return {p: _span(p, span) for p, span in found.items()}
+
+
+def cutoff_of(raw: Mapping[str, Any], required: bool) -> int | None:
+    """The ``cutoff_ns`` of an offset dict whose version has one (``required``)."""
+    if not required:
+        return None
+    cut = raw.get("cutoff_ns")
+    if not isinstance(cut, int) or isinstance(cut, bool) or cut < 0:
+        raise OffsetFormatError(f"offset lacks an integer 'cutoff_ns' >= 0: {dict(raw)!r}")
+    return cut

@@ -7,7 +7,11 @@ checkpoint stores it, naming the store it was planned on (ARCHITECTURE.md §9a):
 (``catchUpOrder=newest``, :mod:`quiver_spark.catchup`) writes version 3 while a
 partition has a backlog, adding ``"backlog": {"<partition>": [lo, hi]}``, the seqs
 below that partition's ``segments`` seq not read yet; an offset without one is
-written as version 2, so a build that reads only 2 refuses a backlog it would skip. Partition ids are host names and
+written as version 2, so a build that reads only 2 refuses a backlog it would skip.
+A query with an acceptance horizon (``acceptanceHorizon``, :mod:`quiver_spark.horizon`)
+writes version 4, adding ``"cutoff_ns"``: the segments of the batch ending there whose
+newest row was ingested before it are recorded dropped, not read; a build that reads
+only up to 3 refuses it instead of delivering them. Partition ids are host names and
 segment seqs start at 1 in every store, so an offset read against another store would
 look valid there and make the query acknowledge that store's segments without reading
 them: :meth:`QuiverOffset.resumed_on` refuses it. An offset written before offsets named
@@ -27,13 +31,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ForeignCheckpointError, OffsetFormatError
-from ..subscription import Position, backlog_of
+from ..subscription import Position, backlog_of, cutoff_of
 
 OFFSET_VERSION = 2
 """The ``v`` this build writes for a position without a backlog; it reads 1 (no store
 named), 2 and 3."""
 BACKLOG_VERSION = 3
 """The ``v`` of an offset with a backlog (newest first)."""
+CUTOFF_VERSION = 4
+"""The ``v`` of an offset with an acceptance horizon's ``cutoff_ns`` (a backlog too
+or not)."""
 UNNAMED_STORE_VERSION = 1
 """The ``v`` of offsets written before offsets named their store."""
 
@@ -59,6 +66,13 @@ class QuiverOffset:
         if self.store is None:
             raise OffsetFormatError("an offset this build writes names its store")
         pos = self.position
+        if pos.cutoff_ns is not None:
+            out: dict[str, Any] = {"v": CUTOFF_VERSION, "store": self.store}
+            out["segments"] = dict(pos.segments)
+            if pos.backlog:
+                out["backlog"] = {p: [lo, hi] for p, (lo, hi) in pos.backlog.items()}
+            out["cutoff_ns"] = pos.cutoff_ns
+            return out
         if not pos.backlog:
             return {"v": OFFSET_VERSION, "store": self.store, "segments": dict(pos.segments)}
         return {
@@ -70,7 +84,7 @@ class QuiverOffset:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any] | None) -> QuiverOffset:
-        """Parse and validate an offset dict coming back from Spark (version 1 to 3)."""
+        """Parse and validate an offset dict coming back from Spark (version 1 to 4)."""
         if raw is None:
             return cls(Position({}), None)
         if not isinstance(raw, Mapping):
@@ -78,10 +92,10 @@ class QuiverOffset:
         version = raw.get("v")
         if not isinstance(version, int) or isinstance(version, bool):
             raise OffsetFormatError(f"offset lacks an integer version 'v': {dict(raw)!r}")
-        if version > BACKLOG_VERSION:
+        if version > CUTOFF_VERSION:
             raise OffsetFormatError(
                 f"offset version {version} was written by a newer quiver_spark "
-                f"(this one reads up to {BACKLOG_VERSION}); upgrade to resume this query"
+                f"(this one reads up to {CUTOFF_VERSION}); upgrade to resume this query"
             )
         if version < UNNAMED_STORE_VERSION:
             raise OffsetFormatError(f"offset version {version} is invalid")
@@ -94,10 +108,11 @@ class QuiverOffset:
         if not isinstance(segs, Mapping):
             raise OffsetFormatError(f"offset lacks a 'segments' object: {dict(raw)!r}")
         backlog = backlog_of(raw) if version >= BACKLOG_VERSION else {}
-        if version >= BACKLOG_VERSION and not backlog:
+        if version == BACKLOG_VERSION and not backlog:
             raise OffsetFormatError(f"offset version {version} lacks its 'backlog': {dict(raw)!r}")
         return cls(
-            Position(dict(segs), backlog), store if version > UNNAMED_STORE_VERSION else None
+            Position(dict(segs), backlog, cutoff_of(raw, version >= CUTOFF_VERSION)),
+            store if version > UNNAMED_STORE_VERSION else None,
         )
 
     def resumed_on(self, store: str, root: str) -> Position:
@@ -123,4 +138,4 @@ def offset_json(position: Position, store: str) -> dict[str, Any]:
     return QuiverOffset(position, store).to_json()
 
 
-__all__ = ["BACKLOG_VERSION", "OFFSET_VERSION", "QuiverOffset", "offset_json"]
+__all__ = ["BACKLOG_VERSION", "CUTOFF_VERSION", "OFFSET_VERSION", "QuiverOffset", "offset_json"]

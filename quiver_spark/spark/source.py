@@ -159,6 +159,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
                     owns_store=True,
                     order=self.opts.catch_up_order,
                     head_share=self.opts.head_share,
+                    horizon=self.opts.horizon_s,
                 )
             except BaseException:
                 store.close()

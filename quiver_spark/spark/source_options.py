@@ -30,6 +30,7 @@ from ..subscription import (
     StartPosition,
     given_head_share,
     parse_head_share,
+    parse_horizon,
 )
 from .options import STORAGE_PREFIX, spark_options, storage_options, store_root
 
@@ -45,6 +46,7 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 SPLIT_SIZE = "splitSize"
 CATCH_UP_ORDER = "catchUpOrder"
 CATCH_UP_HEAD_SHARE = "catchUpHeadShare"
+ACCEPTANCE_HORIZON = "acceptanceHorizon"
 
 STREAM_ONLY = (
     "startingPosition",
@@ -54,6 +56,7 @@ STREAM_ONLY = (
     "maxRowsPerTrigger",
     "catchUpOrder",
     "catchUpHeadShare",
+    "acceptanceHorizon",
 )
 """The options of a stream only (a batch read refuses them)."""
 
@@ -82,6 +85,10 @@ def _catch_up_order(option: str, value: object) -> CatchUpOrder:
 
 def _head_share(option: str, value: object) -> float:
     return parse_head_share(value, option)
+
+
+def _horizon(option: str, value: object) -> float | None:
+    return parse_horizon(value, option)
 
 
 def parse_timestamp(option: str, value: object) -> int:
@@ -134,6 +141,10 @@ SOURCE_OPTION_TABLE: tuple[Option, ...] = (
            "share of each per-trigger limit new data gets while a backlog is left (the "
            "backlog gets the rest); either gets it all alone",
            parse=_head_share),
+    Option(ACCEPTANCE_HORIZON, "none", "a duration such as `30m` or `6h`: a segment whose "
+           "newest row was ingested longer ago than this when its micro-batch was planned "
+           "is not delivered but recorded `dropped` for the subscriber (counted, shown by "
+           "`quiver status`), either catch-up order, exactly once", parse=_horizon),
 )  # fmt: skip
 
 SOURCE_OPTION: dict[str, Option] = {o.name: o for o in SOURCE_OPTION_TABLE}
@@ -229,6 +240,9 @@ class SourceOptions:
         Which unread segments a batch takes first, and the share of the limits new
         data gets while newest first has a backlog (:mod:`quiver_spark.catchup`; None:
         not given, the default; refused with oldest first).
+    horizon_s
+        The acceptance horizon in seconds (None: off): older segments are recorded
+        dropped, not delivered (:mod:`quiver_spark.horizon`).
     """
 
     path: str
@@ -243,6 +257,7 @@ class SourceOptions:
     split_size_bytes: int = SPLIT_SIZE_DEFAULT
     catch_up_order: CatchUpOrder = CatchUpOrder.OLDEST
     head_share: float | None = None
+    horizon_s: float | None = None
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     """``storage.<key>`` options: an object-store root's client settings (never shown)."""
 
@@ -326,5 +341,6 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool | None) 
         head_share=given_head_share(
             order, _get(options, CATCH_UP_HEAD_SHARE), CATCH_UP_HEAD_SHARE, CATCH_UP_ORDER
         ),
+        horizon_s=_setting(options, ACCEPTANCE_HORIZON),
         storage_options=storage_options(options),
     )

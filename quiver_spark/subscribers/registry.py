@@ -385,16 +385,21 @@ class SubscriberRegistry:
         *,
         known: Known | None = None,
         consumer: LiveClaim | None = None,
+        dropped: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
         """:meth:`record` for several partitions in one durable write. ``consumer``: the
         live consumer recording (an object root, §12.5); refused with LeaseLostError,
         nothing recorded, unless the latest claim of ``sub``'s registration is its own
-        (a later consumer claimed it, or ``sub`` was registered again since)."""
+        (a later consumer claimed it, or ``sub`` was registered again since).
+        ``dropped``: seqs recorded ``dropped`` in the same write (an acceptance
+        horizon's, beside the batch's acknowledgements)."""
         if not isinstance(outcome, Outcome):
             raise SubscriberError(f"outcome must be an Outcome, got {outcome!r}")
-        wanted = {
-            validate_name("partition", p): sorted(set(s)) for p, s in seqs_by_partition.items()
-        }
+        groups = [(outcome, seqs_by_partition), (Outcome.DROPPED, dropped or {})]
+        wanted_by = [
+            (o, {validate_name("partition", p): sorted(set(s)) for p, s in g.items()})
+            for o, g in groups
+        ]
         released: dict[tuple[int, str], list[int]] = {}
 
         def build() -> acklog.RecordEncoder | None:
@@ -406,21 +411,22 @@ class SubscriberRegistry:
                 # another consumer claimed it later, or this registration is newer
                 # than the consumer's claim (registered again meanwhile): never ours
                 raise consumer.refused(sub)
-            for p, seqs in wanted.items():
-                pid = self.state.part_ids.get(p)
-                todo = [s for s in seqs if not self.state.is_done(sid, pid, s)]
-                for s in todo:
-                    if s < 1 or (known is not None and not known(p, s)):
-                        raise UnknownSegmentError(
-                            f"segment {s} of partition {p!r} does not exist "
-                            f"(outcome {outcome.value} from subscriber {sub!r})"
-                        )
-                if not todo:
-                    continue
-                pid = self._part_id(p, enc, new)
-                for first, count in to_runs(todo):
-                    enc.add(acklog.K_OUTCOME, _CODES[outcome], sub=sid, part=pid, a=first, b=count)
-                released[(sid, p)] = todo
+            for out, wanted in wanted_by:
+                for p, seqs in wanted.items():
+                    pid = self.state.part_ids.get(p)
+                    todo = [s for s in seqs if not self.state.is_done(sid, pid, s)]
+                    for s in todo:
+                        if s < 1 or (known is not None and not known(p, s)):
+                            raise UnknownSegmentError(
+                                f"segment {s} of partition {p!r} does not exist "
+                                f"(outcome {out.value} from subscriber {sub!r})"
+                            )
+                    if not todo:
+                        continue
+                    pid = self._part_id(p, enc, new)
+                    for first, count in to_runs(todo):
+                        enc.add(acklog.K_OUTCOME, _CODES[out], sub=sid, part=pid, a=first, b=count)
+                    released.setdefault((sid, p), []).extend(todo)
             return enc if enc.parts else None
 
         self.journal.transact(build)

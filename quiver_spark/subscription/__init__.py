@@ -23,8 +23,9 @@ of either are served by :func:`read_task` (:mod:`quiver_spark.read_tasks`).
 from __future__ import annotations
 
 from ..catchup import DEFAULT_HEAD_SHARE, CatchUpOrder, given_head_share, parse_head_share
+from ..horizon import parse_horizon
 from ..planning import Caps
-from ..position import Position, backlog_of
+from ..position import Position, backlog_of, cutoff_of
 from ..read_tasks import Comparison, ReadTask, lost_report, plan_batch_read, read_task, read_tasks
 from ..segment import SegmentMeta
 from ..subscribers import StartPosition
@@ -44,10 +45,12 @@ __all__ = [
     "Subscription",
     "backlog_of",
     "check_reader_root",
+    "cutoff_of",
     "given_head_share",
     "lost_report",
     "open_store",
     "parse_head_share",
+    "parse_horizon",
     "plan_batch_read",
     "read_task",
     "read_tasks",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,7 @@ from ..errors import (
     SubscriberError,
     UnknownSegmentError,
 )
+from ..horizon import cutoff, parse_horizon, past
 from ..metrics import SOURCE_ACKED, Metrics
 from ..planning import UNLIMITED, Caps, SegmentPlanner
 from ..position import Position
@@ -38,6 +40,7 @@ from ..segment import Look, SegmentLocation, SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from ..subscribers.live import LiveClaim
+from .dropping import count_horizon_drops, past_horizon
 from .opening import open_store
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,12 @@ class Subscription:
         (:mod:`quiver_spark.catchup`); ``head_share`` is the head's share of the caps
         while newest first has a backlog too (default ``DEFAULT_HEAD_SHARE``; given with
         ``oldest``, it is refused).
+    horizon
+        The acceptance horizon (seconds, or a duration such as ``"6h"``; None: off,
+        the default): a segment whose newest row was ingested longer ago than this when
+        its batch was planned is recorded ``dropped`` by the batch's :meth:`ack`
+        instead of delivered (:mod:`quiver_spark.horizon`). ``clock``: the epoch-ns wall
+        clock a batch's cutoff is taken from.
     """
 
     def __init__(
@@ -110,11 +119,15 @@ class Subscription:
         metrics: Metrics | None = None,
         order: CatchUpOrder | str = CatchUpOrder.OLDEST,
         head_share: float | None = None,
+        horizon: float | str | None = None,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.store = store
         self.order = CatchUpOrder.parse(order)
         share = given_head_share(self.order, head_share)
         self.head_share = DEFAULT_HEAD_SHARE if share is None else share
+        self.horizon_s = parse_horizon(horizon, "horizon")
+        self.clock = clock
         self.name = validate_name("subscriber", name)
         self.metrics = metrics if metrics is not None else store.metrics
         self.loss = LossPolicy(
@@ -180,6 +193,7 @@ class Subscription:
         storage_options: dict[str, str] | None = None,
         order: CatchUpOrder | str = CatchUpOrder.OLDEST,
         head_share: float | None = None,
+        horizon: float | str | None = None,
     ) -> Subscription:
         """Open subscriber ``name`` on the store at ``path`` (registered by :meth:`start`;
         ``storage_options``: an object root's client settings; ``order``, ``head_share``:
@@ -194,6 +208,7 @@ class Subscription:
                 owns_store=True,
                 order=order,
                 head_share=head_share,
+                horizon=horizon,
             )
         except BaseException:
             store.close()
@@ -419,11 +434,24 @@ class Subscription:
     ) -> Position:
         """The end of the next batch after ``after``: segments admitted oldest first
         (by ingestion time, across partitions) under ``caps``, never past ``until``;
-        at least one segment when any is available (:meth:`SegmentPlanner.plan`)."""
+        at least one segment when any is available (:meth:`SegmentPlanner.plan`).
+        With a horizon the end carries the batch's cutoff, taken now (an end that
+        adds nothing is ``after`` itself)."""
         with self.one_call():
             self._require_registered(new_ok=True)
             self.seal_idle()
-            return self._plan(after, caps, until)
+            return self._stamped(after, self._plan(after, caps, until))
+
+    def _stamped(self, after: Position, end: Position) -> Position:
+        """``end`` with this batch's cutoff (:mod:`quiver_spark.horizon`), decided here,
+        once: it travels in the position, so a replay of the batch decides the same.
+        A plan that moves nothing returns ``after`` unchanged (a query sees no new
+        batch because the clock moved)."""
+        if self.horizon_s is None:
+            return end
+        if end.segments == after.segments and end.backlog == after.backlog:
+            return after
+        return dataclasses.replace(end, cutoff_ns=cutoff(self.clock(), self.horizon_s))
 
     def _plan(
         self,
@@ -453,6 +481,8 @@ class Subscription:
         data-loss policy (:meth:`LossPolicy.settle`): a pure function of the positions but
         for segments that are no longer there. ``pending_only`` passes over the seqs
         this subscriber already acknowledged (above its mark, beside a nacked one).
+        A segment past ``end``'s horizon cutoff is left out: :meth:`ack` of ``end``
+        records it dropped.
 
         Nacked seqs in the range count as delivered again from here on: a later
         :meth:`ack` through them acknowledges them."""
@@ -489,6 +519,8 @@ class Subscription:
                     error = self.planner.meta_errors[(p, seq)]
                     self.loss.settle(MissingSegment.corrupt(p, seq, error))
                     continue
+                if past(meta.max_ingestion_ns, end.cutoff_ns):
+                    continue  # past the horizon: the ack of ``end`` records it dropped
                 out.append(meta)
         for p, lo, hi in spans:
             if given_back.get(p):
@@ -516,7 +548,9 @@ class Subscription:
             if self.order is CatchUpOrder.NEWEST:
                 begin = self._resumed()
                 self.seal_idle()
-                end = self._plan(begin, caps, skip=partial(self.registry.is_done, self.name))
+                end = self._stamped(
+                    begin, self._plan(begin, caps, skip=partial(self.registry.is_done, self.name))
+                )
             else:
                 begin = self.acked()
                 end = self.next_batch_end(begin, caps)
@@ -542,6 +576,9 @@ class Subscription:
         Seqs that were never readable (dropped, lost and skipped) are acknowledged too,
         so the subscriber's mark moves past them. A seq nacked and not delivered again
         since (by :meth:`poll` or :meth:`segments`) is passed over: it stays pending.
+        With a horizon cutoff in ``through``, the seqs :meth:`segments` left out as past
+        it are recorded ``dropped`` in the same write (counted, and noted in the
+        subscription record); they count in the return value.
         """
         with self.one_call():
             return self._ack(through)
@@ -567,11 +604,27 @@ class Subscription:
             if seqs:
                 todo[p] = seqs
         n = sum(len(v) for v in todo.values())
+        drops, dropped_rows = past_horizon(self.meta, todo, through.cutoff_ns)
+        n_drop = sum(len(v) for v in drops.values())
         st = self._state
         now = time.monotonic()
         if todo:
-            self.registry.record_many(self.name, todo, Outcome.ACK, consumer=self._live_claim())
-            self.metrics.inc(SOURCE_ACKED, n, subscriber=self.name)
+            acks = {p: [s for s in v if s not in drops.get(p, ())] for p, v in todo.items()}
+            self.registry.record_many(
+                self.name, acks, Outcome.ACK, consumer=self._live_claim(), dropped=drops
+            )
+            if n - n_drop:
+                self.metrics.inc(SOURCE_ACKED, n - n_drop, subscriber=self.name)
+            if n_drop:
+                count_horizon_drops(
+                    self.metrics,
+                    self.store.objects,
+                    self.name,
+                    partial(self.registry.done_count, self.name),
+                    drops,
+                    dropped_rows,
+                    through.cutoff_ns,
+                )
             if now - st.last_touch >= RECORD_PERIOD_S:  # its record: last acknowledged
                 st.last_touch = now
                 try:  # advisory: a record that cannot be updated never fails an ack

@@ -1,0 +1,73 @@
+"""What a subscription's acknowledgement does with the segments past its acceptance
+horizon (:mod:`quiver_spark.horizon`): which they are, and the count of those it
+recorded ``dropped``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from ..errors import CorruptionError, SegmentMissingError
+from ..horizon import past
+from ..metrics import SOURCE_HORIZON_DROPPED, SOURCE_HORIZON_DROPPED_ROWS, Metrics
+from ..objects import ObjectStore
+from ..segment import SegmentMeta
+from ..subscribers import records
+
+log = logging.getLogger(__name__)
+
+
+def past_horizon(
+    meta_of: Callable[[str, int], SegmentMeta | None],
+    todo: Mapping[str, Sequence[int]],
+    cutoff_ns: int | None,
+) -> tuple[dict[str, set[int]], int]:
+    """Of ``todo``, the seqs past ``cutoff_ns`` and their rows. A seq's metadata is
+    read (``meta_of``) as :meth:`Subscription.segments` read it (the planner's
+    cache): one that cannot
+    be read now was settled by the data-loss policy there, and is acknowledged as any
+    unreadable seq is."""
+    drops: dict[str, set[int]] = {}
+    rows = 0
+    if cutoff_ns is None:
+        return drops, rows
+    for p, seqs in todo.items():
+        for seq in seqs:
+            try:
+                meta = meta_of(p, seq)
+            except SegmentMissingError:
+                continue
+            if meta is not None and past(meta.max_ingestion_ns, cutoff_ns):
+                drops.setdefault(p, set()).add(seq)
+                rows += meta.rows
+    return drops, rows
+
+
+def count_horizon_drops(
+    metrics: Metrics,
+    objects: ObjectStore,
+    name: str,
+    done: Callable[[], int],
+    drops: Mapping[str, set[int]],
+    rows: int,
+    cutoff_ns: int | None,
+) -> None:
+    """The drops an acknowledgement just recorded: counted, logged and added to the
+    subscription record (advisory: a record that cannot be updated never fails an
+    acknowledgement; the ack log holds the outcomes). ``done``: the subscriber's done
+    count in the ack log now."""
+    n = sum(len(v) for v in drops.values())
+    metrics.inc(SOURCE_HORIZON_DROPPED, n, subscriber=name)
+    metrics.inc(SOURCE_HORIZON_DROPPED_ROWS, rows, subscriber=name)
+    log.info(
+        "quiver.source.horizon_dropped subscriber=%s segments=%d rows=%d cutoff_ns=%s %s",
+        name,
+        n,
+        rows,
+        cutoff_ns,
+        {p: sorted(v) for p, v in drops.items()},
+    )
+    try:
+        records.note_horizon_drops(objects, name, n, rows, progress=done())
+    except (OSError, CorruptionError) as e:
+        log.warning("quiver.subscriber.record_unwritten %s: %s", name, e)
