@@ -14,18 +14,24 @@ runs at the given scale. The rules (docs/kubernetes.md states them beside the re
   trigger finds the segments sealed since the last one (one poll + read and one ack
   flush, as measured);
 - writer slots and live consumers renew their lease every 10 s (one conditional PUT);
-- scaling: P13's store had few partitions (counted by the MANIFEST HEADs of an
-  acknowledgement's retention pass, one per partition), so requests on one partition's
-  MANIFEST (``HEAD partitions/<pid>/MANIFEST``: every retention pass asks each
-  partition; a poll asks only the partitions its hint listing names, which at this
-  scale is about every partition a trigger) are scaled to the number of partitions (one
-  per slot), and the per-segment requests
-  of a poll (the MANIFEST GET of a changed partition, the segment's ``.meta`` and
-  ``.arrow`` GETs) to the segments each trigger finds. Everything else counts as
-  measured, per operation.
+- scaling: P13's store had :data:`PARTITIONS_MEASURED` partitions, so requests on one
+  partition's MANIFEST that a pass sends for every partition (``HEAD
+  partitions/<pid>/MANIFEST``: before publication hints served retention, every pass
+  asked each partition; a poll asks only the partitions its hint listing names, which
+  at this scale is about every partition a trigger) are scaled to the number of
+  partitions (one per slot), but for the one a seal's publication sends to its own
+  partition's MANIFEST; the per-segment requests of a poll (the MANIFEST GET of a
+  changed partition, the segment's ``.meta`` and ``.arrow`` GETs) are scaled to the
+  segments each trigger finds;
+- what P13 could not see, since its other partitions were idle: a writer's retention
+  pass after its seal learns every segment the other slots sealed since its previous
+  pass (``--max-open`` seconds earlier: at this scale each other slot sealed once), one
+  GET of that partition's MANIFEST and one of the segment's ``.meta`` each (a
+  subscription's pass after its acknowledgement finds them in what its poll read).
+  Everything else counts as measured, per operation.
 
 Run: ``.venv/bin/python bench/cost_at_scale.py [--executors 50 --cores 4
---subscribers 3 --trigger 1 --max-open 5] [--json]``.
+--subscribers 3 --trigger 1 --max-open 5] [--results PATH] [--json]``.
 """
 
 from __future__ import annotations
@@ -46,6 +52,11 @@ PER_SEGMENT = (
     "GET segments/<pid>/<n>.meta",
 )
 LEASE_RENEWALS_PER_S = 1 / 10  # a lease of ttl 30 s is renewed every third of it
+PARTITIONS_MEASURED = 5
+"""The partitions of P13's store while it measured a micro-batch: ``p-0`` ... ``p-3``
+(``bench_object_requests.PARTITIONS``) and the sink slot's own."""
+OTHERS_SEALED = ("GET partitions/<pid>/MANIFEST", "GET segments/<pid>/<n>.meta")
+"""What a writer's pass reads of each segment another slot sealed since its last pass."""
 
 
 def kind(key: str) -> str:
@@ -53,13 +64,19 @@ def kind(key: str) -> str:
 
 
 def scaled(
-    by_key: dict[str, float], partitions_measured: int, partitions: int, segments: float
+    by_key: dict[str, float],
+    partitions_measured: int,
+    partitions: int,
+    segments: float,
+    own_heads: float = 0.0,
 ) -> Counter[str]:
-    """Requests by kind of one operation at the given scale (see the module's rules)."""
+    """Requests by kind of one operation at the given scale (see the module's rules);
+    ``own_heads`` of its MANIFEST HEADs are on its own partition (not scaled)."""
     out: Counter[str] = Counter()
     for key, n in by_key.items():
         if key == MANIFEST_HEAD:
-            n = n / partitions_measured * partitions
+            own = min(n, own_heads)
+            n = own + (n - own) / partitions_measured * partitions
         elif key in PER_SEGMENT:
             n = n * segments
         out[kind(key)] += n
@@ -72,24 +89,31 @@ def add(total: Counter[str], part: Counter[str], times: float) -> None:
 
 
 def compute(args: argparse.Namespace) -> dict[str, Any]:
-    doc = json.loads(RESULTS.read_text())
+    doc = json.loads(Path(getattr(args, "results", None) or RESULTS).read_text())
     ops = doc["operations"]["small"]
     prices = doc["prices"]
-    # the partitions of P13's store: an acknowledgement's retention pass HEADs each
-    # partition's MANIFEST once (an idle poll asks none since publication hints, §5.6)
-    partitions_measured = ops["subscriber: ack flush (Subscription.ack)"]["by_key"][MANIFEST_HEAD]
+    partitions_measured = PARTITIONS_MEASURED
     slots = args.executors * args.cores
     seals_per_s = slots / args.max_open
     segments_per_trigger = seals_per_s * args.trigger
 
-    def op(name: str, segments: float = 1.0) -> Counter[str]:
-        return scaled(ops[name]["by_key"], partitions_measured, slots, segments)
+    def op(name: str, segments: float = 1.0, own_heads: float = 0.0) -> Counter[str]:
+        return scaled(ops[name]["by_key"], partitions_measured, slots, segments, own_heads)
 
     sink: Counter[str] = Counter()
     add(sink, op("micro-batch: planning (streamWriter() on the driver)"), 1 / args.trigger)
     add(sink, op("micro-batch: task (slot txn + WAL flush)"), slots / args.trigger)
     add(sink, op("micro-batch: commit (streamWriter(), decision, orphans)"), 1 / args.trigger)
-    add(sink, op("micro-batch: maintenance tick that seals it (+ retention)"), seals_per_s)
+    # the seal's publication asks its own partition's MANIFEST once
+    add(
+        sink,
+        op("micro-batch: maintenance tick that seals it (+ retention)", own_heads=1),
+        seals_per_s,
+    )
+    # each pass after a seal: the segments the other slots sealed since the previous one
+    others = max(0.0, min(slots, seals_per_s * args.max_open) - 1)
+    for key in OTHERS_SEALED:
+        sink[kind(key)] += others * seals_per_s
     sink["CPUT"] += slots * LEASE_RENEWALS_PER_S
     subs: Counter[str] = Counter()
     per_trigger: Counter[str] = Counter()
@@ -121,6 +145,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
             "max_open_s": args.max_open,
             "segments_sealed_per_s": seals_per_s,
             "partitions_measured": partitions_measured,
+            "others_sealed_per_pass": others,
         },
         "prices": prices,
         "measured": {"run": doc["run"]["date"], "commit": doc["run"]["commit"]},
@@ -137,6 +162,7 @@ def main() -> None:
     ap.add_argument("--subscribers", type=int, default=3)
     ap.add_argument("--trigger", type=float, default=1.0)
     ap.add_argument("--max-open", type=float, default=5.0)
+    ap.add_argument("--results", help=f"P13's results (default {RESULTS})")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     out = compute(args)
