@@ -1,13 +1,18 @@
 """Stores filled through the engine for tests, and the rows read back from them:
 finalized segments of consecutive integers, batches of an ``id`` column, the ids a
-store holds (in an open handle, or reopened from its directory)."""
+store holds (in an open handle, or reopened from its directory); and the kinds of root
+a hypothesis state machine runs on (:class:`ModelRoot`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from unittest import mock
 
 import pyarrow as pa
@@ -19,10 +24,13 @@ from quiver_spark.control import lease
 from quiver_spark.control.clock import elapsed
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.fs import DEFAULT_IO, FileIO
+from quiver_spark.objects import memory
 from quiver_spark.objects.local import LocalObjects
+from quiver_spark.objects.roots import open_objects
 from quiver_spark.retained import RetainedIndex
-from quiver_spark.root_kind import FileRoot
+from quiver_spark.root_kind import FileRoot, root_kind
 from quiver_spark.segment import SegmentMeta
+from quiver_spark.subscribers import SubscriberRegistry
 from quiver_spark.subscription import Subscription
 from tests.faults import CrashSimulator, FaultyIO
 
@@ -195,3 +203,73 @@ def posix_commit_log(root: str, io: FileIO = DEFAULT_IO, store: str | None = Non
     """The commit records of the POSIX root ``root`` (through ``io``), as its kind
     builds them: every name found or made is fsynced before any answer."""
     return FileRoot.commit_log(root, LocalObjects(root, io), io, store)
+
+
+# -- the kinds of root a generative model runs on -------------------------------------------
+@dataclass(frozen=True)
+class ModelRoot:
+    """A kind of store root a hypothesis state machine runs on, made as the state-space
+    machine's harnesses make theirs (``tests/engine/state_model.py``) and as the
+    ``root`` fixtures of the tests parametrized by root do: a POSIX directory
+    ``<base>/store``, or ``memory://<a bucket of its own>/s`` whose WALs are on local
+    disk in ``<base>/local`` (its ``wal.path``: all an object root keeps on this
+    machine). A model names its root as the state-space machine does (a subclass per
+    root: ``class M(Model, root=MEMORY_ROOT)``), so every rule and invariant runs on
+    both kinds."""
+
+    name: str
+    objects: bool
+
+    def new(self, base: str | Path) -> str:
+        """A root of this kind no other sequence uses, for one working in ``base``."""
+        if self.objects:
+            return f"memory://m-{uuid.uuid4().hex[:12]}/s"
+        root = os.path.join(base, "store")
+        os.makedirs(root, exist_ok=True)
+        return root
+
+    def config(self, config: StoreConfig, base: str | Path) -> StoreConfig:
+        """``config`` with its WAL where this kind keeps it: in the root's own tree
+        (POSIX), in ``<base>/local`` (an object root; never the user's cache)."""
+        if not self.objects:
+            return config
+        wal = dataclasses.replace(config.wal, path=os.path.join(base, "local"))
+        return dataclasses.replace(config, wal=wal)
+
+    def forget(self, root: str) -> None:
+        """What a sequence on ``root`` left in this process goes: its ``memory://``
+        bucket and the lease versions watched there (a POSIX root's directory is the
+        caller's to remove)."""
+        if not self.objects:
+            return
+        bucket = root.removeprefix("memory://").split("/", 1)[0]
+        for seen in [k for k in lease._seen if k[0].startswith(f"memory://{bucket}/")]:
+            del lease._seen[seen]
+        with memory._LOCK:
+            memory._BUCKETS.pop(bucket, None)
+            memory._MODIFIED.pop(bucket, None)
+
+
+class OnRoot:
+    """A state machine that runs on every kind of root: a subclass names its root
+    (``class M(Model, root=MEMORY_ROOT)``), which the rules find as ``self.kind``."""
+
+    kind: ClassVar[ModelRoot]
+
+    def __init_subclass__(cls, root: ModelRoot | None = None, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if root is not None:
+            cls.kind = root
+
+
+POSIX_ROOT = ModelRoot("POSIX", objects=False)
+MEMORY_ROOT = ModelRoot("memory", objects=True)
+
+
+def open_registry_at(root: str, **kw: Any) -> SubscriberRegistry:
+    """The subscriber registry (ack log) of ``root`` as its kind keeps it: files under
+    ``subscribers/`` with their flock (POSIX), objects in the bucket (an object root).
+    ``kw`` goes to :meth:`SubscriberRegistry.open` (``checkpoint_records``...)."""
+    return SubscriberRegistry.open(
+        root, objects=open_objects(root), journal=root_kind(root).journal, **kw
+    )

@@ -4,7 +4,9 @@ that restarts at every step and may die before its acknowledgement, writers addi
 segments to two partitions, retention passes, and segments dropped unread as
 ``drop_oldest`` drops them: no row is ever delivered twice, every row is delivered
 or dropped, and retention never deletes a segment the subscriber has not finished
-unless it recorded it dropped (ARCHITECTURE.md §9c)."""
+unless it recorded it dropped (ARCHITECTURE.md §9c). Each machine runs on each kind of
+root: a POSIX directory and a ``memory://`` object root (``...OnPosix``,
+``...OnMemory``)."""
 
 from __future__ import annotations
 
@@ -20,19 +22,20 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from quiver_spark import QuiverStore
 from quiver_spark.subscription import Caps, Subscription
-from tests.stores import HAND_SEALED
+from tests.stores import HAND_SEALED, MEMORY_ROOT, POSIX_ROOT, OnRoot
 
 PARTS = ("p-0", "p-1")
 ORDERS = ("oldest", "newest")
 
 
-class CatchUpModel(RuleBasedStateMachine):
+class CatchUpModel(OnRoot, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.root = tempfile.mkdtemp(prefix="qcatchup-")
+        self.tmp = tempfile.mkdtemp(prefix="qcatchup-")
+        self.root = self.kind.new(self.tmp)
+        config = self.kind.config(HAND_SEALED, self.tmp)
         self.writers = {
-            p: QuiverStore.open(self.root, HAND_SEALED, partition=p, background=False)
-            for p in PARTS
+            p: QuiverStore.open(self.root, config, partition=p, background=False) for p in PARTS
         }
         self.keys_of: dict[tuple[str, int], list[int]] = {}
         self.next_key = 0
@@ -44,7 +47,8 @@ class CatchUpModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         for s in self.writers.values():
             s.close()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.kind.forget(self.root)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _consume(self, order: str, share: float, cap: int, *, ack: bool) -> bool:
         """One consumer process: one batch, read, acknowledged unless it dies first.
@@ -162,7 +166,40 @@ def _settings(examples: int, steps: int) -> settings:
     )
 
 
-TestDrainedNewest = DrainedNewest.TestCase
-TestDrainedNewest.settings = _settings(15, 25)
-TestDrainedOldest = DrainedOldest.TestCase
-TestDrainedOldest.settings = _settings(10, 25)
+class DrainedNewestOnPosix(DrainedNewest, root=POSIX_ROOT):
+    pass
+
+
+class DrainedNewestOnMemory(DrainedNewest, root=MEMORY_ROOT):
+    pass
+
+
+class DrainedOldestOnPosix(DrainedOldest, root=POSIX_ROOT):
+    pass
+
+
+class DrainedOldestOnMemory(DrainedOldest, root=MEMORY_ROOT):
+    pass
+
+
+TestDrainedNewestOnPosix = DrainedNewestOnPosix.TestCase
+TestDrainedNewestOnPosix.settings = _settings(15, 25)
+TestDrainedNewestOnMemory = DrainedNewestOnMemory.TestCase
+TestDrainedNewestOnMemory.settings = _settings(15, 25)
+TestDrainedOldestOnPosix = DrainedOldestOnPosix.TestCase
+TestDrainedOldestOnPosix.settings = _settings(10, 25)
+TestDrainedOldestOnMemory = DrainedOldestOnMemory.TestCase
+TestDrainedOldestOnMemory.settings = _settings(10, 25)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize(
+    "machine",
+    [DrainedNewestOnPosix, DrainedNewestOnMemory, DrainedOldestOnPosix, DrainedOldestOnMemory],
+)
+def test_catch_up_order_model_soak(machine: type[CatchUpModel]) -> None:
+    """The long profile (``make soak``): more and longer sequences on each root."""
+    run = machine.TestCase("runTest")
+    run.settings = _settings(300, 50)
+    run.runTest()

@@ -1,4 +1,6 @@
-"""A hypothesis stateful model of subscribers, outcomes, checkpoints, crashes, retention."""
+"""A hypothesis stateful model of subscribers, outcomes, checkpoints, crashes, retention,
+on each kind of root (a POSIX directory, whose ack log is files under ``subscribers/``;
+a ``memory://`` object root, whose ack log is objects in the bucket)."""
 
 from __future__ import annotations
 
@@ -13,21 +15,24 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from quiver_spark.config import RetentionConfig, SizeCapPolicy
 from quiver_spark.errors import UnknownSegmentError
 from quiver_spark.retention import apply_retention
-from quiver_spark.subscribers import Outcome, StartPosition, SubscriberRegistry
+from quiver_spark.subscribers import Outcome, StartPosition
 from tests.engine.subscriber_helpers import MemCatalog
+from tests.stores import MEMORY_ROOT, POSIX_ROOT, OnRoot, open_registry_at
 
 PARTS = ["p-0", "p-1"]
 NAMES = ["s1", "s2", "s3"]
 OUTCOMES = [Outcome.ACK, Outcome.NACK, Outcome.DROPPED]
 
 
-class SubscriberModel(RuleBasedStateMachine):
-    """The model: per subscriber and partition a done-set; deletions count as done."""
+class SubscriberModel(OnRoot, RuleBasedStateMachine):
+    """The model: per subscriber and partition a done-set; deletions count as done.
+    Runs as a root's machine (``SubscriberModelOnPosix``, ``SubscriberModelOnMemory``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.root = tempfile.mkdtemp(prefix="qmodel-")
-        self.reg = SubscriberRegistry.open(self.root, checkpoint_records=7)
+        self.tmp = tempfile.mkdtemp(prefix="qmodel-")
+        self.root = self.kind.new(self.tmp)
+        self.reg = open_registry_at(self.root, checkpoint_records=7)
         self.cat = MemCatalog()
         self.done: dict[str, dict[str, set[int]]] = {}
         self.nacked: dict[str, dict[str, set[int]]] = {}
@@ -36,7 +41,8 @@ class SubscriberModel(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.reg.close()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.kind.forget(self.root)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- model helpers -------------------------------------------------------------
     def _done(self, sub: str, p: str, seq: int) -> bool:
@@ -107,8 +113,8 @@ class SubscriberModel(RuleBasedStateMachine):
 
     @rule()
     def crash_and_reopen(self) -> None:
-        # drop the object without close(): only what reached disk survives
-        self.reg = SubscriberRegistry.open(self.root, checkpoint_records=7)
+        # drop the object without close(): only what reached the root survives
+        self.reg = open_registry_at(self.root, checkpoint_records=7)
         self.reopens += 1
         self.check_state()
 
@@ -157,6 +163,14 @@ class SubscriberModel(RuleBasedStateMachine):
                 ]
 
 
+class SubscriberModelOnPosix(SubscriberModel, root=POSIX_ROOT):
+    """The model on a POSIX root."""
+
+
+class SubscriberModelOnMemory(SubscriberModel, root=MEMORY_ROOT):
+    """The model on a ``memory://`` object root."""
+
+
 def _settings(examples: int, steps: int) -> settings:
     return settings(
         max_examples=examples,
@@ -166,12 +180,15 @@ def _settings(examples: int, steps: int) -> settings:
     )
 
 
-TestSubscriberModel = SubscriberModel.TestCase
-TestSubscriberModel.settings = _settings(30, 30)
+TestSubscriberModelOnPosix = SubscriberModelOnPosix.TestCase
+TestSubscriberModelOnPosix.settings = _settings(30, 30)
+TestSubscriberModelOnMemory = SubscriberModelOnMemory.TestCase
+TestSubscriberModelOnMemory.settings = _settings(30, 30)
 
 
 @pytest.mark.soak
-def test_subscriber_model_soak():
-    run = SubscriberModel.TestCase("runTest")
+@pytest.mark.parametrize("machine", [SubscriberModelOnPosix, SubscriberModelOnMemory])
+def test_subscriber_model_soak(machine: type[SubscriberModel]) -> None:
+    run = machine.TestCase("runTest")
     run.settings = _settings(1000, 80)
     run.runTest()
