@@ -62,6 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchdata import run_ended, run_started  # noqa: E402
+from churn import churn, copy_objects  # noqa: E402
 
 from quiver_spark import QuiverStore  # noqa: E402
 from quiver_spark.config import SegmentConfig, StoreConfig  # noqa: E402
@@ -547,6 +548,81 @@ def fmt_counts(c: dict[str, float]) -> str:
     return ", ".join(parts) or "none"
 
 
+# -- partition churn ----------------------------------------------------------------------------
+CHURN_START = (
+    MARK_SNIPPET
+    + """
+import json
+from quiver_spark import QuiverStore
+from quiver_spark.subscription import Subscription
+root, opts, partition = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+mark("start")
+s = QuiverStore.open(root, partition=partition, background=False, create=False,
+                     storage_options=opts)
+s.run_retention()
+mark("end")
+s.close()
+mark("consumer")
+sub = Subscription.open(root, "exporter", storage_options=opts)
+assert sub.poll() is None, "the churned store is drained"
+mark("consumer_end")
+for _ in range(5):
+    mark("poll")
+    assert sub.poll() is None
+    mark("poll_end")
+sub.close()
+"""
+)
+
+
+def churn_requests(endpoint: str, args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    """Partition churn: stores that ``--churn-small`` and ``--churn-large`` executor
+    identities wrote (4 at a time, each once, exiting cleanly; a subscriber read and
+    acknowledged everything: the data drained), in the slot pool (``w-<k>``) and
+    host-named (a partition per pod, before the pool). Each is built on memory:// with
+    the same code and its objects are then put into the bucket (an HTTP round trip per
+    request of 1,000 pods would take minutes). Counted per store: a writer's start
+    (open of the first partition + first retention pass), a restarted consumer's
+    first trigger (open + poll, nothing new), an idle poll of that consumer, and
+    ``quiver status``."""
+    proxy = CountingProxy(endpoint)
+    direct, counted = s3_options(endpoint), s3_options(proxy.endpoint)
+    out: dict[str, Any] = {"built": {}, "operations": {}}
+    try:
+        for layout in ("pool", "host-named"):
+            for n in (args.churn_small, args.churn_large):
+                key = f"{layout}, {n} identities"
+                mem = f"memory://churn/{layout}-{n}"
+                built = churn(mem, n, layout, Path(tmp) / f"churn-{layout}-{n}")
+                root = f"s3://{BUCKET}/churn-{layout}-{n}-{uuid.uuid4().hex[:8]}"
+                built["objects"] = copy_objects(mem, root, direct)
+                out["built"][key] = built
+                proxy.prefixes.append(root.removeprefix(f"s3://{BUCKET}/"))
+                first = "w-0" if layout == "pool" else "pod-00000-0"
+                ops: dict[str, Counted] = {}
+                for _ in range(args.churn_reps):
+                    subprocess.run([PY, "-c", CHURN_START, proxy.endpoint, root,
+                                    json.dumps(counted), first],
+                                   check=True, capture_output=True)  # fmt: skip
+                    for name, a, b in (("start: writer (open + first retention pass)", "start", "end"),
+                                       ("start: consumer (open + first poll)", "consumer", "consumer_end"),
+                                       ("idle poll (Subscription.poll, nothing new)", "poll", "poll_end")):  # fmt: skip
+                        ops.setdefault(name, Counted()).add(proxy.between(a, b))
+                    cmd = [QUIVER, "status", root, "--json"]
+                    for k, v in counted.items():
+                        cmd += ["-S", f"{k}={v}"]
+                    proxy.mark("status")
+                    subprocess.run(cmd, check=True, capture_output=True)
+                    proxy.mark("status_end")
+                    ops.setdefault("start: quiver status (whole process)", Counted()).add(
+                        proxy.between("status", "status_end")
+                    )
+                out["operations"][key] = {name: c.summary() for name, c in ops.items()}
+    finally:
+        proxy.close()
+    return out
+
+
 def report(res: dict[str, Any], small: int, large: int) -> None:
     ops = res.get("operations")
     if ops:
@@ -564,6 +640,20 @@ def report(res: dict[str, Any], small: int, large: int) -> None:
         for name, per in ops["small"].items():
             keys = "; ".join(f"{k} x{n}" for k, n in per["by_key"].items())
             print(f"- {name}: {keys or 'none'}")
+        print()
+    ch = res.get("churn")
+    if ch:
+        keys = list(ch["operations"])
+        print("Partition churn (executor identities ever seen, 4 at a time, drained; S3 "
+              "requests, typical repetition):")  # fmt: skip
+        print()
+        print("| operation | " + " | ".join(f"{k} ({ch['built'][k]['partitions']} partitions)"
+                                           for k in keys) + " |")  # fmt: skip
+        print("|---|" + "---|" * len(keys))
+        for name in ch["operations"][keys[0]]:
+            cells = [ch["operations"][k][name] for k in keys]
+            print(f"| {name} | " + " | ".join(
+                f"**{c['total']:g}**: {fmt_counts(c['counts'])}" for c in cells) + " |")  # fmt: skip
         print()
     cost = res.get("cost")
     if cost:
@@ -608,7 +698,10 @@ def main() -> int:
     ap.add_argument("--commit-every", type=float, default=0.25)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--round-seconds", type=float, default=20.0)
-    ap.add_argument("--only", choices=["requests", "latency"])
+    ap.add_argument("--churn-small", type=int, default=4, help="executor identities")
+    ap.add_argument("--churn-large", type=int, default=1000, help="executor identities")
+    ap.add_argument("--churn-reps", type=int, default=3)
+    ap.add_argument("--only", choices=["requests", "latency", "churn"])
     ap.add_argument("--json", action="store_true", help="print the JSON instead of markdown")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "object_requests.json"))
     args = ap.parse_args()
@@ -618,9 +711,11 @@ def main() -> int:
     res: dict[str, Any] = {"args": vars(args)}
     try:
         with moto_server(BUCKET) as endpoint:
-            if args.only != "latency":
+            if args.only in (None, "requests"):
                 res.update(requests(endpoint, args))
-            if args.only != "requests":
+            if args.only in (None, "churn"):
+                res["churn"] = churn_requests(endpoint, args, tmp)
+            if args.only in (None, "latency"):
                 res["latency"] = latency(endpoint, tmp, args)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -49,6 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchdata import run_ended, run_started  # noqa: E402
+from churn import churn, copy_objects  # noqa: E402
 
 from quiver_spark import QuiverStore  # noqa: E402
 from quiver_spark.fs import FileIO  # noqa: E402
@@ -151,11 +152,12 @@ def runs(root: str) -> dict[str, Callable[[], None]]:
     }
 
 
-def manifest_requests(root: str) -> dict[str, int]:
+def manifest_requests(root: str, opts: dict[str, str] | None = None) -> dict[str, int]:
     """Requests to the root's objects of a ``quiver status`` run in this process."""
     from quiver_spark.cli.status import collect_status
 
-    with QuiverStore.open(root, partition=None, create=False, background=False) as store:
+    with QuiverStore.open(root, partition=None, create=False, background=False,
+                          storage_options=opts) as store:  # fmt: skip
         counting = CountingObjects(store.manifests.objects)
         store.manifests.objects = counting
         collect_status(store)
@@ -183,11 +185,84 @@ def gc_file_calls(root: str) -> int:
     return io.calls
 
 
+# -- partition churn -------------------------------------------------------------------------
+CHURN_CONSUMER = """
+import json, sys
+from quiver_spark.subscription import Subscription
+with Subscription.open(sys.argv[1], "exporter", storage_options=json.loads(sys.argv[2])) as sub:
+    assert sub.poll() is None, "the churned store is drained"
+"""
+
+CHURN_WRITER = """
+import json, sys
+from quiver_spark import QuiverStore
+with QuiverStore.open(sys.argv[1], partition=sys.argv[3], background=False, create=False,
+                      storage_options=json.loads(sys.argv[2])) as s:
+    s.run_retention()
+"""
+
+
+def churn_runs(root: str, opts: dict[str, str] | None, first: str) -> dict[str, Callable[[], None]]:
+    """The four start-ups on a churned store (its subscriber ``exporter`` drained it)."""
+    js = json.dumps(opts)
+    cli = [a for k, v in (opts or {}).items() for a in ("-S", f"{k}={v}")]
+
+    def proc(*argv: str) -> Callable[[], None]:
+        return lambda: subprocess.run(argv, check=True, capture_output=True)
+
+    return {
+        "status": proc(QUIVER, "status", root, "--json", *cli),
+        "gc": proc(QUIVER, "gc", root, "--json", *cli),
+        "consumer": proc(PY, "-c", CHURN_CONSUMER, root, js),
+        "writer": proc(PY, "-c", CHURN_WRITER, root, js, first),
+    }
+
+
+def churn_rows(tmp: str, small: int, large: int, reps: int) -> dict[str, Any]:
+    """The four start-ups on stores that ``small`` and ``large`` executor identities
+    wrote (4 at a time, each once, exiting cleanly, drained by a subscriber): the
+    host-named layout on a POSIX root (``<host>-<k>``: a partition per pod, what a
+    POSIX root does) and the slot pool on S3 (moto; built on memory:// and put into
+    the bucket), interleaved. Also the requests of a status run in this process."""
+    from tests.moto_server import moto_server, s3_options
+
+    out: dict[str, Any] = {"built": {}, "times_s": {}, "status_requests": {}}
+    with moto_server("qstartup") as endpoint:
+        opts = {k: str(v) for k, v in s3_options(endpoint).items()}
+        stores: dict[str, tuple[str, dict[str, str] | None, str]] = {}
+        for n in (small, large):
+            root = os.path.join(tmp, f"churn-posix-{n}")
+            out["built"][f"host-named (POSIX), {n}"] = churn(
+                root, n, "host-named", Path(tmp, f"wal-posix-{n}")
+            )
+            stores[f"host-named (POSIX), {n}"] = (root, None, "pod-00000-0")
+        for n in (small, large):
+            mem, root = f"memory://startup/pool-{n}", f"s3://qstartup/pool-{n}"
+            built = churn(mem, n, "pool", Path(tmp, f"wal-pool-{n}"))
+            built["objects"] = copy_objects(mem, root, opts)
+            out["built"][f"pool (S3), {n}"] = built
+            stores[f"pool (S3), {n}"] = (root, opts, "w-0")
+        work = {k: churn_runs(*v) for k, v in stores.items()}
+        times: dict[str, dict[str, list[float]]] = {k: {} for k in stores}
+        for rep in range(reps + 1):  # the first round warms the page cache
+            for name in ("status", "gc", "consumer", "writer"):
+                for k in stores:
+                    t0 = time.perf_counter()
+                    work[k][name]()
+                    if rep:
+                        times[k].setdefault(name, []).append(time.perf_counter() - t0)
+        out["times_s"] = times
+        out["status_requests"] = {k: manifest_requests(r, o) for k, (r, o, _) in stores.items()}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--small", type=int, default=40)
     ap.add_argument("--large", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--churn-small", type=int, default=4, help="executor identities")
+    ap.add_argument("--churn-large", type=int, default=1000, help="executor identities")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "startup.json"))
     args = ap.parse_args()
     run = run_started()
@@ -206,8 +281,9 @@ def main() -> int:
                         times[k].setdefault(name, []).append(time.perf_counter() - t0)
         requests = {k: manifest_requests(r) for k, r in roots.items()}
         gc_calls = {k: gc_file_calls(r) for k, r in roots.items()}
+        churned = churn_rows(tmp, args.churn_small, args.churn_large, args.reps)
     res = {"run": run_ended(run), "built": built, "times_s": times, "manifest_requests": requests,
-           "gc_file_calls": gc_calls}  # fmt: skip
+           "gc_file_calls": gc_calls, "churn": churned}  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(f"| what (new process) | {args.small} segments | {args.large} segments | ratio |")
@@ -222,6 +298,22 @@ def main() -> int:
         f"{dict(requests['large'])} | - |"
     )
     print(f"| file-layer calls of a gc run | {gc_calls['small']} | {gc_calls['large']} | - |")
+    print(f"\nPartition churn: {args.churn_small} vs {args.churn_large} executor identities "
+          "ever seen (4 at a time, each wrote once, drained)\n")  # fmt: skip
+    ct = churned["times_s"]
+    print(f"| what (new process) | layout | {args.churn_small} identities | "
+          f"{args.churn_large} identities | ratio |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for layout in ("host-named (POSIX)", "pool (S3)"):
+        a_k, b_k = f"{layout}, {args.churn_small}", f"{layout}, {args.churn_large}"
+        parts = (churned["built"][a_k]["partitions"], churned["built"][b_k]["partitions"])
+        for name in ct[a_k]:
+            a, b = statistics.median(ct[a_k][name]), statistics.median(ct[b_k][name])
+            print(f"| {name} | {layout}, {parts[0]} / {parts[1]} partitions | {a * 1e3:.0f} ms "
+                  f"| {b * 1e3:.0f} ms | **{b / a:.2f}x** |")  # fmt: skip
+        req = churned["status_requests"]
+        print(f"| manifest requests of a status run | {layout} | {sum(req[a_k].values())} | "
+              f"{sum(req[b_k].values())} | - |")  # fmt: skip
     return 0
 
 

@@ -57,6 +57,7 @@ from typing import Any
 
 import pyarrow as pa
 from benchdata import run_ended, run_started
+from churn import churn, copy_objects
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -67,6 +68,7 @@ from quiver_spark.fs import FileIO  # noqa: E402
 from quiver_spark.objects import ObjectStore, open_objects  # noqa: E402
 from quiver_spark.segment import SegmentLocation  # noqa: E402
 from quiver_spark.subscribers import Outcome, StartPosition, SubscriberRegistry  # noqa: E402
+from quiver_spark.urls import is_local_url  # noqa: E402
 
 PARTITIONS = 64
 SUBSCRIBERS = 50  # the pinning one, 48 at various points, and the measured one
@@ -129,7 +131,7 @@ def build_store(
                           wal_ranges=[(1, 1)])  # fmt: skip
         retained[p] = list(range(1, k + 1))
         arrow_name = f"{1:020d}.arrow"
-        if loc.is_local:
+        if is_local_url(url):
             d = os.path.join(url, p)
             data = Path(d, arrow_name).read_bytes()
             for s in range(2, k + 1):
@@ -323,6 +325,65 @@ class Trigger:
         self.reader.stop()
 
 
+class ChurnTrigger(Trigger):
+    """The same trigger on a store that executor pods churned through
+    (:func:`churn.churn`): the new segment is a writer's of the store's first partition
+    (``w-0`` of the slot pool, or the first pod's ``<host>-0``), appended, flushed and
+    finalized; not timed."""
+
+    def __init__(self, root: str, partition: str, wal: Path, counter: Counter) -> None:
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        from quiver_spark.config import WalConfig
+        from quiver_spark.spark.source import QuiverStreamReader
+
+        schema = StructType([StructField("id", LongType())])
+        self.reader = QuiverStreamReader(
+            {"path": root, "subscriber": "trigger", "startingPosition": "latest"}, schema
+        )
+        self.start = self.reader.initialOffset()
+        config = StoreConfig(wal=WalConfig(path=str(wal)))
+        self.writer = QuiverStore.open(root, config, partition=partition, background=False,
+                                       create=False)  # fmt: skip
+        self.counter = counter
+        self.batch = pa.record_batch({"id": pa.array(range(10), pa.int64())})
+        self.n = 0
+
+    def publish(self) -> None:
+        self.writer.append(self.batch)
+        self.writer.flush()
+        self.writer.finalize()
+
+    def close(self) -> None:
+        super().close()
+        self.writer.close()
+
+
+def churn_triggers(work: Path, small: int, large: int, triggers: int) -> dict[str, Any]:
+    """P10's partition-churn row: the trigger on S3 roots (moto; every HTTP request
+    counted) that ``small`` and ``large`` executor identities wrote (4 at a time, each
+    once, exiting cleanly, drained by a subscriber), in the slot pool and host-named (a
+    partition per pod, before the pool); each built on memory:// and put into the
+    bucket. Must run inside :func:`moto_s3`."""
+    out: dict[str, Any] = {"built": {}}
+    trig: dict[str, ChurnTrigger] = {}
+    for layout in ("pool", "host-named"):
+        for n in (small, large):
+            key = f"{layout}, {n}"
+            mem, root = f"memory://trigger/{layout}-{n}", f"s3://quiver-bench/churn-{layout}-{n}"
+            built = churn(mem, n, layout, work / f"churn-{layout}-{n}")
+            built["objects"] = copy_objects(mem, root)
+            out["built"][key] = built
+            first = "w-0" if layout == "pool" else "pod-00000-0"
+            trig[key] = ChurnTrigger(root, first, work / f"churn-wal-{layout}-{n}", S3)
+    try:
+        out["trigger"] = interleaved({k: t.once for k, t in trig.items()}, triggers)
+    finally:
+        for t in trig.values():
+            t.close()
+    return out
+
+
 def interleaved(makers: dict[str, Callable[[], dict[str, Any]]], reps: int, warm: int = 1) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in makers}
     for i in range(warm + reps):
@@ -401,6 +462,8 @@ def main() -> int:
     ap.add_argument("--triggers", type=int, default=5, help="timed triggers per store")
     ap.add_argument("--reps", type=int, default=3, help="retention/CLI repetitions")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--churn-small", type=int, default=4, help="executor identities (S3)")
+    ap.add_argument("--churn-large", type=int, default=1000, help="executor identities (S3)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "trigger.json"))
     args = ap.parse_args()
     run = run_started()
@@ -443,6 +506,8 @@ def main() -> int:
                 res["s3_trigger"] = interleaved({k: t.once for k, t in s3.items()}, args.triggers)
                 for t in s3.values():
                     t.close()
+                res["churn"] = churn_triggers(work, args.churn_small, args.churn_large,
+                                              args.triggers)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["machine"]["load_avg_1m_end"] = os.getloadavg()[0]
@@ -498,6 +563,22 @@ def print_report(res: dict[str, Any], args: argparse.Namespace) -> None:
             a = statistics.median(r["by_kind"].get(k, 0) for r in s3["small"])
             b = statistics.median(r["by_kind"].get(k, 0) for r in s3["large"])
             print(f"| - {k} | {a:,.0f} | {b:,.0f} | {b / max(a, 1e-9):,.1f}x | |")
+    if "churn" in res:
+        ch = res["churn"]
+        print(f"\nPartition churn on S3 (moto): {args.churn_small} vs {args.churn_large} executor "
+              "identities ever seen (4 at a time, each wrote once, drained):\n")  # fmt: skip
+        print(f"| what | layout | {args.churn_small} identities | {args.churn_large} identities "
+              "| ratio | goal |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for layout in ("pool", "host-named"):
+            a_k, b_k = f"{layout}, {args.churn_small}", f"{layout}, {args.churn_large}"
+            parts = f"{ch['built'][a_k]['partitions']} / {ch['built'][b_k]['partitions']}"
+            pair = {"small": ch["trigger"][a_k], "large": ch["trigger"][b_k]}
+            for what, key, unit, goal in (("trigger wall time", "total_ms", "ms", "<= 1.2x"),
+                                          ("S3 requests per trigger", "requests", "", "flat")):  # fmt: skip
+                a, b = med(pair["small"], key), med(pair["large"], key)
+                print(f"| {what} | {layout}, {parts} partitions | {a:,.0f} {unit} | "
+                      f"{b:,.0f} {unit} | {b / max(a, 1e-9):,.2f}x | {goal} |")  # fmt: skip
     for key, what in (("ack_files", "before a checkpoint"), ("ack_files_checkpointed", "checkpointed")):
         acks = st["large"][key]
         print(f"\nSubscriber files of the large store, {what}: {sum(acks.values()) / 1024:,.1f} "

@@ -286,6 +286,26 @@ def source(d: Data) -> str:
     )
 
 
+def churned(built: dict[str, Data]) -> dict[str, tuple[str, str]]:
+    """A churn section's stores by layout: ``layout -> (key of the fewest executor
+    identities, key of the most)``, in the order the benchmark built them."""
+    by: dict[str, list[str]] = {}
+    for key, b in built.items():
+        by.setdefault(b["layout"] + (" (POSIX)" if "POSIX" in key else "")
+                      + (" (S3)" if "S3" in key else ""), []).append(key)  # fmt: skip
+    return {lay: (min(ks, key=lambda k: built[k]["identities"]),
+                  max(ks, key=lambda k: built[k]["identities"])) for lay, ks in by.items()}  # fmt: skip
+
+
+def churn_head(built: dict[str, Data], a: str, b: str, layout: str) -> list[str]:
+    """The row naming a churn pair: identities ever seen and the partitions they left."""
+    x, y = built[a], built[b]
+    return [f"partition churn, {layout}: executor identities ever seen, 4 at a time, each "
+            "wrote once, drained (partitions left)",
+            f"{num(x['identities'])} ({num(x['partitions'])})",
+            f"{num(y['identities'])} ({num(y['partitions'])})", "-", "-"]  # fmt: skip
+
+
 def trigger(d: Data) -> str:
     t, st = d["trigger"], d["stores"]
 
@@ -324,8 +344,18 @@ def trigger(d: Data) -> str:
             ["one source trigger on S3", *pair(s3, "total_ms", msf), "-"],
             ["- its S3 requests", *pair(s3, "requests", num), "independent of retained"],
         ]  # fmt: skip
+    if "churn" in d:
+        ch = d["churn"]
+        for layout, (a, b) in churned(ch["built"]).items():
+            got = {"small": ch["trigger"][a], "large": ch["trigger"][b]}
+            x, y = med([r["total_ms"] for r in got["small"]]), med([r["total_ms"] for r in got["large"]])
+            rows += [
+                churn_head(ch["built"], a, b, f"{layout} on S3"),
+                ["- one source trigger", *pair(got, "total_ms", msf), goal("<= 1.2x", y / x <= 1.2)],
+                ["- its S3 requests", *pair(got, "requests", num), "flat"],
+            ]  # fmt: skip
     for r in rows:
-        if r[-1] == "independent of retained":
+        if r[-1] in ("independent of retained", "flat"):
             r[-1] = goal(r[-1], r[1] == r[2])
     m = d.get("machine", {})
     legacy = {"cores": m.get("cpus"), "load average (1 min) at the start":
@@ -357,6 +387,18 @@ def startup(d: Data) -> str:
         calls = d["gc_file_calls"]
         rows.append(["file-layer calls of a `quiver gc` run", num(calls["small"]),
                      num(calls["large"]), ratio(calls["large"] / calls["small"]), "-"])  # fmt: skip
+    if "churn" in d:
+        ch = d["churn"]
+        for layout, (a, b) in churned(ch["built"]).items():
+            rows.append(churn_head(ch["built"], a, b, layout))
+            for name in ch["times_s"][a]:
+                x, y = med(ch["times_s"][a][name]), med(ch["times_s"][b][name])
+                rows.append([f"- {label.get(name, name).replace('open + first poll + ack', 'open + first poll')}",
+                             ms(x), ms(y), ratio(y / x, bold=True), goal("<= 1.5x", y / x <= 1.5)])  # fmt: skip
+            req = ch["status_requests"]
+            if sum(req[a].values()) or sum(req[b].values()):  # an object root's status reads none
+                rows.append(["- manifest requests of a status run", num(sum(req[a].values())),
+                             num(sum(req[b].values())), "-", "-"])  # fmt: skip
     head = ["a new process (interleaved)", f"{num(built['small']['segments'])} retained segments",
             f"{num(built['large']['segments'])} retained segments", "ratio", "goal"]  # fmt: skip
     title = "Start of a new process vs retained segments (P12)"
@@ -499,6 +541,17 @@ def object_requests(d: Data) -> str:
         out.append(table(["operation", f"S3 requests, {num(built['small']['segments'])} "
                           "retained segments", f"{num(built['large']['segments'])} retained "
                           "segments"], rows))  # fmt: skip
+    if "churn" in d:
+        ch = d["churn"]
+        keys = list(ch["operations"])
+        rows = [[name, *[requests_cell(name, ch["operations"][k][name]) for k in keys]]
+                for name in ch["operations"][keys[0]]]  # fmt: skip
+        head = ["operation (S3 requests)"] + [
+            f"{ch['built'][k]['layout']}, {num(ch['built'][k]['identities'])} executor identities "
+            f"({num(ch['built'][k]['partitions'])} partitions)" for k in keys]  # fmt: skip
+        out.append("Partition churn: stores that executor pods wrote, 4 at a time, each once, "
+                   "exiting cleanly, drained by a subscriber; the slot pool vs host-named "
+                   "partitions (one per pod, before the pool):\n\n" + table(head, rows))  # fmt: skip
     if "cost" in d:
         p = d["prices"]
         rows = [[name, num(c["requests"]), num(c["tier1"]), f"${c['usd']:.3f}"]
