@@ -52,6 +52,7 @@ from quiver_spark import (
     StoreConfig,
     WalConfig,
 )
+from quiver_spark.catchup import resumed_position
 from quiver_spark.errors import (
     CorruptionError,
     SegmentMissingError,
@@ -61,7 +62,7 @@ from quiver_spark.errors import (
 )
 from quiver_spark.objects.local import LOCK_NAME as OBJECTS_LOCK
 from quiver_spark.subscribers import Outcome
-from quiver_spark.subscription import Subscription
+from quiver_spark.subscription import Batch, Caps, Subscription
 from tests.damage import flip_byte
 from tests.faults import FILE_KINDS, CrashSimulator, FaultyIO, FaultyMemoryFS, file_kind
 
@@ -166,6 +167,18 @@ class LiveDiffersFromRecovery(Violation):
 class ExpiredWhileActive(Violation):
     """A subscriber acknowledging or live within ``subscriber.expire_after`` (by the
     storage's clock) was expired (a decision taken on some machine's wall clock)."""
+
+
+class ReadAgain(Violation):
+    """A consumer's batch held a segment its subscriber had acknowledged (before the
+    consumer started, or in an earlier batch), or one outside the batch's range: its
+    head and backfill cursors (ARCHITECTURE.md §9c) read a segment twice."""
+
+
+class SkippedSegment(Violation):
+    """A consumer's acknowledgement recorded a segment done that it never read, or it
+    found nothing left to read while a segment published before it started was not done
+    for its subscriber: a catch-up order (or a switch of order) skipped it."""
 
 
 # -- batches ------------------------------------------------------------------------
@@ -317,6 +330,99 @@ FLIP_OUTCOMES = {
 """What the store does when a file of a kind added with the root's objects is damaged,
 as the flip walk asserts it (the older kinds: ARCHITECTURE.md §11)."""
 
+
+@dataclass
+class CatchUpRun:
+    """One live consumer's batches, checked against what its subscriber's ack log held
+    when it started (ARCHITECTURE.md §9c), and the catch-up states they explored
+    (counted in :data:`STATS` under ``catch_up:``)."""
+
+    sub: str
+    order: str
+    done: set[tuple[str, int]]
+    """Segments done for the subscriber when the consumer started."""
+    published: set[tuple[str, int]]
+    """Segments published when the consumer started."""
+    switched_from: str | None = None
+    read: set[tuple[str, int]] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    drained: bool = False
+
+    @classmethod
+    def begin(cls, h: StoreHarness, sub: str, order: str) -> CatchUpRun:
+        published = h._listing_quiet()
+        reg = h._fresh_registry()
+        done = {key for key in set(h.segs) | published if reg.is_done(sub, *key)}
+        parts = sorted({p for p, _ in published})
+        with h.io.no_faults():
+            at = resumed_position(lambda p: reg.hwm(sub, p), lambda p: reg.gaps(sub, p), parts)
+        before = h.last_order.get(sub)
+        h.last_order[sub] = order
+        STATS[f"catch_up:runs:{order}"] += 1
+        if at.backlog:  # the ack log holds a head above a backlog (or a nack's neighbours)
+            STATS[f"catch_up:starts_with_a_backlog:{order}"] += 1
+        switched = before is not None and before != order
+        if switched:
+            STATS[f"catch_up:switch:{before}->{order}"] += 1
+            if at.backlog:
+                STATS[f"catch_up:switch_with_a_backlog:{before}->{order}"] += 1
+        return cls(sub, order, done, published, before if switched else None)
+
+    def batch(self, b: Batch) -> None:
+        """A batch polled: none of its segments read before, each inside its range."""
+        for meta in b.segments:
+            key = (meta.partition, meta.seq)
+            if key in self.done or key in self.read:
+                when = "before it started" if key in self.done else "in an earlier batch"
+                self.problems.append(
+                    f"a live consumer of {self.sub} reading {self.order} first read "
+                    f"{key[0]}/{key[1]} again, acknowledged {when} (batch {b.start} -> {b.end})"
+                )
+            elif b.start.covers(*key) or not b.end.covers(*key):
+                self.problems.append(
+                    f"a live consumer of {self.sub} read {key[0]}/{key[1]} outside its batch's "
+                    f"range {b.start} -> {b.end}"
+                )
+        started, ended = dict(b.start.backlog), dict(b.end.backlog)
+        heads = any(b.end.get(p) > b.start.get(p) for p in b.end.segments)
+        if ended and not started:
+            STATS["catch_up:backlog_opened"] += 1
+        if started and ended != started:
+            STATS["catch_up:backfill_batches"] += 1
+            if heads:
+                STATS["catch_up:head_and_backfill_in_one_batch"] += 1
+            if not ended:
+                STATS["catch_up:backlog_closed"] += 1
+        if started and ended == started and heads:
+            STATS["catch_up:head_only_beside_a_backlog"] += 1
+
+    def acked(self, b: Batch) -> None:
+        self.read.update((meta.partition, meta.seq) for meta in b.segments)
+
+    def check_nothing_skipped(self, reg: Any, kept: set[tuple[str, int]] | None) -> None:
+        """After a run without faults or damage: every segment published before it (and
+        in ``kept``, the segments still published, when retention may drop unread ones)
+        that it recorded done, it read; and when it found nothing left to read, every
+        one of them is done."""
+        candidates = self.published if kept is None else self.published & kept
+        unread = sorted(k for k in candidates - self.done - self.read if reg.is_done(self.sub, *k))
+        if unread:
+            raise SkippedSegment(
+                f"a live consumer of {self.sub} reading {self.order} first recorded {unread} "
+                "done without reading them"
+            )
+        if not self.drained:
+            return
+        left = sorted(k for k in self.published if not reg.is_done(self.sub, *k))
+        if left:
+            raise SkippedSegment(
+                f"a live consumer of {self.sub} reading {self.order} first found nothing "
+                f"left while {left} (published before it started) were not done for it "
+                f"(its last order: {self.switched_from or self.order})"
+            )
+        STATS["catch_up:drained_checks"] += 1
+
+
 RETRIES = 3
 """Calls a handle may need, once a fault cleared, before it must work again."""
 
@@ -380,6 +486,7 @@ class StoreHarness:
         self.live: set[tuple[str, int]] = set()
         self.deleted: set[tuple[str, int]] = set()
         self.subs: dict[str, set[tuple[str, int]]] = {}
+        self.last_order: dict[str, str] = {}  # each subscriber's last live consumer's order
         self.drop_window = self.opts.policy == "drop_oldest"
         self.uncertain_subs: set[str] = set()
         self.uncertain_acks: list[tuple[str, list[tuple[str, int]]]] = []
@@ -1169,33 +1276,61 @@ class StoreHarness:
             self.subs[sub].update(todo)
         STATS[f"subscriber_{outcome}s"] += 1
 
-    def consume_live(self, sub: str, batches: int = 2) -> None:
+    def consume_live(
+        self,
+        sub: str,
+        batches: int = 2,
+        order: str = "oldest",
+        share: float | None = None,
+        cap: int | None = None,
+    ) -> None:
         """``sub``'s live consumer (a :class:`Subscription`, as a streaming query holds it)
         polls, reads and acknowledges up to ``batches`` batches, then stops: its record,
         its lock, remote segment reads, and the lost log of the segments it skips
-        (``failOnDataLoss=false``: a damaged segment is skipped and logged)."""
+        (``failOnDataLoss=false``: a damaged segment is skipped and logged). It reads in
+        the catch-up ``order`` (ARCHITECTURE.md §9c; ``share``: its head share newest
+        first) at most ``cap`` segments a batch, and is checked against the ack log
+        (:class:`CatchUpRun`): no segment read again once acknowledged, whatever the
+        order it switched from, and when it found nothing left to read, every segment
+        published before it started is done."""
         if sub not in self.subs or self.registry_broken or self.reader is None:
             return
         self.observe()
         reader = self.reader
         seen: list[int] = []
+        run = CatchUpRun.begin(self, sub, order)
+        fired0 = self._fired()
 
-        def run() -> None:
-            consumer = Subscription(reader, sub, live=True, fail_on_data_loss=False)
+        def consume() -> None:
+            consumer = Subscription(
+                reader, sub, live=True, fail_on_data_loss=False, order=order, head_share=share
+            )
+
+            def poll() -> Batch | None:
+                return consumer.poll() if cap is None else consumer.poll(Caps(max_segments=cap))
+
             try:
                 for _ in range(batches):
-                    batch = consumer.poll()
+                    batch = poll()
                     if batch is None:
+                        # a new consumer's first plan may reuse the handle's view of a
+                        # partition taken a moment ago: the next poll sees what was
+                        # published since (planning.FIRST_VIEW_REUSE_S)
+                        batch = poll()
+                    if batch is None:
+                        run.drained = True
                         return
+                    run.batch(batch)
                     for meta in batch.segments:
                         for b in consumer.read(meta):
                             seen.extend(b.column("k").to_pylist())
                     consumer.ack(batch.end)
+                    run.acked(batch)
             finally:
                 consumer.close()
 
         try:
-            self._engine(f"live consumer {sub}", run)
+            self._engine(f"live consumer {sub} ({order} first)", consume)
         except Crashed:
             self.uncertain_acks.append((sub, sorted(self.segs)))
             raise
@@ -1206,9 +1341,15 @@ class StoreHarness:
                     f"a live consumer of {sub} read rows that must never be visible: "
                     f"{_span(bad)} ({self._describe(bad)})"
                 )
+            if run.problems:
+                raise ReadAgain("; ".join(run.problems))
         if sub in self.subs:
             reg = self._fresh_registry()
             self.subs[sub].update(key for key in self.segs if reg.is_done(sub, *key))
+            if not self.damage and self._fired() == fired0 and not self.cont:
+                # segments a retention pass may have dropped unread are left out
+                kept = self._listing_quiet() if self.drop_window else None
+                run.check_nothing_skipped(reg, kept)
         STATS["live_consumer_runs"] += 1
 
     def deregister(self, sub: str) -> None:

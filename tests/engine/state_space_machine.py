@@ -180,7 +180,7 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
     create:acklog create:arrow create:commit create:meta create:readers-lease create:sub
     delete:arrow delete:meta
     get:acklog get:checkpoint get:commit get:lease get:manifest get:meta get:policy
-    get:readers-lease get:store get:sub get:quarantine get:metrics
+    get:readers-lease get:store get:sub get:metrics
     head:arrow head:meta
     list:acklog list:segments list:sub list:subscribers put:metrics
     list:quarantine create:checkpoint get:arrow head:manifest
@@ -474,6 +474,23 @@ class StateSpace(RuleBasedStateMachine):
         if sub not in self.h.subs:
             self._run(self.h.register, sub)
         self._run(self.h.ack, sub, count, "nack" if nack == 0 else "ack")
+
+    @rule(
+        sub=st.sampled_from(SUBS),
+        order=st.sampled_from(["newest", "newest", "oldest"]),
+        share=st.sampled_from([None, 0.25, 0.75, 1.0]),
+        cap=st.integers(1, 3),
+        batches=st.integers(1, 4),
+    )
+    def catch_up(self, sub: str, order: str, share: float | None, cap: int, batches: int) -> None:
+        """A live consumer reading in a catch-up order (ARCHITECTURE.md §9c): newest first,
+        its head takes new segments and its backfill walks the backlog down, a few
+        segments a batch; the order drawn each time, so a backlog left newest first
+        is drained oldest first, or newest first again after an oldest-first run."""
+        if sub not in self.h.subs:
+            self._run(self.h.register, sub)
+        given = share if order == "newest" else None  # a share is refused oldest first
+        self._run(self.h.consume_live, sub, batches, order, given, cap)
 
     @rule(expire=st.integers(0, 4), via_gc=st.booleans())
     def retention(self, expire: int, via_gc: bool) -> None:

@@ -371,7 +371,8 @@ def _per_pair() -> dict[str, str]:
 def posix_figures(wall_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """Sequences x steps, faults fired per (operation, file kind) continued/crashed,
     pairs never fired, live and reopen checks per rule, byte flips per kind,
-    relaxations used; for the file also every fault point and pair seen."""
+    relaxations used, the catch-up states live consumers went through; for the file
+    also every fault point and pair seen."""
     s = sm.STATS
     fired = {(o, k) for o, k, _ in sm.FIRED}
     figures = {
@@ -398,6 +399,7 @@ def posix_figures(wall_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
         "relaxations_used": dict(sm.RELAXED),
         "targeted": _by_prefix(s, "targeted:"),
         "rules": _by_prefix(s, "rule:"),
+        "catch_up": _by_prefix(s, "catch_up:"),
         "other": {k: v for k, v in sorted(s.items()) if ":" not in k},
     }
     details = {
@@ -410,7 +412,7 @@ def posix_figures(wall_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
 def object_figures(wall_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """Faults per (request, object kind, fault kind, half), staging and lost machines,
     holds per (request kind, role) partitioned/suspended and their outcomes, late
-    requests, suspends, skews, relaxations used."""
+    requests, suspends, skews, relaxations used, the catch-up states explored."""
     s = sm.STATS
     known = set(OBJECT_PAIRS) | set(OBJECT_CREATION_PAIRS)
     staging = (
@@ -434,6 +436,7 @@ def object_figures(wall_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
         "flips": {k.removeprefix("flips:"): v for k, v in s.items() if k.startswith("flips")},
         "staging": {k: s[k] for k in staging},
         "relaxations_used": dict(sm.RELAXED),
+        "catch_up": _by_prefix(s, "catch_up:"),
         "held": {
             f"{r}@{role}": f"{lh.HELD[r, role, 'partitioned']}/{lh.HELD[r, role, 'suspended']}"
             for r, role in lh.HELD_PAIRS
