@@ -180,7 +180,7 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
     create:acklog create:arrow create:commit create:meta create:readers-lease create:sub
     delete:arrow delete:meta
     get:acklog get:checkpoint get:commit get:lease get:manifest get:meta get:policy
-    get:readers-lease get:store get:sub get:quarantine get:metrics
+    get:readers-lease get:store get:sub get:metrics
     head:arrow head:meta
     list:acklog list:segments list:sub list:subscribers put:metrics
     list:quarantine create:checkpoint get:arrow head:manifest
