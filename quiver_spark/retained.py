@@ -13,7 +13,13 @@ Where the location keeps publication hints (§5.6), an incremental update starts
 one listing of them: it names the partitions, stands for the quarantine mark, and
 tells which partitions announced a seq above the highest one the index knows; only
 those (and the unhinted ones) are probed, a partition whose MANIFEST copy at hand
-already reaches its hint (the writer's own publication) with no request. What was
+already reaches its hint (the writer's own publication) with no request. On an object
+root, where the MANIFEST is the publication point (§12.4), a partition read so costs
+that one read: its new segments are taken from their MANIFEST entries (size, rows,
+ingestion and event times), no ``.meta`` is read, and the ``.meta`` of a segment a
+pass chooses is read when it is checked before deletion (a damaged one is kept,
+named and recorded damaged there, as before). On a POSIX root the ``.meta`` decides
+and is read as before. What was
 removed from a partition it skips is what the ack log and the checks before a
 deletion tell, as before; what it cannot see is a publication no hint announced (a
 writer of an earlier version): that is found by the listing survey below, so a
@@ -85,7 +91,8 @@ class _Look(Protocol):
 class HintedCatalog(Protocol):
     """A catalog that keeps publication hints (``SegmentLocation``, §5.6): ``look`` is
     one listing of them (None where the storage cannot list a level), and
-    ``probe_next`` takes the hints it gave."""
+    ``probe_next`` takes the hints it gave, and with ``entries`` answers from the
+    MANIFEST entries where the MANIFEST is the publication point (no ``.meta`` read)."""
 
     def look(self) -> _Look | None: ...
 
@@ -95,6 +102,7 @@ class HintedCatalog(Protocol):
         skip: Callable[[str, int], bool] | None = None,
         *,
         hints: Mapping[str, int] | None = None,
+        entries: bool = False,
     ) -> Mapping[str, Sequence[SegmentInfo | DamagedInfo]]: ...
 
 
@@ -340,9 +348,9 @@ class RetainedIndex:
             # knows published nothing since (a hint comes before its publication): no
             # request; one without a hint is probed as before
             starts = {p: s for p, s in starts.items() if seen.hints.get(p, s) >= s}
-            found = hinted.probe_next(starts, gone, hints=seen.hints)
+            found = hinted.probe_next(starts, gone, hints=seen.hints, entries=True)
         else:
-            found = located.probe_next(starts, skip=gone)
+            found = located.probe_next(starts, skip=gone, entries=True)
         for p, new in found.items():
             part = self._parts[p]
             for f in new:

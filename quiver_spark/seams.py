@@ -125,7 +125,11 @@ class LocationCatalog(SegmentCatalog, Protocol):
     def survey(self, partition: str) -> SurveyInfo: ...
 
     def probe_next(
-        self, starts: Mapping[str, int], skip: Callable[[str, int], bool] | None = None
+        self,
+        starts: Mapping[str, int],
+        skip: Callable[[str, int], bool] | None = None,
+        *,
+        entries: bool = False,
     ) -> Mapping[str, Sequence[SegmentInfo | DamagedInfo]]: ...
 
     def is_published(self, partition: str, seq: int) -> bool: ...

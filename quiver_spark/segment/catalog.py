@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from .. import layout
 from ..config import NAME_RE, SegmentConfig, validate_name
-from ..control.manifest import ManifestStore, ReclaimedTotals
+from ..control.manifest import ManifestEntry, ManifestStore, ReclaimedTotals
 from ..errors import (
     CorruptionError,
     InvalidArgumentError,
@@ -517,7 +517,8 @@ class SegmentLocation:
         skip: Callable[[str, int], bool] | None = None,
         *,
         hints: Mapping[str, int] | None = None,
-    ) -> dict[str, builtins.list[Found]]:
+        entries: bool = False,
+    ) -> dict[str, builtins.list[Found | ManifestEntry]]:
         """For each partition, the segments published from seq ``starts[p]`` on, up to
         the first one that is not (seqs are gapless, §5): what was published since a
         reader last looked. ``skip(p, seq)`` true passes over a seq known to be gone
@@ -533,8 +534,14 @@ class SegmentLocation:
         taken) spare that read on an object root: a partition whose MANIFEST copy at
         hand reaches its hint is answered with no request, one below it is read
         again without a HEAD first (§5.6).
+
+        ``entries`` (a retention pass's index, §8.7): on an object root each segment
+        the MANIFEST lists is answered with its entry (size, rows, ingestion and event
+        times), no ``.meta`` read; the ``.meta`` of one the pass chooses is read by
+        :meth:`check_before_delete`. On a POSIX root the ``.meta`` is read as before
+        (it is the publication point there; the MANIFEST may lag).
         """
-        return self._publication.probe_next(starts, skip, hints)
+        return self._publication.probe_next(starts, skip, hints, entries=entries)
 
     def cached(self, partition: str, seq: int) -> SegmentMeta | None:
         """Metadata this instance already verified (no request), or None."""

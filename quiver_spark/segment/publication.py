@@ -196,9 +196,13 @@ class Publication(Protocol):
         starts: Mapping[str, int],
         skip: Callable[[str, int], bool] | None,
         hints: Mapping[str, int] | None = None,
-    ) -> dict[str, list[Found]]:
+        *,
+        entries: bool = False,
+    ) -> dict[str, list[Found | ManifestEntry]]:
         """For each partition, the segments published from seq ``starts[p]`` on;
-        ``hints``: each partition's newest publication hint, as just listed (§5.6)."""
+        ``hints``: each partition's newest publication hint, as just listed (§5.6);
+        ``entries``: where the MANIFEST is the publication point, its entries as they
+        are instead of each ``.meta`` (a retention pass's index, §8.7)."""
 
     def manifest_copy(self, partition: str) -> Manifest | None:
         """The MANIFEST that decides ``partition`` as last read or written (no request)."""

@@ -171,11 +171,14 @@ class FilePublication:
         starts: Mapping[str, int],
         skip: Callable[[str, int], bool] | None,
         hints: Mapping[str, int] | None = None,
-    ) -> dict[str, list[Found]]:
+        *,
+        entries: bool = False,
+    ) -> dict[str, list[Found | ManifestEntry]]:
         """The ``.meta`` files from each start on, up to the first one missing (the
-        ``.meta`` decides: ``hints`` save nothing here)."""
-        del hints
-        return self._files.probe_next(starts, skip)
+        ``.meta`` decides: ``hints`` save nothing here, and ``entries`` changes nothing:
+        the MANIFEST may lag a publication, §5.5)."""
+        del hints, entries
+        return {p: list(found) for p, found in self._files.probe_next(starts, skip).items()}
 
     def manifest_copy(self, partition: str) -> Manifest | None:
         """None: the ``.meta`` decides, not a MANIFEST."""

@@ -359,11 +359,14 @@ class ManifestPublication:
         starts: Mapping[str, int],
         skip: Callable[[str, int], bool] | None,
         hints: Mapping[str, int] | None = None,
-    ) -> dict[str, list[Found]]:
-        """What each partition's MANIFEST lists from ``starts[p]`` on (:meth:`_listed`)."""
+        *,
+        entries: bool = False,
+    ) -> dict[str, list[Found | ManifestEntry]]:
+        """What each partition's MANIFEST lists from ``starts[p]`` on (:meth:`_listed`);
+        with ``entries``, its entries as they are (no ``.meta`` read)."""
         hints = hints or {}
         return {
-            validate_name("partition", p): self._listed(p, start, skip, hints.get(p))
+            validate_name("partition", p): self._listed(p, start, skip, hints.get(p), entries)
             for p, start in starts.items()
         }
 
@@ -373,7 +376,8 @@ class ManifestPublication:
         start: int,
         skip: Callable[[str, int], bool] | None,
         hint: int | None = None,
-    ) -> list[Found]:
+        entries: bool = False,
+    ) -> list[Found | ManifestEntry]:
         """The segments ``partition``'s MANIFEST lists from ``start`` on. The copy at
         hand answers while the MANIFEST's version is still its own (one HEAD: the whole
         cost of an idle poll); else the MANIFEST is read again (one GET). No ``.meta``
@@ -385,7 +389,15 @@ class ManifestPublication:
         (a publication's hint comes before it; a later one's is above: the next
         listing names it), so it answers with no request; a copy below it is read
         again at once (one GET). A seq removed since the copy was read is what
-        ``skip`` and the ack log's deleted marks tell."""
+        ``skip`` and the ack log's deleted marks tell.
+
+        ``entries`` (a retention pass's index, §8.7): each listed segment is its
+        MANIFEST entry (size, rows, ingestion and event times: what the index keeps),
+        one marked damaged a :class:`DamagedSegment`, and no ``.meta`` is read; the
+        ``.meta`` of a segment the pass chooses is read when it is checked before
+        deletion. Without ``entries`` each one's ``.meta`` is read (cached once
+        verified) and one that is gone is passed over. A partition with no readable
+        MANIFEST is probed in its files either way."""
         copy = self._copies.get(partition)
         m: Manifest | None = copy
         if hint is not None and copy is not None and hint <= copy.high:
@@ -403,9 +415,18 @@ class ManifestPublication:
             seqs = self._without_deleted(partition, [f.seq for f in found])
             kept = set(self._without_fenced_orphans(partition, seqs))
             return [f for f in found if f.seq in kept]
-        out: list[Found] = []
+        out: list[Found | ManifestEntry] = []
+        errors = m.damaged_errors() if entries else {}
         for e in m.entries:
             if e.seq < start or (skip is not None and skip(partition, e.seq)):
+                continue
+            if entries:
+                error = errors.get(e.seq)
+                if error is None:
+                    out.append(e)
+                else:
+                    shown = self._files.shown_meta(partition, e.seq)
+                    out.append(DamagedSegment(partition, e.seq, shown, error, e.size_bytes))
                 continue
             got = self._files.probe(partition, e.seq)
             if got is not None:
