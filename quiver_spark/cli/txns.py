@@ -150,7 +150,7 @@ def render_pending(doc: dict[str, Any]) -> str:
             t["txn"],
             t["tag"],
             (
-                "held: its staged object is damaged (repair or remove it)"
+                "held: its staged object is damaged (restore it intact; removing it drops these rows)"
                 if t.get("held")
                 else "decided (applied on the next tick)"
                 if t["decided"]

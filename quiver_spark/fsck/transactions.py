@@ -40,8 +40,8 @@ def _check_staged(run: FsckRun, key: str) -> None:
             "committed and its writer's machine is lost, its rows cannot be sealed; an "
             "observer pass leaves it, a live writer seals its rows from its WAL; a writer "
             "whose recovered WAL holds a transaction of this id keeps it pending, unresolved, "
-            "until this object is repaired (rewritten intact) or removed, which drops that "
-            "transaction as not committed)",
+            "until this object is repaired (rewritten intact, e.g. from a bucket version) or "
+            "removed, which drops that transaction's rows even if its batch was committed)",
             offset=e.offset, partition=pid,
         )  # fmt: skip
 
