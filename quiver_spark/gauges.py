@@ -54,23 +54,28 @@ class SubscriberLag(NamedTuple):
 
 
 def age_s(now_ns: int, oldest_ns: int | None) -> float:
-    """Seconds since ``oldest_ns`` (0 when nothing is behind)."""
-    return max(0.0, (now_ns - oldest_ns) / 1e9) if oldest_ns is not None else 0.0
+    """Seconds since ``oldest_ns`` (0 when nothing is behind, or when the oldest segment
+    behind records no ingestion time: 0, as a ``.meta`` written without one reads)."""
+    return max(0.0, (now_ns - oldest_ns) / 1e9) if oldest_ns else 0.0
 
 
 def subscriber_lag(parts: Iterable[LagSplit], now_ns: int) -> SubscriberLag:
     """A subscriber's lag from its partitions': counts summed, ages the oldest (the
     backlog's: the oldest unacknowledged segment of a partition that has one)."""
     rows = list(parts)
+
+    def oldest(times: Iterable[int | None]) -> int | None:
+        return min((t for t in times if t is not None), default=None)
+
     return SubscriberLag(
         sum(r.segments for r in rows),
         sum(r.bytes for r in rows),
-        max((age_s(now_ns, r.oldest_ns) for r in rows), default=0.0),
+        age_s(now_ns, oldest(r.oldest_ns for r in rows)),
         sum(r.head_segments for r in rows),
-        max((age_s(now_ns, r.head_oldest_ns) for r in rows), default=0.0),
+        age_s(now_ns, oldest(r.head_oldest_ns for r in rows)),
         sum(r.backlog_segments for r in rows),
         sum(r.backlog_bytes for r in rows),
-        max((age_s(now_ns, r.oldest_ns) for r in rows if r.backlog_segments), default=0.0),
+        age_s(now_ns, oldest(r.oldest_ns for r in rows if r.backlog_segments)),
     )
 
 
