@@ -37,7 +37,7 @@ def parse_horizon(value: object, option: str = "horizon") -> float | None:
         raise ConfigError(option, value, HORIZON_ALLOWED)
     try:
         seconds = parse_duration(option, value)
-    except ConfigError:
+    except (ConfigError, OverflowError):  # OverflowError: an int too large for a float
         raise ConfigError(option, value, HORIZON_ALLOWED) from None
     if not seconds > 0 or seconds == float("inf"):
         raise ConfigError(option, value, HORIZON_ALLOWED)
@@ -46,8 +46,10 @@ def parse_horizon(value: object, option: str = "horizon") -> float | None:
 
 def cutoff(now_ns: int, horizon_s: float) -> int:
     """The cutoff of a batch planned at ``now_ns``: rows ingested before it are past
-    the horizon (never below 0)."""
-    return max(0, now_ns - round(horizon_s * 1e9))
+    the horizon (never below 0: a horizon reaching before the epoch drops nothing, and
+    one too long for a float of nanoseconds is never rounded)."""
+    horizon_ns = horizon_s * 1e9
+    return 0 if horizon_ns >= now_ns else now_ns - round(horizon_ns)
 
 
 def past(max_ingestion_ns: int, cutoff_ns: int | None) -> bool:
