@@ -87,6 +87,16 @@ def _visible(root: str) -> list[int]:
         return scanned_ids(reader)
 
 
+def _wait_for_no_wal_file(root: str) -> bool:
+    """Whether the partition's WAL files were all removed (the seal finished) within 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not list(Path(root).glob("partitions/*/wal/*.wal")):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _wait_for(root: str, ids: list[int]) -> list[int]:
     deadline = time.monotonic() + 30
     while (seen := _visible(root)) != ids and time.monotonic() < deadline:
@@ -106,7 +116,10 @@ def test_the_maintenance_thread_seals_the_rows_of_calls_that_returned_before_a_b
     store = QuiverStore.open(root, cfg, io=io)  # its maintenance thread ticks
     store.append(id_batch(0))
     store.flush()
-    assert _wait_for(root, [0, 1, 2]) == [0, 1, 2]  # sealed: no tick fsyncs the WAL now
+    assert _wait_for(root, [0, 1, 2]) == [0, 1, 2]  # published; the seal goes on after
+    # the publication (the MANIFEST, an fsync of the sealed WAL file, STATE, its unlink):
+    # the fault below must count only fsyncs of the next append's WAL file
+    assert _wait_for_no_wal_file(root), "the sealed WAL file was never removed"
     # the next append opens a new WAL file (its header fsync succeeds); the flusher's
     # fsync after it fails
     io.fail("fsync", 2, errno.EIO, path_contains=f"{os.sep}wal{os.sep}")
