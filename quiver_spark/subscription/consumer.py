@@ -446,11 +446,12 @@ class Subscription:
         """``end`` with this batch's cutoff (:mod:`quiver_spark.horizon`), decided here,
         once: it travels in the position, so a replay of the batch decides the same.
         A plan that moves nothing returns ``after`` unchanged (a query sees no new
-        batch because the clock moved)."""
-        if self.horizon_s is None:
-            return end
+        batch because the clock moved, nor because ``after`` holds the cutoff of a
+        horizon this consumer no longer has)."""
         if end.segments == after.segments and end.backlog == after.backlog:
             return after
+        if self.horizon_s is None:
+            return end
         return dataclasses.replace(end, cutoff_ns=cutoff(self.clock(), self.horizon_s))
 
     def _plan(
