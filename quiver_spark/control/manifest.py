@@ -67,6 +67,24 @@ RECLAIMED = "reclaimed"
 """The optional body key of :class:`ReclaimedTotals` (§6.7): absent while zero."""
 
 
+class TxnFloor(int):
+    """A ``txn_floor`` as a writer computes it (§12.6), carrying what lies above it:
+    ``high``, every transaction id at or below which is sealed or decided against but
+    those in ``open`` (the ids above the floor not sealed yet: pending, in the open
+    segment, another incarnation's it looks at, held). Passed where the plain floor
+    is, so the publication path carries it unchanged; a plain ``int`` floor has
+    ``high`` the floor itself and nothing open."""
+
+    high: int
+    open: frozenset[int]
+
+    def __new__(cls, floor: int, high: int = 0, opened: Iterable[int] = ()) -> TxnFloor:
+        out = super().__new__(cls, floor)
+        out.high = max(floor, high)
+        out.open = frozenset(t for t in opened if floor < t <= out.high)
+        return out
+
+
 class ReclaimedTotals(NamedTuple):
     """What retention's deletions took out of a manifest since it began counting
     (§6.7, body key ``reclaimed``): the segments whose entry it dropped, their rows and
@@ -198,6 +216,13 @@ class Manifest:
     """Object root: every transaction id <= it is sealed or decided against (the
     partition's writer records it at each publication, §12.6): a staged object of such
     an id is garbage. 0 in a manifest written without it."""
+    txn_high: int = 0
+    """Object root: every transaction id <= it not in ``txns_open`` is sealed or decided
+    against (§12.6); the writer records it with ``txn_floor``, which a transaction
+    still open holds down. 0 (absent) while it is not above ``txn_floor``."""
+    txns_open: tuple[int, ...] = ()
+    """Object root: the ids above ``txn_floor``, at or below ``txn_high``, not sealed
+    yet when it was recorded (ascending; absent while empty)."""
     reclaimed: ReclaimedTotals = NOTHING_RECLAIMED
     """What retention's deletions took out of this manifest since it began counting
     (:class:`ReclaimedTotals`); zero in a manifest written without it."""
@@ -223,13 +248,43 @@ class Manifest:
 
     def seals(self, txn_id: int) -> bool:
         """Whether staged transaction ``txn_id`` needs no seal: a segment published
-        here holds or held it, or it is at or below ``txn_floor`` (§12.6)."""
-        return txn_id <= self.txn_floor or txn_id in self.sealed_txns()
+        here holds or held it, or it is retired (:meth:`retired`, §12.6)."""
+        return self.retired(txn_id) or txn_id in self.sealed_txns()
+
+    def retired(self, txn_id: int) -> bool:
+        """Whether transaction ``txn_id`` is sealed or decided against by what the
+        writer recorded (§12.6): at or below ``txn_floor``, or at or below
+        ``txn_high`` and not in ``txns_open``."""
+        if txn_id <= self.txn_floor:
+            return True
+        return txn_id <= self.txn_high and txn_id not in self.txns_open
 
     # -- changes (pure: each returns a new manifest) ------------------------------------
     def with_txn_floor(self, floor: int) -> Manifest:
-        """``txn_floor`` raised to ``floor`` (it never decreases)."""
-        return self if floor <= self.txn_floor else replace(self, txn_floor=floor)
+        """The transactions ``floor`` retires (a :class:`TxnFloor` with what lies
+        above it, or a plain floor) joined with those this manifest retires: a
+        transaction either retires stays retired, so ``txn_floor`` and ``txn_high``
+        never decrease and ``txns_open`` only loses ids."""
+        high = getattr(floor, "high", int(floor))
+        opened: frozenset[int] = getattr(floor, "open", frozenset())
+        return self._with_retired(int(floor), high, opened)
+
+    def _with_retired(self, floor: int, high: int, opened: Iterable[int]) -> Manifest:
+        new_floor = max(self.txn_floor, floor)
+        mine = max(self.txn_high, self.txn_floor)
+        theirs = max(high, floor)
+        new_high = max(mine, theirs)
+        other = Manifest(self.partition, txn_floor=floor, txn_high=theirs, txns_open=tuple(opened))
+        # an id open in the join is open in the one reaching highest (at or below its
+        # high, not retired there) and retired by neither
+        wide = self if mine >= theirs else other
+        still = sorted(t for t in wide.txns_open if not self.retired(t) and not other.retired(t))
+        if new_high <= new_floor:
+            new_high, still = 0, []
+        out = (new_floor, new_high, tuple(t for t in still if t > new_floor))
+        if out == (self.txn_floor, self.txn_high, self.txns_open):
+            return self
+        return replace(self, txn_floor=out[0], txn_high=out[1], txns_open=out[2])
 
     def facts(self) -> Manifest:
         """What only this manifest knows of its partition, no listing can tell: its
@@ -241,8 +296,8 @@ class Manifest:
     def with_facts(self, kept: Manifest) -> Manifest:
         """These facts joined with ``kept``'s (a partition's GONE, §12.4): every seq
         either records gone stays gone (an entry of one ``kept`` records gone is
-        dropped), the higher high, every transaction either names as sealed, the
-        higher transaction floor. All of them only grow, so joining is safe in any
+        dropped), the higher high, every transaction either names as sealed or
+        retires (:meth:`with_txn_floor`). All of them only grow, so joining is safe in any
         order and with a copy of any age."""
         floor = max(self.deleted_floor, kept.deleted_floor)
         above = {s for s in (*self.deleted_above, *kept.deleted_above) if s > floor}
@@ -257,8 +312,7 @@ class Manifest:
             deleted_floor=floor,
             deleted_above=frozenset(above),
             txns_gone=txns[-TXNS_GONE_KEEP:],
-            txn_floor=max(self.txn_floor, kept.txn_floor),
-        )
+        )._with_retired(kept.txn_floor, kept.txn_high, kept.txns_open)
         if any(out.deleted(e.seq) for e in out.entries):
             out = replace(
                 out,
@@ -353,6 +407,10 @@ class Manifest:
             body["txns_gone"] = list(self.txns_gone)
         if self.txn_floor:
             body["txn_floor"] = self.txn_floor
+        if self.txn_high:
+            body["txn_high"] = self.txn_high
+        if self.txns_open:
+            body["txns_open"] = list(self.txns_open)
         if self.reclaimed.segments:  # absent while zero, so other manifests keep their bytes
             body[RECLAIMED] = self.reclaimed.as_body()
         return encode_frame(magic, body)
@@ -376,6 +434,8 @@ class Manifest:
             damaged = tuple((int(s), str(err)) for s, err in body.get("damaged", []))
             txns_gone = tuple(int(t) for t in body.get("txns_gone", []))
             txn_floor = int(body.get("txn_floor", 0))
+            txn_high = int(body.get("txn_high", 0))
+            txns_open = tuple(int(t) for t in body.get("txns_open", []))
             reclaimed = ReclaimedTotals.from_body(body.get(RECLAIMED, NOTHING_RECLAIMED.as_body()))
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"lacks or mistypes a required key ({e})") from e
@@ -411,7 +471,7 @@ class Manifest:
             raise bad(f"segment {seqs[-1]} is above high {high}")
         return cls(
             partition, epoch, high, floor, above, entries, damaged, txns_gone, txn_floor,
-            reclaimed=reclaimed, version=version,
+            txn_high, txns_open, reclaimed=reclaimed, version=version,
         )  # fmt: skip
 
 

@@ -190,9 +190,10 @@ class Rebuild:
         self.state.recovering = True  # no WAL file is deleted before the whole WAL is replayed
         try:
             self.replay_steps(replay(wal, self.state.covered, old), rep, old)
-            # named by the MANIFEST, or at or below its txn_floor (sealed or decided
-            # against: a retired transaction txns_gone no longer names is never sealed
-            # again, §12.6)
+            # named by the MANIFEST, or at or below its txn_floor, or at or below its
+            # txn_high and not among its txns_open (sealed or decided against: a
+            # retired transaction txns_gone no longer names is never sealed again,
+            # §12.6)
             for txn_id in plan.retired(self.state.pending):
                 txn = self.state.pending.pop(txn_id)  # sealed by another holder: covered
                 for seq in (txn_id, *(r[0] for r in txn.records)):

@@ -221,6 +221,11 @@ class RecoveryPlan:
     retired_up_to: int = 0
     """Object root: the MANIFEST's ``txn_floor``: a transaction at or below it was
     sealed or decided against; taken out of replay like a sealed one."""
+    retired_high: int = 0
+    """Object root: the MANIFEST's ``txn_high``: a transaction at or below it and not
+    in :attr:`open_txns` was sealed or decided against, as one at or below the floor."""
+    open_txns: frozenset[int] = frozenset()
+    """Object root: the MANIFEST's ``txns_open``."""
     staged: tuple[int, ...] | None = None
     """Object root with a MANIFEST: the staged transactions listed (None: not listed)."""
     garbage: tuple[int, ...] = ()
@@ -241,7 +246,12 @@ class RecoveryPlan:
         """Of the ``pending`` transactions replay opened, those sealed by another
         holder or retired, in order."""
         ids = set(pending)
-        return sorted((self.sealed_txns & ids) | {t for t in ids if t <= self.retired_up_to})
+        return sorted((self.sealed_txns & ids) | {t for t in ids if self._retired(t)})
+
+    def _retired(self, txn_id: int) -> bool:
+        if txn_id <= self.retired_up_to:
+            return True
+        return txn_id <= self.retired_high and txn_id not in self.open_txns
 
 
 def plan_recovery(
@@ -259,11 +269,14 @@ def plan_recovery(
     if staged is None or manifest is None:
         return RecoveryPlan(record_floor, txn_ceiling=unlisted_ceiling)
     sealed = manifest.sealed_txns()
-    txn_floor = max([*sealed, *staged, manifest.txn_floor], default=0)
+    # above txn_high too: an id of its own at or below it, not open, would be retired
+    txn_floor = max([*sealed, *staged, manifest.txn_floor, manifest.txn_high], default=0)
     return RecoveryPlan(
         max(record_floor, txn_floor + 1),
         sealed_txns=frozenset(sealed),
         retired_up_to=manifest.txn_floor,
+        retired_high=manifest.txn_high,
+        open_txns=frozenset(manifest.txns_open),
         staged=staged,
         garbage=tuple(t for t in staged if manifest.seals(t)),
         unsealed=tuple(t for t in staged if not manifest.seals(t)),

@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterable
 
 import pyarrow as pa
 
+from ..control.manifest import TxnFloor
 from ..objects import ObjectStore
 from ..segment import SegmentLocation
 from ..staging import drop_staged, one_schema, staged_ids
@@ -118,24 +119,25 @@ class StagedBook:
         """Another incarnation's staged object met under ``txn_id``: foreign."""
         self.foreign.setdefault(txn_id, (0.0, 0.0))
 
-    def floor(self, writing: Collection[int], unpublished: Iterable[int], top: int) -> int:
+    def floor(self, writing: Collection[int], unpublished: Iterable[int], top: int) -> TxnFloor:
         """The highest transaction id at or below which every transaction of the
         partition is sealed or decided against (§12.6): below the lowest the writer has
         not sealed yet (``writing``: pending, committed in the open segment or being
-        admitted; or a foreign one), else ``top`` (its highest id). Never above
-        :attr:`ceiling` until a listing of ``txns/`` noted every staged object it
+        admitted; or a foreign one), else ``top`` (its highest id); with ``top`` as its
+        high and those not sealed yet as its open ones (:class:`TxnFloor`). Neither
+        above :attr:`ceiling` until a listing of ``txns/`` noted every staged object it
         shows (a floor over an object the open's listing hid would make it garbage)."""
         floor = self._floor(writing, top)
-        if self.ceiling is not None and floor > self.ceiling:
+        if self.ceiling is not None and floor.high > self.ceiling:
             if not self._list({*writing, *unpublished}):
-                return self.ceiling
+                return TxnFloor(min(floor, self.ceiling))
             self.ceiling = None
             floor = self._floor(writing, top)
         return floor
 
-    def _floor(self, writing: Collection[int], top: int) -> int:
+    def _floor(self, writing: Collection[int], top: int) -> TxnFloor:
         open_ids = [*writing, *self.foreign]
-        return min(open_ids) - 1 if open_ids else top
+        return TxnFloor(min(open_ids) - 1 if open_ids else top, top, open_ids)
 
     def _list(self, held: set[int]) -> bool:
         """List ``txns/`` (one LIST) and note as foreign every staged object neither
