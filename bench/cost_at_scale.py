@@ -26,8 +26,11 @@ runs at the given scale. The rules (docs/kubernetes.md states them beside the re
 - what P13 could not see, since its other partitions were idle: a writer's retention
   pass after its seal learns every segment the other slots sealed since its previous
   pass (``--max-open`` seconds earlier: at this scale each other slot sealed once), one
-  GET of that partition's MANIFEST and one of the segment's ``.meta`` each (a
-  subscription's pass after its acknowledgement finds them in what its poll read).
+  GET of that partition's MANIFEST each, whose entries give the segment's size and
+  times (no ``.meta`` GET on an object root; a subscription's pass after its
+  acknowledgement finds them in what its poll read). The ``.meta`` of a segment a
+  pass deletes is read when it is checked before deletion, one GET where a pass that
+  had read it sends one HEAD: the same count and price, inside the measured passes.
   Everything else counts as measured, per operation.
 
 Run: ``.venv/bin/python bench/cost_at_scale.py [--executors 50 --cores 4
@@ -55,8 +58,9 @@ LEASE_RENEWALS_PER_S = 1 / 10  # a lease of ttl 30 s is renewed every third of i
 PARTITIONS_MEASURED = 5
 """The partitions of P13's store while it measured a micro-batch: ``p-0`` ... ``p-3``
 (``bench_object_requests.PARTITIONS``) and the sink slot's own."""
-OTHERS_SEALED = ("GET partitions/<pid>/MANIFEST", "GET segments/<pid>/<n>.meta")
-"""What a writer's pass reads of each segment another slot sealed since its last pass."""
+OTHERS_SEALED = ("GET partitions/<pid>/MANIFEST",)
+"""What a writer's pass reads of each segment another slot sealed since its last pass:
+that partition's MANIFEST, whose entry stands for the segment's ``.meta``."""
 
 
 def kind(key: str) -> str:
