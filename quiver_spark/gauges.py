@@ -18,8 +18,8 @@ from .seams import GaugeSource, SegmentInfo
 class LagSplit(NamedTuple):
     """A subscriber's lag in one partition (ARCHITECTURE.md §9c, Progress): the
     segments it has not acknowledged, split into the *head lag* (above the highest seq
-    it acknowledged) and the *backlog* (below it). Ingestion times are epoch ns (None:
-    nothing behind)."""
+    it acknowledged) and the *backlog* (below it), each in segments, rows and oldest
+    ingestion time. Ingestion times are epoch ns (None: nothing behind)."""
 
     segments: int
     bytes: int
@@ -28,6 +28,9 @@ class LagSplit(NamedTuple):
     head_oldest_ns: int | None
     backlog_segments: int
     backlog_bytes: int
+    rows: int
+    head_rows: int
+    backlog_rows: int
 
 
 def lag_split(
@@ -35,9 +38,12 @@ def lag_split(
 ) -> LagSplit:
     """``sub``'s lag in ``partition`` at mark ``hwm`` with ``gaps`` done above it, the one
     computation ``quiver status`` and the gauges both show."""
-    n, nbytes, oldest = index.lag_of(sub, partition, hwm, gaps)
-    head_n, head_bytes, head_oldest = index.lag(partition, max(gaps, default=hwm), ())
-    return LagSplit(n, nbytes, oldest, head_n, head_oldest, n - head_n, nbytes - head_bytes)
+    n, nbytes, oldest, rows = index.lag_of(sub, partition, hwm, gaps)
+    head_n, head_bytes, head_oldest, head_rows = index.lag(partition, max(gaps, default=hwm), ())
+    return LagSplit(
+        n, nbytes, oldest, head_n, head_oldest, n - head_n, nbytes - head_bytes,
+        rows, head_rows, rows - head_rows,
+    )  # fmt: skip
 
 
 class SubscriberLag(NamedTuple):
@@ -51,6 +57,9 @@ class SubscriberLag(NamedTuple):
     backlog_segments: int
     backlog_bytes: int
     backlog_seconds: float
+    rows: int
+    head_rows: int
+    backlog_rows: int
 
 
 def age_s(now_ns: int, oldest_ns: int | None) -> float:
@@ -76,6 +85,9 @@ def subscriber_lag(parts: Iterable[LagSplit], now_ns: int) -> SubscriberLag:
         sum(r.backlog_segments for r in rows),
         sum(r.backlog_bytes for r in rows),
         age_s(now_ns, oldest(r.oldest_ns for r in rows if r.backlog_segments)),
+        sum(r.rows for r in rows),
+        sum(r.head_rows for r in rows),
+        sum(r.backlog_rows for r in rows),
     )
 
 
@@ -123,8 +135,10 @@ def observe(
         (m.LAG_SECONDS, "seconds"),
         (m.HEAD_LAG_SEGMENTS, "head_segments"),
         (m.HEAD_LAG_SECONDS, "head_seconds"),
+        (m.HEAD_LAG_ROWS, "head_rows"),
         (m.BACKLOG_SEGMENTS, "backlog_segments"),
         (m.BACKLOG_BYTES, "backlog_bytes"),
+        (m.BACKLOG_ROWS, "backlog_rows"),
         (m.BACKLOG_SECONDS, "backlog_seconds"),
     ):
         metrics.replace_gauge(name, {k: getattr(t, field) for k, t in totals.items()})

@@ -66,8 +66,10 @@ LAG_BYTES = "quiver.subscriber.lag_bytes"  # {subscriber}
 LAG_SECONDS = "quiver.subscriber.lag_seconds"  # {subscriber}
 HEAD_LAG_SEGMENTS = "quiver.subscriber.head_lag_segments"  # {subscriber}
 HEAD_LAG_SECONDS = "quiver.subscriber.head_lag_seconds"  # {subscriber}
+HEAD_LAG_ROWS = "quiver.subscriber.head_lag_rows"  # {subscriber}
 BACKLOG_SEGMENTS = "quiver.subscriber.backlog_segments"  # {subscriber}
 BACKLOG_BYTES = "quiver.subscriber.backlog_bytes"  # {subscriber}
+BACKLOG_ROWS = "quiver.subscriber.backlog_rows"  # {subscriber}
 BACKLOG_SECONDS = "quiver.subscriber.backlog_seconds"  # {subscriber}
 SUBSCRIBER_LIVE = "quiver.subscriber.live"  # {subscriber}
 SUBSCRIBER_LAST_ACK = "quiver.subscriber.last_ack_timestamp_seconds"  # {subscriber}
@@ -151,12 +153,17 @@ FAMILIES: dict[str, Family] = {
     HEAD_LAG_SECONDS: Family(
         "gauge", "Age of the oldest segment above the highest seq a subscriber acknowledged",
         ("subscriber",), STORE),
+    HEAD_LAG_ROWS: Family(
+        "gauge", "Rows of the segments above the highest seq a subscriber acknowledged",
+        ("subscriber",), STORE),
     BACKLOG_SEGMENTS: Family(
         "gauge", "Segments below the highest seq a subscriber acknowledged that it has not "
         "acknowledged yet (newest first: the backfill's work; oldest first: nacked ones)",
         ("subscriber",), STORE),
     BACKLOG_BYTES: Family(
         "gauge", "Bytes of a subscriber's backlog segments", ("subscriber",), STORE),
+    BACKLOG_ROWS: Family(
+        "gauge", "Rows of a subscriber's backlog segments", ("subscriber",), STORE),
     BACKLOG_SECONDS: Family(
         "gauge", "Age of the oldest segment of a subscriber's backlog (0: no backlog)",
         ("subscriber",), STORE),

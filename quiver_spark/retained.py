@@ -36,9 +36,9 @@ pass). What the manifest may not know (a segment moved aside by ``quiver fsck
 location's quarantine mark changed since the index last looked (§5.5) and every
 :data:`RESURVEY_PERIOD_S` as a safety net; never on a process's first pass.
 
-A partition's segments are held in seq order with running byte sums, so the bytes of
-a partition, a subscriber's lag and the segments below a seq cost a bisection, not a
-walk; segments leave from the front (the usual order of retention) in O(1).
+A partition's segments are held in seq order with running byte and row sums, so the
+bytes of a partition, a subscriber's lag and the segments below a seq cost a bisection,
+not a walk; segments leave from the front (the usual order of retention) in O(1).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Protocol, TypeGuard, runtime_checkable
+from typing import NamedTuple, Protocol, TypeGuard, runtime_checkable
 
 from .errors import InvalidArgumentError
 from .seams import (
@@ -67,6 +67,17 @@ _COMPACT_AT = 1024  # front-trimmed entries kept before the lists are compacted
 
 
 Key = tuple[str, int]
+
+
+class Lag(NamedTuple):
+    """What a subscriber has not done in a partition (:meth:`RetainedIndex.lag`): its
+    segments, their bytes, the oldest ``min_ingestion_ns`` among them (None: nothing
+    behind) and their rows."""
+
+    segments: int
+    bytes: int
+    oldest_ns: int | None
+    rows: int
 
 
 class _View(Protocol):
@@ -129,8 +140,8 @@ class _Part:
     """One partition's readable segments in seq order; ``infos[lo:]`` are live."""
 
     __slots__ = (
-        "cum", "deleted_mark", "infos", "lo", "max_sorted", "min_sorted", "seqs", "top",
-        "version",
+        "cum", "cum_rows", "deleted_mark", "infos", "lo", "max_sorted", "min_sorted", "seqs",
+        "top", "version",
     )  # fmt: skip
 
     def __init__(self, top: int = 0) -> None:
@@ -140,6 +151,7 @@ class _Part:
         self.infos: list[SegmentInfo] = []
         self.seqs: list[int] = []
         self.cum: list[int] = []  # cum[i]: bytes of infos[0..i]
+        self.cum_rows: list[int] = []  # cum_rows[i]: rows of infos[0..i]
         self.lo = 0
         self.top = top  # highest seq seen published (readable or damaged) or deleted
         self.max_sorted = True  # max_ingestion_ns nondecreasing in seq order
@@ -166,6 +178,7 @@ class _Part:
         self.infos.append(info)
         self.seqs.append(info.seq)
         self.cum.append((self.cum[-1] if self.cum else 0) + info.size_bytes)
+        self.cum_rows.append((self.cum_rows[-1] if self.cum_rows else 0) + info.rows)
         self.top = max(self.top, info.seq)
 
     def extend(self, infos: Iterable[SegmentInfo]) -> None:
@@ -184,6 +197,7 @@ class _Part:
         lo = [i.min_ingestion_ns for i in ordered]
         self.infos, self.seqs = ordered, seqs
         self.cum = list(itertools.accumulate(i.size_bytes for i in ordered))
+        self.cum_rows = list(itertools.accumulate(i.rows for i in ordered))
         self.max_sorted = all(a <= b for a, b in itertools.pairwise(hi))
         self.min_sorted = all(a <= b for a, b in itertools.pairwise(lo))
         self.top = max(self.top, seqs[-1])
@@ -194,6 +208,12 @@ class _Part:
         if i >= len(self.seqs):
             return 0
         return self.cum[-1] - (self.cum[i - 1] if i > 0 else 0)
+
+    def rows_from(self, i: int) -> int:
+        """Rows of ``infos[i:]`` (``i >= lo``)."""
+        if i >= len(self.seqs):
+            return 0
+        return self.cum_rows[-1] - (self.cum_rows[i - 1] if i > 0 else 0)
 
     @property
     def bytes(self) -> int:
@@ -254,7 +274,7 @@ class RetainedIndex:
         self._mark: bytes | None = None  # the location's quarantine mark at the last sync
         self._marked = False  # _mark was read once (the first sync never counts it a change)
         self._listed_at: float | None = None
-        self._lag: dict[tuple[str, str], tuple[tuple[int, int, int], tuple[int, int, int | None]]]
+        self._lag: dict[tuple[str, str], tuple[tuple[int, int, int], Lag]]
         self._lag = {}
         self.surveyed = False
         """True when the last :meth:`sync` was a full survey."""
@@ -491,9 +511,7 @@ class RetainedIndex:
             return iter(())
         return (part.infos[i] for i in range(part.lo, len(part.infos)))
 
-    def lag_of(
-        self, sub: str, partition: str, hwm: int, done_above: AbstractSet[int]
-    ) -> tuple[int, int, int | None]:
+    def lag_of(self, sub: str, partition: str, hwm: int, done_above: AbstractSet[int]) -> Lag:
         """:meth:`lag` remembered per (subscriber, partition) until the subscriber's
         marks or the partition change (a subscriber's done-set only grows: the same
         ``hwm`` and number of gaps is the same set)."""
@@ -506,21 +524,21 @@ class RetainedIndex:
         self._lag[(sub, partition)] = (key, out)
         return out
 
-    def lag(
-        self, partition: str, hwm: int, done_above: Iterable[int]
-    ) -> tuple[int, int, int | None]:
-        """``(segments, bytes, oldest min_ingestion_ns)`` of ``partition`` not done by a
-        subscriber at ``hwm`` with ``done_above`` done beyond it."""
+    def lag(self, partition: str, hwm: int, done_above: Iterable[int]) -> Lag:
+        """The :class:`Lag` (segments, bytes, oldest ``min_ingestion_ns``, rows) of
+        ``partition`` not done by a subscriber at ``hwm`` with ``done_above`` done
+        beyond it."""
         part = self._parts.get(partition)
         if part is None or not len(part):
-            return 0, 0, None
+            return Lag(0, 0, None, 0)
         k = bisect.bisect_right(part.seqs, hwm, part.lo)
-        n, b = len(part.seqs) - k, part.bytes_from(k)
+        n, b, r = len(part.seqs) - k, part.bytes_from(k), part.rows_from(k)
         skip = set()
         for g in done_above:
             if g > hwm and (j := part.index(g)) is not None:
                 n -= 1
                 b -= part.infos[j].size_bytes
+                r -= part.infos[j].rows
                 skip.add(g)
         oldest = None
         if n:
@@ -535,4 +553,4 @@ class RetainedIndex:
                     for i in range(k, len(part.infos))
                     if part.seqs[i] not in skip
                 )
-        return n, b, oldest
+        return Lag(n, b, oldest, r)

@@ -37,15 +37,16 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "idle_seconds": float|null,    # since the last ack (or registration)
         "pinning_idle": bool,          # not live, idle >= 1h, and holding unread bytes
         "backlog_segments": int, "backlog_bytes": int,   # below its newest ack (newest first)
-        "backlog_seconds": float|null, "head_lag_segments": int,
-        "head_lag_seconds": float|null,
+        "backlog_seconds": float|null, "backlog_rows": int, "head_lag_segments": int,
+        "head_lag_seconds": float|null, "head_lag_rows": int,
         "horizon_dropped_segments": int,   # recorded dropped past its consumers'
         "horizon_dropped_rows": int,       # acceptance horizon (its record, §9c)
         "partitions": [{"partition": str, "hwm": int, "gaps": int,
                         "lag_segments": int, "lag_bytes": int,
                         "lag_seconds": float|null,
                         "head_lag_segments": int, "head_lag_seconds": float|null,
-                        "backlog_segments": int, "backlog_bytes": int}]
+                        "head_lag_rows": int, "backlog_segments": int,
+                        "backlog_bytes": int, "backlog_rows": int}]
       }],
       "unregistered_records": [str],   # a record but no registration in the ack log
                                        # (§8.10): their data is kept until add/remove
@@ -72,8 +73,9 @@ not acknowledged (``dropped`` counts as acknowledged) and their bytes;
 is behind). A subscriber reading newest first (ARCHITECTURE.md §9c) splits its lag in
 two: the *head lag* (``head_lag_*``), the segments above the highest seq it
 acknowledged, and the *backlog* (``backlog_*``), the segments below it it has not
-acknowledged yet; oldest first, every lag is head lag (``backlog_segments`` 0 but for
-nacked seqs).
+acknowledged yet; each shows its segments, rows (``head_lag_rows``,
+``backlog_rows``: the rows the segments' metadata records) and oldest age; oldest
+first, every lag is head lag (``backlog_segments`` 0 but for nacked seqs).
 
 ``--partition GLOB`` and ``--subscriber GLOB`` (each repeatable, shell-style
 patterns) narrow the partitions and subscribers listed, and each subscriber's
@@ -324,6 +326,7 @@ class _OnDisk:
     size_bytes: int
     min_ingestion_ns: int
     max_ingestion_ns: int
+    rows: int
 
 
 def lag_index(
@@ -336,7 +339,7 @@ def lag_index(
         {
             pid: [
                 _OnDisk(pid, m.seq, sizes.get(pid, {}).get(m.seq, m.size_bytes),
-                        m.min_ingestion_ns, m.max_ingestion_ns)
+                        m.min_ingestion_ns, m.max_ingestion_ns, m.rows)
                 for m in ms
             ]
             for pid, ms in metas.items()
@@ -368,8 +371,10 @@ def _subscriber_row(
                 "lag_seconds": _age(now_ns, split.oldest_ns),
                 "head_lag_segments": split.head_segments,
                 "head_lag_seconds": _age(now_ns, split.head_oldest_ns),
+                "head_lag_rows": split.head_rows,
                 "backlog_segments": split.backlog_segments,
                 "backlog_bytes": split.backlog_bytes,
+                "backlog_rows": split.backlog_rows,
             }
         )
     total = subscriber_lag(splits, now_ns)
@@ -386,8 +391,10 @@ def _subscriber_row(
         "backlog_segments": total.backlog_segments,
         "backlog_bytes": total.backlog_bytes,
         "backlog_seconds": total.backlog_seconds,
+        "backlog_rows": total.backlog_rows,
         "head_lag_segments": total.head_segments,
         "head_lag_seconds": total.head_seconds,
+        "head_lag_rows": total.head_rows,
         "horizon_dropped_segments": rec.horizon_dropped_segments if rec is not None else 0,
         "horizon_dropped_rows": rec.horizon_dropped_rows if rec is not None else 0,
         "partitions": rows,
@@ -498,9 +505,10 @@ def render_status(doc: dict[str, Any], wal_note: str | None) -> str:
         )
         if s["lag_segments"]:
             out.append(
-                f"    head lag {s['head_lag_segments']} segments "
+                f"    head lag {s['head_lag_segments']} segments, {s['head_lag_rows']} rows "
                 f"({human_seconds(s['head_lag_seconds'])}), backlog "
-                f"{s['backlog_segments']} segments, {human_bytes(s['backlog_bytes'])} "
+                f"{s['backlog_segments']} segments, {s['backlog_rows']} rows, "
+                f"{human_bytes(s['backlog_bytes'])} "
                 f"(oldest {human_seconds(s['backlog_seconds'])})"
             )
         if s["horizon_dropped_segments"]:

@@ -45,8 +45,8 @@ def test_status_json_gives_each_subscriber_its_mark_gaps_and_lag(built: Built) -
     fast = {r["partition"]: r for r in subs["fast"]["partitions"]}
     assert fast["p-0"] == {"partition": "p-0", "hwm": 3, "gaps": 0, "lag_segments": 0,
                            "lag_bytes": 0, "lag_seconds": 0.0, "head_lag_segments": 0,
-                           "head_lag_seconds": 0.0, "backlog_segments": 0,
-                           "backlog_bytes": 0}  # fmt: skip
+                           "head_lag_seconds": 0.0, "head_lag_rows": 0, "backlog_segments": 0,
+                           "backlog_bytes": 0, "backlog_rows": 0}  # fmt: skip
     assert subs["fast"]["lag_segments"] == 0
     slow = {r["partition"]: r for r in subs["slow"]["partitions"]}
     seg2 = built.metas["p-0"][1]

@@ -1,7 +1,7 @@
 """A subscriber's lag in ``quiver status`` (the retained-segment index's bisection at
 its mark, over the segments' bytes on disk) equals a walk of every segment: segments
-above the mark and not in its gaps, their bytes on disk, and the oldest ingestion time
-among them."""
+above the mark and not in its gaps, their bytes on disk, the oldest ingestion time
+among them and their rows."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ class Meta:
     seq: int
     size_bytes: int
     min_ingestion_ns: int
+    rows: int = 0
     partition: str = "p-0"
 
     @property
@@ -36,7 +37,12 @@ def test_lag_by_bisection_is_the_walk_of_every_segment(
     seqs: set[int], hwm: int, gaps: set[int], data: st.DataObject
 ) -> None:
     metas = [
-        Meta(s, data.draw(st.integers(1, 500)), data.draw(st.integers(0, 10**6)))
+        Meta(
+            s,
+            data.draw(st.integers(1, 500)),
+            data.draw(st.integers(0, 10**6)),
+            data.draw(st.integers(0, 10**4)),
+        )
         for s in sorted(seqs, reverse=True)  # any order in
     ]
     sizes = {m.seq: m.size_bytes + 40 for m in metas if m.seq % 3}  # on disk, some unknown
@@ -46,6 +52,7 @@ def test_lag_by_bisection_is_the_walk_of_every_segment(
         len(behind),
         sum(sizes.get(m.seq, m.size_bytes) for m in behind),
         min((m.min_ingestion_ns for m in behind), default=None),
+        sum(m.rows for m in behind),
     )
     index = lag_index({"p-0": metas}, {"p-0": sizes})  # type: ignore[dict-item]
     assert index.lag("p-0", hwm, gaps) == want

@@ -19,6 +19,7 @@ class Seg:
     size_bytes: int
     min_ingestion_ns: int
     max_ingestion_ns: int
+    rows: int = 0
 
 
 class MemCatalog:

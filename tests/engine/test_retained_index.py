@@ -91,7 +91,8 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
             if draw(st.integers(0, 12)) == 0:
                 damaged.append(Damaged(p, seq, f"{p}/{seq}.meta", "bad crc", 70))
                 continue
-            segs.append(Seg(p, seq, draw(st.sampled_from([50, 100, 300])), t, t + span))
+            size, rows = draw(st.sampled_from([50, 100, 300])), draw(st.integers(0, 1000))
+            segs.append(Seg(p, seq, size, t, t + span, rows))
         listing[p] = segs
         top[p] = first + n
     sub_names = draw(st.lists(st.sampled_from(["a", "b", "c"]), unique=True, max_size=3))
@@ -315,14 +316,30 @@ def test_a_pass_requests_do_not_grow_with_retained_segments(tmp_path: Path) -> N
 
 
 def _brute_lag(reg: SubscriberRegistry, listing: dict[str, list[Seg]], now: int) -> dict[str, Any]:
+    """Per subscriber: its lag (segments, bytes, age), then its head lag (segments,
+    rows, age: above the highest seq it acknowledged in a partition) and its backlog
+    (segments, bytes, rows, age: the rest, its age the oldest of the lag of the
+    partitions that have one), each a walk of every segment."""
+
+    def age(segs: list[Seg]) -> float:
+        oldest = min((s.min_ingestion_ns for s in segs), default=None)
+        return max(0, now - oldest) / 1e9 if oldest else 0
+
     out: dict[str, Any] = {}
     for sub in reg.subscribers():
         undone = [
             s for v in listing.values() for s in v if not reg.is_done(sub, s.partition, s.seq)
         ]
-        oldest = min((s.min_ingestion_ns for s in undone), default=None)
-        out[sub] = (len(undone), sum(s.size_bytes for s in undone),
-                    max(0, now - oldest) / 1e9 if oldest else 0)  # fmt: skip
+        top = {p: max([reg.hwm(sub, p), *reg.gaps(sub, p)]) for p in listing}
+        head = [s for s in undone if s.seq > top[s.partition]]
+        back = [s for s in undone if s.seq <= top[s.partition]]
+        behind = {s.partition for s in back}  # its age: the oldest of such a partition's lag
+        out[sub] = (
+            (len(undone), sum(s.size_bytes for s in undone), age(undone)),
+            (len(head), sum(s.rows for s in head), age(head)),
+            (len(back), sum(s.size_bytes for s in back), sum(s.rows for s in back),
+             age([s for s in undone if s.partition in behind])),
+        )  # fmt: skip
     return out
 
 
@@ -335,16 +352,28 @@ def test_lag_gauges_are_what_a_walk_of_every_segment_counts(w: dict[str, Any], e
     now = w["now"] + 10 * HOUR
     for round_ in range(2):  # the second round reads remembered lags where nothing changed
         if round_:
+            for p in w["parts"][-extra:] if extra else ():  # some segments retention took
+                v = listing[p]
+                for s in {v[0], v[len(v) // 2]} if v else ():  # the first and a middle one
+                    v.remove(s)
+                    index.remove({p: [s.seq]})
             for p in w["parts"][:extra]:  # a new segment in some partitions
-                top = max([s.seq for s in listing[p]], default=0) + 5
-                seg = Seg(p, top, 77, 5 * HOUR, 5 * HOUR)
+                top = max([s.seq for s in w["listing"][p]], default=0) + 5
+                seg = Seg(p, top, 77, 5 * HOUR, 5 * HOUR, 33)
                 listing[p].append(seg)
                 index._parts[p].append(seg)
         out = qm.Metrics()
         observe(out, reg, index, now)
         want = _brute_lag(reg, listing, now)
-        names = (qm.LAG_SEGMENTS, qm.LAG_BYTES, qm.LAG_SECONDS)
-        got = {sub: tuple(out.get(n, subscriber=sub) for n in names) for sub in reg.subscribers()}
+        groups = (
+            (qm.LAG_SEGMENTS, qm.LAG_BYTES, qm.LAG_SECONDS),
+            (qm.HEAD_LAG_SEGMENTS, qm.HEAD_LAG_ROWS, qm.HEAD_LAG_SECONDS),
+            (qm.BACKLOG_SEGMENTS, qm.BACKLOG_BYTES, qm.BACKLOG_ROWS, qm.BACKLOG_SECONDS),
+        )
+        got = {
+            sub: tuple(tuple(out.get(n, subscriber=sub) for n in names) for names in groups)
+            for sub in reg.subscribers()
+        }
         assert got == want
         for sub in reg.subscribers():
             for p in w["parts"]:
