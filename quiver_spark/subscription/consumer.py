@@ -144,6 +144,7 @@ class Subscription:
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
+        self._handed: dict[tuple[str, int], bool] = {}  # past a cutoff: delivered or left out
         self._call = _Call()
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
@@ -520,8 +521,10 @@ class Subscription:
                     error = self.planner.meta_errors[(p, seq)]
                     self.loss.settle(MissingSegment.corrupt(p, seq, error))
                     continue
-                if past(meta.max_ingestion_ns, end.cutoff_ns):
-                    continue  # past the horizon: the ack of ``end`` records it dropped
+                if end.cutoff_ns is not None:  # what this batch did, for an ack through it
+                    self._handed[(p, seq)] = not past(meta.max_ingestion_ns, end.cutoff_ns)
+                    if not self._handed[(p, seq)]:
+                        continue  # past the horizon: the ack through it records it dropped
                 out.append(meta)
         for p, lo, hi in spans:
             if given_back.get(p):
@@ -605,7 +608,7 @@ class Subscription:
             if seqs:
                 todo[p] = seqs
         n = sum(len(v) for v in todo.values())
-        drops, dropped_rows = past_horizon(self.meta, todo, through.cutoff_ns)
+        drops, dropped_rows = past_horizon(self.meta, todo, through.cutoff_ns, self._handed)
         n_drop = sum(len(v) for v in drops.values())
         st = self._state
         now = time.monotonic()
@@ -614,6 +617,9 @@ class Subscription:
             self.registry.record_many(
                 self.name, acks, Outcome.ACK, consumer=self._live_claim(), dropped=drops
             )
+            for p, v in todo.items():
+                for s in v:
+                    self._handed.pop((p, s), None)
             if n - n_drop:
                 self.metrics.inc(SOURCE_ACKED, n - n_drop, subscriber=self.name)
             if n_drop:

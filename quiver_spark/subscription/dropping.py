@@ -21,23 +21,33 @@ def past_horizon(
     meta_of: Callable[[str, int], SegmentMeta | None],
     todo: Mapping[str, Sequence[int]],
     cutoff_ns: int | None,
+    handed: Mapping[tuple[str, int], bool] | None = None,
 ) -> tuple[dict[str, set[int]], int]:
-    """Of ``todo``, the seqs past ``cutoff_ns`` and their rows. A seq's metadata is
-    read (``meta_of``) as :meth:`Subscription.segments` read it (the planner's
-    cache): one that cannot
-    be read now was settled by the data-loss policy there, and is acknowledged as any
-    unreadable seq is."""
+    """Of ``todo``, the seqs to record dropped and their rows. ``handed`` holds what
+    the batches this process read did with a seq under their own cutoffs (True:
+    delivered; False: left out as past it), so one acknowledgement through several
+    batches records exactly what each left out; a seq no batch of this process read (a
+    restarted driver's commit of one batch) is judged by ``cutoff_ns``, its end's. A
+    seq's metadata is read (``meta_of``) as :meth:`Subscription.segments` read it (the
+    planner's cache): one that cannot be read now was settled by the data-loss policy
+    there, and is acknowledged as any unreadable seq is."""
     drops: dict[str, set[int]] = {}
     rows = 0
-    if cutoff_ns is None:
+    handed = handed or {}
+    if cutoff_ns is None and not handed:
         return drops, rows
     for p, seqs in todo.items():
         for seq in seqs:
+            decided = handed.get((p, seq))
+            if decided:
+                continue  # its batch delivered it
             try:
                 meta = meta_of(p, seq)
             except SegmentMissingError:
                 continue
-            if meta is not None and past(meta.max_ingestion_ns, cutoff_ns):
+            if meta is None:
+                continue
+            if decided is False or (decided is None and past(meta.max_ingestion_ns, cutoff_ns)):
                 drops.setdefault(p, set()).add(seq)
                 rows += meta.rows
     return drops, rows
