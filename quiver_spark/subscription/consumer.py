@@ -144,7 +144,8 @@ class Subscription:
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
-        self._handed: dict[tuple[str, int], bool] = {}  # past a cutoff: delivered or left out
+        # per seq a batch with a cutoff read: under each cutoff it was read, delivered or left out
+        self._handed: dict[tuple[str, int], dict[int | None, bool]] = {}
         self._call = _Call()
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
@@ -521,9 +522,12 @@ class Subscription:
                     error = self.planner.meta_errors[(p, seq)]
                     self.loss.settle(MissingSegment.corrupt(p, seq, error))
                     continue
-                if end.cutoff_ns is not None:  # what this batch did, for an ack through it
-                    self._handed[(p, seq)] = not past(meta.max_ingestion_ns, end.cutoff_ns)
-                    if not self._handed[(p, seq)]:
+                if end.cutoff_ns is not None or (p, seq) in self._handed:
+                    # what this batch did under its cutoff, for an ack through it: a later
+                    # read of the seq under another cutoff never overwrites it
+                    delivered = not past(meta.max_ingestion_ns, end.cutoff_ns)
+                    self._handed.setdefault((p, seq), {})[end.cutoff_ns] = delivered
+                    if not delivered:
                         continue  # past the horizon: the ack through it records it dropped
                 out.append(meta)
         for p, lo, hi in spans:

@@ -21,12 +21,15 @@ def past_horizon(
     meta_of: Callable[[str, int], SegmentMeta | None],
     todo: Mapping[str, Sequence[int]],
     cutoff_ns: int | None,
-    handed: Mapping[tuple[str, int], bool] | None = None,
+    handed: Mapping[tuple[str, int], Mapping[int | None, bool]] | None = None,
 ) -> tuple[dict[str, set[int]], int]:
     """Of ``todo``, the seqs to record dropped and their rows. ``handed`` holds what
-    the batches this process read did with a seq under their own cutoffs (True:
+    the batches this process read did with a seq, per cutoff it was read under (True:
     delivered; False: left out as past it), so one acknowledgement through several
-    batches records exactly what each left out; a seq no batch of this process read (a
+    batches records exactly what each left out: the batch of the ack's own cutoff
+    decides a seq it read (another plan reading the same range later changes nothing),
+    else a seq some batch delivered is acknowledged and one every batch left out is
+    dropped; a seq no batch of this process read (a
     restarted driver's commit of one batch) is judged by ``cutoff_ns``, its end's. A
     seq's metadata is read (``meta_of``) as :meth:`Subscription.segments` read it (the
     planner's cache): one that cannot be read now was settled by the data-loss policy
@@ -38,7 +41,10 @@ def past_horizon(
         return drops, rows
     for p, seqs in todo.items():
         for seq in seqs:
-            decided = handed.get((p, seq))
+            # the batch ending at the ack's own cutoff decides a seq it read; else one
+            # any batch delivered is acknowledged, one they all left out is dropped
+            seen = handed.get((p, seq))
+            decided = seen.get(cutoff_ns, any(seen.values())) if seen else None
             if decided:
                 continue  # its batch delivered it
             try:

@@ -1,0 +1,77 @@
+"""An embedded consumer with an acceptance horizon (ARCHITECTURE.md §9c.1) that reads the
+same range again under another plan before acknowledging records ``dropped`` what the
+acknowledged batch left out, never what it delivered: a later read under a later cutoff
+(which leaves the segments out) or under an end without a cutoff (which delivers them)
+does not change what the batch of the acknowledged end did."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from quiver_spark.subscription import Subscription
+from tests.engine.test_an_acceptance_horizon_drops_old_segments_exactly_once import (
+    HOUR_NS,
+    Store,
+    read,
+)
+from tests.engine.test_an_acknowledgement_through_several_batches_drops_only_what_they_left_out import (
+    _keys,
+    _spy,
+)
+
+
+def test_a_later_plan_over_the_same_range_never_drops_what_the_acked_batch_delivered(
+    tmp_path: Path,
+) -> None:
+    st = Store(tmp_path)
+    with Subscription.open(st.root, "s", horizon="1h") as sub:
+        sub.clock = st.clock
+        s0 = sub.start("earliest")
+        e1 = sub.next_batch_end(s0)
+        got1 = set(read(sub, s0, e1))
+        assert got1 == set(st.new)
+        sub.clock = lambda: st.clock(3 * HOUR_NS)  # everything is past the later cutoff
+        e2 = sub.next_batch_end(s0)
+        assert set(read(sub, s0, e2)) == set()
+        calls = _spy(sub)
+        sub.ack(e1)
+        ((acks, drops),) = calls
+        assert _keys(st, acks) == got1
+        assert _keys(st, drops) == set(st.old)
+
+
+def test_the_acked_batch_decides_a_seq_another_plan_read_too(tmp_path: Path) -> None:
+    st = Store(tmp_path)
+    with Subscription.open(st.root, "s", horizon="1h") as sub:
+        sub.clock = st.clock
+        s0 = sub.start("earliest")
+        e1 = sub.next_batch_end(s0)
+        read(sub, s0, e1)
+        sub.clock = lambda: st.clock(3 * HOUR_NS)
+        e2 = sub.next_batch_end(s0)
+        read(sub, s0, e2)
+        calls = _spy(sub)
+        sub.ack(e2)  # the later batch, which left everything out
+        ((acks, drops),) = calls
+        assert _keys(st, acks) == set()
+        assert _keys(st, drops) == set(st.old + st.new)
+
+
+def test_a_read_through_an_end_without_a_cutoff_is_acknowledged_as_delivered(
+    tmp_path: Path,
+) -> None:
+    st = Store(tmp_path)
+    with Subscription.open(st.root, "s", horizon="1h") as sub:
+        sub.clock = st.clock
+        s0 = sub.start("earliest")
+        e1 = sub.next_batch_end(s0)
+        read(sub, s0, e1)  # leaves the old ones out
+        whole = dataclasses.replace(e1, cutoff_ns=None)
+        got = set(read(sub, s0, whole))
+        assert got == set(st.old + st.new)
+        calls = _spy(sub)
+        sub.ack(whole)
+        ((acks, drops),) = calls
+        assert _keys(st, acks) == got
+        assert drops == {}
