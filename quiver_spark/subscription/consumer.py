@@ -40,7 +40,7 @@ from ..segment import Look, SegmentLocation, SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from ..subscribers.live import LiveClaim
-from .dropping import count_horizon_drops, past_horizon
+from .dropping import Handed, count_horizon_drops, note_handed, past_horizon
 from .opening import open_store
 
 log = logging.getLogger(__name__)
@@ -144,8 +144,9 @@ class Subscription:
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
-        # per seq a batch with a cutoff read: under each cutoff it was read, delivered or left out
-        self._handed: dict[tuple[str, int], dict[int | None, bool]] = {}
+        # per seq a batch with a cutoff read: whether one delivered it, and the newest
+        # cutoffs it was left out under (a few: :func:`note_handed`)
+        self._handed: dict[tuple[str, int], Handed] = {}
         self._call = _Call()
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
@@ -526,7 +527,9 @@ class Subscription:
                     # what this batch did under its cutoff, for an ack through it: a later
                     # read of the seq under another cutoff never overwrites it
                     delivered = not past(meta.max_ingestion_ns, end.cutoff_ns)
-                    self._handed.setdefault((p, seq), {})[end.cutoff_ns] = delivered
+                    self._handed[(p, seq)] = note_handed(
+                        self._handed.get((p, seq)), end.cutoff_ns, delivered
+                    )
                     if not delivered:
                         continue  # past the horizon: the ack through it records it dropped
                 out.append(meta)

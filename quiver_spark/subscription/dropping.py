@@ -16,12 +16,31 @@ from ..subscribers import records
 
 log = logging.getLogger(__name__)
 
+Handed = tuple[bool, tuple[int, ...]]
+"""What the batches a process read did with one seq: whether one delivered it, and the
+newest cutoffs it was left out under."""
+
+LEFT_OUT_KEPT = 4
+"""The cutoffs a seq left out is remembered under: a consumer planning the same range
+again and again without acknowledging keeps a bounded record per seq; an ack through a
+plan older than these acknowledges the seq when some batch delivered it."""
+
+
+def note_handed(seen: Handed | None, cutoff_ns: int | None, delivered: bool) -> Handed:
+    """``seen`` with one more read of its seq under ``cutoff_ns``."""
+    was_delivered, left_out = seen or (False, ())
+    if delivered:
+        return (True, left_out)
+    if cutoff_ns is None or cutoff_ns in left_out:
+        return (was_delivered, left_out)
+    return (was_delivered, (*left_out, cutoff_ns)[-LEFT_OUT_KEPT:])
+
 
 def past_horizon(
     meta_of: Callable[[str, int], SegmentMeta | None],
     todo: Mapping[str, Sequence[int]],
     cutoff_ns: int | None,
-    handed: Mapping[tuple[str, int], Mapping[int | None, bool]] | None = None,
+    handed: Mapping[tuple[str, int], Handed] | None = None,
 ) -> tuple[dict[str, set[int]], int]:
     """Of ``todo``, the seqs to record dropped and their rows. ``handed`` holds what
     the batches this process read did with a seq, per cutoff it was read under (True:
@@ -44,7 +63,7 @@ def past_horizon(
             # the batch ending at the ack's own cutoff decides a seq it read; else one
             # any batch delivered is acknowledged, one they all left out is dropped
             seen = handed.get((p, seq))
-            decided = seen.get(cutoff_ns, any(seen.values())) if seen else None
+            decided = None if seen is None else seen[0] and cutoff_ns not in seen[1]
             if decided:
                 continue  # its batch delivered it
             try:

@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.dropping import LEFT_OUT_KEPT
 from tests.engine.test_an_acceptance_horizon_drops_old_segments_exactly_once import (
     HOUR_NS,
     Store,
@@ -75,3 +76,25 @@ def test_a_read_through_an_end_without_a_cutoff_is_acknowledged_as_delivered(
         ((acks, drops),) = calls
         assert _keys(st, acks) == got
         assert drops == {}
+
+
+def test_planning_the_same_range_again_and_again_keeps_a_bounded_record_per_segment(
+    tmp_path: Path,
+) -> None:
+    st = Store(tmp_path)
+    with Subscription.open(st.root, "s", horizon="1h") as sub:
+        s0 = sub.start("earliest")
+        ends = []
+        for i in range(50):  # a consumer that plans again and again, acknowledging none
+            sub.clock = lambda i=i: st.clock(i * HOUR_NS)
+            ends.append(sub.next_batch_end(s0))
+            read(sub, s0, ends[-1])
+        seqs = len(st.keys)
+        assert len(sub._handed) == seqs
+        assert all(len(left_out) <= LEFT_OUT_KEPT for _, left_out in sub._handed.values())
+        calls = _spy(sub)
+        sub.ack(ends[0])  # the first plan, the only one that delivered the new ones
+        ((acks, drops),) = calls
+        assert _keys(st, acks) == set(st.new)
+        assert _keys(st, drops) == set(st.old)
+        assert sub._handed == {}
