@@ -624,9 +624,6 @@ class Subscription:
             self.registry.record_many(
                 self.name, acks, Outcome.ACK, consumer=self._live_claim(), dropped=drops
             )
-            for p, v in todo.items():
-                for s in v:
-                    self._handed.pop((p, s), None)
             if n - n_drop:
                 self.metrics.inc(SOURCE_ACKED, n - n_drop, subscriber=self.name)
             if n_drop:
@@ -649,6 +646,9 @@ class Subscription:
                     )
                 except (OSError, CorruptionError) as e:
                     log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
+        if self._handed:  # what it says of seqs done (these, or history read again) is spent
+            done = partial(self.registry.is_done, self.name)
+            self._handed = {k: v for k, v in self._handed.items() if not done(*k)}
         deleted = 0
         if todo or st.retention_failed or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
             st.last_retention = now

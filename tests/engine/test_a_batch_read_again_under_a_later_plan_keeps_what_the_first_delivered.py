@@ -98,3 +98,22 @@ def test_planning_the_same_range_again_and_again_keeps_a_bounded_record_per_segm
         assert _keys(st, acks) == set(st.new)
         assert _keys(st, drops) == set(st.old)
         assert sub._handed == {}
+
+
+def test_reading_acknowledged_history_again_leaves_no_record_behind_after_the_next_ack(
+    tmp_path: Path,
+) -> None:
+    st = Store(tmp_path)
+    with Subscription.open(st.root, "other", horizon="1h") as other:
+        other.start("earliest")  # keeps the segments after "s" acknowledges them
+    with Subscription.open(st.root, "s", horizon="1h") as sub:
+        sub.clock = st.clock
+        s0 = sub.start("earliest")
+        e1 = sub.next_batch_end(s0)
+        read(sub, s0, e1)
+        sub.ack(e1)
+        for _ in range(3):  # a replay of history already acknowledged
+            assert set(read(sub, s0, e1)) == set(st.new)
+        assert sub._handed
+        sub.ack(e1)
+        assert sub._handed == {}
