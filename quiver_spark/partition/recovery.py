@@ -231,8 +231,9 @@ class RecoveryPlan:
     garbage: tuple[int, ...] = ()
     """Staged transactions the MANIFEST names: their objects are removed at once."""
     unsealed: tuple[int, ...] = ()
-    """Staged transactions the MANIFEST does not name: another incarnation's (a lost
-    disk) unless this WAL holds them; the writer seals the committed ones itself."""
+    """Staged transactions the MANIFEST does not name (and those its ``txns_open`` names
+    that the listing did not show): another incarnation's (a lost disk) unless this WAL
+    holds them; the writer seals the committed ones itself."""
     txn_ceiling: int | None = None
     """Object root: the highest ``txn_floor`` the writer records until a listing of
     ``txns/`` made after its open was taken into account (the open's may lag)."""
@@ -269,6 +270,11 @@ def plan_recovery(
     if staged is None or manifest is None:
         return RecoveryPlan(record_floor, txn_ceiling=unlisted_ceiling)
     sealed = manifest.sealed_txns()
+    # an id the MANIFEST records open that the listing did not show (a listing lagging
+    # behind the bucket, or no object) is looked at as an unsealed one too: the first
+    # publication's listing may lag as well, and the high would then retire it unseen
+    listed = set(staged)
+    hidden = {t for t in manifest.txns_open if t not in listed and not manifest.seals(t)}
     # above txn_high too: an id of its own at or below it, not open, would be retired
     txn_floor = max([*sealed, *staged, manifest.txn_floor, manifest.txn_high], default=0)
     return RecoveryPlan(
@@ -279,7 +285,7 @@ def plan_recovery(
         open_txns=frozenset(manifest.txns_open),
         staged=staged,
         garbage=tuple(t for t in staged if manifest.seals(t)),
-        unsealed=tuple(t for t in staged if not manifest.seals(t)),
+        unsealed=tuple(sorted({*(t for t in staged if not manifest.seals(t)), *hidden})),
         txn_ceiling=manifest.txn_floor,
     )
 
