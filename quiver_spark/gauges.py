@@ -39,7 +39,7 @@ def lag_split(
     """``sub``'s lag in ``partition`` at mark ``hwm`` with ``gaps`` done above it, the one
     computation ``quiver status`` and the gauges both show."""
     n, nbytes, oldest, rows = index.lag_of(sub, partition, hwm, gaps)
-    head_n, head_bytes, head_oldest, head_rows = index.lag(partition, max(gaps, default=hwm), ())
+    head_n, head_bytes, head_oldest, head_rows = index.lag_above(partition, max(gaps, default=hwm))
     return LagSplit(
         n, nbytes, oldest, head_n, head_oldest, n - head_n, nbytes - head_bytes,
         rows, head_rows, rows - head_rows,

@@ -276,6 +276,7 @@ class RetainedIndex:
         self._listed_at: float | None = None
         self._lag: dict[tuple[str, str], tuple[tuple[int, int, int], Lag]]
         self._lag = {}
+        self._head: dict[tuple[str, int], tuple[int, Lag]] = {}  # (partition, above) -> lag
         self.surveyed = False
         """True when the last :meth:`sync` was a full survey."""
 
@@ -423,6 +424,7 @@ class RetainedIndex:
                 catalog.delete(p, seqs)
         self._parts, self._damaged = parts, damaged
         self._lag.clear()
+        self._head.clear()
 
     def _add(self, p: str, part: _Part, found: SegmentInfo | DamagedInfo) -> None:
         if _is_damaged(found):  # a DamagedSegment: kept, named, counted
@@ -452,6 +454,7 @@ class RetainedIndex:
             self._damaged[(d.partition, d.seq)] = d
             part.top = max(part.top, d.seq)
         self._lag.clear()
+        self._head.clear()
 
     # -- reading ------------------------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -522,6 +525,21 @@ class RetainedIndex:
             return hit[1]
         out = self.lag(partition, hwm, done_above)
         self._lag[(sub, partition)] = (key, out)
+        return out
+
+    def lag_above(self, partition: str, seq: int) -> Lag:
+        """:meth:`lag` of everything above ``seq`` (a subscriber's head lag above the
+        highest seq it acknowledged), remembered until the partition changes: every
+        subscriber at the same seq shares it."""
+        part = self._parts.get(partition)
+        version = part.version if part is not None else -1
+        hit = self._head.get((partition, seq))
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        out = self.lag(partition, seq, ())
+        if len(self._head) > 2 * len(self._lag) + 1024:  # marks moved on: forget old seqs
+            self._head.clear()
+        self._head[(partition, seq)] = (version, out)
         return out
 
     def lag(self, partition: str, hwm: int, done_above: Iterable[int]) -> Lag:
