@@ -59,6 +59,22 @@ def wal_in(wal: str | Path, **sections: Any) -> StoreConfig:
     )
 
 
+def counted_opens(monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Any], Any]) -> list[Any]:
+    """Every ``ObjectStore`` a ``QuiverStore`` opens from now on, wrapped by ``wrap`` (a
+    counting store) and listed in the order opened."""
+    import quiver_spark.store as store_module
+
+    made: list[Any] = []
+    real = store_module.open_objects
+
+    def opened(*args: Any, **kwargs: Any) -> Any:
+        made.append(wrap(real(*args, **kwargs)))
+        return made[-1]
+
+    monkeypatch.setattr(store_module, "open_objects", opened)
+    return made
+
+
 def int_segments(
     root: str | Path,
     segments: Iterable[tuple[int, int]],

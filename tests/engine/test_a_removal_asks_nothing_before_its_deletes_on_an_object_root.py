@@ -7,19 +7,18 @@ asks whether each object exists."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-import quiver_spark.store as store_module
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore
 from quiver_spark.layout import hint_name
 from quiver_spark.objects import ObjectStore
 from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.segment.objects import ObjectBackend
+from tests.stores import counted_opens, wal_in
 
 _BUCKETS = itertools.count()
 
@@ -45,24 +44,8 @@ class _Asked(CountingObjects):
 
 
 @pytest.fixture
-def asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Asked]]:
-    made: list[_Asked] = []
-    real = store_module.open_objects
-
-    def counting(*args: object, **kwargs: object) -> ObjectStore:
-        c = _Asked(real(*args, **kwargs))  # type: ignore[arg-type]
-        made.append(c)
-        return c
-
-    monkeypatch.setattr(store_module, "open_objects", counting)
-    yield made
-
-
-def _config(tmp: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(tmp / "wal"), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[_Asked]:
+    return counted_opens(monkeypatch, _Asked)
 
 
 def _seal(w: QuiverStore) -> None:
@@ -75,7 +58,7 @@ def test_a_publication_deletes_the_older_hint_without_asking_for_it_first(
     tmp_path: Path, asked: list[_Asked]
 ) -> None:
     url = f"memory://removal-{next(_BUCKETS)}/store"
-    with QuiverStore.open(url, _config(tmp_path), partition="w-0", background=False) as w:
+    with QuiverStore.open(url, wal_in(tmp_path / "wal"), partition="w-0", background=False) as w:
         _seal(w)
         (objects,) = asked
         objects.asked.clear()
@@ -88,7 +71,7 @@ def test_retention_deletes_a_segment_with_one_delete_per_file_and_no_head(
     tmp_path: Path, asked: list[_Asked]
 ) -> None:
     url = f"memory://removal-{next(_BUCKETS)}/store"
-    with QuiverStore.open(url, _config(tmp_path), partition="w-0", background=False) as w:
+    with QuiverStore.open(url, wal_in(tmp_path / "wal"), partition="w-0", background=False) as w:
         _seal(w)
         _seal(w)
         (objects,) = asked

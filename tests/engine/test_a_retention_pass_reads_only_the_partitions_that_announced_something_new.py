@@ -13,14 +13,12 @@ is learned by the listing survey, every ``RESURVEY_PERIOD_S`` at the latest."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-import quiver_spark.store as store_module
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.layout import hint_name
 from quiver_spark.objects import ObjectStore
 from quiver_spark.objects.base import CountingObjects
@@ -28,6 +26,7 @@ from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retained import RESURVEY_PERIOD_S
 from quiver_spark.segment import SegmentLocation
 from quiver_spark.subscription import Subscription
+from tests.stores import counted_opens, wal_in
 
 _BUCKETS = itertools.count()
 
@@ -56,24 +55,8 @@ class _Keyed(CountingObjects):
 
 
 @pytest.fixture
-def keyed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Keyed]]:
-    made: list[_Keyed] = []
-    real = store_module.open_objects
-
-    def counting(*args: object, **kwargs: object) -> ObjectStore:
-        c = _Keyed(real(*args, **kwargs))  # type: ignore[arg-type]
-        made.append(c)
-        return c
-
-    monkeypatch.setattr(store_module, "open_objects", counting)
-    yield made
-
-
-def _config(tmp: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(tmp / "wal"), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
+def keyed(monkeypatch: pytest.MonkeyPatch) -> list[_Keyed]:
+    return counted_opens(monkeypatch, _Keyed)
 
 
 def _seal(w: QuiverStore) -> None:
@@ -91,7 +74,7 @@ def _store(tmp: Path, partitions: int) -> tuple[str, StoreConfig]:
     """``partitions`` partitions of one segment each, and a subscriber that read nothing
     (every segment is kept)."""
     url = f"memory://passes-{next(_BUCKETS)}/store"
-    config = _config(tmp)
+    config = wal_in(tmp / "wal")
     for k in range(partitions):
         _write(url, config, f"w-{k}")
     with Subscription.open(url, "slow", config=config) as slow:
@@ -150,7 +133,7 @@ def test_a_segment_every_subscriber_acknowledged_in_another_partition_goes_at_th
     tmp_path: Path,
 ) -> None:
     url = f"memory://passes-{next(_BUCKETS)}/store"
-    config = _config(tmp_path)
+    config = wal_in(tmp_path / "wal")
     for k in range(3):
         _write(url, config, f"w-{k}")
     with (

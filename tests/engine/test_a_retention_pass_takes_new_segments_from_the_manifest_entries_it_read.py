@@ -14,20 +14,16 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-import quiver_spark.store as store_module
 from quiver_spark import (
     QuiverStore,
     RetentionConfig,
-    SegmentConfig,
     SizeCapPolicy,
     StoreConfig,
-    WalConfig,
 )
 from quiver_spark.objects import ObjectStore
 from quiver_spark.objects.base import CountingObjects
@@ -35,6 +31,7 @@ from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.retention_plan import decide_retention
 from quiver_spark.subscription import Subscription
+from tests.stores import counted_opens, wal_in
 
 _BUCKETS = itertools.count()
 
@@ -55,24 +52,8 @@ class _Reads(CountingObjects):
 
 
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Reads]]:
-    made: list[_Reads] = []
-    real = store_module.open_objects
-
-    def counting(*args: object, **kwargs: object) -> ObjectStore:
-        c = _Reads(real(*args, **kwargs))  # type: ignore[arg-type]
-        made.append(c)
-        return c
-
-    monkeypatch.setattr(store_module, "open_objects", counting)
-    yield made
-
-
-def _config(tmp: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(tmp / "wal"), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[_Reads]:
+    return counted_opens(monkeypatch, _Reads)
 
 
 def _seal(w: QuiverStore, rows: int = 3) -> None:
@@ -118,7 +99,7 @@ def _facts(index: RetainedIndex) -> dict[str, list[tuple[int, int, int, int, int
 def test_a_pass_after_n_other_partitions_each_sealed_one_segment_reads_n_manifests_and_no_meta(
     tmp_path: Path, reads: list[_Reads], others: int
 ) -> None:
-    url, config = _url(tmp_path), _config(tmp_path)
+    url, config = _url(tmp_path), wal_in(tmp_path / "wal")
     for k in range(others + 1):
         _write(url, config, f"w-{k}")
     with Subscription.open(url, "slow", config=config) as slow:
@@ -144,7 +125,7 @@ def test_a_pass_after_n_other_partitions_each_sealed_one_segment_reads_n_manifes
 
 def test_a_pass_decides_what_a_pass_that_read_every_meta_decides(tmp_path: Path) -> None:
     rnd = random.Random(11)
-    url, config = _url(tmp_path), _config(tmp_path)
+    url, config = _url(tmp_path), wal_in(tmp_path / "wal")
     parts = [f"w-{k}" for k in range(4)]
     for p in parts:
         _write(url, config, p)
@@ -194,7 +175,7 @@ def test_a_pass_decides_what_a_pass_that_read_every_meta_decides(tmp_path: Path)
 def test_a_damaged_meta_of_a_segment_known_from_its_entry_is_kept_and_named_when_chosen(
     tmp_path: Path,
 ) -> None:
-    url, config = _url(tmp_path), _config(tmp_path)
+    url, config = _url(tmp_path), wal_in(tmp_path / "wal")
     for k in range(3):
         _write(url, config, f"w-{k}")
     with (
@@ -228,7 +209,7 @@ def test_a_damaged_meta_of_a_segment_known_from_its_entry_is_kept_and_named_when
 
 
 def test_a_pass_on_a_posix_root_reads_each_new_meta_as_before(tmp_path: Path) -> None:
-    root, config = str(tmp_path / "store"), _config(tmp_path)
+    root, config = str(tmp_path / "store"), wal_in(tmp_path / "wal")
     for k in range(3):
         _write(root, config, f"w-{k}")
     with Subscription.open(root, "slow", config=config) as slow:
@@ -246,7 +227,7 @@ def test_a_pass_on_a_posix_root_reads_each_new_meta_as_before(tmp_path: Path) ->
 def test_on_an_object_root_a_new_segment_known_from_its_entry_has_no_meta_read_yet(
     tmp_path: Path,
 ) -> None:
-    url, config = _url(tmp_path), _config(tmp_path)
+    url, config = _url(tmp_path), wal_in(tmp_path / "wal")
     for k in range(3):
         _write(url, config, f"w-{k}")
     with Subscription.open(url, "slow", config=config) as slow:
