@@ -108,8 +108,8 @@ def offending_raises(package: Path) -> tuple[list[str], set[tuple[str, str, str]
 def test_every_raise_in_the_package_is_a_quiver_error_class_with_fields() -> None:
     bad, _ = offending_raises(PACKAGE)
     assert not bad, (
-        "raise a class of quiver_spark/errors.py (a QuiverError with fields, inheriting "
-        "the builtin callers catch) instead of:\n  " + "\n  ".join(bad)
+        "raise a class of the quiver_spark/errors/ package (a QuiverError with fields, "
+        "inheriting the builtin callers catch) instead of:\n  " + "\n  ".join(bad)
     )
 
 

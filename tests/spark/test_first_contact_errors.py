@@ -219,7 +219,7 @@ def test_a_sink_to_a_missing_bucket_names_the_bucket(
         endpoint=moto_s3.endpoint,
         endpoint_setting="storage.aws_endpoint",
     )
-    assert line.endswith(f"NoSuchBucketError: {expected}"), line
+    assert line.endswith(f"quiver_spark.errors.NoSuchBucketError: {expected}"), line
 
 
 def test_a_source_on_plain_http_without_allow_http_names_the_option(
@@ -232,7 +232,7 @@ def test_a_source_on_plain_http_without_allow_http_names_the_option(
     line = first_line(err.value)
     expected = HttpNotAllowedError(url, endpoint=moto_s3.endpoint, setting="storage.aws_allow_http")
     assert line.startswith("[PYTHON_DATA_SOURCE_ERROR]"), line
-    assert line.endswith(f"HttpNotAllowedError: {expected}"), line
+    assert line.endswith(f"quiver_spark.errors.HttpNotAllowedError: {expected}"), line
 
 
 def test_a_batch_read_of_an_endpoint_without_a_scheme_is_one_line_not_a_panic(
@@ -246,8 +246,9 @@ def test_a_batch_read_of_an_endpoint_without_a_scheme_is_one_line_not_a_panic(
         )
     line = first_line(err.value)
     assert line.endswith(
-        f"InvalidEndpointError: storage.aws_endpoint {endpoint!r} is not an endpoint URL: it "
-        "has no scheme (http:// or https://); allowed: http:// or https://, a host and an "
-        "optional port (e.g. http://127.0.0.1:9000 or https://s3.eu-west-1.amazonaws.com)"
+        f"quiver_spark.errors.InvalidEndpointError: storage.aws_endpoint {endpoint!r} is not an "
+        "endpoint URL: it has no scheme (http:// or https://); allowed: http:// or https://, a "
+        "host and an optional port (e.g. http://127.0.0.1:9000 or "
+        "https://s3.eu-west-1.amazonaws.com)"
     ), line
     assert "Panic" not in str(err.value) and "Traceback" not in str(err.value)
