@@ -20,6 +20,7 @@ import bisect
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
@@ -40,6 +41,7 @@ from ..objects import ObjectStore
 from ..seams import SegmentInfo
 from . import cas
 from .lease import stored_epoch
+from .txn_retirement import TxnRetirement
 
 log = logging.getLogger(__name__)
 
@@ -65,24 +67,6 @@ TXNS_GONE_KEEP = 4096
 """Transaction ids of entries retention removed that the manifest keeps (newest)."""
 RECLAIMED = "reclaimed"
 """The optional body key of :class:`ReclaimedTotals` (§6.7): absent while zero."""
-
-
-class TxnFloor(int):
-    """A ``txn_floor`` as a writer computes it (§12.6), carrying what lies above it:
-    ``high``, every transaction id at or below which is sealed or decided against but
-    those in ``open`` (the ids above the floor not sealed yet: pending, in the open
-    segment, another incarnation's it looks at, held). Passed where the plain floor
-    is, so the publication path carries it unchanged; a plain ``int`` floor has
-    ``high`` the floor itself and nothing open."""
-
-    high: int
-    open: frozenset[int]
-
-    def __new__(cls, floor: int, high: int = 0, opened: Iterable[int] = ()) -> TxnFloor:
-        out = super().__new__(cls, floor)
-        out.high = max(floor, high)
-        out.open = frozenset(t for t in opened if floor < t <= out.high)
-        return out
 
 
 class ReclaimedTotals(NamedTuple):
@@ -251,37 +235,25 @@ class Manifest:
         here holds or held it, or it is retired (:meth:`retired`, §12.6)."""
         return self.retired(txn_id) or txn_id in self.sealed_txns()
 
+    @cached_property
+    def retirement(self) -> TxnRetirement:
+        """The transactions the writer recorded retired (§12.6): ``txn_floor``,
+        ``txn_high`` and ``txns_open``."""
+        return TxnRetirement(self.txn_floor, self.txn_high, frozenset(self.txns_open))
+
     def retired(self, txn_id: int) -> bool:
         """Whether transaction ``txn_id`` is sealed or decided against by what the
-        writer recorded (§12.6): at or below ``txn_floor``, or at or below
-        ``txn_high`` and not in ``txns_open``."""
-        if txn_id <= self.txn_floor:
-            return True
-        return txn_id <= self.txn_high and txn_id not in self.txns_open
+        writer recorded (:meth:`TxnRetirement.retired`, §12.6)."""
+        return self.retirement.retired(txn_id)
 
     # -- changes (pure: each returns a new manifest) ------------------------------------
-    def with_txn_floor(self, floor: int) -> Manifest:
-        """The transactions ``floor`` retires (a :class:`TxnFloor` with what lies
-        above it, or a plain floor) joined with those this manifest retires: a
-        transaction either retires stays retired, so ``txn_floor`` and ``txn_high``
-        never decrease and ``txns_open`` only loses ids."""
-        high = getattr(floor, "high", int(floor))
-        opened: frozenset[int] = getattr(floor, "open", frozenset())
-        return self._with_retired(int(floor), high, opened)
-
-    def _with_retired(self, floor: int, high: int, opened: Iterable[int]) -> Manifest:
-        new_floor = max(self.txn_floor, floor)
-        mine = max(self.txn_high, self.txn_floor)
-        theirs = max(high, floor)
-        new_high = max(mine, theirs)
-        other = Manifest(self.partition, txn_floor=floor, txn_high=theirs, txns_open=tuple(opened))
-        # an id open in the join is open in the one reaching highest (at or below its
-        # high, not retired there) and retired by neither
-        wide = self if mine >= theirs else other
-        still = sorted(t for t in wide.txns_open if not self.retired(t) and not other.retired(t))
-        if new_high <= new_floor:
-            new_high, still = 0, []
-        out = (new_floor, new_high, tuple(t for t in still if t > new_floor))
+    def with_retirement(self, retirement: TxnRetirement) -> Manifest:
+        """The transactions ``retirement`` retires joined with those this manifest
+        retires (:meth:`TxnRetirement.joined`): ``txn_floor`` and ``txn_high`` never
+        decrease and ``txns_open`` only loses ids. ``txn_high`` is recorded 0 while it
+        is not above ``txn_floor``."""
+        r = self.retirement.joined(retirement)
+        out = (r.floor, r.high if r.high > r.floor else 0, tuple(sorted(r.open)))
         if out == (self.txn_floor, self.txn_high, self.txns_open):
             return self
         return replace(self, txn_floor=out[0], txn_high=out[1], txns_open=out[2])
@@ -297,7 +269,7 @@ class Manifest:
         """These facts joined with ``kept``'s (a partition's GONE, §12.4): every seq
         either records gone stays gone (an entry of one ``kept`` records gone is
         dropped), the higher high, every transaction either names as sealed or
-        retires (:meth:`with_txn_floor`). All of them only grow, so joining is safe in any
+        retires (:meth:`with_retirement`). All of them only grow, so joining is safe in any
         order and with a copy of any age."""
         floor = max(self.deleted_floor, kept.deleted_floor)
         above = {s for s in (*self.deleted_above, *kept.deleted_above) if s > floor}
@@ -312,7 +284,7 @@ class Manifest:
             deleted_floor=floor,
             deleted_above=frozenset(above),
             txns_gone=txns[-TXNS_GONE_KEEP:],
-        )._with_retired(kept.txn_floor, kept.txn_high, kept.txns_open)
+        ).with_retirement(kept.retirement)
         if any(out.deleted(e.seq) for e in out.entries):
             out = replace(
                 out,

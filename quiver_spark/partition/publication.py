@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..control.txn_retirement import NOTHING_RETIRED, TxnRetirement
 from ..errors import LostRaceError, SeqTakenError
 from ..segment import SegmentLocation, SegmentMeta
 from .model import WriterLease
@@ -36,23 +37,23 @@ def publish_own(
     next_seq: int,
     commit: Callable[[SegmentMeta], None],
     txns: tuple[int, ...] = (),
-    txn_floor: int = 0,
+    retirement: TxnRetirement = NOTHING_RETIRED,
 ) -> SegmentMeta:
     """Publish the segment ``meta`` of ``pid``'s writer; returns the metadata published.
 
     Where the ``.meta`` publishes, this is :meth:`SegmentLocation.publish` (``txns``
-    and ``txn_floor`` are recorded nowhere there). When another holder's ``.meta``
+    and ``retirement`` are recorded nowhere there). When another holder's ``.meta``
     took its seq (the MANIFEST publishes), the seq is recorded void in the
     MANIFEST (a later holder's epoch there raises LeaseLostError: the writer was
     fenced) and the same bytes are uploaded again at the first free seq from
     ``next_seq`` (the writer's next segment seq) on; ``commit(moved)`` makes the
     writer's next seq ``moved.seq + 1`` and STATE name the moved segment (its new
-    commit point) before it is published. ``txn_floor``: recorded in the MANIFEST with
-    it (§12.6).
+    commit point) before it is published. ``retirement``: the transactions the writer
+    retires, recorded in the MANIFEST with it (§12.6).
     """
     for _ in range(MOVES):
         try:
-            segments.publish(meta, txns=txns, txn_floor=txn_floor)
+            segments.publish(meta, txns=txns, retirement=retirement)
             return meta
         except SeqTakenError:
             pass

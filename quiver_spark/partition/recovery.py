@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from .. import format as fmt
 from ..control.manifest import Manifest
+from ..control.txn_retirement import NOTHING_RETIRED, TxnRetirement
 from ..errors import CorruptionError
 from ..fs import FileIO
 from ..ranges import RangeSet
@@ -218,14 +219,9 @@ class RecoveryPlan:
     sealed_txns: frozenset[int] = frozenset()
     """Object root: transactions the MANIFEST names: sealed by another holder, taken
     out of replay and covered, never sealed again (§12.6)."""
-    retired_up_to: int = 0
-    """Object root: the MANIFEST's ``txn_floor``: a transaction at or below it was
-    sealed or decided against; taken out of replay like a sealed one."""
-    retired_high: int = 0
-    """Object root: the MANIFEST's ``txn_high``: a transaction at or below it and not
-    in :attr:`open_txns` was sealed or decided against, as one at or below the floor."""
-    open_txns: frozenset[int] = frozenset()
-    """Object root: the MANIFEST's ``txns_open``."""
+    retirement: TxnRetirement = NOTHING_RETIRED
+    """Object root: the transactions the MANIFEST retires (``txn_floor``, ``txn_high``,
+    ``txns_open``): sealed or decided against, taken out of replay like sealed ones."""
     staged: tuple[int, ...] | None = None
     """Object root with a MANIFEST: the staged transactions listed (None: not listed)."""
     garbage: tuple[int, ...] = ()
@@ -247,12 +243,7 @@ class RecoveryPlan:
         """Of the ``pending`` transactions replay opened, those sealed by another
         holder or retired, in order."""
         ids = set(pending)
-        return sorted((self.sealed_txns & ids) | {t for t in ids if self._retired(t)})
-
-    def _retired(self, txn_id: int) -> bool:
-        if txn_id <= self.retired_up_to:
-            return True
-        return txn_id <= self.retired_high and txn_id not in self.open_txns
+        return sorted((self.sealed_txns & ids) | {t for t in ids if self.retirement.retired(t)})
 
 
 def plan_recovery(
@@ -280,9 +271,7 @@ def plan_recovery(
     return RecoveryPlan(
         max(record_floor, txn_floor + 1),
         sealed_txns=frozenset(sealed),
-        retired_up_to=manifest.txn_floor,
-        retired_high=manifest.txn_high,
-        open_txns=frozenset(manifest.txns_open),
+        retirement=manifest.retirement,
         staged=staged,
         garbage=tuple(t for t in staged if manifest.seals(t)),
         unsealed=tuple(sorted({*(t for t in staged if not manifest.seals(t)), *hidden})),

@@ -165,7 +165,7 @@ class Sealing:
         if self.state.unpublished is not None:
             try:
                 self.check_lease()
-                floor = self.state.txn_floor()
+                retirement = self.state.txn_retirement()
                 self.state.unpublished = publish_own(
                     self.state.segments,
                     self.state.pid,
@@ -173,7 +173,7 @@ class Sealing:
                     next_seq=self.state.next_seq,
                     commit=self.moved,
                     txns=self.state.unpublished_txns,
-                    txn_floor=floor,
+                    retirement=retirement,
                 )
             except BaseException as e:
                 self.state.poison(e)

@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable
 
 import pyarrow as pa
 
-from ..control.manifest import TxnFloor
+from ..control.txn_retirement import TxnRetirement
 from ..objects import ObjectStore
 from ..segment import SegmentLocation
 from ..staging import drop_staged, one_schema, staged_ids
@@ -119,25 +119,27 @@ class StagedBook:
         """Another incarnation's staged object met under ``txn_id``: foreign."""
         self.foreign.setdefault(txn_id, (0.0, 0.0))
 
-    def floor(self, writing: Collection[int], unpublished: Iterable[int], top: int) -> TxnFloor:
-        """The highest transaction id at or below which every transaction of the
-        partition is sealed or decided against (§12.6): below the lowest the writer has
-        not sealed yet (``writing``: pending, committed in the open segment or being
-        admitted; or a foreign one), else ``top`` (its highest id); with ``top`` as its
-        high and those not sealed yet as its open ones (:class:`TxnFloor`). Neither
-        above :attr:`ceiling` until a listing of ``txns/`` noted every staged object it
-        shows (a floor over an object the open's listing hid would make it garbage)."""
-        floor = self._floor(writing, top)
-        if self.ceiling is not None and floor.high > self.ceiling:
+    def floor(
+        self, writing: Collection[int], unpublished: Iterable[int], top: int
+    ) -> TxnRetirement:
+        """The transactions of the partition sealed or decided against (§12.6): every
+        id up to the floor, below the lowest the writer has not sealed yet
+        (``writing``: pending, committed in the open segment or being admitted; or a
+        foreign one), else ``top`` (its highest id); up to ``top``, every id but those
+        not sealed yet (open). Neither floor nor high above :attr:`ceiling` until a
+        listing of ``txns/`` noted every staged object it shows (a floor over an object
+        the open's listing hid would make it garbage): the floor capped, nothing above."""
+        retirement = self._floor(writing, top)
+        if self.ceiling is not None and retirement.high > self.ceiling:
             if not self._list({*writing, *unpublished}):
-                return TxnFloor(min(floor, self.ceiling))
+                return TxnRetirement(min(retirement.floor, self.ceiling))
             self.ceiling = None
-            floor = self._floor(writing, top)
-        return floor
+            retirement = self._floor(writing, top)
+        return retirement
 
-    def _floor(self, writing: Collection[int], top: int) -> TxnFloor:
-        open_ids = [*writing, *self.foreign]
-        return TxnFloor(min(open_ids) - 1 if open_ids else top, top, open_ids)
+    def _floor(self, writing: Collection[int], top: int) -> TxnRetirement:
+        open_ids = frozenset([*writing, *self.foreign])
+        return TxnRetirement(min(open_ids) - 1 if open_ids else top, top, open_ids)
 
     def _list(self, held: set[int]) -> bool:
         """List ``txns/`` (one LIST) and note as foreign every staged object neither

@@ -7,7 +7,7 @@ rebuild (:class:`~.rebuild.Rebuild`): the open segment, the pending transactions
 WAL writer, the covered seqs, the next segment seq, the segment past the commit point,
 the failure it carries, the staged transactions it keeps track of. It decides nothing
 but what it encodes: STATE's body (:meth:`~PartitionState.write_state`) and the
-transaction floor a publication records (:meth:`~PartitionState.txn_floor`).
+transactions a publication records retired (:meth:`~PartitionState.txn_retirement`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .. import format as fmt
 from .. import layout
 from ..commits import CommitLog
 from ..config import StoreConfig, validate_name
+from ..control.txn_retirement import TxnRetirement
 from ..fs import FileIO
 from ..ranges import RangeSet
 from ..seams import DeletedSegments
@@ -104,12 +105,13 @@ class PartitionState:
         self.unpublished_txns = ()
         self.admitting = set()
 
-    def txn_floor(self) -> int:
-        """The ``txn_floor`` to record where publications name transactions (§12.6;
-        recorded nowhere else): below the lowest transaction this writer has not
-        sealed yet (pending, committed in the open segment, being admitted, or another
-        incarnation's it looks at), else its highest id; capped as
-        :meth:`StagedBook.floor` says."""
+    def txn_retirement(self) -> TxnRetirement:
+        """The transactions to record retired where publications name transactions
+        (§12.6; recorded nowhere else): every id up to the floor, below the lowest
+        transaction this writer has not sealed yet (pending, committed in the open
+        segment, being admitted, or another incarnation's it looks at), else its highest
+        id; up to that id, those not sealed yet open; capped as :meth:`StagedBook.floor`
+        says."""
         # ``admitting``: a transaction being admitted (its marker among its seqs) is in
         # neither ``pending`` nor the open segment while a finalize it triggers runs
         writing = [*self.pending, *self.open.txns, *self.admitting]

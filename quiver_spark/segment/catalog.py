@@ -28,6 +28,7 @@ import pyarrow as pa
 from .. import layout
 from ..config import NAME_RE, SegmentConfig, validate_name
 from ..control.manifest import ManifestEntry, ManifestStore, ReclaimedTotals
+from ..control.txn_retirement import NOTHING_RETIRED, TxnRetirement
 from ..errors import (
     CorruptionError,
     InvalidArgumentError,
@@ -257,7 +258,7 @@ class SegmentLocation:
         again: bool = False,
         txns: Iterable[int] = (),
         sealed_by: int | None = None,
-        txn_floor: int = 0,
+        retirement: TxnRetirement = NOTHING_RETIRED,
     ) -> None:
         """Phase two of :meth:`write`: durably create the ``.meta``, making it visible.
 
@@ -268,8 +269,8 @@ class SegmentLocation:
         directory fsynced): for a publication that failed after its rename, whose
         name may not be durable. ``txns`` (object root): the transactions whose rows
         the segment holds, recorded in its MANIFEST entry (§12.6); ``sealed_by``: the
-        epoch of a sealer publishing a staged transaction; ``txn_floor``: the
-        writer's transaction floor, recorded with the entry (§12.6). On an object
+        epoch of a sealer publishing a staged transaction; ``retirement``: the
+        transactions the writer retires, recorded with the entry (§12.6). On an object
         root the MANIFEST step is the publication; the ``.meta`` made for one it
         refuses is removed again.
         """
@@ -281,7 +282,7 @@ class SegmentLocation:
                 meta.partition, meta.seq, meta.checksum, meta.size_bytes, meta.wal_ranges
             )
             if not again:
-                self._publication.manifest_step(meta.partition, [meta], txns, sealed_by, txn_floor)
+                self._publication.manifest_step(meta.partition, [meta], txns, sealed_by, retirement)
                 return
         size = self._b.size(arrow_path)
         if size != meta.size_bytes:
@@ -302,7 +303,7 @@ class SegmentLocation:
             meta.batches,
         )
         try:
-            self._publication.manifest_step(meta.partition, [meta], txns, sealed_by, txn_floor)
+            self._publication.manifest_step(meta.partition, [meta], txns, sealed_by, retirement)
         except (LeaseLostError, SeqTakenError):
             if made is not None:
                 self._publication.unmake_meta(meta.partition, meta.seq, made)

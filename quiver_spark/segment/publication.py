@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.txn_retirement import TxnRetirement
 from ..errors import CorruptionError
 from ..seams import DeletedMarks
 from .backend import Consume
@@ -108,7 +109,7 @@ class Publication(Protocol):
     reusing their seqs (one writer holds the partition, §5.5)."""
 
     unlisted_txn_ceiling: int | None
-    """The highest ``txn_floor`` a writer records while no listing of ``txns/`` was
+    """The highest ``txn_floor`` (and ``txn_high``) a writer records while no listing of ``txns/`` was
     taken into account (its open found no MANIFEST to list against): 0 where
     publications name transactions (a floor above a staged object nobody listed would
     make it garbage, §12.6); None (no limit) where nothing is staged."""
@@ -159,9 +160,10 @@ class Publication(Protocol):
         metas: list[SegmentMeta],
         txns: tuple[int, ...],
         sealed_by: int | None,
-        txn_floor: int,
+        retirement: TxnRetirement,
     ) -> None:
-        """After the ``.meta`` is durable: the MANIFEST lists the segments."""
+        """After the ``.meta`` is durable: the MANIFEST lists the segments (on an object
+        root with the transactions ``retirement`` retires, §12.6)."""
 
     def unmake_meta(self, partition: str, seq: int, encoded: bytes) -> None:
         """The manifest step refused the segment: undo the ``.meta`` (``encoded``)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.txn_retirement import TxnRetirement
 from ..errors import SegmentExistsError
 from ..seams import DeletedMarks
 from .backend import Consume
@@ -124,9 +125,10 @@ class FilePublication:
         metas: list[SegmentMeta],
         txns: tuple[int, ...],
         sealed_by: int | None,
-        txn_floor: int,
+        retirement: TxnRetirement,
     ) -> None:
-        """The MANIFEST (an index) adds the entries. A failure raises: the caller's
+        """The MANIFEST (an index) adds the entries (``txns`` and ``retirement`` are an
+        object root's, §12.6: none is recorded here). A failure raises: the caller's
         state is discarded and its recovery adds them (:meth:`sync_manifest`)."""
         if self._manifests is None:
             return

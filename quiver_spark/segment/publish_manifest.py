@@ -25,6 +25,7 @@ from dataclasses import replace
 from .. import layout
 from ..config import validate_name
 from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.txn_retirement import TxnRetirement
 from ..errors import (
     CorruptionError,
     LostRaceError,
@@ -205,9 +206,10 @@ class ManifestPublication:
         metas: list[SegmentMeta],
         txns: tuple[int, ...],
         sealed_by: int | None,
-        txn_floor: int,
+        retirement: TxnRetirement,
     ) -> None:
-        """The publication: the entries (naming ``txns``, §12.6) go into the MANIFEST,
+        """The publication: the entries (naming ``txns``, §12.6) go into the MANIFEST
+        with the transactions ``retirement`` retires (joined with those it retires),
         and the seqs the writer passed over are recorded void. A staged transaction
         sealed already is never sealed twice (``sealed_by``: a sealer's epoch). A
         writer's own segment the MANIFEST does not list afterwards had its seq recorded
@@ -223,7 +225,7 @@ class ManifestPublication:
         def change(m: Manifest) -> Manifest:
             if sealed_by is not None and any(m.seals(t) for t in txns):
                 return m  # a staged transaction sealed already: never twice
-            return m.published(entries, void_gaps=True).with_txn_floor(txn_floor)
+            return m.published(entries, void_gaps=True).with_retirement(retirement)
 
         out = self._manifests.update(
             partition, change, build=lambda: self.manifest_from_listing(partition)

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 import quiver_spark.control.manifest as manifest_mod
-from quiver_spark.control.manifest import Manifest, TxnFloor
+from quiver_spark.control.manifest import Manifest
+from quiver_spark.control.txn_retirement import TxnRetirement
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.partition.model import RESOLVE_CAP_S
 from quiver_spark.subscribers import Outcome
@@ -181,15 +182,15 @@ def test_at_the_real_txns_gone_limit_a_returning_wal_never_publishes_rows_retire
 def test_what_either_copy_retires_stays_retired_when_they_are_joined() -> None:
     m = Manifest("p", txn_floor=10, txn_high=20, txns_open=(12, 15))
     # a writer that still sees 12 open but knows 15 decided, and went higher
-    later = m.with_txn_floor(TxnFloor(11, 30, (12, 25)))
+    later = m.with_retirement(TxnRetirement(11, 30, frozenset({12, 25})))
     assert (later.txn_floor, later.txn_high, later.txns_open) == (11, 30, (12, 25))
     # a lagging writer (a lower high, 15 still open to it) reopens nothing
-    stale = later.with_txn_floor(TxnFloor(10, 18, (12, 15, 16)))
+    stale = later.with_retirement(TxnRetirement(10, 18, frozenset({12, 15, 16})))
     assert stale == later
-    # a plain floor (an older build's kind) retires what is below it
-    plain = later.with_txn_floor(20)
+    # a floor alone (nothing above it) retires what is below it
+    plain = later.with_retirement(TxnRetirement(20))
     assert (plain.txn_floor, plain.txn_high, plain.txns_open) == (20, 30, (25,))
-    assert plain.with_txn_floor(30).txn_high == 0
+    assert plain.with_retirement(TxnRetirement(30)).txn_high == 0
     assert [t for t in range(1, 35) if not plain.retired(t)] == [25, 31, 32, 33, 34]
     # GONE's copy joins the same way
     joined = Manifest("p", txn_floor=5).with_facts(m.facts())
@@ -201,5 +202,7 @@ def test_the_new_keys_round_trip_and_are_absent_while_unused() -> None:
     assert Manifest.decode("M", m.encode()) == m
     bare = Manifest("p", txn_floor=10)
     assert b"txn_high" not in bare.encode() and b"txns_open" not in bare.encode()
-    assert bare.with_txn_floor(TxnFloor(10)) is bare
-    assert bare.with_txn_floor(TxnFloor(12, 12)).encode() == Manifest("p", txn_floor=12).encode()
+    assert bare.with_retirement(TxnRetirement(10)) is bare
+    assert (
+        bare.with_retirement(TxnRetirement(12, 12)).encode() == Manifest("p", txn_floor=12).encode()
+    )
