@@ -10,7 +10,6 @@ failed drop record loses or doubles nothing. Off by default.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from quiver_spark.spark.offsets import CUTOFF_VERSION, QuiverOffset
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Caps, Subscription
+from tests.engine.spark_like_driver import SparkLikeDriver, doubled, read_keys, until_caught_up
 from tests.stores import int_segments
 
 HOUR_NS = 3600 * 10**9
@@ -66,86 +66,27 @@ class Store:
         return self.mid + HOUR_NS + later_ns
 
 
-def read(sub: Subscription, start: Position, end: Position) -> list[int]:
-    out: list[int] = []
-    for meta in sub.segments(start, end):
-        for b in sub.read(meta):
-            out += b.column("k").to_pylist()
-    return out
-
-
-class Crash(Exception):
-    """The driver process dies here."""
-
-
-class Driver:
-    """Spark's part without a JVM: an offset log of the positions' JSON, a sink keeping
-    one batch per batch id (a replay overwrites it), ``commit`` after the sink's, and
-    the start of each planned batch acknowledged again (``latestOffset``). Each run
-    (a restart) plans with a clock ``later`` hours on than the run before."""
+class Driver(SparkLikeDriver):
+    """A Spark-like query of subscriber ``s`` reading batches of three segments with
+    ``horizon``. Each run (a restart) plans with a clock ``later_ns`` on than the run
+    before."""
 
     def __init__(self, store: Store, order: str, horizon: str | None = "1h") -> None:
+        super().__init__(Caps(max_segments=3))
         self.store, self.order, self.horizon = store, order, horizon
-        self.initial: dict | None = None
-        self.offsets: list[dict] = []
-        self.committed = 0
-        self.sink: dict[int, list[int]] = {}
-        self.first_read: dict[int, list[int]] = {}
-        self.steps = 0
         self.runs = 0
-
-    def step(self, crash_at: int | None) -> None:
-        self.steps += 1
-        if crash_at is not None and self.steps == crash_at:
-            raise Crash
 
     def run(self, crash_at: int | None = None, later_ns: int = 0) -> bool:
         self.runs += 1
-        sub = Subscription.open(self.store.root, "s", order=self.order, horizon=self.horizon)
-        sub.clock = lambda: self.store.clock(later_ns * (self.runs - 1))
-        try:
-            if self.initial is None:
-                self.initial = sub.start("earliest").to_json()
-                self.step(crash_at)
-            for _ in range(50):
-                i = self.committed
-                start = Position.from_json(self.offsets[i - 1] if i else self.initial)
-                if i == len(self.offsets):
-                    if i:
-                        sub.ack(start)
-                    end = sub.next_batch_end(start, Caps(max_segments=3))
-                    if not end.is_after(start):
-                        return True
-                    self.offsets.append(end.to_json())
-                    self.step(crash_at)
-                end = Position.from_json(self.offsets[i])
-                got = read(sub, start, end)
-                if i in self.first_read:  # a replay reads the same rows
-                    assert got == self.first_read[i], (i, got, self.first_read[i])
-                self.first_read.setdefault(i, got)
-                self.step(crash_at)
-                self.sink[i] = got
-                self.committed = i + 1
-                self.step(crash_at)
-                sub.ack(end)
-                self.step(crash_at)
-            return False
-        finally:
-            sub.close()
-
-    def delivered(self) -> list[int]:
-        return [k for i in sorted(self.sink) for k in self.sink[i]]
+        with Subscription.open(self.store.root, "s", order=self.order, horizon=self.horizon) as sub:
+            sub.clock = lambda: self.store.clock(later_ns * (self.runs - 1))
+            return self.run_batches(sub, crash_at, batches=50, start_at="earliest")
 
 
 def drive(store: Store, order: str, crash_at: int | None = None, later_ns: int = 0) -> Driver:
     driver = Driver(store, order)
-    for _ in range(100):
-        try:
-            if driver.run(crash_at, later_ns):
-                return driver
-        except Crash:
-            crash_at = None
-    pytest.fail("the stream never caught up")
+    until_caught_up(lambda crash: driver.run(crash, later_ns), crash_at, runs=100)
+    return driver
 
 
 def done_everywhere(root: str) -> bool:
@@ -179,7 +120,7 @@ def test_the_dropped_segments_are_counted_in_the_consumer_metrics(tmp_path: Path
         sub.clock = store.clock
         start = sub.start("earliest")
         end = sub.next_batch_end(start)
-        assert sorted(read(sub, start, end)) == sorted(store.new)
+        assert sorted(read_keys(sub, start, end)) == sorted(store.new)
         assert sub.ack(end) == 10
         assert sub.metrics.get(SOURCE_HORIZON_DROPPED, subscriber="s") == 6
         assert sub.metrics.get(SOURCE_HORIZON_DROPPED_ROWS, subscriber="s") == 18
@@ -200,7 +141,7 @@ def test_a_replay_after_a_crash_at_any_step_reads_the_same_rows_whatever_the_clo
         store = Store(tmp_path / f"crash-{crash_at}")
         driver = drive(store, order, crash_at, later_ns=HOUR_NS // 2)
         delivered = driver.delivered()
-        dup = sorted(k for k, n in Counter(delivered).items() if n > 1)
+        dup = doubled(delivered)
         assert not dup, f"crash at step {crash_at}: doubled {dup}"
         assert not set(delivered) & set(store.old), f"crash at {crash_at}: old rows delivered"
         assert done_everywhere(store.root), f"crash at step {crash_at}: a seq left undone"
@@ -249,7 +190,7 @@ def test_a_failed_drop_record_loses_and_doubles_nothing(
         sub.clock = store.clock
         start = sub.start("earliest")
         end = Position.from_json(sub.next_batch_end(start).to_json())
-        first = read(sub, start, end)
+        first = read_keys(sub, start, end)
         real = sub.registry.record_many
 
         def failing(*args: object, **kwargs: object) -> None:
@@ -261,7 +202,7 @@ def test_a_failed_drop_record_loses_and_doubles_nothing(
         monkeypatch.setattr(sub.registry, "record_many", real)
         assert not any(sub.registry.is_done("s", p, s) for p in PARTS for s in range(1, 6))
         sub.clock = lambda: store.clock(100 * HOUR_NS)  # later: would drop everything
-        assert read(sub, start, end) == first  # the replay: the offset decides
+        assert read_keys(sub, start, end) == first  # the replay: the offset decides
         assert sub.ack(end) == 10
     assert sorted(first) == sorted(store.new)
     assert done_everywhere(store.root)

@@ -20,6 +20,7 @@ from quiver_spark.errors import ConfigError, DataLossError, OffsetFormatError
 from quiver_spark.position import Position
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscription import Caps, Subscription
+from tests.engine.spark_like_driver import SparkLikeDriver, doubled, read_keys, until_caught_up
 from tests.stores import HAND_SEALED
 
 
@@ -53,78 +54,46 @@ class Writers:
             s.close()
 
 
-def read_keys(sub: Subscription, start: Position, end: Position) -> list[int]:
-    out: list[int] = []
-    for meta in sub.segments(start, end):
-        for b in sub.read(meta):
-            out += b.column("k").to_pylist()
-    return out
+class Driver(SparkLikeDriver):
+    """A Spark-like query of subscriber ``s`` in ``order``, with a segment written by
+    ``writers`` before every other plan until key ``fresh_until``."""
 
-
-class Crash(Exception):
-    """The driver process dies here."""
-
-
-class Driver:
-    """What Spark does with a source, without a JVM: an offset log and a commit log
-    holding the positions' JSON, a sink that keeps one batch per batch id (a replay
-    overwrites it), ``commit`` after the sink's, and the start of every planned batch
-    acknowledged again (``latestOffset``)."""
-
-    def __init__(self, root: str, order: str, caps: Caps, fresh_until: int) -> None:
-        self.root, self.order, self.caps = root, order, caps
+    def __init__(
+        self, root: str, order: str, caps: Caps, writers: Writers, fresh_until: int
+    ) -> None:
+        super().__init__(caps)
+        self.root, self.order, self.writers = root, order, writers
         self.fresh_until = fresh_until
         """Segments are written while the stream catches up until this key."""
-        self.initial: dict | None = None
-        self.offsets: list[dict] = []
-        self.committed = 0
-        self.sink: dict[int, list[int]] = {}
-        self.first_read: dict[int, list[int]] = {}
         self.fresh: dict[int, list[int]] = {}
         """The keys written just before batch i was planned."""
-        self.steps = 0
 
-    def step(self, crash_at: int | None) -> None:
-        self.steps += 1
-        if crash_at is not None and self.steps == crash_at:
-            raise Crash
+    def before_plan(self, i: int) -> None:
+        if i and i % 2 == 0 and self.writers.next_key < self.fresh_until:
+            p = "p-0" if i % 4 else "p-1"
+            self.fresh[i] = self.writers.keys_of[(p, self.writers.segment(p))]
 
-    def run(self, writers: Writers, crash_at: int | None, batches: int) -> bool:
-        """Up to ``batches`` batches; writes a segment before every other plan. True
-        when the stream has caught up (a plan found nothing new)."""
-        sub = Subscription.open(self.root, "s", order=self.order)
-        try:
-            if self.initial is None:
-                self.initial = sub.start().to_json()
-                self.step(crash_at)
-            for _ in range(batches):
-                i = self.committed
-                start = Position.from_json(self.offsets[i - 1] if i else self.initial)
-                if i == len(self.offsets):  # plan a new batch
-                    if i and i % 2 == 0 and writers.next_key < self.fresh_until:
-                        p = "p-0" if i % 4 else "p-1"
-                        self.fresh[i] = writers.keys_of[(p, writers.segment(p))]
-                    if i:
-                        sub.ack(start)  # latestOffset(start)
-                    end = sub.next_batch_end(start, self.caps)
-                    if not end.is_after(start):
-                        return True
-                    self.offsets.append(end.to_json())
-                    self.step(crash_at)
-                end = Position.from_json(self.offsets[i])
-                got = read_keys(sub, start, end)
-                if i in self.first_read:  # a replay reads the same rows
-                    assert got == self.first_read[i], (i, got, self.first_read[i])
-                self.first_read.setdefault(i, got)
-                self.step(crash_at)
-                self.sink[i] = got
-                self.committed = i + 1
-                self.step(crash_at)
-                sub.ack(end)
-                self.step(crash_at)
-            return False
-        finally:
-            sub.close()
+    def run(self, crash_at: int | None, batches: int) -> bool:
+        """Up to ``batches`` batches; True when the stream has caught up."""
+        with Subscription.open(self.root, "s", order=self.order) as sub:
+            return self.run_batches(sub, crash_at, batches)
+
+
+def p0_segments(root: str, n: int) -> Writers:
+    """A writer of partition ``p-0`` alone, which wrote ``n`` segments."""
+    writers = Writers(root, ("p-0",))
+    for _ in range(n):
+        writers.segment("p-0")
+    return writers
+
+
+def first_batch_acked(sub: Subscription, caps: Caps) -> Position:
+    """``sub`` started, its first batch read and acknowledged; that batch's end."""
+    start = sub.start()
+    end = sub.next_batch_end(start, caps)
+    read_keys(sub, start, end)
+    sub.ack(end)
+    return end
 
 
 def backlog_of(writers: Writers, segments: int = 18) -> None:
@@ -138,16 +107,9 @@ def drive(
     """A backlog of ``backlog`` segments, then ``fresh`` more written while it drains."""
     writers = Writers(root)
     backlog_of(writers, backlog)
-    driver = Driver(root, order, Caps(max_segments=3), fresh_until=3 * (backlog + fresh))
+    driver = Driver(root, order, Caps(max_segments=3), writers, 3 * (backlog + fresh))
     try:
-        for _ in range(200):
-            try:
-                if driver.run(writers, crash_at, batches=50):
-                    break
-            except Crash:
-                crash_at = None  # one crash per run; the restart goes on from the logs
-        else:
-            pytest.fail("the stream never caught up")
+        until_caught_up(lambda crash: driver.run(crash, batches=50), crash_at, runs=200)
     finally:
         writers.close()
     return driver, writers
@@ -155,7 +117,7 @@ def drive(
 
 def test_an_uncrashed_run_serves_new_segments_before_the_backlog(tmp_path: Path) -> None:
     driver, writers = drive(str(tmp_path), "newest", None)
-    delivered = [k for i in sorted(driver.sink) for k in driver.sink[i]]
+    delivered = driver.delivered()
     assert Counter(delivered) == Counter(writers.written)
     # the first batch holds the three newest segments, not the oldest ones
     assert sorted(driver.sink[0]) == list(range(45, 54))
@@ -172,8 +134,8 @@ def test_every_row_once_whatever_the_order_with_a_crash_at_every_step(
     clean, _ = drive(str(tmp_path / "clean"), order, None, backlog=8, fresh=4)
     for crash_at in range(1, clean.steps + 1):
         driver, writers = drive(str(tmp_path / f"crash-{crash_at}"), order, crash_at, 8, 4)
-        delivered = [k for i in sorted(driver.sink) for k in driver.sink[i]]
-        dup = sorted(k for k, n in Counter(delivered).items() if n > 1)
+        delivered = driver.delivered()
+        dup = doubled(delivered)
         missed = sorted(set(writers.written) - set(delivered))
         assert not dup and not missed, f"crash at step {crash_at}: doubled {dup}, missed {missed}"
         with QuiverStore.open(str(tmp_path / f"crash-{crash_at}"), partition=None) as store:
@@ -226,16 +188,11 @@ def test_a_quarantined_segment_under_the_backfill_cursor_is_reported_never_skipp
     tmp_path: Path,
 ) -> None:
     root = str(tmp_path)
-    writers = Writers(root, ("p-0",))
+    writers = p0_segments(root, 8)
     try:
-        for _ in range(8):
-            writers.segment("p-0")
         with Subscription.open(root, "q", order="newest") as sub:
-            start = sub.start()
-            end = sub.next_batch_end(start, Caps(max_segments=3))
+            end = first_batch_acked(sub, Caps(max_segments=3))
             assert end == Position({"p-0": 8}, {"p-0": (1, 5)})
-            read_keys(sub, start, end)
-            sub.ack(end)
         writers.stores["p-0"].segment_location.quarantine("p-0", 4, "test: damaged")
         with Subscription.open(root, "q", order="newest") as sub:
             start, end = end, sub.next_batch_end(end, Caps(max_segments=3))
@@ -255,17 +212,12 @@ def test_a_quarantined_segment_under_the_backfill_cursor_is_reported_never_skipp
 
 def test_retention_keeps_what_the_backfill_cursor_still_needs(tmp_path: Path) -> None:
     root = str(tmp_path)
-    writers = Writers(root, ("p-0",))
+    writers = p0_segments(root, 10)
     try:
-        for _ in range(10):
-            writers.segment("p-0")
         with Subscription.open(root, "r", order="newest") as sub:
-            start = sub.start()
-            end = sub.next_batch_end(start, Caps(max_segments=4))
+            end = first_batch_acked(sub, Caps(max_segments=4))
             assert end.backlog == {"p-0": (1, 6)}
-            read_keys(sub, start, end)
-            sub.ack(end)  # then a retention pass
-            sub.store.run_retention()
+            sub.store.run_retention()  # after the acknowledgement
             kept = set(sub.location.published_seqs("p-0"))
             assert set(range(1, 7)) <= kept, kept  # the backlog is all there
         # retention under a policy that drops unacknowledged data races the backfill:
@@ -361,15 +313,11 @@ def test_the_catch_up_options_of_a_stream_refuse_a_bad_value_in_one_line(tmp_pat
 
 def test_planning_never_reads_the_metadata_of_served_segments_again(tmp_path: Path) -> None:
     root = str(tmp_path)
-    writers = Writers(root, ("p-0",))
+    writers = p0_segments(root, 10)
     try:
-        for _ in range(10):
-            writers.segment("p-0")
         with Subscription.open(root, "m", order="newest") as sub:
-            start = sub.start()
-            end = sub.next_batch_end(start, Caps(max_segments=4))
-            read_keys(sub, start, end)
-            sub.ack(end)  # forgets the cached metadata of what it acknowledged
+            # the acknowledgement forgets the cached metadata of what it acknowledged
+            end = first_batch_acked(sub, Caps(max_segments=4))
             reads: list[int] = []
             real = sub.location.published_meta
 
