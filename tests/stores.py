@@ -24,7 +24,8 @@ from quiver_spark.control import lease
 from quiver_spark.control.clock import elapsed
 from quiver_spark.errors import LeaseLostError
 from quiver_spark.fs import DEFAULT_IO, FileIO
-from quiver_spark.objects import memory
+from quiver_spark.objects import ObjectStore, Stored, memory
+from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.objects.roots import open_objects
 from quiver_spark.retained import RetainedIndex
@@ -75,6 +76,23 @@ def counted_opens(monkeypatch: pytest.MonkeyPatch, wrap: Callable[[Any], Any]) -
     return made
 
 
+class KeptGets(CountingObjects):
+    """Counts requests as :class:`CountingObjects` does, and keeps the key of every GET
+    in the order asked."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.gets: list[str] = []
+
+    def get(self, key: str) -> Stored | None:
+        self.gets.append(key)
+        return super().get(key)
+
+    def ending(self, suffix: str) -> list[str]:
+        """The keys asked for that end with ``suffix``."""
+        return [k for k in self.gets if k.endswith(suffix)]
+
+
 def int_segments(
     root: str | Path,
     segments: Iterable[tuple[int, int]],
@@ -121,6 +139,23 @@ def writer_and_two_retention_handles(
         publish(w, 3)
         assert a.run_retention().deleted == {}  # a's first pass surveys: sees 1, 2, 3
         yield a, b
+
+
+@contextmanager
+def passes_by_w0_only(
+    root: str, config: StoreConfig, subscriber: str
+) -> Iterator[tuple[Subscription, QuiverStore]]:
+    """``subscriber`` started at the earliest, its acknowledgements running no retention
+    pass, and the writer of partition ``w-0`` after its first pass: every pass from here
+    on is one the test runs on that writer."""
+    with (
+        Subscription.open(root, subscriber, config=config) as sub,
+        QuiverStore.open(root, config, partition="w-0", background=False) as w,
+    ):
+        sub._retention_after_ack = lambda: 0  # type: ignore[method-assign]
+        sub.start("earliest")
+        w.run_retention()
+        yield sub, w
 
 
 def id_batch(lo: int, n: int = 3) -> pa.RecordBatch:

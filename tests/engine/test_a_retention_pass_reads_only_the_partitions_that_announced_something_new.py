@@ -26,7 +26,7 @@ from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retained import RESURVEY_PERIOD_S
 from quiver_spark.segment import SegmentLocation
 from quiver_spark.subscription import Subscription
-from tests.stores import counted_opens, wal_in
+from tests.stores import counted_opens, passes_by_w0_only, wal_in
 
 _BUCKETS = itertools.count()
 
@@ -136,13 +136,7 @@ def test_a_segment_every_subscriber_acknowledged_in_another_partition_goes_at_th
     config = wal_in(tmp_path / "wal")
     for k in range(3):
         _write(url, config, f"w-{k}")
-    with (
-        Subscription.open(url, "only", config=config) as sub,
-        QuiverStore.open(url, config, partition="w-0", background=False) as w,
-    ):
-        sub._retention_after_ack = lambda: 0  # type: ignore[method-assign]  # w's passes only
-        sub.start("earliest")
-        w.run_retention()
+    with passes_by_w0_only(url, config, "only") as (sub, w):
         _write(url, config, "w-1")  # sealed after w's last pass
         while (got := sub.poll()) is not None:
             sub.ack(got.end)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,35 +27,18 @@ from quiver_spark import (
     SizeCapPolicy,
     StoreConfig,
 )
-from quiver_spark.objects import ObjectStore
-from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.retained import RetainedIndex
 from quiver_spark.retention_plan import decide_retention
 from quiver_spark.subscription import Subscription
-from tests.stores import counted_opens, wal_in
+from tests.stores import KeptGets, counted_opens, passes_by_w0_only, wal_in
 
 _BUCKETS = itertools.count()
 
 
-class _Reads(CountingObjects):
-    """Counts as CountingObjects does, and keeps the key of every GET."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner)
-        self.gets: list[str] = []
-
-    def get(self, key: str):  # type: ignore[no-untyped-def]
-        self.gets.append(key)
-        return super().get(key)
-
-    def ending(self, suffix: str) -> list[str]:
-        return [k for k in self.gets if k.endswith(suffix)]
-
-
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[_Reads]:
-    return counted_opens(monkeypatch, _Reads)
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[KeptGets]:
+    return counted_opens(monkeypatch, KeptGets)
 
 
 def _seal(w: QuiverStore, rows: int = 3) -> None:
@@ -66,6 +51,21 @@ def _write(url: str, config: StoreConfig, pid: str, segments: int = 1, rows: int
     with QuiverStore.open(url, config, partition=pid, background=False) as w:
         for _ in range(segments):
             _seal(w, rows)
+
+
+@contextmanager
+def _w0_after_w1_sealed_again(root: str, config: StoreConfig) -> Iterator[QuiverStore]:
+    """Partitions w-0 to w-2 of one segment each, all kept by subscriber ``slow``; the
+    writer of w-0 after a retention pass, then another once w-1 sealed its segment 2."""
+    for k in range(3):
+        _write(root, config, f"w-{k}")
+    with Subscription.open(root, "slow", config=config) as slow:
+        slow.start("earliest")
+    with QuiverStore.open(root, config, partition="w-0", background=False) as w:
+        w.run_retention()
+        _write(root, config, "w-1")
+        w.run_retention()
+        yield w
 
 
 def _bucket(url: str) -> MemoryObjects:
@@ -97,7 +97,7 @@ def _facts(index: RetainedIndex) -> dict[str, list[tuple[int, int, int, int, int
 
 @pytest.mark.parametrize("others", [3, 12])
 def test_a_pass_after_n_other_partitions_each_sealed_one_segment_reads_n_manifests_and_no_meta(
-    tmp_path: Path, reads: list[_Reads], others: int
+    tmp_path: Path, reads: list[KeptGets], others: int
 ) -> None:
     url, config = _url(tmp_path), wal_in(tmp_path / "wal")
     for k in range(others + 1):
@@ -129,13 +129,7 @@ def test_a_pass_decides_what_a_pass_that_read_every_meta_decides(tmp_path: Path)
     parts = [f"w-{k}" for k in range(4)]
     for p in parts:
         _write(url, config, p)
-    with (
-        Subscription.open(url, "slow", config=config) as slow,
-        QuiverStore.open(url, config, partition="w-0", background=False) as w,
-    ):
-        slow._retention_after_ack = lambda: 0  # type: ignore[method-assign]  # w's passes only
-        slow.start("earliest")
-        w.run_retention()
+    with passes_by_w0_only(url, config, "slow") as (slow, w):
         for step in range(8):
             for p in rnd.sample(parts, k=rnd.randint(1, len(parts))):
                 segments, rows = rnd.randint(1, 2), rnd.randint(1, 200)
@@ -178,13 +172,7 @@ def test_a_damaged_meta_of_a_segment_known_from_its_entry_is_kept_and_named_when
     url, config = _url(tmp_path), wal_in(tmp_path / "wal")
     for k in range(3):
         _write(url, config, f"w-{k}")
-    with (
-        Subscription.open(url, "only", config=config) as sub,
-        QuiverStore.open(url, config, partition="w-0", background=False) as w,
-    ):
-        sub._retention_after_ack = lambda: 0  # type: ignore[method-assign]  # w's passes only
-        sub.start("earliest")
-        w.run_retention()
+    with passes_by_w0_only(url, config, "only") as (sub, w):
         _write(url, config, "w-2")  # segment 2, learned by w's next pass from its entry
         bucket = _bucket(url)
         (meta_key,) = [o.key for o in bucket.list("segments/w-2/") if o.key.endswith("2.meta")]
@@ -209,15 +197,7 @@ def test_a_damaged_meta_of_a_segment_known_from_its_entry_is_kept_and_named_when
 
 
 def test_a_pass_on_a_posix_root_reads_each_new_meta_as_before(tmp_path: Path) -> None:
-    root, config = str(tmp_path / "store"), wal_in(tmp_path / "wal")
-    for k in range(3):
-        _write(root, config, f"w-{k}")
-    with Subscription.open(root, "slow", config=config) as slow:
-        slow.start("earliest")
-    with QuiverStore.open(root, config, partition="w-0", background=False) as w:
-        w.run_retention()
-        _write(root, config, "w-1")
-        w.run_retention()
+    with _w0_after_w1_sealed_again(str(tmp_path / "store"), wal_in(tmp_path / "wal")) as w:
         assert not w._retention.index.surveyed
         assert [s.seq for s in w._retention.index.segments("w-1")] == [1, 2]
         # the .meta decides there (the MANIFEST may lag it): it was read and verified
@@ -227,14 +207,6 @@ def test_a_pass_on_a_posix_root_reads_each_new_meta_as_before(tmp_path: Path) ->
 def test_on_an_object_root_a_new_segment_known_from_its_entry_has_no_meta_read_yet(
     tmp_path: Path,
 ) -> None:
-    url, config = _url(tmp_path), wal_in(tmp_path / "wal")
-    for k in range(3):
-        _write(url, config, f"w-{k}")
-    with Subscription.open(url, "slow", config=config) as slow:
-        slow.start("earliest")
-    with QuiverStore.open(url, config, partition="w-0", background=False) as w:
-        w.run_retention()
-        _write(url, config, "w-1")
-        w.run_retention()
+    with _w0_after_w1_sealed_again(_url(tmp_path), wal_in(tmp_path / "wal")) as w:
         assert [s.seq for s in w._retention.index.segments("w-1")] == [1, 2]
         assert w.segment_location.cached("w-1", 2) is None

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-import quiver_spark.store as store_module
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.layout import hint_name
-from quiver_spark.objects import ObjectStore
 from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.planning import FULL_LISTING_PERIOD_S
@@ -27,19 +24,13 @@ from quiver_spark.position import Position
 from quiver_spark.segment import SegmentLocation
 from quiver_spark.subscription import Subscription
 from tests.faults import FaultyIO
+from tests.stores import KeptGets, counted_opens, wal_in
 
 _BUCKETS = itertools.count()
 
 
 def _batch() -> pa.RecordBatch:
     return pa.record_batch({"id": pa.array(range(3), pa.int64())})
-
-
-def _config(tmp: Path) -> StoreConfig:
-    return StoreConfig(
-        wal=WalConfig(path=str(tmp / "wal"), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
 
 
 def _write(url: str, config: StoreConfig, pid: str) -> None:
@@ -50,17 +41,8 @@ def _write(url: str, config: StoreConfig, pid: str) -> None:
 
 
 @pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[CountingObjects]]:
-    made: list[CountingObjects] = []
-    real = store_module.open_objects
-
-    def counting(*args: object, **kwargs: object) -> ObjectStore:
-        c = CountingObjects(real(*args, **kwargs))  # type: ignore[arg-type]
-        made.append(c)
-        return c
-
-    monkeypatch.setattr(store_module, "open_objects", counting)
-    yield made
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[CountingObjects]:
+    return counted_opens(monkeypatch, CountingObjects)
 
 
 def _drained_reader(url: str, config: StoreConfig) -> Subscription:
@@ -86,7 +68,7 @@ def test_an_idle_poll_and_an_idle_latest_offset_ask_at_most_two_requests(
     tmp_path: Path, counted: list[CountingObjects], partitions: int, retained: bool
 ) -> None:
     url = f"memory://idle-{next(_BUCKETS)}/store"
-    config = _config(tmp_path)
+    config = wal_in(tmp_path / "wal")
     for k in range(partitions):
         _write(url, config, f"w-{k}")
     if retained:  # a subscriber that read nothing keeps every segment
@@ -111,7 +93,7 @@ def test_an_idle_poll_and_an_idle_latest_offset_ask_at_most_two_requests(
 
 def _two_partitions(tmp: Path) -> tuple[str, StoreConfig]:
     url = f"memory://hints-{next(_BUCKETS)}/store"
-    config = _config(tmp)
+    config = wal_in(tmp / "wal")
     _write(url, config, "w-0")
     _write(url, config, "w-1")
     return url, config
@@ -173,7 +155,7 @@ def test_a_writer_keeps_one_hint_per_partition(tmp_path: Path) -> None:
 
 def _posix_idle_calls(tmp: Path, partitions: int) -> list[str]:
     root = str(tmp / f"store-{partitions}")
-    config = _config(tmp / f"wal-{partitions}")
+    config = wal_in(tmp / f"wal-{partitions}")
     for k in range(partitions):
         _write(root, config, f"h-{k}")
     io = FaultyIO()
@@ -199,31 +181,13 @@ def test_an_idle_poll_on_a_posix_root_makes_the_same_file_calls_whatever_the_par
     assert len(small) <= 4, small  # the ack log (lock, listing, read) and the root's listing
 
 
-class _Keyed(CountingObjects):
-    def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner)
-        self.gets: list[str] = []
-
-    def get(self, key: str):  # type: ignore[no-untyped-def]
-        self.gets.append(key)
-        return super().get(key)
-
-
 def test_a_new_readers_first_latest_offset_reads_each_manifest_and_the_quarantine_mark_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, config = _two_partitions(tmp_path)
     with Subscription.open(url, "slow", config=config) as slow:
         slow.start("earliest")
-    made: list[_Keyed] = []
-    real = store_module.open_objects
-
-    def keyed(*args: object, **kwargs: object) -> ObjectStore:
-        c = _Keyed(real(*args, **kwargs))  # type: ignore[arg-type]
-        made.append(c)
-        return c
-
-    monkeypatch.setattr(store_module, "open_objects", keyed)
+    made: list[KeptGets] = counted_opens(monkeypatch, KeptGets)
     with Subscription.open(url, "new", config=config) as sub:
         start = sub.start("earliest")
         (c,) = made

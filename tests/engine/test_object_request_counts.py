@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-import quiver_spark.store as store_module
-from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
+from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.objects import Level, ObjectInfo, ObjectStore, Stored
 from quiver_spark.objects.base import CountingObjects, list_pages
 from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from tests.stores import counted_opens, wal_in
 
 LARGE = 1_100  # segments in the large store's p-0: 2,200 objects, 3 listing pages
 _BUCKETS = itertools.count()
@@ -98,10 +97,7 @@ def _batch() -> pa.RecordBatch:
 
 def _build(tmp: Path, per_partition: dict[str, int]) -> Shop:
     url = f"memory://counts-{next(_BUCKETS)}/store"
-    config = StoreConfig(
-        wal=WalConfig(path=str(tmp / "wal"), flush_interval_s=0),
-        segment=SegmentConfig(max_open_duration_s=3600),
-    )
+    config = wal_in(tmp / "wal")
     for pid, n in per_partition.items():
         with QuiverStore.open(url, config, partition=pid, background=False) as w:
             for _ in range(n):
@@ -127,18 +123,9 @@ def shops(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Shop]:
 
 
 @pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[KeyedCounts]]:
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[KeyedCounts]:
     """Every store opened from here on counts its requests (one wrapper per open)."""
-    made: list[KeyedCounts] = []
-    real = store_module.open_objects
-
-    def counting(*args: object, **kwargs: object) -> ObjectStore:
-        c = KeyedCounts(real(*args, **kwargs))  # type: ignore[arg-type]
-        made.append(c)
-        return c
-
-    monkeypatch.setattr(store_module, "open_objects", counting)
-    yield made
+    return counted_opens(monkeypatch, KeyedCounts)
 
 
 def _total(made: list[KeyedCounts]) -> Counter[str]:
