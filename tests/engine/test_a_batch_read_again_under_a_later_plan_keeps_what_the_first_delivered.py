@@ -11,11 +11,8 @@ from pathlib import Path
 
 from quiver_spark.subscription import Subscription
 from quiver_spark.subscription.dropping import LEFT_OUT_KEPT
-from tests.engine.test_an_acceptance_horizon_drops_old_segments_exactly_once import (
-    HOUR_NS,
-    Store,
-    read,
-)
+from tests.engine.spark_like_driver import read_keys
+from tests.engine.test_an_acceptance_horizon_drops_old_segments_exactly_once import HOUR_NS, Store
 from tests.engine.test_an_acknowledgement_through_several_batches_drops_only_what_they_left_out import (
     _keys,
     _spy,
@@ -30,11 +27,11 @@ def test_a_later_plan_over_the_same_range_never_drops_what_the_acked_batch_deliv
         sub.clock = st.clock
         s0 = sub.start("earliest")
         e1 = sub.next_batch_end(s0)
-        got1 = set(read(sub, s0, e1))
+        got1 = set(read_keys(sub, s0, e1))
         assert got1 == set(st.new)
         sub.clock = lambda: st.clock(3 * HOUR_NS)  # everything is past the later cutoff
         e2 = sub.next_batch_end(s0)
-        assert set(read(sub, s0, e2)) == set()
+        assert set(read_keys(sub, s0, e2)) == set()
         calls = _spy(sub)
         sub.ack(e1)
         ((acks, drops),) = calls
@@ -48,10 +45,10 @@ def test_the_acked_batch_decides_a_seq_another_plan_read_too(tmp_path: Path) -> 
         sub.clock = st.clock
         s0 = sub.start("earliest")
         e1 = sub.next_batch_end(s0)
-        read(sub, s0, e1)
+        read_keys(sub, s0, e1)
         sub.clock = lambda: st.clock(3 * HOUR_NS)
         e2 = sub.next_batch_end(s0)
-        read(sub, s0, e2)
+        read_keys(sub, s0, e2)
         calls = _spy(sub)
         sub.ack(e2)  # the later batch, which left everything out
         ((acks, drops),) = calls
@@ -67,9 +64,9 @@ def test_a_read_through_an_end_without_a_cutoff_is_acknowledged_as_delivered(
         sub.clock = st.clock
         s0 = sub.start("earliest")
         e1 = sub.next_batch_end(s0)
-        read(sub, s0, e1)  # leaves the old ones out
+        read_keys(sub, s0, e1)  # leaves the old ones out
         whole = dataclasses.replace(e1, cutoff_ns=None)
-        got = set(read(sub, s0, whole))
+        got = set(read_keys(sub, s0, whole))
         assert got == set(st.old + st.new)
         calls = _spy(sub)
         sub.ack(whole)
@@ -88,7 +85,7 @@ def test_planning_the_same_range_again_and_again_keeps_a_bounded_record_per_segm
         for i in range(50):  # a consumer that plans again and again, acknowledging none
             sub.clock = lambda i=i: st.clock(i * HOUR_NS)
             ends.append(sub.next_batch_end(s0))
-            read(sub, s0, ends[-1])
+            read_keys(sub, s0, ends[-1])
         seqs = len(st.keys)
         assert len(sub._handed) == seqs
         assert all(len(left_out) <= LEFT_OUT_KEPT for _, left_out in sub._handed.values())
@@ -110,10 +107,10 @@ def test_reading_acknowledged_history_again_leaves_no_record_behind_after_the_ne
         sub.clock = st.clock
         s0 = sub.start("earliest")
         e1 = sub.next_batch_end(s0)
-        read(sub, s0, e1)
+        read_keys(sub, s0, e1)
         sub.ack(e1)
         for _ in range(3):  # a replay of history already acknowledged
-            assert set(read(sub, s0, e1)) == set(st.new)
+            assert set(read_keys(sub, s0, e1)) == set(st.new)
         assert sub._handed
         sub.ack(e1)
         assert sub._handed == {}

@@ -12,11 +12,8 @@ from typing import Any
 
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Caps, Subscription
-from tests.engine.test_an_acceptance_horizon_drops_old_segments_exactly_once import (
-    HOUR_NS,
-    Store,
-    read,
-)
+from tests.engine.spark_like_driver import read_keys
+from tests.engine.test_an_acceptance_horizon_drops_old_segments_exactly_once import HOUR_NS, Store
 
 
 def _spy(sub: Subscription) -> list[tuple[dict[str, list[int]], dict[str, set[int]]]]:
@@ -42,10 +39,10 @@ def test_one_ack_through_two_batches_drops_only_what_each_batch_left_out(tmp_pat
         sub.clock = st.clock
         s0 = sub.start("earliest")
         e1 = sub.next_batch_end(s0, Caps(max_segments=8))  # the old ones, and two new
-        got1 = read(sub, s0, e1)
+        got1 = read_keys(sub, s0, e1)
         sub.clock = lambda: st.clock(3 * HOUR_NS)  # the new ones are now past the horizon
         e2 = sub.next_batch_end(e1)
-        got2 = read(sub, e1, e2)
+        got2 = read_keys(sub, e1, e2)
         calls = _spy(sub)
         sub.ack(e2)
         delivered = set(got1) | set(got2)
@@ -63,7 +60,7 @@ def test_an_ack_by_a_process_that_never_read_the_batch_judges_by_its_end(tmp_pat
         sub.clock = st.clock
         s0 = sub.start("earliest")
         e1 = sub.next_batch_end(s0)
-        delivered = set(read(sub, s0, e1))
+        delivered = set(read_keys(sub, s0, e1))
     with Subscription.open(st.root, "s", horizon="1h") as sub:  # a restarted driver
         sub.clock = lambda: st.clock(3 * HOUR_NS)
         calls = _spy(sub)
