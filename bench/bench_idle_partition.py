@@ -45,8 +45,8 @@ from benchdata import run_ended, run_started  # noqa: E402
 import quiver_spark.store as store_module  # noqa: E402
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig  # noqa: E402
 from quiver_spark.objects import CountingObjects, ObjectStore  # noqa: E402
-from quiver_spark.position import Position  # noqa: E402
 from quiver_spark.subscription import Subscription  # noqa: E402
+from quiver_spark.subscription.position import Position  # noqa: E402
 
 TRIGGERS = 5
 

@@ -66,8 +66,8 @@ from churn import churn, copy_objects  # noqa: E402
 
 from quiver_spark import QuiverStore  # noqa: E402
 from quiver_spark.config import SegmentConfig, StoreConfig  # noqa: E402
-from quiver_spark.position import Position  # noqa: E402
 from quiver_spark.subscription import Subscription  # noqa: E402
+from quiver_spark.subscription.position import Position  # noqa: E402
 from tests.moto_server import ForwardingProxy, moto_server  # noqa: E402
 
 PY = sys.executable

@@ -209,9 +209,9 @@ def _floor_python_source():
 def quiver_read_tasks(root: str) -> tuple[int, int]:
     """(segments, read tasks) of one Quiver micro-batch over every segment of ``root``
     with the default splitSize, as planned on this machine."""
-    from quiver_spark.read_tasks import pack_read_tasks
     from quiver_spark.segment import SegmentLocation
     from quiver_spark.spark.source_options import parse_source_options
+    from quiver_spark.subscription.read_tasks import pack_read_tasks
 
     loc = SegmentLocation(os.path.join(root, "segments"))
     metas = [loc.read_meta(p, seq) for p in sorted(os.listdir(os.path.join(root, "segments")))

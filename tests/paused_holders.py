@@ -142,7 +142,7 @@ def manifest_problems(root: str, moto: MotoS3, partition: str = "p-0") -> list[s
 
 CONSUMER = '''
 from quiver_spark.errors import SubscriberError
-from quiver_spark.planning import Caps
+from quiver_spark.subscription.planning import Caps
 
 config = StoreConfig(wal=WalConfig(path=wal), lease_ttl_s=ttl)
 

@@ -30,7 +30,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from ..errors import QuiverError
-from ..subscription import check_reader_root
+from ..subscription.opening import check_reader_root
 from . import source
 from .options import source_root, spark_options
 from .user_errors import guarded, one_line, worker_logging

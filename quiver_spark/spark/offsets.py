@@ -1,14 +1,14 @@
-"""Source offsets: an engine :class:`~quiver_spark.position.Position` as Spark's
+"""Source offsets: an engine :class:`~quiver_spark.subscription.position.Position` as Spark's
 checkpoint stores it, naming the store it was planned on (ARCHITECTURE.md §9a)::
 
     {"v": 2, "store": "<store id>", "segments": {"p-0": 12, "p-1": 7}}
 
 ``store`` is the id in the root's STORE (§6.1). A query reading newest first
-(``catchUpOrder=newest``, :mod:`quiver_spark.catchup`) writes version 3 while a
+(``catchUpOrder=newest``, :mod:`quiver_spark.subscription.catchup`) writes version 3 while a
 partition has a backlog, adding ``"backlog": {"<partition>": [lo, hi]}``, the seqs
 below that partition's ``segments`` seq not read yet; an offset without one is
 written as version 2, so a build that reads only 2 refuses a backlog it would skip.
-A query with an acceptance horizon (``acceptanceHorizon``, :mod:`quiver_spark.horizon`)
+A query with an acceptance horizon (``acceptanceHorizon``, :mod:`quiver_spark.subscription.horizon`)
 writes version 4, adding ``"cutoff_ns"``: the segments of the batch ending there whose
 newest row was ingested before it are recorded dropped, not read; a build that reads
 only up to 3 refuses it instead of delivering them. Partition ids are host names and
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ForeignCheckpointError, OffsetFormatError
-from ..subscription import Position, backlog_of, cutoff_of
+from ..subscription.position import Position, backlog_of, cutoff_of
 
 OFFSET_VERSION = 2
 """The ``v`` this build writes for a position without a backlog; it reads 1 (no store

@@ -1,14 +1,16 @@
 """The Quiver source: ``spark.readStream.format("quiver")`` and ``spark.read``.
 
 A translation of Spark's streaming calls to the engine's subscription API
-(:mod:`quiver_spark.subscription`): offsets are :class:`~quiver_spark.position.Position`
-JSON naming the store (:mod:`.offsets`: a checkpoint written against another store is
-refused at the first call that hands its offsets back), ``initialOffset`` is :meth:`Subscription.start`, ``latestOffset`` is
-:meth:`~Subscription.plan`, ``partitions`` splits :meth:`~Subscription.segments`,
-``commit`` is :meth:`~Subscription.ack` (a durable acknowledgement, then the store's
-retention pass). A batch read's ``pushFilters`` turns Spark's filters into comparisons
-and its ``partitions`` is :func:`~quiver_spark.read_tasks.plan_batch_read`. Everything
-decided there is testable without a JVM.
+(:mod:`quiver_spark.subscription`): offsets are
+:class:`~quiver_spark.subscription.position.Position` JSON naming the store
+(:mod:`.offsets`: a checkpoint written against another store is refused at the first
+call that hands its offsets back), ``initialOffset`` is :meth:`Subscription.start`,
+``latestOffset`` is :meth:`~Subscription.plan`, ``partitions`` splits
+:meth:`~Subscription.segments`, ``commit`` is :meth:`~Subscription.ack` (a durable
+acknowledgement, then the store's retention pass). A batch read's ``pushFilters`` turns
+Spark's filters into comparisons and its ``partitions`` is
+:func:`~quiver_spark.subscription.read_tasks.plan_batch_read`. Everything decided there
+is testable without a JVM.
 
 Where things run (PySpark 4.3): ``initialOffset``, ``latestOffset``, ``partitions``,
 ``commit`` and ``stop`` in one long-lived Python process per query (the subscription
@@ -56,16 +58,10 @@ from pyspark.sql.types import StructType
 
 from ..errors import SubscriberError
 from ..store import QuiverStore
-from ..subscription import (
-    Caps,
-    Comparison,
-    Position,
-    SegmentMeta,
-    Subscription,
-    open_store,
-    plan_batch_read,
-    read_tasks,
-)
+from ..subscription import SegmentMeta, Subscription, open_store
+from ..subscription.planning import Caps
+from ..subscription.position import Position
+from ..subscription.read_tasks import Comparison, plan_batch_read, read_tasks
 from .offsets import QuiverOffset, offset_json
 from .options import spark_options, store_config
 from .source_options import SourceOptions, parse_source_options
@@ -121,7 +117,7 @@ class _QuiverReading:
         self, metas: Sequence[SegmentMeta], store: QuiverStore, subscriber: str | None
     ) -> list[InputPartition]:
         """The input partitions reading ``metas``: large segments split, small ones
-        packed (:func:`~quiver_spark.read_tasks.pack_read_tasks`), keeping at least one
+        packed (:func:`~quiver_spark.subscription.read_tasks.pack_read_tasks`), keeping at least one
         task per local CPU."""
         tasks = read_tasks(
             metas,

@@ -24,14 +24,14 @@ from ..options import (
     parse_size,
     validate_name,
 )
-from ..subscription import (
+from ..subscription import StartPosition
+from ..subscription.catchup import (
     DEFAULT_HEAD_SHARE,
     CatchUpOrder,
-    StartPosition,
     given_head_share,
     parse_head_share,
-    parse_horizon,
 )
+from ..subscription.horizon import parse_horizon
 from .options import STORAGE_PREFIX, spark_options, storage_options, store_root
 
 PATH = "path"
@@ -238,11 +238,11 @@ class SourceOptions:
         Segments larger than this are split into record-batch ranges read in parallel.
     catch_up_order, head_share
         Which unread segments a batch takes first, and the share of the limits new
-        data gets while newest first has a backlog (:mod:`quiver_spark.catchup`; None:
+        data gets while newest first has a backlog (:mod:`quiver_spark.subscription.catchup`; None:
         not given, the default; refused with oldest first).
     horizon_s
         The acceptance horizon in seconds (None: off): older segments are recorded
-        dropped, not delivered (:mod:`quiver_spark.horizon`).
+        dropped, not delivered (:mod:`quiver_spark.subscription.horizon`).
     """
 
     path: str

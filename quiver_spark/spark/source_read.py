@@ -2,10 +2,10 @@
 
 Everything a read task needs travels in its :class:`QuiverInputPartition` (the reader
 object is pickled once at query start, before any planning happens): the engine's
-:class:`~quiver_spark.read_tasks.ReadTask`, record-batch ranges of one or more segments
+:class:`~quiver_spark.subscription.read_tasks.ReadTask`, record-batch ranges of one or more segments
 (small segments are packed into one task, large ones split, see
-:func:`~quiver_spark.read_tasks.pack_read_tasks`). The engine serves it
-(:func:`~quiver_spark.read_tasks.read_task`: each segment's size and CRC-32C verified
+:func:`~quiver_spark.subscription.read_tasks.pack_read_tasks`). The engine serves it
+(:func:`~quiver_spark.subscription.read_tasks.read_task`: each segment's size and CRC-32C verified
 before a single batch exists, so a corrupt segment is never served); here its batches
 get the exact Arrow schema Spark expects.
 
@@ -29,7 +29,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from ..errors import ConfigError, ReadSchemaError, SchemaUnavailableError
 from ..store import QuiverStore
-from ..subscription import ReadTask, SegmentMeta, open_store, read_task
+from ..subscription import SegmentMeta, open_store
+from ..subscription.read_tasks import ReadTask, read_task
 from .options import store_config
 from .source_options import parse_source_options
 
@@ -152,8 +153,9 @@ def check_read_schema(store: QuiverStore, schema: StructType, include_metadata: 
 
 # -- input partitions --------------------------------------------------------------------
 class QuiverInputPartition(InputPartition):
-    """One read task: the engine's :class:`~quiver_spark.read_tasks.ReadTask` (record-batch
-    ranges of one or more segments, read in order, and where and how to read them)."""
+    """One read task: the engine's :class:`~quiver_spark.subscription.read_tasks.ReadTask`
+    (record-batch ranges of one or more segments, read in order, and where and how to
+    read them)."""
 
     def __init__(self, task: ReadTask) -> None:
         super().__init__(tuple((m.partition, m.seq, b0) for m, b0, _ in task.pieces))
@@ -211,7 +213,7 @@ def conform(
 def read_partition(part: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Yield the rows of one :class:`QuiverInputPartition`, verified, cast to ``target``.
 
-    The engine serves the task (:func:`~quiver_spark.read_tasks.read_task`): segments
+    The engine serves the task (:func:`~quiver_spark.subscription.read_tasks.read_task`): segments
     one after the other, each opened (size and CRC-32C checked against its metadata)
     before any of its rows, one that cannot be read settled by the data-loss policy
     on its own.

@@ -73,7 +73,7 @@ class SubscriptionRecord:
     """With ``expired_ns``: the storage's clock when the pass decided to expire it."""
     horizon_dropped_segments: int = 0
     """Segments its consumers recorded ``dropped`` as past their acceptance horizon
-    (:mod:`quiver_spark.horizon`), as far as this record heard; advisory: the ack log
+    (:mod:`quiver_spark.subscription.horizon`), as far as this record heard; advisory: the ack log
     holds the outcomes, not their reason."""
     horizon_dropped_rows: int = 0
     """The rows of those segments."""

@@ -1,7 +1,7 @@
 """Consuming a store as a subscriber: plan, read, acknowledge (ARCHITECTURE.md §9b).
 
 A :class:`Subscription` is one named consumer of a store. It turns the store's
-finalized segments into :class:`~quiver_spark.position.Position` ranges, reads them
+finalized segments into :class:`Position` ranges, reads them
 verified, and records every position it finishes as a durable acknowledgement, after
 which one retention pass (:meth:`QuiverStore.run_retention`, the store's policy)
 reclaims what every subscriber is done with. The Spark source is a translation of
@@ -17,23 +17,21 @@ its offsets to these calls; an embedded consumer uses them directly::
 Everything it decides (start positions, admission under caps, the data-loss policy
 for a missing sequence, acknowledgements) runs without a JVM. A reader that reads a
 store without subscribing (a batch read) plans with :func:`plan_batch_read`; the tasks
-of either are served by :func:`read_task` (:mod:`quiver_spark.read_tasks`).
+of either are served by :func:`read_task` (:mod:`quiver_spark.subscription.read_tasks`).
 """
 
 from __future__ import annotations
 
-from ..catchup import DEFAULT_HEAD_SHARE, CatchUpOrder, given_head_share, parse_head_share
-from ..horizon import parse_horizon
-from ..planning import Caps
-from ..position import Position, backlog_of, cutoff_of
-from ..read_tasks import Comparison, ReadTask, lost_report, plan_batch_read, read_task, read_tasks
 from ..segment import SegmentMeta
 from ..subscribers import StartPosition
+from .catchup import CatchUpOrder
 from .consumer import Batch, Subscription
-from .opening import check_reader_root, open_store
+from .opening import open_store
+from .planning import Caps
+from .position import Position
+from .read_tasks import Comparison, ReadTask, lost_report, plan_batch_read, read_task, read_tasks
 
 __all__ = [
-    "DEFAULT_HEAD_SHARE",
     "Batch",
     "Caps",
     "CatchUpOrder",
@@ -43,17 +41,13 @@ __all__ = [
     "SegmentMeta",
     "StartPosition",
     "Subscription",
-    "backlog_of",
-    "check_reader_root",
-    "cutoff_of",
-    "given_head_share",
     "lost_report",
     "open_store",
-    "parse_head_share",
-    "parse_horizon",
     "plan_batch_read",
     "read_task",
     "read_tasks",
 ]
 """What a consumer of a store uses: the subscription, the positions and caps it plans
-with, and the read tasks of its batches and of a batch read."""
+with, and the read tasks of its batches and of a batch read. The parsing of options
+and of offsets' JSON fields that the Spark source translates stays in the modules of
+this package (``catchup``, ``horizon``, ``position``, ``opening``)."""

@@ -14,14 +14,6 @@ from functools import partial
 import pyarrow as pa
 
 from .. import layout
-from ..catchup import (
-    DEFAULT_HEAD_SHARE,
-    CatchUpOrder,
-    batch_spans,
-    given_head_share,
-    plan_catch_up,
-    resumed_position,
-)
 from ..config import StoreConfig, validate_name
 from ..dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
 from ..errors import (
@@ -32,16 +24,24 @@ from ..errors import (
     SubscriberError,
     UnknownSegmentError,
 )
-from ..horizon import cutoff, parse_horizon, past
 from ..metrics import SOURCE_ACKED, Metrics
-from ..planning import UNLIMITED, Caps, SegmentPlanner
-from ..position import Position
 from ..segment import Look, SegmentLocation, SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from ..subscribers.live import LiveClaim
+from .catchup import (
+    DEFAULT_HEAD_SHARE,
+    CatchUpOrder,
+    batch_spans,
+    given_head_share,
+    plan_catch_up,
+    resumed_position,
+)
 from .dropping import Handed, count_horizon_drops, note_handed, past_horizon
+from .horizon import cutoff, parse_horizon, past
 from .opening import open_store
+from .planning import UNLIMITED, Caps, SegmentPlanner
+from .position import Position
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +97,15 @@ class Subscription:
         Hold the subscriber's one-live-consumer lock while open.
     order
         ``oldest`` (default) or ``newest``: which unread segments a batch takes first
-        (:mod:`quiver_spark.catchup`); ``head_share`` is the head's share of the caps
+        (:mod:`quiver_spark.subscription.catchup`); ``head_share`` is the head's share of the caps
         while newest first has a backlog too (default ``DEFAULT_HEAD_SHARE``; given with
         ``oldest``, it is refused).
     horizon
         The acceptance horizon (seconds, or a duration such as ``"6h"``; None: off,
         the default): a segment whose newest row was ingested longer ago than this when
         its batch was planned is recorded ``dropped`` by the batch's :meth:`ack`
-        instead of delivered (:mod:`quiver_spark.horizon`). ``clock``: the epoch-ns wall
-        clock a batch's cutoff is taken from.
+        instead of delivered (:mod:`quiver_spark.subscription.horizon`). ``clock``: the
+        epoch-ns wall clock a batch's cutoff is taken from.
     """
 
     def __init__(
@@ -446,8 +446,8 @@ class Subscription:
             return self._stamped(after, self._plan(after, caps, until))
 
     def _stamped(self, after: Position, end: Position) -> Position:
-        """``end`` with this batch's cutoff (:mod:`quiver_spark.horizon`), decided here,
-        once: it travels in the position, so a replay of the batch decides the same.
+        """``end`` with this batch's cutoff (:mod:`quiver_spark.subscription.horizon`),
+        decided here, once: it travels in the position, so a replay of the batch decides the same.
         A plan that moves nothing returns ``after`` unchanged (a query sees no new
         batch because the clock moved, nor because ``after`` holds the cutoff of a
         horizon this consumer no longer has)."""
@@ -464,7 +464,7 @@ class Subscription:
         until: Position | None = None,
         skip: Callable[[str, int], bool] | None = None,
     ) -> Position:
-        """Oldest first, or with the two cursors of :mod:`quiver_spark.catchup` (newest
+        """Oldest first, or with the two cursors of :mod:`quiver_spark.subscription.catchup` (newest
         first, or a position that holds a backlog)."""
         newest = self.order is CatchUpOrder.NEWEST
         if not newest and not after.backlog:

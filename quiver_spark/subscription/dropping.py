@@ -1,5 +1,5 @@
 """What a subscription's acknowledgement does with the segments past its acceptance
-horizon (:mod:`quiver_spark.horizon`): which they are, and the count of those it
+horizon (:mod:`quiver_spark.subscription.horizon`): which they are, and the count of those it
 recorded ``dropped``."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import CorruptionError, SegmentMissingError
-from ..horizon import past
 from ..metrics import SOURCE_HORIZON_DROPPED, SOURCE_HORIZON_DROPPED_ROWS, Metrics
 from ..objects import ObjectStore
 from ..segment import SegmentMeta
 from ..subscribers import records
+from .horizon import past
 
 log = logging.getLogger(__name__)
 

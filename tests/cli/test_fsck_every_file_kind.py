@@ -22,9 +22,9 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.dataloss import LostLog
-from quiver_spark.position import Position
 from quiver_spark.subscribers import SubscriberRegistry
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.damage import flip_bit, flip_byte
 
 from .conftest import CFG, batch, run, write_segments

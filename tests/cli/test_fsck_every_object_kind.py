@@ -21,8 +21,8 @@ import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.objects.memory import MemoryObjects, reset_memory
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 
 from .conftest import batch, run
 

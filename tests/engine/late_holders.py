@@ -1031,7 +1031,7 @@ class Scenarios:
         """``sub``'s consumer on another machine: claims it (its lease watched for the
         ttl), consumes one segment, closes: what the held one acknowledges beyond it
         afterwards would be rows this consumer never delivered."""
-        from quiver_spark.planning import Caps
+        from quiver_spark.subscription.planning import Caps
 
         h, w = self.h, self.world
         m = w.machine("consumer")

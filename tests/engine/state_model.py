@@ -52,7 +52,6 @@ from quiver_spark import (
     StoreConfig,
     WalConfig,
 )
-from quiver_spark.catchup import resumed_position
 from quiver_spark.errors import (
     CorruptionError,
     SegmentMissingError,
@@ -63,6 +62,7 @@ from quiver_spark.errors import (
 from quiver_spark.objects.local import LOCK_NAME as OBJECTS_LOCK
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscription import Batch, Caps, Subscription
+from quiver_spark.subscription.catchup import resumed_position
 from tests.damage import flip_byte
 from tests.faults import FILE_KINDS, CrashSimulator, FaultyIO, FaultyMemoryFS, file_kind
 

@@ -14,8 +14,8 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.objects.memory import MemoryObjects
-from quiver_spark.planning import Caps
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.planning import Caps
 from tests.stores import id_batch, scanned_ids, wal_in
 
 pytestmark = pytest.mark.usefixtures("fresh_memory")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.catchup import DEFAULT_HEAD_SHARE
 from quiver_spark.errors import ConfigError
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscription import CatchUpOrder, Subscription
+from quiver_spark.subscription.catchup import DEFAULT_HEAD_SHARE
 from tests.stores import HAND_SEALED
 
 

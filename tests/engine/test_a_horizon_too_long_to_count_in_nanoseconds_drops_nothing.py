@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from quiver_spark.errors import ConfigError
-from quiver_spark.horizon import cutoff, parse_horizon
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.horizon import cutoff, parse_horizon
 from tests.stores import int_segments
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quiver_spark.position import Position
 from quiver_spark.spark.offsets import QuiverOffset, offset_json
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import int_segments
 
 

@@ -21,9 +21,9 @@ import pytest
 
 from quiver_spark import RetentionConfig, SegmentConfig, StoreConfig
 from quiver_spark.errors import DataLossError
-from quiver_spark.position import Position
 from quiver_spark.subscribers import Outcome
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import wal_in, writer_and_two_retention_handles
 
 HOUR_NS = 3_600_000_000_000

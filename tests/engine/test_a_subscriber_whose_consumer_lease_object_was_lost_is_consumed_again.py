@@ -18,9 +18,9 @@ import pytest
 from quiver_spark import QuiverStore
 from quiver_spark.errors import SubscriberError
 from quiver_spark.objects.memory import MemoryObjects
-from quiver_spark.planning import Caps
 from quiver_spark.subscribers.live import live_lease_key
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.planning import Caps
 from tests.stores import acked_ids, id_batch, wal_in
 
 ROOT = "memory://lost-lease/s"

@@ -14,9 +14,9 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.errors import LeaseLostError
-from quiver_spark.planning import Caps
 from quiver_spark.subscribers.live import LeaseLive, LiveClaim, live_lease_key
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.planning import Caps
 from tests.stores import acked_ids, id_batch, wal_in
 
 pytestmark = pytest.mark.usefixtures("fresh_memory")

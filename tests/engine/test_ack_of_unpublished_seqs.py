@@ -11,8 +11,8 @@ from pathlib import Path
 
 from quiver_spark import QuiverStore
 from quiver_spark.errors import QuiverError
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import HAND_SEALED, int_segments
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig, WalConfig
 from quiver_spark.objects.memory import MemoryObjects
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.faults import FaultyIO
 from tests.stores import int_segments
 

@@ -17,13 +17,13 @@ import pytest
 from quiver_spark import QuiverStore
 from quiver_spark.cli.status import collect_status
 from quiver_spark.errors import ConfigError, OffsetFormatError
-from quiver_spark.horizon import parse_horizon
 from quiver_spark.metrics import SOURCE_ACKED, SOURCE_HORIZON_DROPPED, SOURCE_HORIZON_DROPPED_ROWS
-from quiver_spark.position import Position
 from quiver_spark.spark.offsets import CUTOFF_VERSION, QuiverOffset
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Caps, Subscription
+from quiver_spark.subscription.horizon import parse_horizon
+from quiver_spark.subscription.position import Position
 from tests.engine.spark_like_driver import SparkLikeDriver, doubled, read_keys, until_caught_up
 from tests.stores import int_segments
 

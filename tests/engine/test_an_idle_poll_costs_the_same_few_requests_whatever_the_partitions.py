@@ -19,10 +19,10 @@ from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.layout import hint_name
 from quiver_spark.objects.base import CountingObjects
 from quiver_spark.objects.memory import MemoryObjects
-from quiver_spark.planning import FULL_LISTING_PERIOD_S
-from quiver_spark.position import Position
 from quiver_spark.segment import SegmentLocation
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.planning import FULL_LISTING_PERIOD_S
+from quiver_spark.subscription.position import Position
 from tests.faults import FaultyIO
 from tests.stores import KeptGets, counted_opens, wal_in
 

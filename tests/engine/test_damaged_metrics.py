@@ -18,8 +18,8 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.metrics import SOURCE_ACKED, Metrics, read_exposition
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.damage import flip_bit
 from tests.stores import HAND_SEALED
 

@@ -31,9 +31,9 @@ from quiver_spark.policy import (
     read_policy,
     repair_policy,
 )
-from quiver_spark.position import Position
 from quiver_spark.subscribers import Outcome, SubscriberRegistry
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.child import run_python
 from tests.damage import flip_byte
 

@@ -17,8 +17,8 @@ import pytest
 from quiver_spark import QuiverStore
 from quiver_spark.errors import SubscriberError
 from quiver_spark.options import store_config_from_options
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.child import run_python
 from tests.storage_time import HOUR_S, time_passes
 from tests.stores import int_segments
@@ -86,7 +86,7 @@ def test_a_consumer_process_resuming_from_its_saved_position_after_expiry_fails_
 ) -> None:
     expired(tmp_path)
     code = """
-        from quiver_spark.position import Position
+        from quiver_spark.subscription.position import Position
         from quiver_spark.subscription import Subscription
         saved = Position({"p-0": 1})  # what this consumer kept, as a checkpoint does
         with Subscription.open(root, "E") as sub:

@@ -25,9 +25,9 @@ import pytest
 from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.errors import SubscriberError
 from quiver_spark.objects.memory import MemoryObjects
-from quiver_spark.position import Position
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.storage_time import time_passes
 from tests.stores import int_segments, wal_in
 

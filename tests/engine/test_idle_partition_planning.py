@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import int_segments
 
 DELETED = 120

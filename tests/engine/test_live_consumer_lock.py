@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from quiver_spark.errors import SubscriberError
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.child import run_python
 from tests.stores import int_segments
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quiver_spark.position import Position
 from quiver_spark.subscription import Caps, Subscription
+from quiver_spark.subscription.position import Position
 from tests.child import run_python
 from tests.stores import int_segments
 

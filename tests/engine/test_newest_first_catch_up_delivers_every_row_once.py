@@ -15,11 +15,16 @@ import pyarrow as pa
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.catchup import CatchUpOrder, batch_spans, parse_head_share, resumed_position
 from quiver_spark.errors import ConfigError, DataLossError, OffsetFormatError
-from quiver_spark.position import Position
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscription import Caps, Subscription
+from quiver_spark.subscription.catchup import (
+    CatchUpOrder,
+    batch_spans,
+    parse_head_share,
+    resumed_position,
+)
+from quiver_spark.subscription.position import Position
 from tests.engine.spark_like_driver import SparkLikeDriver, doubled, read_keys, until_caught_up
 from tests.stores import HAND_SEALED
 

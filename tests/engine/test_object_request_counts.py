@@ -21,8 +21,8 @@ import pytest
 from quiver_spark import QuiverStore, StoreConfig
 from quiver_spark.objects import Level, ObjectInfo, ObjectStore, Stored
 from quiver_spark.objects.base import CountingObjects, list_pages
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import counted_opens, wal_in
 
 LARGE = 1_100  # segments in the large store's p-0: 2,200 objects, 3 listing pages

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from quiver_spark.fs import FileIO
-from quiver_spark.position import Position
 from quiver_spark.segment import SegmentLocation
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import int_segments
 
 

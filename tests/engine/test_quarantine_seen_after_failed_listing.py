@@ -13,8 +13,8 @@ import pytest
 
 from quiver_spark import QuiverStore
 from quiver_spark.errors import DataLossError
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import int_segments
 
 

@@ -14,8 +14,8 @@ import pyarrow as pa
 from quiver_spark import QuiverStore
 from quiver_spark.fs import FileIO
 from quiver_spark.layout import state_file_name, tmp
-from quiver_spark.position import Position
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.stores import HAND_SEALED, int_segments
 
 

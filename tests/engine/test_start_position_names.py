@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from quiver_spark.errors import ConfigError
-from quiver_spark.position import Position
 from quiver_spark.subscription import StartPosition, Subscription
+from quiver_spark.subscription.position import Position
 from tests.child import run_python
 from tests.stores import int_segments
 

@@ -14,9 +14,9 @@ from quiver_spark.cli.status import collect_status
 from quiver_spark.errors import SubscriberError
 from quiver_spark.objects.local import LocalObjects
 from quiver_spark.options import store_config_from_options
-from quiver_spark.position import Position
 from quiver_spark.subscribers import records
 from quiver_spark.subscription import Subscription
+from quiver_spark.subscription.position import Position
 from tests.storage_time import HOUR_S, time_passes
 from tests.stores import int_segments
 

@@ -10,8 +10,8 @@ import pytest
 
 from quiver_spark import QuiverStore, SegmentConfig, StoreConfig
 from quiver_spark.errors import DataLossError
-from quiver_spark.position import Position
 from quiver_spark.subscription import Caps, StartPosition, Subscription
+from quiver_spark.subscription.position import Position
 from tests.child import run_python
 from tests.stores import int_segments
 
@@ -266,7 +266,7 @@ def test_a_seq_removed_by_hand_is_passed_at_the_periodic_listing(
     """A hole no tool made (files removed by hand: no ack-log record, no quarantine
     mark) holds a consumer's probing until the listing every FULL_LISTING_PERIOD_S,
     which then plans past it and reports the missing seq."""
-    import quiver_spark.planning as planning
+    import quiver_spark.subscription.planning as planning
 
     fill(tmp_path, "p-0", [(0, 1)])
     with Subscription.open(str(tmp_path), "r") as sub:

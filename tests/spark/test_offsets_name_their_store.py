@@ -9,8 +9,8 @@ import json
 import pytest
 
 from quiver_spark.errors import ForeignCheckpointError, OffsetFormatError
-from quiver_spark.position import Position
 from quiver_spark.spark.offsets import OFFSET_VERSION, QuiverOffset, offset_json
+from quiver_spark.subscription.position import Position
 
 STORE_A = "a" * 32
 STORE_B = "b" * 32

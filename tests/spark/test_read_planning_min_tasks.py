@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from quiver_spark.read_tasks import pack_read_tasks
+from quiver_spark.subscription.read_tasks import pack_read_tasks
 
 from .source_helpers import write_segments
 

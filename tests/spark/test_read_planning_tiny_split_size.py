@@ -16,7 +16,7 @@ CHILD = textwrap.dedent(
     from dataclasses import replace
     sys.path.insert(0, sys.argv[1])
     from tests.spark.source_helpers import write_segments
-    from quiver_spark.read_tasks import pack_read_tasks
+    from quiver_spark.subscription.read_tasks import pack_read_tasks
 
     meta = write_segments(sys.argv[2], 1)[0]
     metas = [replace(meta, seq=s) for s in range(1, 9)]  # 8 small segments, ~1-2 KB each

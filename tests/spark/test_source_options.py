@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from quiver_spark.errors import ConfigError, OffsetFormatError
-from quiver_spark.position import Position
-from quiver_spark.read_tasks import split_segment
 from quiver_spark.spark.offsets import QuiverOffset
 from quiver_spark.spark.source_options import parse_source_options
 from quiver_spark.subscribers import StartPosition
+from quiver_spark.subscription.position import Position
+from quiver_spark.subscription.read_tasks import split_segment
 
 from .source_helpers import write_segments
 

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quiver_spark.errors import DataLossError
-from quiver_spark.read_tasks import OPEN_COST_BYTES, ReadTask, pack_read_tasks, split_segment
 from quiver_spark.segment import SegmentMeta
 from quiver_spark.spark.source_read import (
     META_PARTITION,
@@ -27,6 +26,12 @@ from quiver_spark.spark.source_read import (
     spark_schema_of,
 )
 from quiver_spark.subscription import lost_report as data_loss_report
+from quiver_spark.subscription.read_tasks import (
+    OPEN_COST_BYTES,
+    ReadTask,
+    pack_read_tasks,
+    split_segment,
+)
 
 from ..damage import flip_byte
 from .source_helpers import ROWS_PER_SEGMENT, write_segments

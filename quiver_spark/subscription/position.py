@@ -28,14 +28,14 @@ JSON format (:meth:`Position.to_json`; the Spark source stores it in
 ``backlog`` (version 2, written only when a partition has one)
     Map of partition id to ``[lo, hi]``, the one range of seqs below that partition's
     ``segments`` seq not yet included: a consumer reading newest first
-    (:mod:`quiver_spark.catchup`) served the newest segments before them. The included
+    (:mod:`quiver_spark.subscription.catchup`) served the newest segments before them. The included
     seqs of a partition are ``1..segments[p]`` minus ``lo..hi``; an offset without a
     backlog is written as version 1, byte for byte as before.
 
 ``cutoff_ns`` (version 3, written only with an acceptance horizon)
     Epoch nanoseconds: a segment of the batch ending at this offset whose newest row
     was ingested before it is recorded ``dropped`` instead of delivered
-    (:mod:`quiver_spark.horizon`). Version 3 may hold a ``backlog`` too.
+    (:mod:`quiver_spark.subscription.horizon`). Version 3 may hold a ``backlog`` too.
 
 Future versions may add keys (readers of version 1 ignore none: any change that old
 readers must not misread bumps ``v``).
@@ -47,8 +47,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import NAME_RE
-from .errors import OffsetFormatError
+from ..config import NAME_RE
+from ..errors import OffsetFormatError
 
 OFFSET_VERSION = 3
 """The highest ``v`` this build reads; it writes 1 unless the position has a backlog
@@ -68,9 +68,9 @@ class Position:
     segments: Mapping[str, int] = field(default_factory=dict)
     backlog: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     """Per partition, the inclusive range ``(lo, hi)`` below its seq not yet included
-    (newest first, :mod:`quiver_spark.catchup`); empty for an oldest-first position."""
+    (newest first, :mod:`quiver_spark.subscription.catchup`); empty for an oldest-first position."""
     cutoff_ns: int | None = None
-    """With an acceptance horizon (:mod:`quiver_spark.horizon`): the epoch ns before
+    """With an acceptance horizon (:mod:`quiver_spark.subscription.horizon`): the epoch ns before
     which a segment's newest row was ingested for the batch ending here to drop it
     instead of delivering it; decided once when this position was planned, so a replay
     decides the same. None: no horizon."""
@@ -170,7 +170,7 @@ class Position:
 
     def ranges(self, end: Position) -> dict[str, tuple[int, int]]:
         """Per partition, the inclusive seq range ``(lo, hi)`` from ``self`` to ``end``
-        (positions without a backlog; :func:`quiver_spark.catchup.batch_spans` is the
+        (positions without a backlog; :func:`quiver_spark.subscription.catchup.batch_spans` is the
         general form).
 
         Partitions with nothing new are left out.

@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import CorruptionError, SegmentMissingError
+from ..errors import CorruptionError, SegmentMissingError
+from ..segment import Look, SegmentLocation, SegmentMeta
+from ..store import QuiverStore
+from ..subscribers import SubscriberRegistry
 from .position import Position
-from .segment import Look, SegmentLocation, SegmentMeta
-from .store import QuiverStore
-from .subscribers import SubscriberRegistry
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class SegmentPlanner:
 
     def available(self, after: Position) -> dict[str, list[Available]]:
         """Segments ``after`` does not include per partition (above it, and in its
-        backlog, :mod:`quiver_spark.catchup`), ascending: the published ones and the
+        backlog, :mod:`quiver_spark.subscription.catchup`), ascending: the published ones and the
         quarantined ones (planning a quarantined seq is what reports its loss).
 
         Its cost does not grow with the retained segments: seqs are gapless (§5), so

@@ -26,15 +26,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from .dataloss import LossPolicy, evidence
-from .errors import CorruptionError, DataLossError, InvalidArgumentError
-from .fs import DEFAULT_IO
-from .objects import open_objects
-from .pruning import Prune, keep, prune_of
-from .root_kind import root_kind
-from .segment import SegmentMeta
-from .store import QuiverStore
-from .subscribers import open_registry
+from ..dataloss import LossPolicy, evidence
+from ..errors import CorruptionError, DataLossError, InvalidArgumentError
+from ..fs import DEFAULT_IO
+from ..objects import open_objects
+from ..pruning import Prune, keep, prune_of
+from ..root_kind import root_kind
+from ..segment import SegmentMeta
+from ..store import QuiverStore
+from ..subscribers import open_registry
 
 log = logging.getLogger(__name__)
 

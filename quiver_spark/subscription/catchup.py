@@ -5,7 +5,7 @@
 (:meth:`SegmentPlanner.plan`). ``newest`` serves, per batch, the newest unread
 segments first and spends the rest of the batch's admission budget on the backlog,
 walked from newest to oldest, until the two meet. Per partition a position then holds
-two cursors (:class:`~quiver_spark.position.Position`):
+two cursors (:class:`~quiver_spark.subscription.position.Position`):
 
 * the **head**: ``segments[p]``, the highest seq served; new segments above it are read
   by the head, newest first when the partition has no backlog (the head jumps to the
@@ -41,7 +41,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 
-from .errors import ConfigError, OffsetFormatError
+from ..errors import ConfigError, OffsetFormatError
 from .planning import UNLIMITED, Available, Caps, SegmentPlanner
 from .position import Position
 

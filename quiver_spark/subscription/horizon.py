@@ -19,8 +19,8 @@ delivers them.
 
 from __future__ import annotations
 
-from .errors import ConfigError
-from .values import parse_duration
+from ..errors import ConfigError
+from ..values import parse_duration
 
 HORIZON_ALLOWED = (
     "a duration greater than zero such as 30m, 6h or 7d (units ms, s, m, h, d), or none "
