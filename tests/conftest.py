@@ -5,6 +5,9 @@ from __future__ import annotations
 import ast
 import functools
 import logging
+import shutil
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +17,43 @@ import pytest
 
 from quiver_spark.control import lease
 from quiver_spark.objects.memory import reset_memory
+from tests.scratch import SCRATCH
+
+
+@pytest.fixture(scope="session")
+def tmp_path_factory(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[pytest.TempPathFactory]:
+    """``tmp_path`` and ``tmp_path_factory`` of ``tests/`` under :data:`tests.scratch.SCRATCH`
+    (memory, where a sync costs nothing; the module says why that checks the same):
+    one directory per run and worker, removed after the run when every test passed,
+    else kept for a look (removed, as any scratch directory a test left behind, by a
+    run a day later)."""
+    # the disk's one first, as before: integration/ takes its directories from it,
+    # and a SparkSession started later points TMPDIR at its scratch here
+    tmp_path_factory.getbasetemp()
+    if SCRATCH is None:
+        yield tmp_path_factory
+        return
+    runs = Path(SCRATCH)
+    for old in runs.iterdir():
+        try:
+            if time.time() - old.stat().st_mtime > 86400:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    base = Path(tempfile.mkdtemp(prefix="run-", dir=runs))
+    config = request.config
+    factory = pytest.TempPathFactory(
+        given_basetemp=base,
+        retention_count=int(config.getini("tmp_path_retention_count")),
+        retention_policy=config.getini("tmp_path_retention_policy"),
+        trace=config.trace.get("tmpdir"),
+        _ispytest=True,
+    )
+    yield factory
+    if request.session.testsfailed == 0:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -46,6 +46,7 @@ from tests.engine.state_model import (
     Options,
     StoreHarness,
 )
+from tests.scratch import SCRATCH
 
 # -- capabilities: what a kind of root lets the machine do -----------------------------------
 FILE_FAULTS = "file faults"  # EIO/ENOSPC on an operation of the file layer (maybe torn)
@@ -335,7 +336,7 @@ class StateSpace(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.h: Any = None  # the root's harness (StoreHarness or ObjectStoreHarness)
-        self.tmp = tempfile.mkdtemp(prefix="qstate-")
+        self.tmp = tempfile.mkdtemp(prefix="qstate-", dir=SCRATCH)
         self._scenarios: lh.Scenarios | None = None
         self.next_pair = 0
         self.next_held = 0

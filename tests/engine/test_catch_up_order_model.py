@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from quiver_spark import QuiverStore
 from quiver_spark.subscription import Caps, Subscription
+from tests.scratch import SCRATCH
 from tests.stores import HAND_SEALED, MEMORY_ROOT, POSIX_ROOT, OnRoot
 
 PARTS = ("p-0", "p-1")
@@ -31,7 +32,7 @@ ORDERS = ("oldest", "newest")
 class CatchUpModel(OnRoot, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.mkdtemp(prefix="qcatchup-")
+        self.tmp = tempfile.mkdtemp(prefix="qcatchup-", dir=SCRATCH)
         self.root = self.kind.new(self.tmp)
         config = self.kind.config(HAND_SEALED, self.tmp)
         self.writers = {

@@ -17,6 +17,7 @@ from quiver_spark.errors import UnknownSegmentError
 from quiver_spark.retention import apply_retention
 from quiver_spark.subscribers import Outcome, StartPosition
 from tests.engine.subscriber_helpers import MemCatalog
+from tests.scratch import SCRATCH
 from tests.stores import MEMORY_ROOT, POSIX_ROOT, OnRoot, open_registry_at
 
 PARTS = ["p-0", "p-1"]
@@ -30,7 +31,7 @@ class SubscriberModel(OnRoot, RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.mkdtemp(prefix="qmodel-")
+        self.tmp = tempfile.mkdtemp(prefix="qmodel-", dir=SCRATCH)
         self.root = self.kind.new(self.tmp)
         self.reg = open_registry_at(self.root, checkpoint_records=7)
         self.cat = MemCatalog()
