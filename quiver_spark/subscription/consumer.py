@@ -16,19 +16,13 @@ import pyarrow as pa
 from .. import layout
 from ..config import StoreConfig, validate_name
 from ..dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
-from ..errors import (
-    CorruptionError,
-    MissingKind,
-    QuiverError,
-    SegmentMissingError,
-    SubscriberError,
-    UnknownSegmentError,
-)
-from ..metrics import SOURCE_ACKED, Metrics
+from ..errors import CorruptionError, MissingKind, QuiverError, SegmentMissingError, SubscriberError
+from ..metrics import Metrics
 from ..segment import Look, SegmentLocation, SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from ..subscribers.live import LiveClaim
+from .acknowledging import Acknowledgements
 from .catchup import (
     DEFAULT_HEAD_SHARE,
     CatchUpOrder,
@@ -37,8 +31,8 @@ from .catchup import (
     plan_catch_up,
     resumed_position,
 )
-from .dropping import Handed, count_horizon_drops, note_handed, past_horizon
-from .horizon import cutoff, parse_horizon, past
+from .dropping import Handed
+from .horizon import cutoff, parse_horizon
 from .opening import open_store
 from .planning import UNLIMITED, Caps, SegmentPlanner
 from .position import Position
@@ -48,8 +42,6 @@ log = logging.getLogger(__name__)
 
 RETENTION_IDLE_PERIOD_S = 5.0
 """Retention also runs this often from a consumer that acknowledged nothing new."""
-RECORD_PERIOD_S = 1.0
-"""A consumer rewrites its subscription record's last-ack time at most this often."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +69,6 @@ class _State:
     last_seal: float = 0.0
     last_retention: float = 0.0
     retention_failed: bool = False
-    last_touch: float = float("-inf")
 
 
 class Subscription:
@@ -144,9 +135,6 @@ class Subscription:
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
-        # per seq a batch with a cutoff read: whether one delivered it, and the newest
-        # cutoffs it was left out under (a few: :func:`note_handed`)
-        self._handed: dict[tuple[str, int], Handed] = {}
         self._call = _Call()
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
@@ -171,6 +159,14 @@ class Subscription:
             partitions=self._partitions,
             look=self._look,
         )
+        self._acks = Acknowledgements(
+            store, self.name, self.registry, self.planner, self.metrics, self._live_claim
+        )
+
+    @property
+    def _handed(self) -> dict[tuple[str, int], Handed]:
+        """What the batches this consumer read under cutoffs did with each seq."""
+        return self._acks.handed
 
     def _live_claim(self) -> LiveClaim | None:
         """This consumer's claim on an object root (None: POSIX, or not live)."""
@@ -523,16 +519,8 @@ class Subscription:
                     error = self.planner.meta_errors[(p, seq)]
                     self.loss.settle(MissingSegment.corrupt(p, seq, error))
                     continue
-                if end.cutoff_ns is not None or (p, seq) in self._handed:
-                    # what this batch did under its cutoff, for an ack through it: a later
-                    # read of the seq under another cutoff never overwrites it
-                    delivered = not past(meta.max_ingestion_ns, end.cutoff_ns)
-                    self._handed[(p, seq)] = note_handed(
-                        self._handed.get((p, seq)), end.cutoff_ns, delivered
-                    )
-                    if not delivered:
-                        continue  # past the horizon: the ack through it records it dropped
-                out.append(meta)
+                if self._acks.delivers(meta, end.cutoff_ns):
+                    out.append(meta)  # else past the horizon: an ack through end drops it
         for p, lo, hi in spans:
             if given_back.get(p):
                 given_back[p] = {s for s in given_back[p] if not lo <= s <= hi}
@@ -599,64 +587,17 @@ class Subscription:
         if self._live:  # a consumer whose lease was taken over must not acknowledge
             self.store.kind.live.check(self.name, self)
         self._refresh()
-        self._check_assigned(through)
-        given_back = self._nacked()
-        todo: dict[str, list[int]] = {}
-        for p, hi in through.segments.items():
-            lo = self.registry.hwm(self.name, p) + 1
-            held = given_back.get(p, ())
-            seqs = [
-                s
-                for s in range(lo, hi + 1)
-                if s not in held
-                and through.covers(p, s)
-                and not self.registry.is_done(self.name, p, s)
-            ]
-            if seqs:
-                todo[p] = seqs
-        n = sum(len(v) for v in todo.values())
-        drops, dropped_rows = past_horizon(self.meta, todo, through.cutoff_ns, self._handed)
-        n_drop = sum(len(v) for v in drops.values())
         st = self._state
         now = time.monotonic()
-        if todo:
-            acks = {p: [s for s in v if s not in drops.get(p, ())] for p, v in todo.items()}
-            self.registry.record_many(
-                self.name, acks, Outcome.ACK, consumer=self._live_claim(), dropped=drops
-            )
-            if n - n_drop:
-                self.metrics.inc(SOURCE_ACKED, n - n_drop, subscriber=self.name)
-            if n_drop:
-                count_horizon_drops(
-                    self.metrics,
-                    self.store.objects,
-                    self.name,
-                    partial(self.registry.done_count, self.name),
-                    drops,
-                    dropped_rows,
-                    through.cutoff_ns,
-                )
-            if now - st.last_touch >= RECORD_PERIOD_S:  # its record: last acknowledged
-                st.last_touch = now
-                try:  # advisory: a record that cannot be updated never fails an ack
-                    records.touch(
-                        self.store.objects,
-                        self.name,
-                        progress=self.registry.done_count(self.name),
-                    )
-                except (OSError, CorruptionError) as e:
-                    log.warning("quiver.subscriber.record_unwritten %s: %s", self.name, e)
-        if self._handed:  # what it says of seqs done (these, or history read again) is spent
-            done = partial(self.registry.is_done, self.name)
-            self._handed = {k: v for k, v in self._handed.items() if not done(*k)}
+        n = self._acks.record(through, self._nacked, now)
         deleted = 0
-        if todo or st.retention_failed or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
+        if n or st.retention_failed or now - st.last_retention >= RETENTION_IDLE_PERIOD_S:
             st.last_retention = now
             deleted = self._retention_after_ack()
-        if todo or deleted:
+        if n or deleted:
             self._publish_metrics()
         self.planner.forget(through)
-        if todo or deleted:
+        if n or deleted:
             log.info(
                 "quiver.source.commit subscriber=%s end=%s acked=%d deleted=%d",
                 self.name,
@@ -686,25 +627,6 @@ class Subscription:
             self.store.publish_process_metrics(layout.consumer_metrics_instance(self.name))
         except OSError as e:
             log.warning("quiver.metrics.unwritten subscriber=%s error=%s", self.name, e)
-
-    def _check_assigned(self, through: Position) -> None:
-        """Refuse a position past what a partition ever published (nothing written): an
-        ack there would mark future segments done before anyone read them."""
-        for p, hi in through.segments.items():
-            if hi <= self.registry.hwm(self.name, p):
-                continue
-            top = max(self.registry.max_deleted(p), self.planner.highest_seen(p))
-            if hi <= top or self.location.is_published(p, hi):
-                continue  # seqs are gapless: every seq below a published one was too
-            if hi in self.location.quarantined(p):
-                continue
-            top = max([top, *self.location.published_seqs(p)[-1:]])
-            if hi > top:
-                raise UnknownSegmentError(
-                    f"cannot acknowledge partition {p!r} through segment {hi} for "
-                    f"subscriber {self.name!r}: the partition has published only up to "
-                    f"{top}; a position must come from this store's next_batch_end()"
-                )
 
     def nack(self, partition: str, seqs: Sequence[int]) -> None:
         """Mark ``seqs`` as not processed: they stay pending, a later :meth:`ack` through
