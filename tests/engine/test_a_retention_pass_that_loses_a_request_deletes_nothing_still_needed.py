@@ -138,20 +138,23 @@ def test_a_pass_that_loses_a_request_deletes_nothing_still_needed_and_the_next_c
         _seal(w, 0)
         w.run_retention()  # the first passes survey
         a.store.run_retention()
-        fault.snapshot = _bucket(url).snapshot()  # before w-1's segments 2 to 4
+        fault.snapshot = _bucket(url).snapshot()  # before w-1's segments 2 to 4, and w-2
         _seal(w1, 200)
-        read_b = _ack_all(b)  # b acknowledged w-0/1 and w-1/1..2
+        with QuiverStore.open(url, config, partition="w-2", background=False) as w2:
+            w2._retention_after_write = lambda: None  # type: ignore[method-assign]
+            _seal(w2, 600)  # a partition the passes never saw
+        read_b = _ack_all(b)  # b acknowledged w-0/1, w-1/1..2 and w-2/1
         read_a = _ack_all(a)  # and a
         _seal(w1, 300)
         batch = a.poll()  # a reads w-1/3 and acknowledges it below
         assert batch is not None
         read_a += _rows(a, batch)
         _seal(w1, 400)  # announced above what a's MANIFEST copy holds
-        assert sorted(read_b) == [0, 1, 2, 100, 101, 102, 200, 201, 202]
+        assert sorted(read_b) == [0, 1, 2, 100, 101, 102, 200, 201, 202, 600, 601, 602]
         assert sorted(read_a) == sorted([*read_b, 300, 301, 302])
         needed = {("w-1", 3), ("w-1", 4)}
         before = _segments(url)
-        assert before == {("w-0", 1), ("w-1", 1), ("w-1", 2), *needed}
+        assert before == {("w-0", 1), ("w-1", 1), ("w-1", 2), ("w-2", 1), *needed}
 
         result = None
         if runner == "writer":
@@ -179,6 +182,7 @@ def test_a_pass_that_loses_a_request_deletes_nothing_still_needed_and_the_next_c
         if result is not None:
             assert set(result.deleted.get("w-1", [])) <= {1, 2}
             assert set(result.deleted.get("w-0", [])) <= {1}
+            assert set(result.deleted.get("w-2", [])) <= {1}
 
         # the fault cleared: the next pass of the handle that ran it gets everything
         # right, and so does the other's
