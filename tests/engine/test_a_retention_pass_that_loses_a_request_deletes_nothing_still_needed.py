@@ -141,7 +141,7 @@ def test_a_pass_that_loses_a_request_deletes_nothing_still_needed_and_the_next_c
         fault.snapshot = _bucket(url).snapshot()  # before w-1's segments 2 to 4, and w-2
         _seal(w1, 200)
         with QuiverStore.open(url, config, partition="w-2", background=False) as w2:
-            w2._retention_after_write = lambda: None  # type: ignore[method-assign]
+            w2._retention_after_write = lambda: None
             _seal(w2, 600)  # a partition the passes never saw
         read_b = _ack_all(b)  # b acknowledged w-0/1, w-1/1..2 and w-2/1
         read_a = _ack_all(a)  # and a
