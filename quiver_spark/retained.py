@@ -350,6 +350,8 @@ class RetainedIndex:
             if part.deleted_mark != facts.version:
                 # another process's pass deleted these; one that died between its
                 # records and its unlinks left files this pass deletes (as a survey would)
+                # for the seqs this index held; those it never held are the listing
+                # survey's (RESURVEY_PERIOD_S)
                 recorded = part.recorded_deleted(facts.floor, facts.above)
                 deleted_here = [q for q in recorded if not located.is_published(p, q)]
                 part.remove(deleted_here)
