@@ -2,11 +2,13 @@
 
 ================  ===================================================================
 ``writer``        :class:`PartitionWriter`, the live writer (appends, transactions,
-                  finalize, maintenance, status, close): owns the state below and
-                  hands it to the sealing and the rebuild
-``state``         its mutable state (open segment, pending transactions, WAL writer,
-                  covered seqs, next segment seq, the segment past the commit point,
-                  the failure) and STATE's body (§6.3)
+                  finalize, maintenance, status, close): owns the state below and its
+                  lock, and hands the sealing and the rebuild the groups each uses
+``state``         its mutable state, in groups by concern, each the one writer of its
+                  fields: handles (pid, config, paths...), the WAL ledger (WAL writer,
+                  covered seqs, next segment seq; STATE's body, §6.3), the unsealed
+                  rows (open segment, pending transactions), the segment past the
+                  commit point, the lifecycle (the failure, closed)
 ``sealing``       on that state: the admission of rows into the open segment and the
                   finalize: ``.arrow``, STATE's commit point, publication, WAL
                   truncation (§7.2)

@@ -1,9 +1,9 @@
 """A partition writer's recovery: the plans of :mod:`.recovery` applied, at open
 (ARCHITECTURE.md §7.3) and in place after a failed I/O in a process that goes on (§7.4).
 
-:class:`Rebuild` rebuilds the :class:`~.state.PartitionState` it is given from disk
-(:meth:`~Rebuild.recover`): the reads and decisions are :mod:`.recovery`'s; what is
-written, removed and replayed, in this order, is here (the fence first where the
+:class:`Rebuild` rebuilds the groups of the writer's state it is given (:mod:`.state`)
+from disk (:meth:`~Rebuild.recover`): the reads and decisions are :mod:`.recovery`'s;
+what is written, removed and replayed, in this order, is here (the fence first where the
 publication has one, §12.7). Where the two kinds of root differ it asks the
 location's publication (:class:`~quiver_spark.segment.publication.Publication`:
 whether the ack log's deleted marks are needed, the fence, the MANIFEST its plans go
@@ -43,8 +43,8 @@ from .recovery import (
     staged_by_another,
 )
 from .sealing import Sealing
-from .staged import staged_objects
-from .state import PartitionState
+from .staged import StagedBook, staged_objects
+from .state import Lifecycle, PartitionHandles, SealedSegments, UnsealedRows, WalLedger
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,22 @@ class Rebuild:
     report: RecoveryReport
     """What the last recovery found (set by :meth:`recover`'s callers)."""
 
-    def __init__(self, state: PartitionState, sealing: Sealing) -> None:
-        self.state = state
+    def __init__(
+        self,
+        handles: PartitionHandles,
+        ledger: WalLedger,
+        rows: UnsealedRows,
+        sealed: SealedSegments,
+        life: Lifecycle,
+        staged: StagedBook,
+        sealing: Sealing,
+    ) -> None:
+        self.handles = handles
+        self.ledger = ledger
+        self.rows = rows
+        self.sealed = sealed
+        self.life = life
+        self.staged = staged
         self.sealing = sealing
 
     def state_durable(self, state: dict) -> None:
@@ -93,7 +107,9 @@ class Rebuild:
         fsync): a segment published on its word, with the old STATE back after a power
         loss, would be read beside the WAL records the old STATE replays.
         """
-        self.state.io.atomic_write(self.state.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state))
+        self.handles.io.atomic_write(
+            self.handles.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state)
+        )
 
     # -- recovery: applying the plans of .recovery (§7.3) ------------------------------
     def recover(self, *, republish: bool = False) -> RecoveryReport:
@@ -104,59 +120,59 @@ class Rebuild:
         The reads and decisions are :mod:`.recovery`'s and the publication's; what is
         written, removed and replayed, in this order, is here (the fence first, §12.7)."""
         t0 = time.monotonic()
-        rep = RecoveryReport(partition=self.state.pid)
-        self.state.forget_unsealed()
-        state = read_state(self.state.io, self.state.state_path)
-        self.state.covered = RangeSet(tuple(r) for r in state["covered"])
-        self.state.next_seq = int(state["next_seq"])
-        publication = self.state.publication
+        rep = RecoveryReport(partition=self.handles.pid)
+        self.rows.forget()
+        self.sealed.forget()
+        state = read_state(self.handles.io, self.handles.state_path)
+        self.ledger.restore(RangeSet(tuple(r) for r in state["covered"]), int(state["next_seq"]))
+        publication = self.handles.publication
         deleted = deleted_marks(
-            state, self.state.pid, self.state.deleted, needed=publication.needs_deleted_marks
+            state, self.handles.pid, self.handles.deleted, needed=publication.needs_deleted_marks
         )
         self.sealing.check_lease()  # a fenced writer learns it here, before touching anything
         # fence first (§12.4): where the MANIFEST publishes, it is brought to this
         # writer's epoch before anything else is written or removed, so every earlier
         # holder's manifest change fails from here on, and a higher epoch there fences
         # this writer (nothing where the partition's lock is the fence)
-        fenced = publication.fence(self.state.pid)
+        fenced = publication.fence(self.handles.pid)
         publishing = plan_publishing(
             state,
             deleted,
-            self.state.segments,
-            self.state.pid,
-            self.state.state_path,
+            self.handles.segments,
+            self.handles.pid,
+            self.handles.state_path,
             republish=republish,
         )
         rep.republished_seq = self.settle_publishing(publishing, state)
         # stale files removed; where the MANIFEST publishes, nothing this writer did not
         # publish (§12.4): another holder's upload may be in flight, and a delete cannot
         # be fenced (:attr:`Publication.keeps_unpublished`)
-        cleanup = self.state.segments.cleanup(self.state.pid)
+        cleanup = self.handles.segments.cleanup(self.handles.pid)
         rep.removed_files.extend(cleanup.removed)
         # the MANIFEST (§6.7) the plans go by: the one this writer fenced, as its own
         # publications since left it; or, where the .meta publishes, brought up to date
-        manifest = publication.manifest_at_open(self.state.pid, fenced)
-        self.state.next_seq = next_segment_seq(self.state.next_seq, deleted, cleanup, manifest)
+        manifest = publication.manifest_at_open(self.handles.pid, fenced)
+        self.ledger.set_next_seq(next_segment_seq(self.ledger.next_seq, deleted, cleanup, manifest))
         # where transactions are staged (§12.6): those another holder sealed are never
         # sealed again, and this writer's transaction ids start above every id the
         # MANIFEST or a staged object names (no id of another incarnation is reused)
-        staged = list_staged(self.state.segments, self.state.pid, manifest)
+        staged = list_staged(self.handles.segments, self.handles.pid, manifest)
         plan = plan_recovery(
             manifest,
             staged,
-            covered=self.state.covered,
+            covered=self.ledger.covered,
             unlisted_ceiling=publication.unlisted_txn_ceiling,
         )
         if plan.staged is not None:
             self.sealing.drop_staged(plan.garbage)
-        stated_held = held_txns(state, self.state.state_path)
-        self.state.wal_limit = wal_limits(self.state.state_path, state)
+        stated_held = held_txns(state, self.handles.state_path)
+        self.ledger.limit(wal_limits(self.handles.state_path, state))
         wal = recover_wal(
-            self.state.wal_dir,
-            salvage=self.state.config.salvage,
-            io=self.state.io,
-            covered=self.state.covered.covers,
-            limits=self.state.wal_limit,
+            self.handles.wal_dir,
+            salvage=self.handles.config.salvage,
+            io=self.handles.io,
+            covered=self.ledger.covered.covers,
+            limits=self.ledger.wal_limit,
         )
         rep.wal_files = len(wal.files)
         rep.torn_tails = list(wal.torn)
@@ -170,38 +186,39 @@ class Rebuild:
             # seqs written once but never durable (or cut as a torn tail) are gone: say
             # so in STATE, or the next recovery takes the gap before the new file for
             # damage (the range holds no record anyone acknowledged)
-            self.state.covered.add(wal.next_record_seq, next_record_seq - 1)
-        self.state.wal = WalWriter(
-            self.state.wal_dir,
-            self.state.config.wal,
-            next_record_seq=next_record_seq,
-            io=self.state.io,
+            self.ledger.cover(wal.next_record_seq, next_record_seq - 1)
+        self.ledger.start(
+            WalWriter(
+                self.handles.wal_dir,
+                self.handles.config.wal,
+                next_record_seq=next_record_seq,
+                io=self.handles.io,
+            )
         )
-        old = time.monotonic() - self.state.config.segment.max_open_duration_s
+        old = time.monotonic() - self.handles.config.segment.max_open_duration_s
         if plan.staged is not None:
             # before anything is replayed (a replay may seal a segment, and its
             # publication records the txn floor): every staged transaction the MANIFEST
             # does not name is foreign, so the floor stays below it; those the WAL
             # turns out to hold are taken back after the replay
-            self.state.staged.adopt(plan.unsealed, ())
+            self.staged.adopt(plan.unsealed, ())
         # the listing above may lag behind the bucket: the floor this writer records
         # stays at the MANIFEST's until a later listing is taken into account
-        self.state.staged.ceiling = plan.txn_ceiling
-        self.state.recovering = True  # no WAL file is deleted before the whole WAL is replayed
+        self.staged.ceiling = plan.txn_ceiling
+        self.sealing.replaying(True)  # no WAL file is deleted before the whole WAL is replayed
         try:
-            self.replay_steps(replay(wal, self.state.covered, old), rep, old)
+            self.replay_steps(replay(wal, self.ledger.covered, old), rep, old)
             # named by the MANIFEST, or at or below its txn_floor, or at or below its
             # txn_high and not among its txns_open (sealed or decided against: a
             # retired transaction txns_gone no longer names is never sealed again,
             # §12.6)
-            for txn_id in plan.retired(self.state.pending):
-                txn = self.state.pending.pop(txn_id)  # sealed by another holder: covered
-                for seq in (txn_id, *(r[0] for r in txn.records)):
-                    self.state.covered.add(seq, seq)
+            for txn_id in plan.retired(self.rows.pending):
+                txn = self.rows.pop(txn_id)  # sealed by another holder: covered
+                self.ledger.cover_txn(txn_id, txn)
                 rep.sealed_elsewhere += 1
                 log.warning(
                     "quiver.recovery.sealed_elsewhere partition=%s txn=%d app=%s version=%d",
-                    self.state.pid,
+                    self.handles.pid,
                     txn_id,
                     txn.app,
                     txn.version,
@@ -210,18 +227,17 @@ class Rebuild:
             # incarnation's (§12.6): this WAL's was then never reported (a stage of it
             # finds the other's bytes), so it is dropped, and the object, foreign, is
             # sealed from the bucket; never this WAL's rows under the other's decision
-            held_before = stated_held | set(self.state.staged.held)
+            held_before = stated_held | set(self.staged.held)
             looked = self.staged_by_others(plan.unsealed, held_before)
             for txn_id in looked.others:
-                txn = self.state.pending.pop(txn_id)
-                for seq in (txn_id, *(r[0] for r in txn.records)):
-                    self.state.covered.add(seq, seq)
+                txn = self.rows.pop(txn_id)
+                self.ledger.cover_txn(txn_id, txn)
                 rep.discarded_txns += 1
                 log.warning(
                     "quiver.recovery.id_reused partition=%s txn=%d app=%s version=%d: the "
                     "staged transaction of this id is another writer's; this WAL's, never "
                     "reported, is dropped",
-                    self.state.pid,
+                    self.handles.pid,
                     txn_id,
                     txn.app,
                     txn.version,
@@ -232,37 +248,37 @@ class Rebuild:
                 self.sealing.drop_held(txn_id)
                 rep.discarded_txns += 1
             # held on a damaged object: unresolved, looked at again (§12.6)
-            self.state.staged.hold(looked.damaged, time.monotonic())
+            self.staged.hold(looked.damaged, time.monotonic())
             for txn_id in looked.damaged:
                 self.sealing.log_held(txn_id)
-            before = len(self.state.pending)
+            before = len(self.rows.pending)
             self.sealing.resolve()
-            rep.discarded_txns += before - len(self.state.pending) if before else 0
+            rep.discarded_txns += before - len(self.rows.pending) if before else 0
         finally:
-            self.state.recovering = False
-        if self.state.open:  # recovered data is old: let maintenance finalize it promptly
-            self.state.open.opened_mono = min(self.state.open.opened_mono, old)
-        rep.pending_txns = len(self.state.pending)
-        rep.held_txns = len(self.state.staged.held)
+            self.sealing.replaying(False)
+        if self.rows.open:  # recovered data is old: let maintenance finalize it promptly
+            self.rows.aged(old)
+        rep.pending_txns = len(self.rows.pending)
+        rep.held_txns = len(self.staged.held)
         if plan.staged is not None:
             # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
             # §12.6): this writer holds the lease, so no observer seals them; it seals
             # the committed ones itself (``_seal_foreign``), next look at once
-            self.state.staged.adopt(
+            self.staged.adopt(
                 plan.unsealed,
-                {*self.state.pending, *self.state.open.txns, *self.state.unpublished_txns},
+                {*self.rows.pending, *self.rows.open.txns, *self.sealed.unpublished_txns},
             )
         if (
             publishing.action is not Publishing.NONE
             or rep.torn_tails
-            or state.get("next_seq") != self.state.next_seq
+            or state.get("next_seq") != self.ledger.next_seq
             or "partition" not in state
             or skipped
-            or set(self.state.staged.held) != stated_held
+            or set(self.staged.held) != stated_held
         ):
-            self.state.write_state(None)
+            self.sealing.write_state(None)
         self.sealing.truncate_wal()
-        rep.next_segment_seq = self.state.next_seq
+        rep.next_segment_seq = self.ledger.next_seq
         rep.duration_s = time.monotonic() - t0
         if rep.records_scanned or rep.torn_tails or rep.removed_files:
             log.info("quiver.recovery %s", rep.summary())
@@ -274,23 +290,23 @@ class Rebuild:
         (``held``) holds (one GET each): another incarnation's transaction
         (:func:`~.recovery.staged_by_another`), damaged (left for fsck; the transaction
         is held, §12.6), or, for one held before, gone (removed)."""
-        ids = sorted((set(unsealed) | held) & set(self.state.pending))
+        ids = sorted((set(unsealed) | held) & set(self.rows.pending))
         look = StagedLook()
         if not ids:
             return look
-        objects = staged_objects(self.state.segments)
+        objects = staged_objects(self.handles.segments)
         for txn_id in ids:
             try:
-                found = read_staged(objects, self.state.pid, txn_id)
+                found = read_staged(objects, self.handles.pid, txn_id)
             except CorruptionError as e:
                 log.error(
-                    "quiver.staged.damaged partition=%s txn=%d: %s", self.state.pid, txn_id, e
+                    "quiver.staged.damaged partition=%s txn=%d: %s", self.handles.pid, txn_id, e
                 )
                 look.damaged.append(txn_id)
                 continue
             if found is None and txn_id in held:
                 look.removed.append(txn_id)
-            elif staged_by_another(self.state.pending[txn_id], found):
+            elif staged_by_another(self.rows.pending[txn_id], found):
                 look.others.append(txn_id)
         return look
 
@@ -300,13 +316,13 @@ class Rebuild:
         segment); returns the seq published, if any."""
         meta = plan.meta
         if plan.action is Publishing.SEALED_ELSEWHERE and meta is not None:
-            self.state.covered = minus(self.state.covered, meta.wal_ranges)
+            self.ledger.uncover(minus(self.ledger.covered, meta.wal_ranges))
         if not plan.rewrites_state or meta is None:
             return None
         self.state_durable(state)
 
         def commit(moved: SegmentMeta) -> None:
-            self.state.next_seq = moved.seq + 1
+            self.ledger.set_next_seq(moved.seq + 1)
             state["next_seq"] = moved.seq + 1
             state["publishing"] = moved.to_body()
             self.state_durable(state)
@@ -314,32 +330,32 @@ class Rebuild:
         try:
             if plan.action is Publishing.OWN:
                 own = publish_own(
-                    self.state.segments,
-                    self.state.pid,
+                    self.handles.segments,
+                    self.handles.pid,
                     meta,
-                    next_seq=self.state.next_seq,
+                    next_seq=self.ledger.next_seq,
                     commit=commit,
                     txns=plan.txns,
                 )
                 self.sealing.drop_staged(plan.txns)
                 return own.seq
             if plan.action is Publishing.AGAIN:
-                self.state.segments.publish(meta, again=True)
+                self.handles.segments.publish(meta, again=True)
             else:
-                self.state.segments.publish(meta)
+                self.handles.segments.publish(meta)
             return meta.seq
         except SegmentMissingError as e:
             if e.kind != "missing":
                 raise
         listed = (
-            self.state.segments.publication.manifest_copy(self.state.pid)
+            self.handles.segments.publication.manifest_copy(self.handles.pid)
             if plan.action is Publishing.OWN
             else None
         )
         if gone_unpublished(
-            plan, self.state.pid, listed, acks_known=self.state.deleted is not None
+            plan, self.handles.pid, listed, acks_known=self.handles.deleted is not None
         ):
-            self.state.covered = minus(self.state.covered, meta.wal_ranges)
+            self.ledger.uncover(minus(self.ledger.covered, meta.wal_ranges))
         return None
 
     def replay_steps(
@@ -350,16 +366,14 @@ class Rebuild:
         join the open segment (which may finalize)."""
         for step in steps:
             if isinstance(step, Txn):
-                self.state.pending[step.txn_id] = step
+                self.rows.begin(step)
                 continue
             rep.records_replayed += 1
             rep.rows_replayed += step.batch.num_rows
             if step.discarded:
                 continue
             if step.txn_id:
-                self.state.pending[step.txn_id].records.append(
-                    (step.seq, step.ingestion_ns, step.batch)
-                )
+                self.rows.replayed(step.txn_id, (step.seq, step.ingestion_ns, step.batch))
             else:
                 self.sealing.admit([(step.seq, step.ingestion_ns, step.batch)], since=old)
 
@@ -373,9 +387,11 @@ class Rebuild:
         caller, but leaves the report of the failure for the next foreground call.
         """
         self.check_open()
-        failure = self.state.failure
-        if failure.broken is None and self.state.wal.failed:
-            self.state.poison(self.state.wal.failure or WalFailedError(0, "wal writer failed"))
+        failure = self.life.failure
+        if failure.broken is None and self.ledger.wal.failed:
+            self.life.poison(
+                self.ledger.wal.failure or WalFailedError(0, "wal writer failed"), self.ledger.wal
+            )
         if failure.unreported_wal is not None and foreground:
             e, failure.unreported_wal = failure.unreported_wal, None
             raise e
@@ -399,42 +415,42 @@ class Rebuild:
         into a new file (:meth:`FailureState.settle`); recovery then reads the WAL, and
         the records it replays into the open segment are sealed at once.
         """
-        failure = self.state.failure
+        failure = self.life.failure
         cause = failure.broken
         try:
-            self.state.wal.close()  # idempotent; raises once if its last flush fails
+            self.ledger.wal.close()  # idempotent; raises once if its last flush fails
         except WalFailedError as e:
             failure.unreported_wal = e
             failure.seal_on_recovery = True
             raise
         try:
             failure.settle(
-                self.state.wal,
-                self.state.wal_dir,
-                self.state.io,
-                self.state.state_path,
-                self.state.config.wal,
+                self.ledger.wal,
+                self.handles.wal_dir,
+                self.handles.io,
+                self.handles.state_path,
+                self.handles.config.wal,
             )
             self.report = self.recover(republish=True)
-            if failure.seal_on_recovery and self.state.open:
+            if failure.seal_on_recovery and self.rows.open:
                 self.sealing.finalize()
         except BaseException as e:
             failure.broken = e
             try:
-                self.state.wal.close()
+                self.ledger.wal.close()
             except Exception as close_error:  # never opened a file: nothing to lose
                 log.warning(
-                    "quiver.writer.close_failed partition=%s: %s", self.state.pid, close_error
+                    "quiver.writer.close_failed partition=%s: %s", self.handles.pid, close_error
                 )
             raise
         failure.recovered()
         log.warning(
             "quiver.writer.recovered partition=%s after=%s %s",
-            self.state.pid,
+            self.handles.pid,
             cause,
             self.report.summary(),
         )
 
     def check_open(self) -> None:
-        if self.state.closed:
-            raise StoreClosedError(f"partition {self.state.pid} writer is closed")
+        if self.life.closed:
+            raise StoreClosedError(f"partition {self.handles.pid} writer is closed")

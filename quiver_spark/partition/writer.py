@@ -8,14 +8,15 @@ partition STATE (the commit point), then publishes the segment's metadata and
 truncates WAL files nobody needs (§7): :class:`~.sealing.Sealing`. Opening, and
 the next call after a failure (§7.4), rebuild the state from disk: :mod:`.recovery`
 reads and returns plans, :class:`~.rebuild.Rebuild` applies them. The writer owns the
-partition's :class:`~.state.PartitionState` and gives it to both; neither calls the
-writer.
+partition's state, in groups by concern (:mod:`.state`), and its lock, and gives each
+of the two the groups it uses; neither calls the writer nor takes the lock.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 
 import pyarrow as pa
@@ -40,7 +41,8 @@ from ..wal import WalWriter, encode_txn
 from .model import HEARTBEAT_PENDING, NO_LEASE, RecoveryReport, Txn, WriterLease
 from .rebuild import Rebuild
 from .sealing import Sealing
-from .state import PartitionState
+from .staged import StagedBook
+from .state import Lifecycle, PartitionHandles, SealedSegments, UnsealedRows, WalLedger
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +50,11 @@ log = logging.getLogger(__name__)
 class PartitionWriter:
     """Exclusive writer of one partition. Thread-safe; use through QuiverStore.
 
-    It owns the partition's :class:`~.state.PartitionState` and hands it to its two
-    collaborators: :attr:`sealing` (admission and finalize) and :attr:`rebuild`
-    (recovery, which seals through the same :attr:`sealing`)."""
+    It owns the partition's state, in groups (:mod:`.state`): :attr:`handles`,
+    :attr:`ledger`, :attr:`rows`, :attr:`sealed`, :attr:`life` and :attr:`staged`,
+    and :attr:`lock`, which guards them all; it hands its two collaborators the groups
+    they use: :attr:`sealing` (admission and finalize) and :attr:`rebuild` (recovery,
+    which seals through the same :attr:`sealing`)."""
 
     def __init__(
         self,
@@ -64,7 +68,9 @@ class PartitionWriter:
         deleted: DeletedSegments | None = None,
         lease: WriterLease = NO_LEASE,
     ) -> None:
-        self.state = PartitionState(
+        self.lock = threading.RLock()
+        """Guards every group of the state below; the collaborators never take it."""
+        self.handles = PartitionHandles(
             pid=pid,
             wal_root=wal_root,
             config=config,
@@ -74,19 +80,30 @@ class PartitionWriter:
             deleted=deleted,
             lease=lease,
         )
-        """The partition's mutable state, which the collaborators below are given."""
-        self.sealing = Sealing(self.state)
+        self.ledger = WalLedger(self.handles)
+        self.rows = UnsealedRows()
+        self.sealed = SealedSegments()
+        self.life = Lifecycle(self.handles.pid)
+        self.staged = StagedBook(segments, self.handles.pid)
+        """Object root: the staged transactions of this partition it keeps track of
+        (failed deletes, another incarnation's, the floor's ceiling; §12.6)."""
+        self._last_write_ns: int | None = None
+        self.sealing = Sealing(
+            self.handles, self.ledger, self.rows, self.sealed, self.life, self.staged
+        )
         """Admission into the open segment and its finalize (§7.2)."""
-        self.rebuild = Rebuild(self.state, self.sealing)
+        self.rebuild = Rebuild(
+            self.handles, self.ledger, self.rows, self.sealed, self.life, self.staged, self.sealing
+        )
         """Recovery at open and in place after a failure (§7.3, §7.4)."""
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, layout.lock_file_name()))
         try:
             self.rebuild.report = self.rebuild.recover()
         except BaseException:
-            if hasattr(self.state, "wal"):  # stop its flusher thread; it never opened a file
+            if hasattr(self.ledger, "wal"):  # stop its flusher thread; it never opened a file
                 try:
-                    self.state.wal.close()
+                    self.ledger.wal.close()
                 except Exception as e:
                     log.warning("quiver.writer.close_failed partition=%s: %s", self.pid, e)
             self._flock.release()
@@ -95,41 +112,41 @@ class PartitionWriter:
     # -- what the state says -----------------------------------------------------------
     @property
     def pid(self) -> str:
-        return self.state.pid
+        return self.handles.pid
 
     @property
     def config(self) -> StoreConfig:
-        return self.state.config
+        return self.handles.config
 
     @config.setter
     def config(self, config: StoreConfig) -> None:
-        self.state.config = config
+        self.handles.reconfigure(config)
 
     @property
     def lease(self) -> WriterLease:
         """The partition's writer lease (§12.3), released at close: on a POSIX root
         :data:`~.model.NO_LEASE`."""
-        return self.state.lease
+        return self.handles.lease
 
     @property
     def io(self) -> FileIO:
-        return self.state.io
+        return self.handles.io
 
     @property
     def dir(self) -> str:
-        return self.state.dir
+        return self.handles.dir
 
     @property
     def wal_dir(self) -> str:
-        return self.state.wal_dir
+        return self.handles.wal_dir
 
     @property
     def state_path(self) -> str:
-        return self.state.state_path
+        return self.handles.state_path
 
     @property
     def wal(self) -> WalWriter:
-        return self.state.wal
+        return self.ledger.wal
 
     @property
     def recovery(self) -> RecoveryReport:
@@ -138,42 +155,42 @@ class PartitionWriter:
 
     @property
     def last_write_ns(self) -> int | None:
-        return self.state.last_write_ns
+        return self._last_write_ns
 
     @property
     def finalized_total(self) -> int:
-        return self.state.finalized_total
+        return self.sealed.finalized_total
 
     @property
     def last_finalized(self) -> SegmentMeta | None:
-        return self.state.last_finalized
+        return self.sealed.last_finalized
 
     @property
     def last_published(self) -> SegmentMeta | None:
-        return self.state.last_published
+        return self.sealed.last_published
 
     @property
     def maintenance_error(self) -> BaseException | None:
         """Why the last maintenance (or a finalize an append triggered) failed; None
         after a tick that succeeded."""
-        return self.state.maintenance_error
+        return self.life.maintenance_error
 
     # -- appends -------------------------------------------------------------------
     def begin_txn(self, app: str, version: int, tag: str = "") -> int:
         """Start a transaction; returns its id (the seq of its REC_TXN record)."""
         validate_name("transaction app id", app)
-        with self.state.lock:
+        with self.lock:
             self.rebuild.ready()
             payload = encode_txn(app, int(version), tag)
-            first = self.state.wal.next_seq
+            first = self.ledger.wal.next_seq
             try:
-                seq = self.state.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
+                seq = self.ledger.wal.append(fmt.REC_TXN, payload, ingestion_ns=time.time_ns())
             except WalFailedError as e:
-                self.state.failure.failed_call(first)
-                self.state.poison(e)
-                self.state.failure.reported(e)
+                self.life.failure.failed_call(first)
+                self._poison(e)
+                self.life.failure.reported(e)
                 raise
-            self.state.pending[seq] = Txn(seq, app, int(version), tag)
+            self.rows.begin(Txn(seq, app, int(version), tag))
             return seq
 
     def append(self, batch: pa.RecordBatch, *, txn_id: int = 0) -> int:
@@ -202,70 +219,72 @@ class PartitionWriter:
                 "batches of one schema",
                 "the batches of one append must share one schema",
             )
-        with self.state.lock:
+        with self.lock:
             self.rebuild.ready()
-            if txn_id and txn_id not in self.state.pending:
-                raise UnknownTransactionError(self.state.pid, txn_id)
+            if txn_id and txn_id not in self.rows.pending:
+                raise UnknownTransactionError(self.handles.pid, txn_id)
             self._make_room(sum(b.nbytes for b in batches), len(batches))
-            open_schema = self.state.open.schema
+            open_schema = self.rows.open.schema
             if not txn_id and open_schema is not None and not schema.equals(open_schema):
                 self.sealing.finalize()  # a segment holds one schema: seal before writing
             ns = time.time_ns()
-            first = self.state.wal.next_seq
+            first = self.ledger.wal.next_seq
             try:
-                seqs = self.state.wal.append_batches(batches, ingestion_ns=ns, txn_id=txn_id)
+                seqs = self.ledger.wal.append_batches(batches, ingestion_ns=ns, txn_id=txn_id)
             except WalFailedError as e:
-                self.state.failure.failed_call(first)
-                self.state.poison(e)
-                self.state.failure.reported(e)
+                self.life.failure.failed_call(first)
+                self._poison(e)
+                self.life.failure.reported(e)
                 raise
-            self.state.last_write_ns = ns
+            self._last_write_ns = ns
             records = [(seq, ns, b) for seq, b in zip(seqs, batches, strict=True)]
             if txn_id:
-                txn = self.state.pending[txn_id]
-                if txn.first_mono is None:
-                    txn.first_mono = time.monotonic()
-                txn.records.extend(records)
+                self.rows.appended(txn_id, records)
                 return seqs[-1]
-            self.state.admitting = set(seqs)
+            self.rows.admitting_seqs(seqs)
             try:
                 for i, (seq, _, b) in enumerate(records):
-                    self.state.open.add(seq, ns, b)
-                    self.state.admitting.discard(seq)
-                    if self.state.open.nbytes < self.config.segment.target_size_bytes:
+                    self.rows.add(seq, ns, b)
+                    self.rows.admitted(seq)
+                    if self.rows.open.nbytes < self.config.segment.target_size_bytes:
                         continue
                     try:
                         self.sealing.finalize()
                     except Exception as e:  # the records are written: report, not raise
                         if i + 1 < len(records):  # the rest is only in the WAL: replayed
-                            self.state.poison(e)
+                            self._poison(e)
                         self._maintenance_failed("finalize after append", e)
                         break
             finally:
-                self.state.admitting = set()
+                self.rows.admitted_all()
             return seqs[-1]
 
+    def _poison(self, e: BaseException) -> None:
+        """Discard the in-memory state after ``e``: the next call recovers from disk
+        (:meth:`~.state.Lifecycle.poison`, §7.4)."""
+        self.life.poison(e, self.ledger.wal)
+
     def _maintenance_failed(self, what: str, e: BaseException) -> None:
-        self.state.maintenance_error = e
+        self.life.deferred(e)
         log.error("quiver.maintenance.deferred partition=%s during=%s: %s", self.pid, what, e)
 
     def flush(self) -> int:
         """Barrier: every append made before the call is durable on return."""
-        with self.state.lock:
+        with self.lock:
             self.rebuild.ready()
-            wal = self.state.wal
+            wal = self.ledger.wal
         try:
             return wal.flush()
         except (WalFailedError, StoreClosedError) as e:
-            with self.state.lock:
-                if wal is not self.state.wal and not wal.failed:
+            with self.lock:
+                if wal is not self.ledger.wal and not wal.failed:
                     # recovered meanwhile by another thread: closing the old WAL
                     # flushed every record it held; the new one holds the rest
                     return self.flush()
                 if isinstance(e, WalFailedError):
-                    if wal is self.state.wal:
-                        self.state.poison(e)
-                    self.state.failure.reported(e)
+                    if wal is self.ledger.wal:
+                        self._poison(e)
+                    self.life.failure.reported(e)
             raise
 
     def check_fits(self, nbytes: int, batches: int = 1) -> None:
@@ -282,15 +301,15 @@ class PartitionWriter:
 
     def _make_room(self, nbytes: int, batches: int = 1) -> None:
         limit = self.config.wal.max_size_bytes
-        if self.state.wal.total_bytes + nbytes <= limit:
+        if self.ledger.wal.total_bytes + nbytes <= limit:
             return
         self.check_fits(nbytes, batches)
         self.sealing.finalize()
         deadline = time.monotonic() + self.config.retention.backpressure_timeout_s
-        while self.state.wal.total_bytes + nbytes > limit:
+        while self.ledger.wal.total_bytes + nbytes > limit:
             if time.monotonic() >= deadline:
                 raise StoreAtCapacityError(
-                    f"partition {self.pid}: WAL at {self.state.wal.total_bytes} bytes of wal.max_size "
+                    f"partition {self.pid}: WAL at {self.ledger.wal.total_bytes} bytes of wal.max_size "
                     f"{limit} and undecided transactions pin it; retry later"
                 )
             time.sleep(0.05)
@@ -301,11 +320,11 @@ class PartitionWriter:
     def pending_txn(self, txn_id: int) -> tuple[str, int, list[pa.RecordBatch]]:
         """``(app, version, batches)`` of a transaction not decided yet (ValueError if
         it is unknown or decided)."""
-        with self.state.lock:
+        with self.lock:
             self.rebuild.ready()
-            txn = self.state.pending.get(txn_id)
+            txn = self.rows.pending.get(txn_id)
             if txn is None:
-                raise UnknownTransactionError(self.state.pid, txn_id)
+                raise UnknownTransactionError(self.handles.pid, txn_id)
             return txn.app, txn.version, [b for _, _, b in txn.records]
 
     def stage_stamp(self, txn_id: int) -> int:
@@ -313,16 +332,16 @@ class PartitionWriter:
         time of its first record, which its WAL keeps, so every retry (after a lost
         response, an in-place recovery or a restart) encodes the same bytes; 0 when it
         has no record (ValueError if it is unknown or decided)."""
-        with self.state.lock:
+        with self.lock:
             self.rebuild.ready()
-            txn = self.state.pending.get(txn_id)
+            txn = self.rows.pending.get(txn_id)
             if txn is None:
-                raise UnknownTransactionError(self.state.pid, txn_id)
+                raise UnknownTransactionError(self.handles.pid, txn_id)
             return txn.records[0][1] if txn.records else 0
 
     def pending_txns(self) -> list[tuple[int, str, int, str]]:
-        with self.state.lock:
-            return [(t.txn_id, t.app, t.version, t.tag) for t in self.state.pending.values()]
+        with self.lock:
+            return [(t.txn_id, t.app, t.version, t.tag) for t in self.rows.pending.values()]
 
     def confirm_lease(self) -> None:
         """Object root: this writer still holds its lease at its epoch (one GET of the
@@ -334,19 +353,19 @@ class PartitionWriter:
         """Object root: the staged object under ``txn_id`` holds another incarnation's
         transaction (met where this writer staged its own): resolved like those its
         open listed, and kept out of the transaction floor until then (§12.6)."""
-        with self.state.lock:
-            if not self.state.closed:
-                self.state.staged.note(txn_id)
+        with self.lock:
+            if not self.life.closed:
+                self.staged.note(txn_id)
 
     # -- finalize, maintenance and status -----------------------------------------------
     def finalize(self) -> SegmentMeta | None:
         """Seal the open segment into a published segment; None when it is empty."""
-        with self.state.lock:
+        with self.lock:
             self.rebuild.ready()
             try:
                 return self.sealing.finalize()
             except BaseException as e:
-                self.state.failure.reported(e)
+                self.life.failure.reported(e)
                 raise
 
     def maintain(self) -> SegmentMeta | None:
@@ -358,8 +377,8 @@ class PartitionWriter:
         finalize or begin does not stop a tick: it recovers and seals what calls that
         returned wrote, and the report stays pending for that caller (§7.4).
         """
-        with self.state.lock:
-            if self.state.closed:
+        with self.lock:
+            if self.life.closed:
                 return None
             try:
                 self.rebuild.ready(foreground=False)
@@ -367,16 +386,16 @@ class PartitionWriter:
                 self.sealing.look_held()
                 self.sealing.seal_foreign()
                 self.sealing.resolve(backoff=True)
-                due = self.state.open and (
-                    time.monotonic() - self.state.open.opened_mono
+                due = self.rows.open and (
+                    time.monotonic() - self.rows.open.opened_mono
                     >= self.config.segment.max_open_duration_s
-                    or self.state.open.nbytes >= self.config.segment.target_size_bytes
+                    or self.rows.open.nbytes >= self.config.segment.target_size_bytes
                 )
                 meta = self.sealing.finalize() if due else None
             except Exception as e:
                 self._maintenance_failed("maintenance", e)
                 raise
-            self.state.maintenance_error = None
+            self.life.maintained()
             return meta
 
     def write_heartbeat(self) -> None:
@@ -391,12 +410,12 @@ class PartitionWriter:
         body = self.status()
         body["pending"] = [
             [t.txn_id, t.app, t.version, t.tag]
-            for t in sorted(self.state.pending.values(), key=lambda t: t.txn_id)[:HEARTBEAT_PENDING]
+            for t in sorted(self.rows.pending.values(), key=lambda t: t.txn_id)[:HEARTBEAT_PENDING]
         ]
         body["pid"] = os.getpid()
         body["written_ns"] = time.time_ns()
         body["open_since_ns"] = (
-            body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self.state.open else None
+            body["written_ns"] - int(body["open_segment_age_s"] * 1e9) if self.rows.open else None
         )
         path = os.path.join(self.dir, layout.heartbeat_file_name())
         if self.lease.sealer:
@@ -412,26 +431,26 @@ class PartitionWriter:
             log.warning("quiver.heartbeat.not_written partition=%s: %s", self.pid, e)
 
     def status(self) -> dict:
-        with self.state.lock:
+        with self.lock:
             return {
                 "partition": self.pid,
-                "open_segment_bytes": self.state.open.nbytes,
-                "open_segment_rows": self.state.open.rows,
+                "open_segment_bytes": self.rows.open.nbytes,
+                "open_segment_rows": self.rows.open.rows,
                 "open_segment_age_s": (
-                    time.monotonic() - self.state.open.opened_mono if self.state.open else 0.0
+                    time.monotonic() - self.rows.open.opened_mono if self.rows.open else 0.0
                 ),
-                "pending_txns": len(self.state.pending),
+                "pending_txns": len(self.rows.pending),
                 # held on a damaged staged object (§12.6): pending until it is repaired
                 # or removed
-                "held_txns": sorted(self.state.staged.held),
-                "wal_bytes": self.state.wal.total_bytes if not self.state.closed else 0,
-                "next_segment_seq": self.state.next_seq,
-                "last_write_ns": self.state.last_write_ns,
+                "held_txns": sorted(self.staged.held),
+                "wal_bytes": self.ledger.wal.total_bytes if not self.life.closed else 0,
+                "next_segment_seq": self.ledger.next_seq,
+                "last_write_ns": self._last_write_ns,
                 "finalized_total": self.finalized_total,
                 "maintenance_error": (
                     None
-                    if self.state.maintenance_error is None
-                    else str(self.state.maintenance_error)
+                    if self.life.maintenance_error is None
+                    else str(self.life.maintenance_error)
                 ),
             }
 
@@ -447,30 +466,28 @@ class PartitionWriter:
         (the disk still full) it says so. A WAL failure no caller was told of is raised
         once everything is released.
         """
-        with self.state.lock:
-            if self.state.closed:
+        with self.lock:
+            if self.life.closed:
                 return
             unreported: BaseException | None = None
             unsettled: BaseException | None = None
-            failure = self.state.failure
+            failure = self.life.failure
             try:
-                if failure.broken is None and self.state.wal.failed:
-                    self.state.poison(
-                        self.state.wal.failure or WalFailedError(0, "wal writer failed")
-                    )
+                if failure.broken is None and self.ledger.wal.failed:
+                    self._poison(self.ledger.wal.failure or WalFailedError(0, "wal writer failed"))
                 unreported = failure.unreported_wal
                 if finalize and failure.broken is None:
                     self.sealing.resolve()
                     self.sealing.finalize()
                     self.write_heartbeat()  # status must not show a sealed segment as open
             finally:
-                self.state.closed = True
+                self.life.close()
                 try:
-                    self.state.wal.close()
+                    self.ledger.wal.close()
                 finally:
                     try:
                         unsettled = failure.settle_on_close(
-                            self.state.wal, self.wal_dir, self.io, self.state_path, self.config.wal
+                            self.ledger.wal, self.wal_dir, self.io, self.state_path, self.config.wal
                         )
                     finally:
                         self._flock.release()

@@ -542,7 +542,7 @@ class StoreHarness:
                 if fd is not None:
                     os.close(fd)
                 wal._closed = True
-            w.state.closed = True
+            w.life.close()
             w._flock.release()
         if store._subscribers is not None:
             store._subscribers.close()
@@ -2305,11 +2305,11 @@ class ObjectStoreHarness(StoreHarness):
         for p in self.live_writers():
             store = self.writers[p]
             w = store.writer if store is not None else None
-            if w is None or not w.state.staged.held:
+            if w is None or not w.staged.held:
                 continue
             sealed = {k for key, (_, fp) in self.segs.items() if key[0] == p for k in fp}
             for t in self.txns:
-                if t.partition != p or t.txn_id not in w.state.staged.held or t.held:
+                if t.partition != p or t.txn_id not in w.staged.held or t.held:
                     continue
                 t.held = True
                 STATS["held_on_a_damaged_staged_object"] += 1
@@ -2451,7 +2451,7 @@ class ObjectStoreHarness(StoreHarness):
             w = store.writer if store is not None else None
             if w is None:
                 continue
-            for looks in (w.state.staged.foreign, w.state.staged.held, w.state.recheck):
+            for looks in (w.staged.foreign, w.staged.held, w.rows.recheck):
                 for txn_id, (_, interval) in list(looks.items()):
                     looks[txn_id] = (0.0, interval)
 

@@ -30,7 +30,7 @@ def test_a_lost_machines_transaction_committed_after_its_next_writer_looked_is_s
         # (undecided: the next look is a second away) and the model checks
         h.lose_machine("p-0", observer=False)
         assert h.writers["p-0"] is not None
-        book = h.writers["p-0"].writer.state.staged  # type: ignore[union-attr]
+        book = h.writers["p-0"].writer.staged  # type: ignore[union-attr]
         assert t.txn_id in book.foreign
         # the driver decides the batch now, within that second
         h.commit("qb", h.candidates("qb"))

@@ -163,13 +163,13 @@ def test_wal_file_pinned_with_a_covered_marker_is_resolved_by_its_decision(
         assert w is not None
         # an older writer covered the marker alone; its data stayed in the WAL only
         w.sealing.resolve = lambda: None  # type: ignore[method-assign]
-        w.state.covered.add(t, t)
-        w.state.pending.clear()
-        w.state.write_state(None)
+        w.ledger.cover(t, t)
+        w.rows.pending.clear()
+        w.sealing.write_state(None)
         w.wal.flush()
         w.wal.close()
         w._flock.release()
-        w.state.closed = True
+        w.life.close()
     with QuiverStore.open(str(tmp_path), cfg, background=False) as store:
         store.finalize()
         assert all_ids(store) == [5, 6]
