@@ -41,7 +41,7 @@ from .config import StoreConfig, validate_name
 from .control.clock import elapsed
 from .control.gone import GoneCopy
 from .control.lease import PURPOSE_WRITER, Lease, Stale, current_holder
-from .control.manifest import NO_FACTS, Facts, ManifestStore
+from .control.manifest_store import NO_FACTS, Facts, ManifestStore
 from .dataloss import LostLog, ObjectLostLog
 from .errors import (
     MAKING_A_STORE,

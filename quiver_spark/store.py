@@ -30,7 +30,7 @@ from .admission import Admission
 from .config import StoreConfig
 from .control.clock import elapsed
 from .control.lease import PURPOSE_SEALER, PURPOSE_WRITER
-from .control.manifest import ManifestStore
+from .control.manifest_store import ManifestStore
 from .descriptor import (
     effective_config,
     ensure_schema,

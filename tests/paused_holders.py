@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.control.manifest import manifest_key
+from quiver_spark.layout import manifest as manifest_key
 from tests.driven import Driven
 from tests.fault_proxy import FaultProxy
 from tests.moto_server import MotoS3, s3_options

@@ -5,8 +5,8 @@ The seqs gone, the high and the transactions sealed and retired are kept in the
 partition's MANIFEST and again in ``partitions/<pid>/GONE`` (a §6 frame, magic
 ``QGON``), so that a MANIFEST damaged later and rebuilt from a listing never reuses a
 seq nor seals a transaction again. :class:`GoneCopy` is what an object root hands its
-:class:`~.manifest.ManifestStore`; a POSIX root hands it
-:data:`~.manifest.NO_FACTS`.
+:class:`~.manifest_store.ManifestStore`; a POSIX root hands it
+:data:`~.manifest_store.NO_FACTS`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .. import layout, staging
 from ..commits import CommitLog
 from ..config import NAME_RE, SegmentConfig
 from ..control.lease import PURPOSE_SEALER, Lease
-from ..control.manifest import ManifestStore
+from ..control.manifest_store import ManifestStore
 from ..errors import (
     CorruptionError,
     InvalidArgumentError,

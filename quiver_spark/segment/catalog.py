@@ -27,7 +27,8 @@ import pyarrow as pa
 
 from .. import layout
 from ..config import NAME_RE, SegmentConfig, validate_name
-from ..control.manifest import ManifestEntry, ManifestStore, ReclaimedTotals
+from ..control.manifest import ManifestEntry, ReclaimedTotals
+from ..control.manifest_store import ManifestStore
 from ..control.txn_retirement import NOTHING_RETIRED, TxnRetirement
 from ..errors import (
     CorruptionError,

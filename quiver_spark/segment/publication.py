@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.manifest import Manifest, ManifestEntry
+from ..control.manifest_store import ManifestStore
 from ..control.txn_retirement import TxnRetirement
 from ..errors import CorruptionError
 from ..seams import DeletedMarks

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.manifest import Manifest, ManifestEntry
+from ..control.manifest_store import ManifestStore
 from ..control.txn_retirement import TxnRetirement
 from ..errors import SegmentExistsError
 from ..seams import DeletedMarks

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from .. import layout
 from ..config import validate_name
-from ..control.manifest import Manifest, ManifestEntry, ManifestStore
+from ..control.manifest import Manifest, ManifestEntry
+from ..control.manifest_store import ManifestStore
 from ..control.txn_retirement import TxnRetirement
 from ..errors import (
     CorruptionError,

@@ -789,7 +789,7 @@ class Scenarios:
     def check_published_objects(self, who: str) -> None:
         """Every segment a MANIFEST lists has its ``.arrow`` and ``.meta``
         (:class:`PublishedObjectRemoved`)."""
-        from quiver_spark.control.manifest import ManifestStore
+        from quiver_spark.control.manifest_store import ManifestStore
         from quiver_spark.errors import CorruptionError
 
         objects = self.h.bucket_objects()
@@ -814,7 +814,7 @@ class Scenarios:
                     )
 
     def _manifest_epoch(self, p: str) -> int:
-        from quiver_spark.control.manifest import ManifestStore
+        from quiver_spark.control.manifest_store import ManifestStore
 
         got = ManifestStore(self.h.bucket_objects()).read(p)
         return got.epoch if got is not None else 0

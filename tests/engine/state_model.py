@@ -1918,7 +1918,7 @@ class StoreHarness:
         """A damaged MANIFEST (:data:`FLIP_OUTCOMES`): the check above found every row
         once through the listing; the partition's writer, reopened by it, rewrote the
         manifest, which verifies again and no longer counts as damage."""
-        from quiver_spark.control.manifest import ManifestStore
+        from quiver_spark.control.manifest_store import ManifestStore
 
         assert d.partition is not None
         if self.writers.get(d.partition) is None:

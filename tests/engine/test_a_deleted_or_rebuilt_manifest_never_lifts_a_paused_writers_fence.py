@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from quiver_spark import QuiverStore, RetentionConfig
-from quiver_spark.control.manifest import manifest_key
 from quiver_spark.errors import LeaseHeldError, LeaseLostError
+from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.objects.memory import MemoryObjects
 from tests.lost_machines import APP, ROOT, lose, machine, observer, task
 from tests.stores import id_batch, scanned_ids, wal_in

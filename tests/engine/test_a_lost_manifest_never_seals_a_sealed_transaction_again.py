@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from quiver_spark.control.manifest import manifest_key
+from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.objects.memory import MemoryObjects
 from tests.lost_machines import APP, machine, observer, staged, task
 from tests.stores import scanned_ids

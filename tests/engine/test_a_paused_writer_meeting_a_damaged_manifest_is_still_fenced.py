@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.control.manifest import Manifest, manifest_key
+from quiver_spark.control.manifest import Manifest
 from quiver_spark.errors import CorruptionError, LeaseHeldError, LeaseLostError
+from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.objects.memory import MemoryObjects
 from tests.lost_machines import APP, lose, machine, task
 from tests.stores import scanned_ids

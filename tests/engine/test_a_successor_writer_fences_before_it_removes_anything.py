@@ -13,8 +13,8 @@ from unittest import mock
 import pytest
 
 from quiver_spark import QuiverStore
-from quiver_spark.control.manifest import manifest_key
 from quiver_spark.errors import LeaseHeldError, LeaseLostError
+from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.subscription import Subscription
 from tests.lost_machines import APP, ROOT, lose, machine, task

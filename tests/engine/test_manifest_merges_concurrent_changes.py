@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from quiver_spark.control.manifest import Manifest, ManifestEntry, ManifestStore, manifest_key
+from quiver_spark.control.manifest import Manifest, ManifestEntry
+from quiver_spark.control.manifest_store import ManifestStore
 from quiver_spark.errors import CorruptionError, FencedError
 from quiver_spark.format import encode_frame
+from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.objects.memory import MemoryObjects
 
 pytestmark = pytest.mark.usefixtures("fresh_memory")
