@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 
@@ -18,7 +18,7 @@ from ..config import StoreConfig, validate_name
 from ..dataloss import LossPolicy, LostLog, MissingSegment, PartitionEvidence, evidence
 from ..errors import CorruptionError, MissingKind, QuiverError, SegmentMissingError, SubscriberError
 from ..metrics import Metrics
-from ..segment import Look, SegmentLocation, SegmentMeta
+from ..segment import SegmentLocation, SegmentMeta
 from ..store import QuiverStore
 from ..subscribers import Outcome, StartPosition, SubscriberRegistry, records
 from ..subscribers.live import LiveClaim
@@ -33,6 +33,7 @@ from .catchup import (
 )
 from .dropping import Handed
 from .horizon import cutoff, parse_horizon
+from .looks import CallLooks
 from .opening import open_store
 from .planning import UNLIMITED, Caps, SegmentPlanner
 from .position import Position
@@ -54,16 +55,6 @@ class Batch:
 
 
 # -- the subscription -------------------------------------------------------------------------
-@dataclass
-class _Call:
-    """What one call of a subscription already looked at (see :meth:`Subscription.one_call`)."""
-
-    depth: int = 0
-    refreshed: bool = False
-    partitions: list[str] | None = None
-    look: Look | None = None
-
-
 @dataclass
 class _State:
     last_seal: float = 0.0
@@ -135,7 +126,6 @@ class Subscription:
         self._state = _State()
         self._registered = False  # seen registered (a live consumer is never expired)
         self._given_back: dict[str, set[int]] | None = None  # nacked, not delivered since
-        self._call = _Call()
         if live:
             # on an object root the lease's epoch starts above the standing claim's, so
             # a lease object gone missing never leaves the subscriber unclaimable
@@ -147,6 +137,7 @@ class Subscription:
             )
         try:
             self.registry: SubscriberRegistry = store.subscribers
+            self._looks = CallLooks(store, self.registry)
             self._claim_consumer()  # before any position is read (§12.5)
         except BaseException:
             if live:
@@ -155,9 +146,9 @@ class Subscription:
         self.planner = SegmentPlanner(
             store,
             self.registry,
-            refresh=self._refresh,
-            partitions=self._partitions,
-            look=self._look,
+            refresh=self._looks.refresh,
+            partitions=self._looks.partitions,
+            look=self._looks.look,
         )
         self._acks = Acknowledgements(
             store, self.name, self.registry, self.planner, self.metrics, self._live_claim
@@ -213,55 +204,10 @@ class Subscription:
             store.close()
             raise
 
-    # -- one look per call ------------------------------------------------------------------
-    @contextlib.contextmanager
-    def one_call(self) -> Iterator[None]:
+    def one_call(self) -> AbstractContextManager[None]:
         """Within the block (and within every public call, which opens one), the ack log
-        is caught up and the partitions are listed at most once: what the first look
-        found serves the rest of the call (a trigger's ack and plan, a poll's
-        registration check, position and plan). Each look is a request on an object
-        root. A look that failed is made again by the next call."""
-        c = self._call
-        c.depth += 1
-        try:
-            yield
-        finally:
-            c.depth -= 1
-            if c.depth == 0:
-                c.refreshed, c.partitions, c.look = False, None, None
-
-    def _refresh(self) -> None:
-        """Catch the ack log up, once per call."""
-        c = self._call
-        if c.depth and c.refreshed:
-            return
-        self.registry.refresh()
-        c.refreshed = c.depth > 0
-
-    def _partitions(self) -> list[str]:
-        """The store's partitions, listed once per call (by :meth:`_look` where the
-        location lists its root in one request: the same listing)."""
-        c = self._call
-        if c.depth and c.partitions is not None:
-            return list(c.partitions)
-        seen = self._look()
-        parts = seen.partitions if seen is not None else self.store.partitions()
-        if c.depth:
-            c.partitions = parts
-        return list(parts)
-
-    def _look(self) -> Look | None:
-        """One listing of the segments location's root, once per call: the partitions,
-        the quarantine mark's version and the publication hints (§5.6)."""
-        c = self._call
-        if c.depth and c.look is not None:
-            return c.look
-        seen = self.location.look()
-        if c.depth:
-            c.look = seen
-            if seen is not None:
-                c.partitions = seen.partitions
-        return seen
+        is caught up and the partitions are listed at most once (:mod:`.looks`)."""
+        return self._looks.one_call()
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -278,7 +224,7 @@ class Subscription:
         return self.loss.lost
 
     def registered(self) -> bool:
-        self._refresh()
+        self._looks.refresh()
         self._registered = self.name in self.registry.subscribers()
         return self._registered
 
@@ -329,20 +275,24 @@ class Subscription:
         """Per partition, the highest seq through which everything is acknowledged."""
         with self.one_call():
             self._require_registered(new_ok=False)
-            self._refresh()
+            self._looks.refresh()
             return Position(
-                {p: h for p in self._partitions() if (h := self.registry.hwm(self.name, p)) > 0}
+                {
+                    p: h
+                    for p in self._looks.partitions()
+                    if (h := self.registry.hwm(self.name, p)) > 0
+                }
             )
 
     def _resumed(self) -> Position:
         """Where this subscriber reading newest first is, from the ack log: its mark,
         and the run of acknowledged seqs above it as the head (:func:`resumed_position`)."""
         self._require_registered(new_ok=False)
-        self._refresh()
+        self._looks.refresh()
         return resumed_position(
             partial(self.registry.hwm, self.name),
             partial(self.registry.gaps, self.name),
-            self._partitions(),
+            self._looks.partitions(),
         )
 
     def start(
@@ -530,10 +480,10 @@ class Subscription:
         """Per partition, the seqs nacked and not delivered again since (loaded from the
         ack log once: a nack outlives the process that made it)."""
         if self._given_back is None:
-            self._refresh()
+            self._looks.refresh()
             self._given_back = {
                 p: set(seqs)
-                for p in self._partitions()
+                for p in self._looks.partitions()
                 if (seqs := self.registry.nacked(self.name, p))
             }
         return self._given_back
@@ -586,7 +536,7 @@ class Subscription:
         self._require_registered(new_ok=False)
         if self._live:  # a consumer whose lease was taken over must not acknowledge
             self.store.kind.live.check(self.name, self)
-        self._refresh()
+        self._looks.refresh()
         st = self._state
         now = time.monotonic()
         n = self._acks.record(through, self._nacked, now)
