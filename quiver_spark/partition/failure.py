@@ -71,6 +71,26 @@ class FailureState:
         if isinstance(e, WalFailedError):
             self.unreported_wal = None
 
+    def forget_unreported(self) -> None:
+        """The WAL failure no caller was told of is being raised to one now (or was
+        raised in its stead)."""
+        self.unreported_wal = None
+
+    def keep_unreported(self, e: BaseException | None) -> None:
+        """A maintenance tick recovered: the report of WAL failure ``e`` still waits for
+        a caller."""
+        self.unreported_wal = self.unreported_wal or e
+
+    def close_failed(self, e: BaseException) -> None:
+        """Closing the WAL writer before a recovery raised ``e`` (its last flush): no
+        caller was told, and the next recovery seals what it replays."""
+        self.unreported_wal = e
+        self.seal_on_recovery = True
+
+    def recovery_failed(self, e: BaseException) -> None:
+        """A recovery in place failed with ``e``: the state stays discarded."""
+        self.broken = e
+
     def failed_call(self, first: int) -> None:
         """A call whose records start at seq ``first`` met a WAL failure: none is kept."""
         if self.drop_from is None:

@@ -204,7 +204,7 @@ class Rebuild:
             self.staged.adopt(plan.unsealed, ())
         # the listing above may lag behind the bucket: the floor this writer records
         # stays at the MANIFEST's until a later listing is taken into account
-        self.staged.ceiling = plan.txn_ceiling
+        self.staged.cap(plan.txn_ceiling)
         self.sealing.replaying(True)  # no WAL file is deleted before the whole WAL is replayed
         try:
             self.replay_steps(replay(wal, self.ledger.covered, old), rep, old)
@@ -392,8 +392,9 @@ class Rebuild:
             self.life.poison(
                 self.ledger.wal.failure or WalFailedError(0, "wal writer failed"), self.ledger.wal
             )
-        if failure.unreported_wal is not None and foreground:
-            e, failure.unreported_wal = failure.unreported_wal, None
+        e = failure.unreported_wal
+        if e is not None and foreground:
+            failure.forget_unreported()
             raise e
         if failure.broken is not None:
             unreported = failure.unreported_wal
@@ -401,10 +402,10 @@ class Rebuild:
                 self.rebuild()
             except WalFailedError:
                 if foreground:
-                    failure.unreported_wal = None
+                    failure.forget_unreported()
                 raise
             if not foreground:  # a tick recovers; the report still waits for a caller
-                failure.unreported_wal = failure.unreported_wal or unreported
+                failure.keep_unreported(unreported)
 
     def rebuild(self) -> None:
         """Recover the partition from disk in place, keeping the partition lock.
@@ -420,8 +421,7 @@ class Rebuild:
         try:
             self.ledger.wal.close()  # idempotent; raises once if its last flush fails
         except WalFailedError as e:
-            failure.unreported_wal = e
-            failure.seal_on_recovery = True
+            failure.close_failed(e)
             raise
         try:
             failure.settle(
@@ -435,7 +435,7 @@ class Rebuild:
             if failure.seal_on_recovery and self.rows.open:
                 self.sealing.finalize()
         except BaseException as e:
-            failure.broken = e
+            failure.recovery_failed(e)
             try:
                 self.ledger.wal.close()
             except Exception as close_error:  # never opened a file: nothing to lose

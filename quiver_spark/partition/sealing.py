@@ -274,7 +274,7 @@ class Sealing:
         for txn_id in staged.held_due(now):
             txn = self.rows.pending.get(txn_id)
             if txn is None:
-                del staged.held[txn_id]
+                staged.release(txn_id)
                 continue
             try:
                 found = read_staged(objects, self.handles.pid, txn_id)
@@ -287,7 +287,7 @@ class Sealing:
             if found is None:
                 self.drop_held(txn_id)
             elif staged_by_another(txn, found):
-                del staged.held[txn_id]
+                staged.release(txn_id)
                 self.drop_txn(txn_id)
                 staged.note(txn_id)
                 log.warning(
@@ -297,7 +297,7 @@ class Sealing:
                     txn_id,
                 )
             else:
-                del staged.held[txn_id]
+                staged.release(txn_id)
                 log.warning(
                     "quiver.staged.repaired partition=%s txn=%d: the staged transaction of "
                     "this id is this WAL's; resolved by its commit record",
@@ -308,7 +308,7 @@ class Sealing:
     def drop_held(self, txn_id: int) -> None:
         """Held ``txn_id``'s damaged staged object is gone: this WAL's transaction is
         dropped as not committed (§12.6)."""
-        self.staged.held.pop(txn_id, None)
+        self.staged.release(txn_id)
         txn = self.drop_txn(txn_id)
         log.warning(
             "quiver.staged.removed partition=%s txn=%d app=%s version=%d: the damaged staged "

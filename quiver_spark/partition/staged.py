@@ -119,6 +119,16 @@ class StagedBook:
         """Another incarnation's staged object met under ``txn_id``: foreign."""
         self.foreign.setdefault(txn_id, (0.0, 0.0))
 
+    def release(self, txn_id: int) -> None:
+        """``txn_id`` is held no longer: its damaged staged object was repaired or
+        removed, or the writer holds no such pending transaction any more."""
+        self.held.pop(txn_id, None)
+
+    def cap(self, ceiling: int | None) -> None:
+        """At recovery: the highest floor to record until a listing of ``txns/`` made
+        after it is taken into account (None: no limit)."""
+        self.ceiling = ceiling
+
     def floor(
         self, writing: Collection[int], unpublished: Iterable[int], top: int
     ) -> TxnRetirement:

@@ -493,8 +493,8 @@ class PartitionWriter:
                         self._flock.release()
                         self.lease.release()
             if unsettled is not None:
-                failure.unreported_wal = None
+                failure.forget_unreported()
                 raise unsettled
             if unreported is not None:
-                failure.unreported_wal = None
+                failure.forget_unreported()
                 raise unreported
