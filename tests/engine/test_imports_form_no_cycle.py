@@ -64,7 +64,24 @@ def _graph(pkg: Path = PKG) -> dict[str, dict[str, int]]:
         for target, line in _imported(module, path, known):
             if target != module:
                 graph[module].setdefault(target, line)
+            # importing ``pkg.sub.x`` first runs ``pkg/sub/__init__``: a module outside
+            # ``pkg.sub`` depends on that package too (the top package excepted: every
+            # import runs it, and it is the entry, not a part)
+            for parent in _packages_above(target):
+                if parent in known and not _within(module, parent):
+                    graph[module].setdefault(parent, line)
     return graph
+
+
+def _packages_above(name: str) -> Iterator[str]:
+    """The packages ``name`` lies in, below the top package."""
+    parts = name.split(".")
+    for n in range(2, len(parts)):
+        yield ".".join(parts[:n])
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -149,6 +166,18 @@ def test_the_import_graph_sees_relative_absolute_and_deferred_imports(tmp_path: 
         "pkg.sub.high": {"pkg.format": 1, "pkg.errors": 2, "pkg.sub.low": 4},
         "pkg.sub.low": {"pkg.errors": 1},
     }
+
+
+def test_an_import_of_a_subpackages_module_depends_on_the_subpackage(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from ..low import x\n")
+    (pkg / "sub" / "leaf.py").write_text("")
+    (pkg / "low.py").write_text("from .sub.leaf import y\n")
+    graph = _graph(pkg)
+    assert graph["pkg.low"] == {"pkg.sub.leaf": 1, "pkg.sub": 1}
+    assert [c for c in _strongly_connected(graph) if len(c) > 1] == [["pkg.low", "pkg.sub"]]
 
 
 def test_no_two_modules_of_the_package_import_each_other_even_indirectly() -> None:
