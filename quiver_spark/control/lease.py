@@ -34,6 +34,7 @@ from ..errors import (
     CorruptionError,
     LeaseHeldError,
     LeaseLostError,
+    LostRaceError,
     ObjectConflict,
     ObjectExists,
     VersionMismatch,
@@ -531,9 +532,11 @@ class Lease:
                 read=read,
                 encode=lambda seq: _encode(self.epoch, self.holder, seq=seq),
                 resolve=resolve,
-                give_up=lambda attempts: OSError(
+                give_up=lambda attempts: LostRaceError(
+                    self.url,
                     f"lease {self.url} changed under its holder {attempts} times in a row "
-                    "(it is still held)"
+                    "(it is still held)",
+                    attempts=attempts,
                 ),
             )
             if written is not None:

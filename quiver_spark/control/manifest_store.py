@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from ..errors import CorruptionError, FencedError, ObjectExists
+from ..errors import CorruptionError, FencedError, LostRaceError, ObjectExists
 from ..format import FRAME_SIZE
 from ..layout import manifest as manifest_key
 from ..layout import writer_lease as writer_lease_key
@@ -275,8 +275,10 @@ class ManifestStore:
             encode=lambda new: new.encode(),
             fence=fence,
             lost=lambda: self._last.pop(partition, None),
-            give_up=lambda attempts: OSError(
-                f"{self.display(partition)}: {attempts} conditional writes in a row lost"
+            give_up=lambda attempts: LostRaceError(
+                self.display(partition),
+                f"{self.display(partition)}: {attempts} conditional writes in a row lost",
+                attempts=attempts,
             ),
         )
         cur = read_cur[0]

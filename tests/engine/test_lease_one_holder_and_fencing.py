@@ -285,3 +285,28 @@ def test_concurrent_acquirers_of_an_expired_lease_have_exactly_one_winner_each_r
         got = objects.get(KEY)
         assert got is not None
         assert lease_mod.decode_lease(KEY, got.data).holder.token == winners[0].holder.token
+
+
+def test_a_renewal_whose_condition_keeps_failing_gives_up_with_a_lost_race_and_stays_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from quiver_spark.control import cas
+    from quiver_spark.errors import LostRaceError, VersionMismatch
+
+    objects = MemoryObjects("b-lost-race")
+    clock = FakeClock()
+    holder = Lease.acquire(objects, KEY, purpose="writer", ttl_s=30, clock=clock, sleep=clock.sleep)
+    monkeypatch.setattr(cas, "pause", lambda n, sleep: None)
+
+    def refused(key: str, data: bytes, *, version: str) -> str:
+        raise VersionMismatch(key, "the storage refused the condition")
+
+    monkeypatch.setattr(objects, "replace", refused)
+    with pytest.raises(LostRaceError) as caught:
+        holder.renew()
+    assert caught.value.attempts == cas.ATTEMPTS and caught.value.where == holder.url
+    assert "changed under its holder" in str(caught.value)
+    assert not holder.lost()  # not taken over: still held, a later renewal may land
+    monkeypatch.undo()
+    holder.renew()
+    assert not holder.lost()

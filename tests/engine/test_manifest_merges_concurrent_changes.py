@@ -9,7 +9,8 @@ import pytest
 
 from quiver_spark.control.manifest import Manifest, ManifestEntry
 from quiver_spark.control.manifest_store import ManifestStore
-from quiver_spark.errors import CorruptionError, FencedError
+from quiver_spark.control import cas
+from quiver_spark.errors import CorruptionError, FencedError, LostRaceError
 from quiver_spark.format import encode_frame
 from quiver_spark.layout import manifest as manifest_key
 from quiver_spark.objects.memory import MemoryObjects
@@ -115,3 +116,25 @@ def test_a_first_manifest_is_created_only_once_when_two_handles_race() -> None:
     assert b.create(Manifest("p-0").published([entry(7)])) is None
     got = b.read("p-0")
     assert got is not None and got.seqs() == [1]
+
+
+def test_a_manifest_changed_before_every_write_gives_up_with_a_lost_race_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cas, "pause", lambda n, sleep: None)
+    writer = ManifestStore(MemoryObjects("b"))
+    other = ManifestStore(MemoryObjects("b"))
+    publish(writer, 1)
+    seqs = iter(range(2, 1000))
+
+    def meddle(m: Manifest) -> Manifest:
+        publish(other, next(seqs))  # another handle lands between every read and write
+        return m.published([entry(500)])
+
+    with pytest.raises(LostRaceError) as caught:
+        writer.update("p-0", meddle, build=lambda: nothing("p-0"))
+    assert caught.value.attempts == cas.ATTEMPTS
+    assert caught.value.where == writer.display("p-0")
+    assert f"{cas.ATTEMPTS} conditional writes in a row lost" in str(caught.value)
+    got = ManifestStore(MemoryObjects("b")).read("p-0")
+    assert got is not None and 500 not in got.seqs()  # nothing of the lost attempts
