@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from quiver_spark.control import cas
 from quiver_spark.control.manifest import Manifest, ManifestEntry
 from quiver_spark.control.manifest_store import ManifestStore
-from quiver_spark.control import cas
 from quiver_spark.errors import CorruptionError, FencedError, LostRaceError
 from quiver_spark.format import encode_frame
 from quiver_spark.layout import manifest as manifest_key
