@@ -138,10 +138,17 @@ class RootKind(Protocol):
         *,
         io: FileIO,
         storage_options: dict[str, Any] | None,
-        manifests: ManifestStore | None = None,
+        manifests: ManifestStore,
     ) -> SegmentLocation:
         """The store's segments: at ``url`` (the recorded location), or in the root's
         own objects, where the MANIFEST publishes (§12.4)."""
+
+    @staticmethod
+    def read_location(
+        url: str, objects: ObjectStore, *, io: FileIO, storage_options: dict[str, Any] | None
+    ) -> SegmentLocation:
+        """The segments as a reader without the store opens them (an executor serving a
+        read task): the same place, no MANIFEST read or written."""
 
     @staticmethod
     def manifest_facts(objects: ObjectStore) -> Facts:
@@ -255,9 +262,15 @@ class FileRoot:
         *,
         io: FileIO,
         storage_options: dict[str, Any] | None,
-        manifests: ManifestStore | None = None,
+        manifests: ManifestStore,
     ) -> SegmentLocation:
         return SegmentLocation(url, io=io, storage_options=storage_options, manifests=manifests)
+
+    @staticmethod
+    def read_location(
+        url: str, objects: ObjectStore, *, io: FileIO, storage_options: dict[str, Any] | None
+    ) -> SegmentLocation:
+        return SegmentLocation(url, io=io, storage_options=storage_options)
 
     @staticmethod
     def manifest_facts(objects: ObjectStore) -> Facts:
@@ -429,11 +442,17 @@ class ObjectRoot:
         *,
         io: FileIO,
         storage_options: dict[str, Any] | None,
-        manifests: ManifestStore | None = None,
+        manifests: ManifestStore,
     ) -> SegmentLocation:
         return SegmentLocation.in_objects(
             objects, layout.segments_dir(), url=url, manifests=manifests
         )
+
+    @staticmethod
+    def read_location(
+        url: str, objects: ObjectStore, *, io: FileIO, storage_options: dict[str, Any] | None
+    ) -> SegmentLocation:
+        return SegmentLocation.read_in_objects(objects, layout.segments_dir(), url=url)
 
     @staticmethod
     def manifest_facts(objects: ObjectStore) -> Facts:

@@ -66,6 +66,56 @@ class NoFacts:
 NO_FACTS = NoFacts()
 
 
+class ManifestIndex(Protocol):
+    """What a segment location asks of its per-partition MANIFESTs (§6.7): a
+    :class:`ManifestStore`, or :data:`NO_MANIFESTS` where its readers list."""
+
+    def read(self, partition: str) -> Manifest | None:
+        """The MANIFEST as stored now; None when there is none."""
+
+    def for_reader(self, partition: str, build: Callable[[], Manifest]) -> Manifest | None:
+        """The MANIFEST a new reader goes by; None: the reader lists."""
+
+    def update(
+        self,
+        partition: str,
+        change: Callable[[Manifest], Manifest],
+        *,
+        build: Callable[[], Manifest],
+    ) -> Manifest | None:
+        """``change`` applied and stored; None when nothing is kept."""
+
+    def forget(self, partition: str) -> None:
+        """Drop what this handle remembers of ``partition``'s MANIFEST."""
+
+
+class NoManifests:
+    """A segment location without MANIFESTs (a reader on an executor, a location
+    opened alone): nothing is read, written or remembered, so every reader lists and a
+    publication's ``.meta`` is all there is; no request is made."""
+
+    def read(self, partition: str) -> Manifest | None:
+        return None
+
+    def for_reader(self, partition: str, build: Callable[[], Manifest]) -> Manifest | None:
+        return None
+
+    def update(
+        self,
+        partition: str,
+        change: Callable[[Manifest], Manifest],
+        *,
+        build: Callable[[], Manifest],
+    ) -> Manifest | None:
+        return None
+
+    def forget(self, partition: str) -> None:
+        return None
+
+
+NO_MANIFESTS = NoManifests()
+
+
 @dataclass
 class ManifestStats:
     """What readers met (for logs, metrics and tests)."""
@@ -170,6 +220,30 @@ class ManifestStore:
 
     def forget(self, partition: str) -> None:
         self._last.pop(partition, None)
+
+    def for_reader(self, partition: str, build: Callable[[], Manifest]) -> Manifest | None:
+        """The MANIFEST a new reader goes by (one read): written from a listing by
+        ``create`` when it has none (the one-time upgrade); None when it is damaged
+        (counted and logged: the reader lists instead)."""
+        try:
+            m = self.read(partition)
+        except CorruptionError as e:
+            log.warning(
+                "quiver.manifest.damaged path=%s error=%s: the partition is listed instead "
+                "(the next writer or retention pass rewrites it; `quiver fsck` names it)",
+                self.display(partition),
+                e,
+            )
+            return None
+        if m is None:
+            m = build()
+            try:
+                self.create(m)
+            except OSError as e:  # a read-only root: the listing still answers
+                log.warning(
+                    "quiver.manifest.unwritten path=%s error=%s", self.display(partition), e
+                )
+        return m
 
     def read(self, partition: str) -> Manifest | None:
         """The manifest as stored now (one GET); None when there is none. A damaged

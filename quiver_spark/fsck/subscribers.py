@@ -6,6 +6,7 @@ subscription record ``.sub`` (§8.10), and a record whose registration the ack l
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from .. import format as fmt
 from .. import layout
@@ -19,10 +20,8 @@ def subscriber_tasks(run: FsckRun) -> list[Task]:
     registration the ack log lost."""
     if not run.store.has_registry():
         return []
-    from ..subscribers.journal import FileJournal
-
-    journal = run.store.kind.journal  # the ack log the root's kind keeps
-    tasks = _file_journal_tasks(run) if journal is FileJournal else _object_journal_tasks(run)
+    # the ack log the root's kind keeps says how it is stored
+    tasks = _JOURNAL_TASKS[run.store.kind.journal.stored_as](run)
     for key in run.keys(layout.records_prefix()):
         if layout.is_subscriber_record(key):
             tasks.append((1, lambda key=key: _check_record(run, key)))  # type: ignore[misc]
@@ -48,6 +47,13 @@ def _file_journal_tasks(run: FsckRun) -> list[Task]:
 def _object_journal_tasks(run: FsckRun) -> list[Task]:
     """An object root's CHECKPOINT and deltas (§12.5), the records included."""
     return [(1, lambda: _check_object_registry(run))]
+
+
+_JOURNAL_TASKS: dict[str, Callable[[FsckRun], list[Task]]] = {
+    "acklog-files": _file_journal_tasks,
+    "acklog-deltas": _object_journal_tasks,
+}
+"""The checks of each way an ack log is stored (``Journal.stored_as``)."""
 
 
 def _check_object_registry(run: FsckRun) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterable
 
 import pyarrow as pa
 
+from ..control.manifest_store import ManifestStore
 from ..control.txn_retirement import TxnRetirement
 from ..objects import ObjectStore
 from ..segment import SegmentLocation
@@ -56,7 +57,7 @@ def staged_objects(segments: SegmentLocation) -> ObjectStore:
     """The bucket a partition's staged transactions are in (§12.6): an object root's,
     whose segments publish through a MANIFEST. Only an object root's writer stages, so
     only it finds staged transactions to ask this for."""
-    assert segments.manifests is not None  # the one place: an object root's segments
+    assert isinstance(segments.manifests, ManifestStore)  # an object root's segments
     return segments.manifests.objects
 
 

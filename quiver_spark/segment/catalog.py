@@ -28,7 +28,7 @@ import pyarrow as pa
 from .. import layout
 from ..config import NAME_RE, validate_name
 from ..control.manifest import ManifestEntry, ReclaimedTotals
-from ..control.manifest_store import ManifestStore
+from ..control.manifest_store import NO_MANIFESTS, ManifestIndex, ManifestStore
 from ..errors import CorruptionError, SegmentMissingError
 from ..fs import DEFAULT_IO, FileIO
 from ..objects import ObjectStore
@@ -66,9 +66,13 @@ class SegmentLocation(SegmentWriting):
         and used as a root's there (``aws_endpoint``, ``retry_timeout``...); for any
         other remote URL its fsspec filesystem's arguments.
     manifests
-        The store's per-partition MANIFESTs (§6.7); None: every reader lists.
+        The store's per-partition MANIFESTs (§6.7), an index of what the ``.meta``
+        files published; :data:`~quiver_spark.control.manifest_store.NO_MANIFESTS`
+        (the default): none is kept, every reader lists.
 
-    The segments of an object root are in its own objects: :meth:`in_objects`. How a
+    The segments of an object root are in its own objects: :meth:`in_objects` (a
+    store's, published by its MANIFESTs) or :meth:`read_in_objects` (a reader's
+    without them). How a
     segment is written and published: :class:`~.writing.SegmentWriting`.
     """
 
@@ -78,7 +82,7 @@ class SegmentLocation(SegmentWriting):
         *,
         io: FileIO = DEFAULT_IO,
         storage_options: Mapping[str, object] | None = None,
-        manifests: ManifestStore | None = None,
+        manifests: ManifestIndex = NO_MANIFESTS,
     ) -> None:
         check_url("segment.path", url)  # a missing backend or bad URL: one clear error
         files = SegmentFiles(open_backend(url, io=io, storage_options=storage_options))
@@ -86,32 +90,36 @@ class SegmentLocation(SegmentWriting):
 
     @classmethod
     def in_objects(
-        cls, objects: ObjectStore, prefix: str, *, url: str, manifests: ManifestStore | None = None
+        cls, objects: ObjectStore, prefix: str, *, url: str, manifests: ManifestStore
     ) -> SegmentLocation:
-        """The segments of an object root: ``objects``' keys under ``prefix`` (``url``
-        only names them). With ``manifests``, the MANIFEST publishes (§12.4)."""
+        """The segments of an object root's store: ``objects``' keys under ``prefix``
+        (``url`` only names them), published by each partition's MANIFEST (§12.4)."""
         files = SegmentFiles(ObjectBackend(objects, prefix))
         location = cls.__new__(cls)
-        location._setup(
-            url,
-            files,
-            manifests,
-            FilePublication(files, None)
-            if manifests is None
-            else ManifestPublication(files, manifests),
-        )
+        location._setup(url, files, manifests, ManifestPublication(files, manifests))
+        return location
+
+    @classmethod
+    def read_in_objects(cls, objects: ObjectStore, prefix: str, *, url: str) -> SegmentLocation:
+        """The segments of an object root as a reader without the store sees them (an
+        executor serving a read task, which opens the segments its plan names by their
+        metadata): no MANIFEST is read or written, a segment's ``.meta`` and the
+        listing are all it goes by."""
+        files = SegmentFiles(ObjectBackend(objects, prefix))
+        location = cls.__new__(cls)
+        location._setup(url, files, NO_MANIFESTS, FilePublication(files, NO_MANIFESTS))
         return location
 
     def _setup(
         self,
         url: str,
         files: SegmentFiles,
-        manifests: ManifestStore | None,
+        manifests: ManifestIndex,
         publication: Publication,
     ) -> None:
         self.url = url
         self.manifests = manifests
-        """The store's per-partition MANIFESTs (§6.7); None: every reader lists."""
+        """The store's per-partition MANIFESTs (§6.7); NO_MANIFESTS: every reader lists."""
         self._b = files.backend
         self._files = files
         self._publication = publication
@@ -168,8 +176,6 @@ class SegmentLocation(SegmentWriting):
         """What retention's deletions took out of ``partition``'s MANIFEST since it
         began counting (§6.7, one GET); None without a manifest store, without a
         MANIFEST, or when it fails verification."""
-        if self.manifests is None:
-            return None
         try:
             m = self.manifests.read(partition)
         except CorruptionError:

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..control.manifest import Manifest, ManifestEntry
-from ..control.manifest_store import ManifestStore
+from ..control.manifest_store import ManifestIndex
 from ..control.txn_retirement import TxnRetirement
-from ..errors import CorruptionError
 from ..seams import DeletedMarks
 from .backend import Consume
 from .files import DamagedSegment, Found, SegmentFiles, SegmentSurvey
@@ -289,31 +288,6 @@ def manifest_from_survey(
     return m.marked_damaged((d.seq, d.error) for d in survey.damaged)
 
 
-def manifest_for_reader(manifests: ManifestStore, partition: str, build: Build) -> Manifest | None:
-    """The MANIFEST a new reader goes by (one read): written from a listing by
-    ``create`` when it has none (the one-time upgrade); None when it is damaged
-    (counted and logged: the reader lists instead)."""
-    try:
-        m = manifests.read(partition)
-    except CorruptionError as e:
-        log.warning(
-            "quiver.manifest.damaged path=%s error=%s: the partition is listed instead "
-            "(the next writer or retention pass rewrites it; `quiver fsck` names it)",
-            manifests.display(partition),
-            e,
-        )
-        return None
-    if m is None:
-        m = build()
-        try:
-            manifests.create(m)
-        except OSError as e:  # a read-only root: the listing still answers
-            log.warning(
-                "quiver.manifest.unwritten path=%s error=%s", manifests.display(partition), e
-            )
-    return m
-
-
 def manifest_entries(
     files: SegmentFiles, partition: str, m: Manifest
 ) -> tuple[list[ManifestEntry], list[DamagedSegment]]:
@@ -338,7 +312,7 @@ def surveyed_view(survey: SegmentSurvey) -> PartitionView:
 
 
 def unlist(
-    manifests: ManifestStore,
+    manifests: ManifestIndex,
     partition: str,
     seqs: list[int],
     build: Build,
@@ -354,7 +328,7 @@ def unlist(
 
 
 def mark_damaged(
-    manifests: ManifestStore,
+    manifests: ManifestIndex,
     damaged: Iterable[DamagedSegment],
     build: Callable[[str], Manifest],
 ) -> None:
@@ -368,7 +342,7 @@ def mark_damaged(
 
 
 def _mark(
-    manifests: ManifestStore,
+    manifests: ManifestIndex,
     partition: str,
     found: list[tuple[int, str]],
     build: Callable[[str], Manifest],

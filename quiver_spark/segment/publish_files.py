@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 from ..control.manifest import Manifest, ManifestEntry
-from ..control.manifest_store import ManifestStore
+from ..control.manifest_store import ManifestIndex
 from ..control.txn_retirement import TxnRetirement
 from ..errors import SegmentExistsError
 from ..seams import DeletedMarks
@@ -26,7 +26,6 @@ from .publication import (
     PartitionView,
     Publishing,
     manifest_entries,
-    manifest_for_reader,
     manifest_from_survey,
     mark_damaged,
     surveyed_view,
@@ -43,15 +42,16 @@ def _never_taken(what: str) -> TypeError:
 
 
 class FilePublication:
-    """The ``.meta`` is the publication point; ``manifests`` (None: the store keeps
-    none, every reader lists) is an index of what it published."""
+    """The ``.meta`` is the publication point; ``manifests`` is an index of what it
+    published (:data:`~quiver_spark.control.manifest_store.NO_MANIFESTS`: none is kept,
+    every reader lists)."""
 
     names_txns = False
     needs_deleted_marks = True
     keeps_unpublished = False
     unlisted_txn_ceiling: int | None = None
 
-    def __init__(self, files: SegmentFiles, manifests: ManifestStore | None) -> None:
+    def __init__(self, files: SegmentFiles, manifests: ManifestIndex) -> None:
         self._files = files
         self._manifests = manifests
         self.deleted_marks: Callable[[str], DeletedMarks] | None = None
@@ -131,8 +131,6 @@ class FilePublication:
         """The MANIFEST (an index) adds the entries (``txns`` and ``retirement`` are an
         object root's, §12.6: none is recorded here). A failure raises: the caller's
         state is discarded and its recovery adds them (:meth:`sync_manifest`)."""
-        if self._manifests is None:
-            return
         entries = [ManifestEntry.from_meta(m) for m in metas]
         self._manifests.update(
             partition,
@@ -202,11 +200,7 @@ class FilePublication:
     def view(self, partition: str) -> PartitionView:
         """The MANIFEST plus the segments published after its ``high`` (a probe: one
         read for the miss), or the listing without a usable MANIFEST."""
-        if self._manifests is None:
-            return self.listed_view(partition)
-        m = manifest_for_reader(
-            self._manifests, partition, lambda: self.manifest_from_listing(partition)
-        )
+        m = self._manifests.for_reader(partition, lambda: self.manifest_from_listing(partition))
         if m is None:
             return self.listed_view(partition)
         entries, damaged = manifest_entries(self._files, partition, m)
@@ -232,8 +226,6 @@ class FilePublication:
         """Written from a listing when missing or damaged, and every segment published
         after its ``high`` and not in it yet added (a publication that died before its
         manifest step); seqs below ``floor`` are never probed."""
-        if self._manifests is None:
-            return None
         self._manifests.forget(partition)
 
         def add_published(m: Manifest) -> Manifest:
@@ -254,8 +246,7 @@ class FilePublication:
         )
 
     def mark_damaged(self, damaged: Iterable[DamagedSegment]) -> None:
-        if self._manifests is not None:
-            mark_damaged(self._manifests, damaged, self.manifest_from_listing)
+        mark_damaged(self._manifests, damaged, self.manifest_from_listing)
 
     # -- unpublishing -----------------------------------------------------------------
     def prepare_removal(self, partition: str, seqs: Iterable[int]) -> list[int]:
@@ -271,11 +262,10 @@ class FilePublication:
         """Nothing (:meth:`prepare_removal`)."""
 
     def unlist(self, partition: str, seqs: list[int], *, reclaimed: bool = False) -> None:
-        if self._manifests is not None:
-            unlist(
-                self._manifests, partition, seqs, lambda: self.manifest_from_listing(partition),
-                reclaimed=reclaimed,
-            )  # fmt: skip
+        unlist(
+            self._manifests, partition, seqs, lambda: self.manifest_from_listing(partition),
+            reclaimed=reclaimed,
+        )  # fmt: skip
 
     def _survey(self, partition: str) -> SegmentSurvey:
         return self._files.survey(partition, self.published_seqs(partition), strict=False)

@@ -44,7 +44,6 @@ from .publication import (
     PartitionView,
     Publishing,
     manifest_entries,
-    manifest_for_reader,
     manifest_from_survey,
     mark_damaged,
     surveyed_view,
@@ -545,9 +544,7 @@ class ManifestPublication:
 
     def view(self, partition: str) -> PartitionView:
         """The MANIFEST alone: what it lists is what is published (§12.4)."""
-        m = manifest_for_reader(
-            self._manifests, partition, lambda: self.manifest_from_listing(partition)
-        )
+        m = self._manifests.for_reader(partition, lambda: self.manifest_from_listing(partition))
         if m is None:
             return self.listed_view(partition)
         self._copies[partition] = m

@@ -69,6 +69,10 @@ class Journal(Protocol):
     ``flock``); False on an object root, where nothing locks between processes: each
     transaction is validated again at its own commit, and a live consumer holds a lease
     whose claim its acknowledgements carry (§12.3, §12.5)."""
+    stored_as: ClassVar[str]
+    """How the ack log is stored, for what checks it (``quiver fsck``): ``"acklog-files"``,
+    generations of ack-log files and a CHECKPOINT (§8.5); ``"acklog-deltas"``, a
+    CHECKPOINT and numbered delta objects (§12.5)."""
     root: str
     dir: str
     """Where the ack log is, as messages name it."""
@@ -198,6 +202,7 @@ class FileJournal:
     """
 
     locks_processes: ClassVar[bool] = True
+    stored_as: ClassVar[str] = "acklog-files"
 
     def __init__(self, root: str, io: FileIO, checkpoint_records: int, salvage: bool) -> None:
         self.root = root

@@ -87,6 +87,7 @@ class ObjectJournal:
     (the :class:`~.journal.Journal` of an object root)."""
 
     locks_processes: ClassVar[bool] = False
+    stored_as: ClassVar[str] = "acklog-deltas"
 
     def __init__(
         self, root: str, objects: ObjectStore, checkpoint_records: int, salvage: bool

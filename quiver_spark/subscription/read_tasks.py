@@ -241,7 +241,7 @@ def read_task(
     """
     kind = root_kind(task.root)  # an executor has no store: the class builds the parts
     objects = open_objects(task.root, task.storage_options or None)
-    location = kind.segment_location(
+    location = kind.read_location(
         task.segments_url, objects, io=DEFAULT_IO, storage_options=task.storage_options
     )
     policy = LossPolicy(

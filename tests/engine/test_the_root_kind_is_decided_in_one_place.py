@@ -21,13 +21,17 @@ PKG = Path(__file__).resolve().parents[2] / "quiver_spark"
 BRANCH = re.compile(
     r"on_objects|is_object_root|manifest_publishes|non_posix|local_of"
     r"|isinstance\([^)]*LocalObjects|is_local_url|\.posix|objects is None|objects is not None"
-    r"|\blease is None|\blease is not None|\bmanifests is not None|\.stages\b|\.leases\b"
-    r"|keeps_facts|is_object_url"
+    r"|\blease is None|\blease is not None|manifests is None|manifests is not None"
+    r"|\.stages\b|\.leases\b|keeps_facts|is_object_url"
+    r"|(?:\bis (?:not )?|[!=]=\s*)(?:FileJournal|ObjectJournal|FlockLive|LeaseLive)\b"
+    r"|isinstance\([^)]*(?:FileJournal|ObjectJournal|FlockLive|LeaseLive|ManifestStore)"
 )
 """What asks, outside the seam, which kind of root it is on: besides the forms above,
 a writer's lease left None for POSIX (the POSIX kind hands over a lease that checks
-nothing), segments without a MANIFEST taken for POSIX, and a kind's flags (whether it
-stages, whether its live locks are leases, whether it keeps GONE facts)."""
+nothing), segments without a MANIFEST taken for POSIX (a location without MANIFESTs
+holds ``NO_MANIFESTS``, which reads none and writes none), the journal or the live locks
+a kind handed over asked for their class, and a kind's flags (whether it stages, whether
+its live locks are leases, whether it keeps GONE facts)."""
 
 SEAM = {"root_kind.py", "urls.py"}
 """The kinds themselves, and the module that parses URLs."""
@@ -39,7 +43,7 @@ KNOWN = {
     ),
     (
         "partition/staged.py",
-        "assert segments.manifests is not None  # the one place: an object root's segments",
+        "assert isinstance(segments.manifests, ManifestStore)  # an object root's segments",
     ): (
         "staged_objects: the bucket of a partition's staged transactions, asked only by "
         "a writer that found staged transactions, which only an object root's writer "
@@ -94,6 +98,16 @@ def test_a_planted_branch_is_found_and_named_by_its_file_and_line() -> None:
             "        return 1\n"
             "    return isinstance(objects.inner, LocalObjects)\n"
             "staged_due = kind.stages and writer.lease is not None\n"
+            "    if manifests is None:\n"
+            "    if self._manifests is not None:\n"
+            "tasks = a(run) if journal is FileJournal else b(run)\n"
+            "tasks = b(run) if journal is not ObjectJournal else a(run)\n"
+            "tasks = a(run) if journal == FileJournal else b(run)\n"
+            "if isinstance(journal, (FileJournal, ObjectJournal)):\n"
+            "if isinstance(locks, FlockLive | LeaseLive):\n"
+            "if isinstance(locks, LeaseLive):\n"
+            "if isinstance(location.manifests, ManifestStore):\n"
+            "journal: JournalKind = FileJournal\n"
         ),
         "root_kind.py": "if objects is None:\n",
         "subscribers/objects_journal.py": "        if objects is None:\n",
@@ -102,4 +116,13 @@ def test_a_planted_branch_is_found_and_named_by_its_file_and_line() -> None:
         "quiver_spark/planted.py:2: if objects is None:  # POSIX",
         "quiver_spark/planted.py:4: return isinstance(objects.inner, LocalObjects)",
         "quiver_spark/planted.py:5: staged_due = kind.stages and writer.lease is not None",
+        "quiver_spark/planted.py:6: if manifests is None:",
+        "quiver_spark/planted.py:7: if self._manifests is not None:",
+        "quiver_spark/planted.py:8: tasks = a(run) if journal is FileJournal else b(run)",
+        "quiver_spark/planted.py:9: tasks = b(run) if journal is not ObjectJournal else a(run)",
+        "quiver_spark/planted.py:10: tasks = a(run) if journal == FileJournal else b(run)",
+        "quiver_spark/planted.py:11: if isinstance(journal, (FileJournal, ObjectJournal)):",
+        "quiver_spark/planted.py:12: if isinstance(locks, FlockLive | LeaseLive):",
+        "quiver_spark/planted.py:13: if isinstance(locks, LeaseLive):",
+        "quiver_spark/planted.py:14: if isinstance(location.manifests, ManifestStore):",
     ]
