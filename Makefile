@@ -48,7 +48,7 @@ format: $(STAMP) ## apply ruff's formatter and import sorting
 
 # README's tables are rendered from the JSON files, also when a benchmark failed (its
 # JSON is then the earlier run's); make still fails then.
-bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger object_requests startup idle_partition catch_up) into bench/results (JSON + RESULTS.md), then README's tables
+bench: $(STAMP) ## run the benchmarks (wal segment recovery acklog sink source trigger object_requests startup idle_partition catch_up one_protocol) into bench/results (JSON + RESULTS.md), then README's tables
 	$(PY) bench/run_all.py; status=$$?; $(PY) bench/tables.py --write && exit $$status
 
 bench-soak: $(STAMP) ## P11, not in CI: 10 min quiver vs 10 min Parquet file pipeline; table + PNG plots in bench/results, then README's tables

@@ -25,7 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["wal", "segment", "recovery", "acklog", "sink", "source", "trigger", "object_requests",
-         "startup", "idle_partition", "catch_up"]  # fmt: skip
+         "startup", "idle_partition", "catch_up", "one_protocol"]  # fmt: skip
 NOT_IN_BENCH = ["soak"]  # long: make bench-soak
 
 

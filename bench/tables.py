@@ -630,6 +630,47 @@ def catch_up(d: Data) -> str:
     return "\n\n".join([header(title, d), table(head, rows)])
 
 
+def one_protocol(d: Data) -> str:
+    a, p, ops = d["acknowledgements"], d["publication"], d["operations"]
+    sides = ("posix", "objects")
+
+    def work(what: str) -> list[str]:
+        return [f"{o.get('fsync', 0):g} fsync, {o.get('fsync_dir', 0):g} directory fsync"
+                for o in (ops[s][what] for s in sides)]  # fmt: skip
+
+    def rounds(xs: list[float]) -> str:
+        return ", ".join(f"{x:.2f}" for x in xs)
+
+    tenth = max(1, d["acks"] // 10)
+    rows = [
+        [f"acknowledgement: {num(d['acks'])} acks a round, each its own durable registry write "
+         "(`record_many` of one seq, as a consumer's commit makes it)",
+         *[f"{a['acks_per_s'][s]:,.0f} acks/s (p50 {a['ack_ms_p50'][s]:.2f} ms)" for s in sides],
+         f"{ratio(a['ratio_time_objects_over_posix'], bold=True)} the time "
+         f"(rounds {rounds(a['ratio_per_round'])})"],
+        [f"the same, p50 of the first / last {num(tenth)} acks (context)",
+         *[f"{a['ack_ms_p50_first_tenth'][s]:.2f} / {a['ack_ms_p50_last_tenth'][s]:.2f} ms"
+           for s in sides], "-"],
+        ["file-system work per ack (counting pass)", *work("per_ack"), "-"],
+        [f"publication (`publish`, phase two): {num(d['publications'])} segments a round, p50",
+         *[f"{p['publish_ms_p50'][s]:.2f} ms" for s in sides],
+         f"{ratio(p['ratio_publish_objects_over_posix'], bold=True)} "
+         f"(rounds {rounds(p['ratio_per_round'])})"],
+        [f"whole segment write (`.arrow` + publication, {num(d['rows_per_segment'])} rows), p50 "
+         "(context)", *[f"{p['write_ms_p50'][s]:.2f} ms" for s in sides],
+         ratio(p["ratio_write_objects_over_posix"])],
+        ["file-system work per publication (counting pass)", *work("per_publication"), "-"],
+    ]  # fmt: skip
+    fs = d["filesystem"]
+    title = (f"One protocol for both roots (rejected, ARCHITECTURE.md §2.1): a POSIX root run "
+             f"as a `LocalObjects` object root vs its own protocol, on one directory "
+             f"({fs['type']}, real fsyncs), median of {d['rounds']} interleaved rounds")  # fmt: skip
+    head = ["what", "POSIX protocol (`FileJournal`, `FilePublication`)",
+            "as an object root (`ObjectJournal`, `ManifestPublication` on `LocalObjects`)",
+            "ratio, same run"]  # fmt: skip
+    return "\n\n".join([header(title, d), table(head, rows)])
+
+
 RENDER: dict[str, Callable[[Data], str]] = {
     "wal": wal,
     "segment": segment,
@@ -643,6 +684,7 @@ RENDER: dict[str, Callable[[Data], str]] = {
     "object_requests": object_requests,
     "idle_poll": idle_poll,
     "catch_up": catch_up,
+    "one_protocol": one_protocol,
 }
 
 
