@@ -76,6 +76,34 @@ class Journal(Protocol):
     root: str
     dir: str
     """Where the ack log is, as messages name it."""
+
+    @classmethod
+    def open(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self:
+        """Open (creating if need be) the ack log of the store at ``root`` and replay
+        its checkpoint and tail."""
+        ...
+
+    @classmethod
+    def open_existing(
+        cls,
+        root: str,
+        *,
+        io: FileIO = DEFAULT_IO,
+        checkpoint_records: int = ACK_CHECKPOINT_RECORDS,
+        salvage: bool = False,
+        objects: ObjectStore | None = None,
+    ) -> Self | None:
+        """:meth:`open`, or None when the store at ``root`` has no ack log."""
+        ...
+
     report: OpenReport
     mutex: threading.RLock
     """Held by the journal while it changes ``state``; a reader holds it for a

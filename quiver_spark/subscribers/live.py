@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .. import layout
 from ..control.lease import DEFAULT_TTL_S, Lease, current_holder
@@ -103,6 +103,38 @@ def _refusal(subscriber: str, path: str, holder: str, what: str = "lock") -> Sub
         "that query or process (or close() that Subscription), or give this consumer its "
         "own subscriber id (option('subscriber', ...))"
     )
+
+
+class LiveLocks(Protocol):
+    """A root's live-consumer locks, as its kind builds them (:mod:`quiver_spark.root_kind`):
+    :class:`FlockLive` or :class:`LeaseLive`."""
+
+    def claim(
+        self,
+        subscriber: str,
+        owner: object,
+        *,
+        ttl_s: float = DEFAULT_TTL_S,
+        floor: Callable[[], int] | None = None,
+    ) -> None:
+        """Hold ``subscriber``'s live-consumer lock for consumer ``owner``, or raise
+        SubscriberError naming the live consumer that holds it."""
+
+    def release(self, subscriber: str, owner: object) -> None:
+        """Release the subscriber's live-consumer lock if ``owner`` holds it."""
+
+    def is_live(self, subscriber: str) -> bool:
+        """True while a consumer (of any process) holds ``subscriber``'s lock."""
+
+    def check(self, subscriber: str, owner: object) -> None:
+        """Raise when ``owner``'s lock was taken over."""
+
+    def claim_of(self, subscriber: str, owner: object) -> LiveClaim | None:
+        """What ``owner``'s acknowledgements carry of its claim; None when nothing
+        needs to (a lock nobody takes over)."""
+
+    def started_past_the_log(self, subscriber: str) -> bool:
+        """Whether a consumer may have started since the ack log's last decision."""
 
 
 class FlockLive:
@@ -230,10 +262,6 @@ class LeaseLive:
         root takes no lock of the ack log, so one made since a decision is looked for
         here (:meth:`is_live`)."""
         return self.is_live(subscriber)
-
-
-LiveLocks = FlockLive | LeaseLive
-"""A root's live-consumer locks, as its kind builds them (:mod:`quiver_spark.root_kind`)."""
 
 
 def _claim_lease(

@@ -25,7 +25,6 @@ from ..values import parse_choice
 from . import log as acklog
 from .journal import FileJournal, Journal, OpenReport
 from .live import LiveClaim
-from .objects_journal import ObjectJournal
 from .reclaimed import EVENT as REGISTERED_LATE
 from .reclaimed import Reclaimed, RecordedOf, deleted_counts, reclaimed_before, with_recorded
 from .state import PartState, RegistryState
@@ -34,8 +33,9 @@ log = logging.getLogger(__name__)
 
 MAX_RUN = 0xFFFF_FFFF
 
-JournalKind = type[FileJournal] | type[ObjectJournal]
-"""The ack log a root keeps, as its kind names it (:mod:`quiver_spark.root_kind`)."""
+JournalKind = type[Journal]
+"""The ack log a root keeps, as its kind names it (:mod:`quiver_spark.root_kind`): a
+class of :class:`~.journal.Journal`."""
 
 
 class Outcome(enum.Enum):
