@@ -6,10 +6,11 @@ A store root is a local POSIX directory or ``file://`` URL (:func:`local_path`),
 object-store URL (:func:`root_location`), opened by
 :func:`~quiver_spark.objects.roots.open_objects`. A segments location
 (``segment.path``, beside a local root) is a local path, an object-store URL (the same
-client as a root there: obstore) or any other ``scheme://...`` URL whose fsspec
-implementation is installed (:func:`check_url`, :func:`segments_client`). Each refusal
-is a :class:`ConfigError` naming the option, the value and what to write instead (an
-install hint for a missing fsspec backend).
+client as a root there: obstore, or the engine's in-process store for ``memory://``)
+or any other ``scheme://...`` URL whose fsspec implementation is installed
+(:func:`check_url`, :func:`segments_client`). Each refusal is a :class:`ConfigError`
+naming the option, the value and what to write instead (an install hint for a missing
+fsspec backend).
 
 :data:`SCHEMES` says what each scheme names; one client serves a scheme wherever it
 appears:
@@ -20,7 +21,7 @@ scheme                     a store root there     a ``segment.path`` there
 ``s3`` ``s3a``             obstore, family s3     obstore, family s3
 ``gs`` ``gcs``             obstore, family gcs    obstore, family gcs
 ``az`` ``abfs`` ``abfss``  obstore, family azure  obstore, family azure
-``memory``                 the in-process store   fsspec's in-process store
+``memory``                 the in-process store   the in-process store
 ``file`` ``local``         a local directory      a local directory
 any other (``hdfs``...)    refused                fsspec, when installed
 =========================  =====================  ===========================
@@ -44,8 +45,9 @@ LOCAL = "local"
 """The kind of root, and the client of a segments location, of a POSIX directory
 (:attr:`Scheme.root`, :attr:`Scheme.segments`)."""
 OBJECTS = "objects"
-"""The client of a segments location on an object store: obstore, the one a root there
-opens (:func:`~quiver_spark.objects.roots.open_objects`), with the same storage options."""
+"""The client of a segments location on an object store: the one a root there opens
+(:func:`~quiver_spark.objects.roots.open_objects`), with the same storage options:
+obstore, or the engine's in-process store for ``memory://``."""
 FSSPEC = "fsspec"
 """The client of any other segments location: the fsspec filesystem of its scheme."""
 
@@ -76,7 +78,7 @@ SCHEMES: dict[str, Scheme] = {
     "abfs": Scheme("azure", OBJECTS, ("root", "family", "segments")),
     "abfss": Scheme("azure", OBJECTS, ("root",)),
     "hdfs": Scheme(None, FSSPEC, ("segments",)),
-    "memory": Scheme("memory", FSSPEC, ("segments",)),
+    "memory": Scheme("memory", OBJECTS, ("segments",)),
     "file": Scheme(LOCAL, LOCAL, ("segments",)),
     "local": Scheme(LOCAL, LOCAL),
 }
@@ -310,8 +312,9 @@ def check_url(option: str, value: object) -> str:
 def segments_client(url: str) -> str:
     """The client of the segments location ``url`` (accepted by :func:`check_url`):
     :data:`LOCAL` for a path without a scheme or a ``file://``/``local://`` URL,
-    :data:`OBJECTS` for an object-store URL (``s3://``, ``gs://``, ``az://``...: obstore,
-    as a root there), :data:`FSSPEC` for any other (``memory://``, ``hdfs://``...)."""
+    :data:`OBJECTS` for an object-store URL (``s3://``, ``gs://``, ``az://``...: obstore;
+    ``memory://``: the in-process store; as a root there), :data:`FSSPEC` for any other
+    (``hdfs://``...)."""
     split = _split(url)
     if split is None:
         return LOCAL

@@ -8,13 +8,13 @@ implementation:
 =================  ==========================================================
 ``local.py``       :class:`LocalBackend`: a POSIX directory through
                    :class:`~quiver_spark.fs.FileIO` (tmp, fsync, rename, fsync dir)
-``remote.py``      :class:`RemoteBackend`: any other fsspec URL (HDFS,
-                   ``memory://``...); single-request uploads
+``remote.py``      :class:`RemoteBackend`: any other fsspec URL (HDFS...);
+                   single-request uploads
 ``objects.py``     :class:`ObjectBackend`: keys in an object root's
                    :class:`~quiver_spark.objects.ObjectStore` (create-if-absent);
                    :class:`BucketBackend`: a ``segment.path`` on an object store
-                   (``s3://``, ``gs://``, ``az://``), through obstore as a root
-                   there, files replaced as by a rename
+                   (``s3://``, ``gs://``, ``az://``, ``memory://``), through the
+                   store a root there opens, files replaced as by a rename
 =================  ==========================================================
 
 Paths are plain strings in the backend's own syntax, built from :attr:`root` with

@@ -26,11 +26,12 @@ def open_backend(
     """The backend of the segments location ``url`` (accepted by
     :func:`~quiver_spark.urls.check_url`), by its client
     (:func:`~quiver_spark.urls.segments_client`): local for a path or ``file://`` URL,
-    through ``io``; an object-store URL (``s3://``, ``gs://``, ``az://``...) through
-    obstore, opened as a root there would be, with ``storage_options`` checked as a
-    root's (:class:`~.objects.BucketBackend`); fsspec for any other URL, with
-    ``storage_options`` as that filesystem's arguments. (An object root's own
-    segments are :class:`~.objects.ObjectBackend`, which its kind builds.)"""
+    through ``io``; an object-store URL (``s3://``, ``gs://``, ``az://``...: obstore;
+    ``memory://``: the engine's in-process store) through the store a root there opens,
+    with ``storage_options`` checked as a root's (:class:`~.objects.BucketBackend`);
+    fsspec for any other URL, with ``storage_options`` as that filesystem's arguments.
+    (An object root's own segments are :class:`~.objects.ObjectBackend`, which its kind
+    builds.)"""
     client = segments_client(url)
     if client == LOCAL:
         return LocalBackend(local_path(SEGMENT_PATH, url), io)
@@ -41,8 +42,9 @@ def open_backend(
 
 def check_location(url: str, storage_options: Mapping[str, object] | None) -> None:
     """Refuse a segments location ``url``, or storage options its client would refuse
-    (an object-store URL's: obstore's keys and endpoints, as a root's there), before
-    anything is written or contacted: :class:`~quiver_spark.errors.ConfigError`."""
+    (an object-store URL's: obstore's keys and endpoints, none for ``memory://``, as a
+    root's there), before anything is written or contacted:
+    :class:`~quiver_spark.errors.ConfigError`."""
     check_url(SEGMENT_PATH, url)
     if segments_client(url) == OBJECTS:
         check_storage_options(url, storage_options)

@@ -1,7 +1,7 @@
 """Segments as objects of an :class:`~quiver_spark.objects.ObjectStore` (ARCHITECTURE.md
 §5.4, §12): the segments location of an object root (:class:`ObjectBackend`), and a
 ``segment.path`` on an object store (:class:`BucketBackend`, through the client a root
-there would use: obstore).
+there would use: obstore, or the engine's in-process store for ``memory://``).
 
 Paths are object keys (``segments/p-0/00000000000000000001.arrow``) under :attr:`root`.
 On an object root a file is one create-if-absent upload
@@ -139,9 +139,9 @@ READ_MANY_THREADS = 16
 
 class BucketBackend(ObjectBackend):
     """A ``segment.path`` on an object store (``s3://bucket/prefix``, ``gs://``,
-    ``az://``): the location's own :class:`~quiver_spark.objects.ObjectStore`, opened
-    from the URL with the store's storage options (keys relative to the URL's prefix,
-    :attr:`root` empty). The ``.meta`` publishes there
+    ``az://``, ``memory://name/prefix``): the location's own
+    :class:`~quiver_spark.objects.ObjectStore`, opened from the URL with the store's
+    storage options (keys relative to the URL's prefix, :attr:`root` empty). The ``.meta`` publishes there
     (:class:`~quiver_spark.segment.publish_files.FilePublication`) and one writer holds
     a partition, so a file is replaced as a POSIX rename replaces one: one
     unconditional upload under its final name, visible whole or not at all (no

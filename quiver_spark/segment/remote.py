@@ -1,7 +1,8 @@
 """Segments behind an fsspec URL: every ``segment.path`` whose scheme is neither local nor
-an object store's (``hdfs://``, ``memory://``, any installed fsspec protocol;
-ARCHITECTURE.md §5.4). Object stores (``s3://``, ``gs://``, ``az://``) go through
-obstore instead, as a root there does (:class:`~.objects.BucketBackend`).
+an object store's (``hdfs://``, any installed fsspec protocol; ARCHITECTURE.md §5.4).
+Object stores (``s3://``, ``gs://``, ``az://``, and the engine's in-process
+``memory://``) go through the store a root there opens instead
+(:class:`~.objects.BucketBackend`).
 
 An ``.arrow`` is uploaded under its final key in one request; a ``.meta`` goes to a
 ``.tmp`` key first and is moved, so a torn upload of it never appears under the

@@ -6,6 +6,7 @@ import datetime as dt
 import random
 from typing import Any
 
+import fsspec
 import pyarrow as pa
 from fsspec.implementations.memory import MemoryFileSystem
 
@@ -93,6 +94,20 @@ class RecordingIO(FileIO):
             if self.ops[i][0] == op and self.ops[i][1].endswith(suffix):
                 return i
         raise AssertionError(f"no {op} on *{suffix} after {start} in {self.ops}")
+
+
+class FsspecMemoryFS(MemoryFileSystem):
+    """fsspec's in-memory filesystem under a scheme Quiver has no client of its own for
+    (``fsspecmem://``), so a ``segment.path`` there goes through fsspec
+    (:class:`~quiver_spark.segment.remote.RemoteBackend`) as ``hdfs://`` would:
+    ``memory://`` is the engine's in-process object store wherever it appears."""
+
+    protocol = "fsspecmem"
+    store: dict[str, Any] = {}  # separate from the plain memory filesystem's store
+    pseudo_dirs = [""]
+
+
+fsspec.register_implementation(FsspecMemoryFS.protocol, FsspecMemoryFS, clobber=True)
 
 
 class FlakyMemoryFS(MemoryFileSystem):

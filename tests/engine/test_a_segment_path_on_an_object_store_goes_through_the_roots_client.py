@@ -4,8 +4,9 @@ reads, acknowledges and reclaims its segments there with s3fs not installed; its
 ``storage.*`` options are the root's (the same keys, checked the same way, the same
 retry budget, the same environment fallback) and a mistake in them is the same one-line
 error a root shows; the keys and bytes are those a POSIX or fsspec location holds, so
-segments written there through s3fs read as before. ``memory://`` and ``file://`` stay
-with fsspec and the local file layer. Met for real against moto's S3 server."""
+segments written there through s3fs read as before. ``memory://`` is the engine's
+in-process store there as it is as a root; ``file://`` stays with the local file layer
+and any other scheme with fsspec. Met for real against moto's S3 server."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from quiver_spark.segment.local import LocalBackend
 from quiver_spark.segment.objects import BucketBackend
 from quiver_spark.segment.remote import RemoteBackend
 from quiver_spark.urls import check_url
-from tests.engine.segment_helpers import write_simple
+from tests.engine.segment_helpers import FsspecMemoryFS, write_simple
 from tests.moto_server import ACCESS_KEY_ID, BUCKET, SECRET, MotoS3, moto_s3, unique_prefix
 from tests.stores import wal_in
 
@@ -190,7 +191,8 @@ def test_storage_options_mean_for_a_segment_path_what_they_mean_for_a_root(
 @pytest.mark.parametrize(
     ("url", "kind"),
     [("s3://bucket/segs", BucketBackend), ("s3a://bucket/segs", BucketBackend),
-     ("gs://bucket/segs", BucketBackend), ("memory://segs", RemoteBackend),
+     ("gs://bucket/segs", BucketBackend), ("memory://segs", BucketBackend),
+     (f"{FsspecMemoryFS.protocol}://segs", RemoteBackend),
      ("file:///tmp/segs", LocalBackend), ("/tmp/segs", LocalBackend)],
 )  # fmt: skip
 def test_object_store_urls_go_to_obstore_and_others_stay_with_fsspec_or_the_file_layer(

@@ -13,14 +13,19 @@ import fsspec
 import pytest
 
 from quiver_spark.fs import DEFAULT_IO
+from quiver_spark.objects.memory import MemoryObjects
 from quiver_spark.segment import SegmentBackend
 from quiver_spark.segment.backend import Consume
 from quiver_spark.segment.backends import open_backend
 from quiver_spark.segment.local import LocalBackend
 from quiver_spark.segment.objects import BucketBackend
 from quiver_spark.segment.remote import RemoteBackend
+from tests.engine.segment_helpers import FsspecMemoryFS
 
-BACKENDS = ["local", "memory"]
+BACKENDS = ["local", "fsspec", "memory"]
+"""A POSIX directory, an fsspec filesystem (``fsspecmem://``: fsspec's in-memory one under
+a scheme of its own) and the engine's in-process object store (``memory://``, as a root
+there; its S3 counterpart: tests/objects/...keeps_the_backend_contract.py)."""
 
 
 @pytest.fixture(params=BACKENDS)
@@ -28,11 +33,17 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SegmentB
     if request.param == "local":
         yield open_backend(str(tmp_path / "segments"), io=DEFAULT_IO)
         return
-    url = f"memory://contract-{uuid.uuid4().hex}"
+    if request.param == "memory":
+        chosen = open_backend(f"memory://contract-{uuid.uuid4().hex}/segs", io=DEFAULT_IO)
+        assert isinstance(chosen, BucketBackend) and isinstance(chosen.objects, MemoryObjects)
+        yield chosen
+        chosen.remove([info.key for info in chosen.objects.list("")])
+        return
+    url = f"{FsspecMemoryFS.protocol}://contract-{uuid.uuid4().hex}"
     yield open_backend(url, io=DEFAULT_IO)
-    memory = fsspec.filesystem("memory")
-    if memory.exists(url):
-        memory.rm(url, recursive=True)
+    fs = fsspec.filesystem(FsspecMemoryFS.protocol)
+    if fs.exists(url):
+        fs.rm(url, recursive=True)
 
 
 def _chunks(*parts: bytes) -> Callable[[Consume], int]:
@@ -141,6 +152,8 @@ def test_paths_are_shown_with_the_location_they_belong_to(backend: SegmentBacken
     shown = backend.display(backend.join("p-0", "00000000000000000001.arrow"))
     assert shown.endswith("/p-0/00000000000000000001.arrow")
     if isinstance(backend, RemoteBackend):
+        assert shown.startswith(f"{FsspecMemoryFS.protocol}://")
+    if isinstance(backend, BucketBackend) and isinstance(backend.objects, MemoryObjects):
         assert shown.startswith("memory://")
 
 
@@ -149,7 +162,8 @@ def test_paths_are_shown_with_the_location_they_belong_to(backend: SegmentBacken
     [
         ("{tmp}/segments", LocalBackend),
         ("file://{tmp}/segments", LocalBackend),
-        ("memory://choice", RemoteBackend),
+        ("memory://choice", BucketBackend),
+        (f"{FsspecMemoryFS.protocol}://choice", RemoteBackend),
         ("s3://bucket/segments", BucketBackend),
     ],
 )

@@ -1,5 +1,6 @@
-"""Segments on fsspec filesystems: memory://, and injected upload failures. (A
-``segment.path`` on an object store goes through obstore instead:
+"""Segments on fsspec filesystems: fsspec's in-memory filesystem under a scheme of its own
+(``fsspecmem://``), and injected upload failures. (A ``segment.path`` on an object store,
+``memory://`` included, goes through the store a root there opens instead:
 tests/engine/test_a_segment_path_on_an_object_store_goes_through_the_roots_client.py.)"""
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import pytest
 
 from quiver_spark.errors import ChecksumMismatchError, SegmentExistsError, SegmentMissingError
 from quiver_spark.segment import SegmentLocation
-from tests.engine.segment_helpers import FlakyMemoryFS, int_batches, mixed_batch, write_simple
+from quiver_spark.segment.remote import RemoteBackend
+from tests.engine.segment_helpers import (
+    FlakyMemoryFS,
+    FsspecMemoryFS,
+    int_batches,
+    mixed_batch,
+    write_simple,
+)
 
 fsspec.register_implementation(FlakyMemoryFS.protocol, FlakyMemoryFS, clobber=True)
 
@@ -52,16 +60,17 @@ def _round_trip(loc: SegmentLocation) -> None:
         loc.open(m1)
 
 
-def test_memory_filesystem_round_trip():
-    _round_trip(SegmentLocation(f"memory://seg-{uuid.uuid4().hex}"))
+def test_fsspec_filesystem_round_trip():
+    loc = SegmentLocation(f"{FsspecMemoryFS.protocol}://seg-{uuid.uuid4().hex}")
+    assert isinstance(loc.backend, RemoteBackend)
+    _round_trip(loc)
 
 
-def test_memory_filesystem_detects_a_flipped_bit_and_quarantines():
-    url = f"memory://seg-{uuid.uuid4().hex}"
-    loc = SegmentLocation(url)
+def test_fsspec_filesystem_detects_a_flipped_bit_and_quarantines():
+    loc = SegmentLocation(f"{FsspecMemoryFS.protocol}://seg-{uuid.uuid4().hex}")
     meta = write_simple(loc, 1)
-    fs = fsspec.filesystem("memory")
-    path = f"/{url.split('://')[1]}/p0/00000000000000000001.arrow"
+    fs = fsspec.filesystem(FsspecMemoryFS.protocol)
+    path = loc.backend.join("p0", "00000000000000000001.arrow")
     raw = bytearray(fs.cat_file(path))
     raw[len(raw) // 2] ^= 0x10
     fs.pipe_file(path, bytes(raw))
@@ -142,11 +151,15 @@ def test_random_upload_failures_leave_only_whole_segments_listed(flaky):
     assert failures > 10 and attempts == 40 + failures
 
 
-@pytest.mark.parametrize("where", ["memory", "local"])
+@pytest.mark.parametrize("where", ["fsspec", "memory", "local"])
 def test_probe_next_finds_what_was_published_since_and_names_damage(
     where: str, tmp_path: object
 ) -> None:
-    url = f"memory://probe-{uuid.uuid4().hex}" if where == "memory" else str(tmp_path)
+    url = {
+        "fsspec": f"{FsspecMemoryFS.protocol}://probe-{uuid.uuid4().hex}",
+        "memory": f"memory://probe-{uuid.uuid4().hex}",  # the in-process object store
+        "local": str(tmp_path),
+    }[where]
     loc = SegmentLocation(url)
     for seq in (1, 2, 3, 4):
         write_simple(loc, seq)
