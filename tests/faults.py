@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_mod
+import functools
 import hashlib
 import os
 import threading
@@ -68,6 +69,7 @@ FILE_KINDS = (
 """Every kind of file :func:`file_kind` tells apart (ARCHITECTURE.md's damage table)."""
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked again for the same paths on every traced call
 def file_kind(path: str) -> str:
     """The kind of store file ``path`` is (its temporary twin counts as the same kind).
 
