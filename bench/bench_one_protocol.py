@@ -2,8 +2,9 @@
 
 The rejected design: the object protocol as the only protocol, a POSIX root opened as
 an object root on :class:`~quiver_spark.objects.local.LocalObjects`. On ONE directory
-(``--dir``, a real disk: real fsyncs), side by side in one run, rounds interleaved
-A B A B, each round on fresh subdirectories:
+(``--dir``, a real disk: real fsyncs), side by side in one run, each round on fresh
+subdirectories, the two sides interleaved A B B A ... ack by ack and segment by
+segment (the disk of a shared machine changes its pace within seconds):
 
 * acknowledgements: ``--acks`` consumer acknowledgements, each its own durable
   registry write as a consumer's commit makes one (``SubscriberRegistry.record_many``
@@ -103,18 +104,23 @@ def open_registry(side: str, root: str, io: FileIO) -> tuple[SubscriberRegistry,
     return reg, claim
 
 
-def run_acks(side: str, root: str, n: int, io: FileIO = DEFAULT_IO) -> list[float]:
-    """Seconds of each of ``n`` acknowledgements (seqs 1..n, one durable write each)."""
-    reg, claim = open_registry(side, root, io)
-    times = []
+def run_acks(roots: dict[str, str], n: int) -> dict[str, list[float]]:
+    """Seconds of each of ``n`` acknowledgements per side (seqs 1..n, one durable write
+    each), the two sides' registries open at once and their acks interleaved A B B A ...
+    so that the disk's moods fall on both alike."""
+    opened = {s: open_registry(s, roots[s], DEFAULT_IO) for s in SIDES}
+    times: dict[str, list[float]] = {s: [] for s in SIDES}
     try:
         for seq in range(1, n + 1):
-            t0 = time.perf_counter()
-            reg.record_many(SUB, {PART: [seq]}, Outcome.ACK, consumer=claim)
-            times.append(time.perf_counter() - t0)
-        assert reg.hwm(SUB, PART) == n
+            for side in SIDES if seq % 2 else SIDES[::-1]:
+                reg, claim = opened[side]
+                t0 = time.perf_counter()
+                reg.record_many(SUB, {PART: [seq]}, Outcome.ACK, consumer=claim)
+                times[side].append(time.perf_counter() - t0)
+        assert all(reg.hwm(SUB, PART) == n for reg, _ in opened.values())
     finally:
-        reg.close()
+        for reg, _ in opened.values():
+            reg.close()
     return times
 
 
@@ -135,22 +141,26 @@ def open_location(side: str, root: str, io: FileIO) -> SegmentLocation:
 
 
 def run_publications(
-    side: str, root: str, n: int, batch: Any, io: FileIO = DEFAULT_IO
-) -> tuple[list[float], list[float]]:
-    """Seconds of each of ``n`` publications (phase two alone) and of each whole write."""
-    location = open_location(side, root, io)
-    publish, whole = [], []
+    roots: dict[str, str], n: int, batch: Any
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Seconds of each of ``n`` publications per side (phase two alone) and of each
+    whole write, the sides interleaved A B B A ... segment by segment."""
+    locations = {s: open_location(s, roots[s], DEFAULT_IO) for s in SIDES}
+    publish: dict[str, list[float]] = {s: [] for s in SIDES}
+    whole: dict[str, list[float]] = {s: [] for s in SIDES}
     for seq in range(1, n + 1):
-        t0 = time.perf_counter()
-        meta = location.write_data(
-            PART, seq, [batch], min_ingestion_ns=seq, max_ingestion_ns=seq, wal_ranges=[(seq, seq)]
-        )
-        t1 = time.perf_counter()
-        location.publish(meta)
-        t2 = time.perf_counter()
-        publish.append(t2 - t1)
-        whole.append(t2 - t0)
-    assert location.published_seqs(PART) == list(range(1, n + 1))
+        for side in SIDES if seq % 2 else SIDES[::-1]:
+            location = locations[side]
+            t0 = time.perf_counter()
+            meta = location.write_data(PART, seq, [batch], min_ingestion_ns=seq,
+                                       max_ingestion_ns=seq, wal_ranges=[(seq, seq)])  # fmt: skip
+            t1 = time.perf_counter()
+            location.publish(meta)
+            t2 = time.perf_counter()
+            publish[side].append(t2 - t1)
+            whole[side].append(t2 - t0)
+    for location in locations.values():
+        assert location.published_seqs(PART) == list(range(1, n + 1))
     return publish, whole
 
 
@@ -191,12 +201,14 @@ def syncs(ops: dict[str, float]) -> str:
 
 
 # -- the run -------------------------------------------------------------------------------
-def fresh(base: str, tag: str, work: Callable[[str], Any]) -> Any:
-    root = tempfile.mkdtemp(prefix=f"qbench-op-{tag}-", dir=base)
+def fresh(base: str, tag: str, work: Callable[[dict[str, str]], Any]) -> Any:
+    """``work`` on a fresh subdirectory of ``base`` per side."""
+    roots = {s: tempfile.mkdtemp(prefix=f"qbench-op-{tag}-{s}-", dir=base) for s in SIDES}
     try:
-        return work(root)
+        return work(roots)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:
@@ -227,20 +239,19 @@ def main() -> None:
     write_ms: dict[str, list[float]] = {s: [] for s in SIDES}
     tenth = max(1, args.acks // 10)
     for r in range(args.rounds):
-        for side in SIDES:  # A B
-            t = fresh(base, f"ack-{side}", lambda root, s=side: run_acks(s, root, args.acks))
+        times = fresh(base, "ack", lambda roots: run_acks(roots, args.acks))
+        for side, t in times.items():
             ack_s[side].append(sum(t))
-            q = statistics.quantiles(t, n=100)
             ack_p50[side].append(statistics.median(t))
-            ack_p99[side].append(q[98])
+            ack_p99[side].append(statistics.quantiles(t, n=100)[98])
             ack_first[side].append(statistics.median(t[:tenth]))
             ack_last[side].append(statistics.median(t[-tenth:]))
-        for side in SIDES:  # A B
-            pub, whole = fresh(base, f"pub-{side}", lambda root, s=side: run_publications(
-                s, root, args.publications, batch))  # fmt: skip
-            pub_ms[side].append(statistics.median(pub) * 1e3)
-            pub_p99[side].append(statistics.quantiles(pub, n=100)[98] * 1e3)
-            write_ms[side].append(statistics.median(whole) * 1e3)
+        pub, whole = fresh(base, "pub", lambda roots: run_publications(
+            roots, args.publications, batch))  # fmt: skip
+        for side in SIDES:
+            pub_ms[side].append(statistics.median(pub[side]) * 1e3)
+            pub_p99[side].append(statistics.quantiles(pub[side], n=100)[98] * 1e3)
+            write_ms[side].append(statistics.median(whole[side]) * 1e3)
         print(f"round {r + 1}: acks/s " + ", ".join(
             f"{s} {args.acks / ack_s[s][-1]:,.0f}" for s in SIDES) + "; publish ms " + ", ".join(
             f"{s} {pub_ms[s][-1]:.2f}" for s in SIDES)
@@ -290,7 +301,7 @@ def main() -> None:
 
     a, p, c = result["acknowledgements"], result["publication"], counts
     print(f"\nOne protocol vs two: {args.acks:,} acks and {args.publications:,} publications "
-          f"per side a round, median of {args.rounds} interleaved rounds, {fs['type']} at "
+          f"per side a round, interleaved ack by ack and segment by segment, median of {args.rounds} rounds, {fs['type']} at "
           f"{base}\n")  # fmt: skip
     print("| what | POSIX protocol (today) | POSIX root as a LocalObjects object root "
           "(rejected) | ratio |")  # fmt: skip

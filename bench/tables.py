@@ -664,7 +664,8 @@ def one_protocol(d: Data) -> str:
     fs = d["filesystem"]
     title = (f"One protocol for both roots (rejected, ARCHITECTURE.md §2.1): a POSIX root run "
              f"as a `LocalObjects` object root vs its own protocol, on one directory "
-             f"({fs['type']}, real fsyncs), median of {d['rounds']} interleaved rounds")  # fmt: skip
+             f"({fs['type']}, real fsyncs), the two sides interleaved ack by ack and segment by "
+             f"segment, median of {d['rounds']} rounds")  # fmt: skip
     head = ["what", "POSIX protocol (`FileJournal`, `FilePublication`)",
             "as an object root (`ObjectJournal`, `ManifestPublication` on `LocalObjects`)",
             "ratio, same run"]  # fmt: skip
