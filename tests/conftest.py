@@ -124,13 +124,22 @@ def _uses_the_session(path: str) -> bool:
     return False
 
 
+SESSION_TAKERS = frozenset({"integration/test_promises_when_processes_die.py"})
+"""Files outside ``tests/spark`` whose Spark scenarios take the session already running in
+their process (``SparkSession.getActiveSession``) and start one of their own only when
+there is none: in the session's group they run after ``tests/spark``, on its session,
+instead of starting a second Spark application on the other worker."""
+
+
 def _group(nodeid: str) -> tuple[int, str]:
     """The unit one ``pytest -n`` worker runs whole, and its rank (lower is handed out
-    first): every test of the one SparkSession, then each integration file (the long
-    ones) and each file of ``tests/spark`` that never asks for the session (one starts a
-    Spark application of its own: it runs on the other worker meanwhile), the generative
-    tests, then every other file."""
+    first): every test of the one SparkSession (and of :data:`SESSION_TAKERS`), then
+    each integration file (the long ones) and each file of ``tests/spark`` that never
+    asks for the session (one starts a Spark application of its own: it runs on the
+    other worker meanwhile), the generative tests, then every other file."""
     path = nodeid.split("::")[0]
+    if path in SESSION_TAKERS:
+        return 0, "tests/spark"
     if path.startswith("tests/spark/"):
         return (0, "tests/spark") if _uses_the_session(path) else (1, path)
     if path.startswith("integration/"):
@@ -155,6 +164,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``pytest -n`` the long groups come first (:func:`_group`): a worker's last
-    group is then a short one."""
+    group is then a short one. :data:`SESSION_TAKERS` come after ``tests/spark``, whose
+    fixture starts the session they take."""
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: _group(item.nodeid)[0])
+        items.sort(
+            key=lambda item: (
+                _group(item.nodeid)[0],
+                item.nodeid.split("::")[0] in SESSION_TAKERS,
+            )
+        )
