@@ -138,7 +138,7 @@ STORE_OPTION_TABLE: tuple[Option, ...] = (
            parse=_positive(parse_duration, GREATER_THAN_ZERO)),
     Option(SEGMENT_PATH, "<path>/segments", "where finalized segments live: a local path, a "
            "bucket (`s3://bucket/prefix`, `gs://`, `az://`: the root's client and `storage.*` "
-           "options) or any fsspec URL; recorded at creation", parse=_text),
+           "options) or any other fsspec URL (`hdfs://`...); recorded at creation", parse=_text),
     Option(SEGMENT_EVENT_TIME_COLUMN, "none", "a timestamp, date or integer column whose "
            "min/max each segment keeps (batch reads prune on it)", parse=_text),
     Option(WAL_FLUSH_INTERVAL, "25ms", "group-fsync period of the WAL; `0` fsyncs every "
