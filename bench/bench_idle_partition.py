@@ -2,7 +2,7 @@
 
 An executor slot no longer written leaves a partition every reader looks at; a store
 on an object root keeps about as many partitions as wrote at once (the slot pool,
-ARCHITECTURE.md §12.3), a POSIX root one per host and core. A subscriber that read
+ARCHITECTURE.md §8.2), a POSIX root one per host and core. A subscriber that read
 and acknowledged everything polls again and again: what does each idle poll
 (``Subscription.poll``) and each idle ``latestOffset`` of the Spark source (``ack`` of
 its start + ``next_batch_end``, in one call) cost, in requests to the root's objects

@@ -1,5 +1,5 @@
 """How many partitions a store on an object root holds after executors that each wrote
-once (ARCHITECTURE.md §12.3, "Slots"), against moto's S3 server on loopback.
+once (ARCHITECTURE.md §8.2, "Slots"), against moto's S3 server on loopback.
 
 Each executor is a process of its own standing for a Kubernetes pod: its own host name
 and kernel (no other process takes its lease for a dead process of its host), its own

@@ -15,7 +15,7 @@ side by side, interleaved (A B A B ...), each run in a new process:
   ``run_retention``.
 
 Each store is opened once by a writer before the timings (the one-time upgrade that
-writes each partition's MANIFEST from a listing, ARCHITECTURE.md §6.7). The requests
+writes each partition's MANIFEST from a listing, ARCHITECTURE.md §11.1). The requests
 a new process makes to the root's objects for the manifest path are counted through
 :class:`~quiver_spark.objects.CountingObjects` (a status run in this process).
 

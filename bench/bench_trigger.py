@@ -23,7 +23,7 @@ measured one), and measured side by side, interleaved (A B A B ...):
   scale with retained segments.
 
 Goal: trigger <= 1.2x at 100,000 vs 100 retained segments; requests per trigger
-independent of retained segments (ARCHITECTURE.md §8.7, "What a pass reads").
+independent of retained segments (ARCHITECTURE.md §15.1, "What a pass reads").
 
 Run: ``.venv/bin/python bench/bench_trigger.py [--large 100000] [--triggers 5]``
 (writes bench/results/trigger.json and prints markdown). A quick run:

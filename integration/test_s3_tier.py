@@ -90,7 +90,7 @@ def bucket_keys(bucket: str, prefix: str) -> list[str]:
 def assert_only_published_pairs(keys: list[str]) -> dict[str, set[int]]:
     """Every object is ``<pid>/<seq>.arrow`` or ``.meta``, each with its partner, or a
     publication hint (``~hints/<pid>.<seq>.hint``, written before a publication and so
-    possibly left by one that failed: ARCHITECTURE.md §5.6)."""
+    possibly left by one that failed: ARCHITECTURE.md §12)."""
     arrows: dict[str, set[int]] = {}
     metas: dict[str, set[int]] = {}
     for key in keys:

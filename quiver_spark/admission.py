@@ -1,4 +1,4 @@
-"""Admission of appends under ``retention.size_cap``'s backpressure (ARCHITECTURE.md §8.8).
+"""Admission of appends under ``retention.size_cap``'s backpressure (ARCHITECTURE.md §15.2).
 
 An append is admitted while the store's bytes, as this handle's last retention pass
 counted them plus what it admitted since, are within the cap; over it, the append

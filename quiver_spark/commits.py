@@ -6,8 +6,8 @@ records tagged with a per-partition transaction id; the committer writes one com
 record naming the winning ``(partition, txn_id)`` pairs. A partition's finalizer
 makes only winners' records visible and discards every other transaction of the
 same ``(app, version)``. Writing the commit record (created if absent, on any root:
-ARCHITECTURE.md §6.4, §12.2) is the only commit step, so a crash leaves either no
-decision (the batch is retried) or the whole decision. See ARCHITECTURE.md §9.
+ARCHITECTURE.md §10.1, §2.3) is the only commit step, so a crash leaves either no
+decision (the batch is retried) or the whole decision. See ARCHITECTURE.md §10.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class CommitRecord:
     committed_ns: int
     rows: int
     store: str | None = None
-    """The id of the store whose committer wrote it (ARCHITECTURE.md §6.1); None in
+    """The id of the store whose committer wrote it (ARCHITECTURE.md §7.1); None in
     records written before records named their store."""
 
 
@@ -57,7 +57,7 @@ class Durability(Protocol):
     lookups_back_off: bool
     """Whether a writer looks for an undecided transaction's record ever more rarely
     once its grace is over: the records are objects in a bucket, each look a request
-    (§9); a POSIX root's look is a file read."""
+    (§10); a POSIX root's look is a file read."""
 
     def sync_record(self, key: str) -> None:
         """Make the name of the existing record ``key`` durable."""
@@ -68,7 +68,7 @@ class Durability(Protocol):
 
 class SyncedNames:
     """A POSIX root's records: a name may exist only in the page cache until its
-    directory is fsynced (§6.4), so every name found or made is synced before any
+    directory is fsynced (§10.1), so every name found or made is synced before any
     answer."""
 
     reads_first = True
@@ -164,7 +164,7 @@ class CommitLog:
         exactly one writes its decision and gets True; the other gets False and
         :meth:`get` returns the winner's decision.
 
-        Either answer is given only once the decision is durable (ARCHITECTURE.md §6.4):
+        Either answer is given only once the decision is durable (ARCHITECTURE.md §10.1):
         a call that raised left the decision unknown, and its retry that finds the
         record (on POSIX: a name left by the failed call in the page cache) makes it
         durable before answering.
@@ -274,7 +274,7 @@ class CommitLog:
     def _make_durable(self, app: str, version: int) -> None:
         """On POSIX, make the name of an existing record durable: fsync its directory
         (a new fd). The record's content needs nothing: a name is only ever linked to
-        a temporary file whose fsync succeeded (§6.4), so its bytes are durable
+        a temporary file whose fsync succeeded (§10.1), so its bytes are durable
         whenever its name is; only the directory entries may still be volatile.
         """
         try:

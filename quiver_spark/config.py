@@ -144,7 +144,7 @@ class StoreConfig:
     """Store policy: deregister a subscriber neither live nor acknowledging for this long."""
     lease_ttl_s: float = o.LEASE_TTL_DEFAULT
     """Object roots: this process's leases (writer, sealer, live consumer) are taken over
-    once an observer saw them unrenewed this long (ARCHITECTURE.md §12.3)."""
+    once an observer saw them unrenewed this long (ARCHITECTURE.md §8.2)."""
     explicit: frozenset[str] = frozenset()
     """Option names given explicitly (by options, YAML or CLI), as opposed to defaults:
     an explicit option that contradicts the store's recorded policy is an error."""

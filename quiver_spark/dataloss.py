@@ -1,5 +1,5 @@
 """Data loss: why a published segment cannot be read, and what a reader does about it
-(ARCHITECTURE.md §9a, §9b).
+(ARCHITECTURE.md §17, §18).
 
 A partition's writer allocates segment seqs without gaps (an interrupted finalize
 that never published reuses its seq), so every seq from 1 up to the highest one that
@@ -132,7 +132,7 @@ class PartitionEvidence:
     deleted_floor: int  # every seq up to this one is recorded deleted
     max_deleted: int
     void_floor: int = 0  # object root: every seq up to this one is gone by the MANIFEST
-    void: frozenset[int] = frozenset()  # and these: never published there, or gone (§12.4)
+    void: frozenset[int] = frozenset()  # and these: never published there, or gone (§11.3)
 
     @property
     def highest(self) -> int:
@@ -351,7 +351,7 @@ class ObjectLostLog(LostLog):
 
 # -- the policy -----------------------------------------------------------------------------
 class LossPolicy:
-    """The one data-loss policy, as one reader applies it (ARCHITECTURE.md §9b).
+    """The one data-loss policy, as one reader applies it (ARCHITECTURE.md §18).
 
     Parameters
     ----------

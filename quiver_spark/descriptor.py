@@ -3,7 +3,7 @@
 The store descriptor ``<root>/STORE`` (ARCHITECTURE.md §6) is written once, when the
 store is created, with its segment location and WAL root; the first write records
 the schema in it. :func:`effective_config` is a handle's config reconciled with what
-the store recorded: its locations (STORE) and its policy (POLICY, §6.6); an explicit
+the store recorded: its locations (STORE) and its policy (POLICY, §7.2); an explicit
 option that contradicts either is refused.
 """
 
@@ -59,7 +59,7 @@ def load_or_create_descriptor(
     Created if absent: of two first openers racing, exactly one writes it and the
     other reads that one, so both run on one store (one ``uuid``, one set of
     locations). STORE is the creation's last write, its commit point (ARCHITECTURE.md
-    §6.1): POLICY and POLICY.copy come first, so a creation stopped at any point
+    §7.1): POLICY and POLICY.copy come first, so a creation stopped at any point
     leaves no store (a later creation adopts the POLICY it left) or a whole one.
     """
     got = objects.get(STORE_KEY)
@@ -140,7 +140,7 @@ def record_schema(objects: ObjectStore, schema: pa.Schema) -> dict[str, Any]:
 
 def store_id(body: dict[str, Any]) -> str | None:
     """The store's identity: the random ``uuid`` its STORE descriptor records at creation
-    (ARCHITECTURE.md §6.1), never rewritten; source offsets and commit records name it.
+    (ARCHITECTURE.md §7.1), never rewritten; source offsets and commit records name it.
     None only for a damaged STORE that records none."""
     found = body.get("uuid")
     return found if isinstance(found, str) and found else None
@@ -172,7 +172,7 @@ def effective_config(
     create: bool,
 ) -> StoreConfig:
     """``config`` with the store's recorded policy and WAL root; an explicit option
-    that contradicts either is refused (ARCHITECTURE.md §6.6)."""
+    that contradicts either is refused (ARCHITECTURE.md §7.2)."""
     policy = ensure_policy(objects, config) if create else read_policy(objects)
     if policy is not None:
         reconcile(objects.url, policy, config)
@@ -181,7 +181,7 @@ def effective_config(
     wal_path = config.wal.path
     found = root_kind(root).recorded_wal(root, descriptor)
     if found is not None:  # recorded at creation; an object root records none: each
-        # machine keeps its WAL on its own disk (ARCHITECTURE.md §12)
+        # machine keeps its WAL on its own disk (ARCHITECTURE.md §2)
         shown, recorded = found
         if wal_path and location_key(wal_path) != location_key(shown):
             raise ConfigError(

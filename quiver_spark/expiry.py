@@ -1,4 +1,4 @@
-"""Subscriber expiry under ``subscriber.expire_after`` and the records it reads (§8.10).
+"""Subscriber expiry under ``subscriber.expire_after`` and the records it reads (§13.8).
 
 A retention pass deregisters a subscriber neither live nor acknowledging for longer
 than the store's ``subscriber.expire_after``, leaving its record as a tombstone
@@ -60,14 +60,14 @@ class SubscriberExpiry:
         self.live = live
         """The root's live-consumer locks, as its kind builds them."""
         self.clock = StorageClock(objects, records.CLOCK_KEY)
-        """The storage's clock, by which idleness is measured (§8.10)."""
+        """The storage's clock, by which idleness is measured (§13.8)."""
         # live notes a pass could not write: expiry counts from them and the next pass
-        # writes them (ARCHITECTURE.md §8.10)
+        # writes them (ARCHITECTURE.md §13.8)
         self._unwritten_live: dict[str, _Seen] = {}
 
     def expire_idle(self, reg: SubscriberRegistry, after: float | None, now_ns: int) -> list[str]:
         """Deregister subscribers idle past ``subscriber.expire_after`` (store policy),
-        leaving a record that says so (§8.10); a live consumer is never expired, and
+        leaving a record that says so (§13.8); a live consumer is never expired, and
         idleness counts from the later of the last acknowledgement and the last time a
         consumer held the subscriber live (noted here, and by the consumer as it stops),
         measured on the storage's clock (:attr:`clock`). ``now_ns`` (this process's
@@ -114,7 +114,7 @@ class SubscriberExpiry:
                     continue
                 active = rec.activity_stored_ns
                 if self.live.is_live(name):
-                    # idleness counts from when it was last live too (§8.10)
+                    # idleness counts from when it was last live too (§13.8)
                     if active is None or stored_now - active >= LIVE_NOTE_PERIOD_NS:
                         self._note_live(name, _Seen(now_ns, stored_now), done)
                     self._untombstone_stale(name, rec, stored_now)
@@ -275,7 +275,7 @@ class SubscriberExpiry:
     ) -> None:
         """After a pass dropped data for subscribers (time window, ``drop_oldest``):
         their done counts grew without any acknowledgement, so a record that was
-        current before the drop is brought to the new count (§8.10), carrying the
+        current before the drop is brought to the new count (§13.8), carrying the
         storage time of its last activity over (a drop is not activity). One that
         cannot be written makes the next idle check restart its clock: never an early
         expiry."""

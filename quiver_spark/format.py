@@ -16,18 +16,18 @@ from .errors import ChecksumMismatchError, CorruptionError, VersionError
 
 
 def checksum(data: bytes | memoryview, start: int = 0) -> int:
-    """CRC-32C (Castagnoli) of ``data``, continuing from ``start``. (ARCHITECTURE.md §2)"""
+    """CRC-32C (Castagnoli) of ``data``, continuing from ``start``. (ARCHITECTURE.md §3)"""
     return crc32c(data, start)
 
 
-# -- §3 WAL file header ------------------------------------------------------------
+# -- §4.1 WAL file header ------------------------------------------------------------
 WAL_MAGIC = b"QWAL"
 WAL_VERSION = 1
 # magic, version u16, header_size u16, first_record_seq u64, created_ns i64, reserved u32
 WAL_HEADER = struct.Struct("<4sHHQqI")
 WAL_HEADER_SIZE = WAL_HEADER.size + 4  # + crc32c of the preceding 28 bytes = 32
 
-# -- §4 WAL record frame -----------------------------------------------------------
+# -- §4.2 WAL record frame -----------------------------------------------------------
 # crc u32 | payload_len u32 | type u8 | flags u8 | reserved u16 | record_seq u64 |
 # ingestion_ns i64 | txn_id u64  -> 36 bytes, then payload
 WAL_RECORD = struct.Struct("<IIBBHQqQ")
@@ -82,12 +82,12 @@ MAGIC_CHECKPOINT = b"QCKP"
 MAGIC_COMMIT = b"QTXN"
 MAGIC_HEARTBEAT = b"QHBT"
 MAGIC_POLICY = b"QPOL"
-MAGIC_MANIFEST = b"QMAN"  # §6.7
-MAGIC_GONE = b"QGON"  # §12.4
-MAGIC_LEASE = b"QLSE"  # §12.3
-MAGIC_STAGED = b"QSTG"  # §12.6
-MAGIC_SUBSCRIPTION = b"QSUB"  # §8.10
-MAGIC_ACK = b"QACK"  # §8.2
+MAGIC_MANIFEST = b"QMAN"  # §11.1
+MAGIC_GONE = b"QGON"  # §11.3
+MAGIC_LEASE = b"QLSE"  # §8.2
+MAGIC_STAGED = b"QSTG"  # §10.2
+MAGIC_SUBSCRIPTION = b"QSUB"  # §13.8
+MAGIC_ACK = b"QACK"  # §13.2
 MAGIC_QUARANTINE_MARK = b"QQMK"
 FRAME_VERSION = 1
 
@@ -129,7 +129,7 @@ SEGMENT_FILE_MODE = 0o444
 """Every file of a segments location is created read-only (§5.1)."""
 
 
-# -- §5.5 quarantine ---------------------------------------------------------------
+# -- §5.4 quarantine ---------------------------------------------------------------
 def encode_reason(partition: str, seq: int, at_ns: int, reason: str) -> bytes:
     """A ``.reason`` file: ``partition=<pid> seq=<seq> at_ns=<ns>``, then the reason."""
     return f"partition={partition} seq={seq} at_ns={at_ns}\n{reason}\n".encode()

@@ -1,7 +1,7 @@
 """The gauges of subscribers' progress: ack-log depth, gap sets, lag, WAL and open bytes.
 
 :func:`observe` publishes them from the ack log and the retained-segment index a
-retention pass keeps current (ARCHITECTURE.md §8.9).
+retention pass keeps current (ARCHITECTURE.md §20).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .seams import GaugeSource, SegmentInfo
 
 
 class LagSplit(NamedTuple):
-    """A subscriber's lag in one partition (ARCHITECTURE.md §9c, Progress): the
+    """A subscriber's lag in one partition (ARCHITECTURE.md §19, Progress): the
     segments it has not acknowledged, split into the *head lag* (above the highest seq
     it acknowledged) and the *backlog* (below it), each in segments, rows and oldest
     ingestion time. Ingestion times are epoch ns (None: nothing behind)."""

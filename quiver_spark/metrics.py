@@ -2,7 +2,7 @@
 
 Every family is declared once in :data:`FAMILIES` with its type, help text, labels and
 *scope*, which decides which file carries it, so that no series appears in two files
-of a textfile collector's directory (ARCHITECTURE.md §8.9):
+of a textfile collector's directory (ARCHITECTURE.md §20):
 
 - ``process``: what one process did (evictions by its retention passes, throttled
   appends, a consumer's acknowledgements). Each process writes its own file

@@ -1,12 +1,12 @@
 """The store's own policy: retention and subscriber expiry, recorded in ``<root>/POLICY``.
 
-A store keeps one policy whoever writes, reads or maintains it (ARCHITECTURE.md §6.6).
+A store keeps one policy whoever writes, reads or maintains it (ARCHITECTURE.md §7.2).
 It is recorded when the store is created (from its first opener's options, the YAML
 config or the CLI) and changes only explicitly (:func:`replace_policy`, ``quiver
 config PATH set``): a process whose explicit option contradicts it fails at start,
 naming the option, both values and how to change it (:func:`reconcile`).
 
-The object ``POLICY`` (a §6 frame, on any root: ARCHITECTURE.md §12.2) is created if
+The object ``POLICY`` (a §6 frame, on any root: ARCHITECTURE.md §2.3) is created if
 absent when recorded and then only replaced whole, conditional on the version read
 (``If-Match``), so of two changes made from one reading exactly one is written; a
 change may also name the ``generation`` it read and is then refused if another change
@@ -332,7 +332,7 @@ def ensure_policy(objects: ObjectStore, config: StoreConfig) -> StorePolicy:
 
 def policy_before_store(objects: ObjectStore, config: StoreConfig) -> StorePolicy:
     """POLICY and POLICY.copy, written by a store's creator before STORE, the object
-    that makes the root a store (ARCHITECTURE.md §6.1), so a creation stopped at any
+    that makes the root a store (ARCHITECTURE.md §7.1), so a creation stopped at any
     point leaves no store or a whole one.
 
     A POLICY already there without a STORE was recorded by a creation that did not

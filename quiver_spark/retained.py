@@ -1,20 +1,20 @@
 """The retained-segment index: what a retention pass and its gauges read, kept current
 without listing or reading every retained segment on each pass (ARCHITECTURE.md
-§8.7, "What a pass reads").
+§15.1, "What a pass reads").
 
 Three facts make that possible. Seqs of a partition are gapless (§5), so the segments
 published since the last look are found by reading the metadata of the seqs after the
-highest one seen, until one is not there. Published metadata never changes (§5.4), so
+highest one seen, until one is not there. Published metadata never changes (§11.2), so
 it is read once. Every deletion by retention, in any process, is recorded in the ack
-log before a file goes (§8.7), so what other processes deleted is read from the ack
+log before a file goes (§15.1), so what other processes deleted is read from the ack
 log the pass refreshes anyway.
 
-Where the location keeps publication hints (§5.6), an incremental update starts with
+Where the location keeps publication hints (§12), an incremental update starts with
 one listing of them: it names the partitions, stands for the quarantine mark, and
 tells which partitions announced a seq above the highest one the index knows; only
 those (and the unhinted ones) are probed, a partition whose MANIFEST copy at hand
 already reaches its hint (the writer's own publication) with no request. On an object
-root, where the MANIFEST is the publication point (§12.4), a partition read so costs
+root, where the MANIFEST is the publication point (§11.3), a partition read so costs
 that one read: its new segments are taken from their MANIFEST entries (size, rows,
 ingestion and event times), no ``.meta`` is read, and the ``.meta`` of a segment a
 pass chooses is read when it is checked before deletion (a damaged one is kept,
@@ -26,14 +26,14 @@ writer of an earlier version): that is found by the listing survey below, so a
 deletion it delays waits at most :data:`RESURVEY_PERIOD_S`.
 
 A *full survey* rebuilds the index from each partition's view: its MANIFEST (one
-read) plus a probe of the seqs after its ``high`` (§6.7). It runs when the index is
+read) plus a probe of the seqs after its ``high`` (§11.1). It runs when the index is
 new (a new process reads one manifest per partition, never every ``.meta``), after a
 pass failed, and before any pass decides to drop data a subscriber has not finished
 (time window, ``drop_oldest``: an index never drops data on a view older than the
 pass). What the manifest may not know (a segment moved aside by ``quiver fsck
 --quarantine`` through another catalog, a file removed by hand) is caught by a
 *listing survey*: one listing of every partition, metadata from cache, when the
-location's quarantine mark changed since the index last looked (§5.5) and every
+location's quarantine mark changed since the index last looked (§5.4) and every
 :data:`RESURVEY_PERIOD_S` as a safety net; never on a process's first pass.
 
 A partition's segments are held in seq order with running byte and row sums, so the
@@ -100,7 +100,7 @@ class _Look(Protocol):
 
 @runtime_checkable
 class HintedCatalog(Protocol):
-    """A catalog that keeps publication hints (``SegmentLocation``, §5.6): ``look`` is
+    """A catalog that keeps publication hints (``SegmentLocation``, §12): ``look`` is
     one listing of them (None where the storage cannot list a level), and
     ``probe_next`` takes the hints it gave, and with ``entries`` answers from the
     MANIFEST entries where the MANIFEST is the publication point (no ``.meta`` read)."""
@@ -320,7 +320,7 @@ class RetainedIndex:
         now = self._clock()
         located = catalog if isinstance(catalog, LocationCatalog) else None
         hinted = catalog if isinstance(catalog, HintedCatalog) else None
-        # one listing of the publication hints (§5.6) names the partitions and their
+        # one listing of the publication hints (§12) names the partitions and their
         # newest hints, and gives the quarantine hint's version in place of the mark
         seen = hinted.look() if hinted is not None and located is not None else None
         if seen is not None:

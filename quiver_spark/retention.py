@@ -3,7 +3,7 @@
 :func:`apply_retention` brings the retained-segment index up to date, asks
 :func:`~quiver_spark.retention_plan.decide_retention` what to delete, makes the
 ``dropped`` + ``deleted`` records durable first, then deletes the segments (ARCHITECTURE.md
-§8.7); :func:`preview_retention` is the same decision with nothing changed
+§15.1); :func:`preview_retention` is the same decision with nothing changed
 (``quiver gc --dry-run``). :class:`AnchoredClock` is the clock a store's passes read.
 
 A segment whose ``.meta`` fails verification (damaged) is never deleted nor recorded
@@ -100,7 +100,7 @@ def recorded_deleted(reg: RetentionLedger) -> Callable[[str], DeletedMarks]:
 @runtime_checkable
 class PreparedCatalog(Protocol):
     """A catalog with something to do before segments are recorded deleted (an object
-    root's ``SegmentLocation``: leftover staged objects, the GONE copy, §12.4, §12.6)."""
+    root's ``SegmentLocation``: leftover staged objects, the GONE copy, §15.4, §10.2)."""
 
     def prepare_removal(self, partition: str, seqs: Sequence[int]) -> Sequence[int]: ...
 
@@ -146,11 +146,11 @@ def apply_retention(
     ``survey``) is kept and reported in ``damaged``; it never stops the pass.
 
     ``listing`` makes the index's update a listing of every partition (``quiver gc
-    --full``: the safety net for files removed by hand, §6.7).
+    --full``: the safety net for files removed by hand, §11.1).
 
     ``unregistered(reg)`` (read under the lock) names subscribers that have a record
     but no registration in the ack log: everything not recorded deleted is kept for
-    them (§8.10), and they are listed in the result.
+    them (§13.8), and they are listed in the result.
 
     ``on_dropped(reg, before, dropped)`` is called under the lock after a deletion
     that dropped data for subscribers, with each subscriber's done count
@@ -344,7 +344,7 @@ def _count(
 
 
 class AnchoredClock:
-    """Wall-clock ns at construction advanced by the monotonic clock (ARCHITECTURE.md §8.7).
+    """Wall-clock ns at construction advanced by the monotonic clock (ARCHITECTURE.md §15.1).
 
     Ingestion timestamps are wall-clock; comparing them with this clock keeps a wall
     clock jump after start from expiring data early. ``now_ns`` is what a store passes

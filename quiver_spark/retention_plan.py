@@ -4,7 +4,7 @@
 progress, the config, the caller's ``now_ns`` and WAL sizes, it returns a
 :class:`RetentionPlan`. It never reads a clock and does no I/O; the pass that carries
 a plan out is :func:`quiver_spark.retention.apply_retention`. Precedence of the three
-layers (time, steady state, size cap): ARCHITECTURE.md §8.7.
+layers (time, steady state, size cap): ARCHITECTURE.md §15.1.
 
 A segment whose ``.meta`` fails verification (damaged) is never chosen: its ``.arrow``
 bytes count toward the size cap like WAL bytes.
@@ -30,7 +30,7 @@ Key = tuple[str, int]
 
 
 class _Witnessed:
-    """``registry`` plus subscribers known only by their subscription record (§8.10):
+    """``registry`` plus subscribers known only by their subscription record (§13.8):
     the ack log lost their registration (damage), so nothing is done for them but
     what retention already recorded deleted; they pin every other segment."""
 
@@ -99,7 +99,7 @@ class RetentionPlan:
     damaged: list[Key] = field(default_factory=list)  # kept: metadata unreadable
     held: list[Key] = field(default_factory=list)
     """Kept this pass: something that must go before them could not (their leftover
-    staged objects, §12.6); never chosen, their bytes count."""
+    staged objects, §10.2); never chosen, their bytes count."""
 
     def hold(self, keys: Iterable[Key], sizes: Mapping[Key, int]) -> None:
         """Keep ``keys`` after all (something that must precede their deletion failed

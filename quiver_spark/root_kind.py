@@ -1,5 +1,5 @@
 """What a store does differently on a POSIX root and on an object root, decided once
-when it opens (ARCHITECTURE.md §1, §12).
+when it opens (ARCHITECTURE.md §1, §2).
 
 - :class:`FileRoot` (a local path or ``file://``): the WALs sit in the root's own tree
   (``<root>/partitions``), so a lost process's rows are on the shared disk, the WAL's
@@ -9,8 +9,8 @@ when it opens (ARCHITECTURE.md §1, §12).
   flock, a reader's lost-segment log is a file appended to.
 - :class:`ObjectRoot` (``memory://``, ``s3://``, ``gs://``, ``az://``...): nothing is
   shared but the bucket. The WALs are on each machine's own disk; a writer holds the
-  partition's LEASE in the bucket besides its flock (§12.3), stages each transaction
-  before it is reported (§12.6), and any process seals a lost machine's committed
+  partition's LEASE in the bucket besides its flock (§8.2), stages each transaction
+  before it is reported (§10.2), and any process seals a lost machine's committed
   staged rows once its LEASE is free; segments live in the bucket. Its control objects
   are durable once written: the ack log is one object per append, a live consumer
   holds a lease, a lost-segment log is an object rewritten whole.
@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 
 IDLE_RETENTION_PERIOD_S = 60.0
 """On an object root, how often a writer's maintenance runs a retention pass with
-nothing new of its own (no finalize) while it is not throttled (ARCHITECTURE.md §8.7):
+nothing new of its own (no finalize) while it is not throttled (ARCHITECTURE.md §15.1):
 every pass is requests (about a dozen: the ack log, the records, the next-seq reads,
 the metrics file). Nothing waits on this pass: the writer that adds bytes runs one
 after each finalize (the size cap), a subscription after each acknowledgement (what
@@ -78,13 +78,13 @@ short period so room is seen as soon as it is made."""
 
 
 MAX_SLOTS = 4096
-"""Upper bound on the slot numbers a claim tries before giving up (§12.3, "Slots")."""
+"""Upper bound on the slot numbers a claim tries before giving up (§8.2, "Slots")."""
 
 
 def default_wal_root(root: str) -> str:
     """Where the WAL of a store on an object store lives when ``wal.path`` is not given:
     ``$XDG_CACHE_HOME/quiver-spark/wal/<16 hex of sha256(root URL)>`` (``~/.cache`` when
-    unset), on this machine's disk (ARCHITECTURE.md §12): the same directory for every
+    unset), on this machine's disk (ARCHITECTURE.md §2): the same directory for every
     process of this host that writes the store, so a restarted writer recovers it."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     digest = hashlib.sha256(root.encode()).hexdigest()[:16]
@@ -93,7 +93,7 @@ def default_wal_root(root: str) -> str:
 
 def before_store(name: str) -> bool:
     """Whether ``name``, in a POSIX root without STORE, is what a creation writes before
-    its STORE (ARCHITECTURE.md §6.1: POLICY, POLICY.copy, their temporary files, the
+    its STORE (ARCHITECTURE.md §7.1: POLICY, POLICY.copy, their temporary files, the
     directory's lock): such a root is no store yet, and a creation may make one there."""
     return layout.written_before_store(name)
 
@@ -116,20 +116,20 @@ class RootKind(Protocol):
     """The decisions that differ between the two kinds of root."""
 
     journal: JournalKind
-    """The ack log the root keeps (§8.5, §12.5): the registry is handed it."""
+    """The ack log the root keeps (§13.5, §13.7): the registry is handed it."""
 
     live: LiveLocks
-    """The live-consumer locks of the store (§9b, §12.3): :meth:`live_locks` of its parts."""
+    """The live-consumer locks of the store (§18, §8.2): :meth:`live_locks` of its parts."""
 
     @staticmethod
     def live_locks(root: str, objects: ObjectStore) -> LiveLocks:
-        """The live-consumer locks of the root (§9b, §12.3)."""
+        """The live-consumer locks of the root (§18, §8.2)."""
 
     @staticmethod
     def commit_log(
         root: str, objects: ObjectStore, io: FileIO, store: str | None = None
     ) -> CommitLog:
-        """The root's commit records (§9), with how it makes one durable (§6.4)."""
+        """The root's commit records (§10), with how it makes one durable (§10.1)."""
 
     @staticmethod
     def segment_location(
@@ -141,7 +141,7 @@ class RootKind(Protocol):
         manifests: ManifestStore,
     ) -> SegmentLocation:
         """The store's segments: at ``url`` (the recorded location), or in the root's
-        own objects, where the MANIFEST publishes (§12.4)."""
+        own objects, where the MANIFEST publishes (§11.3)."""
 
     @staticmethod
     def read_location(
@@ -152,11 +152,11 @@ class RootKind(Protocol):
 
     @staticmethod
     def manifest_facts(objects: ObjectStore) -> Facts:
-        """Where the facts a listing cannot tell are kept besides each MANIFEST (§12.4)."""
+        """Where the facts a listing cannot tell are kept besides each MANIFEST (§11.3)."""
 
     @staticmethod
     def lost_log(root: str, subscriber: str | None, objects: ObjectStore, io: FileIO) -> LostLog:
-        """The lost-segment log of ``subscriber``'s reader (§9b)."""
+        """The lost-segment log of ``subscriber``'s reader (§18)."""
 
     @staticmethod
     def check_segment_path(config: StoreConfig, recorded: str) -> None:
@@ -164,7 +164,7 @@ class RootKind(Protocol):
 
     @staticmethod
     def staged_look_due(since_last: float, period: float) -> bool:
-        """Whether a commit looks for lost machines' staged transactions (§12.6), its
+        """Whether a commit looks for lost machines' staged transactions (§10.2), its
         last look ``since_last`` seconds ago and one due every ``period``."""
 
     @staticmethod
@@ -213,14 +213,14 @@ class RootKind(Protocol):
     def stage(
         self, writer: PartitionWriter, txn_id: int, batches: Sequence[pa.RecordBatch] | None
     ) -> int:
-        """Make ``txn_id``'s rows survive this machine (§12.6); the bytes written."""
+        """Make ``txn_id``'s rows survive this machine (§10.2); the bytes written."""
 
     def writer_lease(self, pid: str, purpose: str = PURPOSE_WRITER) -> WriterLease:
         """The lease a writer of ``pid`` holds besides its WAL's flock (``purpose``:
         :data:`~quiver_spark.control.lease.PURPOSE_SEALER` for one that only seals)."""
 
     def slot_name(self, host: str, k: int) -> str:
-        """The partition of core slot ``k`` for a writer on ``host`` (§12.3, "Slots")."""
+        """The partition of core slot ``k`` for a writer on ``host`` (§8.2, "Slots")."""
 
     def slot_lease(self, pid: str) -> WriterLease:
         """What a slot claim of ``pid`` holds besides its WAL's flock; LockedError
@@ -484,11 +484,11 @@ class ObjectRoot:
 
     @staticmethod
     def check_new_root(root: str, shown: str) -> bool:
-        return True  # created by its STORE object if absent (§12)
+        return True  # created by its STORE object if absent (§2)
 
     @staticmethod
     def recorded_wal_path(config: StoreConfig) -> str | None:
-        return None  # each machine keeps its WAL on its own disk (§12)
+        return None  # each machine keeps its WAL on its own disk (§2)
 
     @staticmethod
     def recorded_wal(root: str, descriptor: dict[str, Any]) -> tuple[str, str | None] | None:
@@ -517,17 +517,17 @@ class ObjectRoot:
     def idle_retention_period(self, period: float, throttled: bool) -> float:
         return period if throttled else max(period, IDLE_RETENTION_PERIOD_S)
 
-    # -- a transaction survives its machine (§12.6) ------------------------------------
+    # -- a transaction survives its machine (§10.2) ------------------------------------
     def stage(
         self, writer: PartitionWriter, txn_id: int, batches: Sequence[pa.RecordBatch] | None
     ) -> int:
         return stage_txn(self.parts.objects, writer, txn_id, batches)
 
-    # -- a partition's single writer (§12.3) ---------------------------------------------
+    # -- a partition's single writer (§8.2) ---------------------------------------------
     def writer_lease(
         self, pid: str, purpose: str = PURPOSE_WRITER, stale: Stale | None = None
     ) -> Lease:
-        """The writer lease ``partitions/<pid>/LEASE`` (§12.3), kept renewed; its epoch
+        """The writer lease ``partitions/<pid>/LEASE`` (§8.2), kept renewed; its epoch
         is claimed in the partition's manifest, so the manifest change of any earlier
         holder fails from the first change of this one. Raises
         :class:`~quiver_spark.errors.LeaseHeldError` (a ``LockedError``) while another
@@ -536,10 +536,10 @@ class ObjectRoot:
         try:
             current = self.parts.manifests.read(pid)
         except CorruptionError:
-            current = None  # the writer rewrites it from a listing (§6.7)
+            current = None  # the writer rewrites it from a listing (§11.1)
         return self.claim(pid, purpose, current.epoch if current is not None else 0, elapsed, stale)
 
-    # -- core slots: a pool of leases (§12.3, "Slots") ---------------------------------
+    # -- core slots: a pool of leases (§8.2, "Slots") ---------------------------------
     def slot_name(self, host: str, k: int) -> str:
         return layout.pool_slot(k)  # any machine's: a new one takes over a free slot
 
@@ -553,7 +553,7 @@ class ObjectRoot:
         key = layout.writer_lease(pid)
         holder = current_holder(p.objects, key, clock=p.lease_clock(), stale=self.stale)
         # a lease naming this process is the acquisition's to judge: one this process
-        # dropped (its release failed) is taken at once, a live one refused (§12.3)
+        # dropped (its release failed) is taken at once, a live one refused (§8.2)
         if holder is not None and not holder.is_this_process():
             raise LeaseHeldError(
                 p.objects.display(key),
@@ -564,7 +564,7 @@ class ObjectRoot:
 
     def stale(self, got: Stored, ttl_s: float) -> bool:
         """Whether the lease object ``got`` was last written at least ``ttl_s`` ago by
-        the storage's clock (§12.7: its modification time against a probe's, both
+        the storage's clock (§16.2: its modification time against a probe's, both
         stamped by the storage, with :data:`~quiver_spark.objects.clock.RESOLUTION_NS`
         to spare): its holder may act for ``ttl_s`` after the start of its last written
         renewal, and the storage stamped that renewal no earlier. The probe
@@ -599,7 +599,7 @@ class ObjectRoot:
         """Take ``pid``'s writer LEASE for ``purpose`` (a writer, or a sealer of a lost
         machine's staged rows) above ``min_epoch``, keep it renewed and claim its epoch
         in the partition's MANIFEST: the one way any holder comes to change a partition
-        (§12.3, §12.7). LeaseHeldError while another live holder has it. ``clock``:
+        (§8.2, §16.2). LeaseHeldError while another live holder has it. ``clock``:
         what the holder observes others' leases by (default: the store's); ``stale``:
         a judge of expiry by the storage's clock besides (a slot claim)."""
         p = self.parts
@@ -633,7 +633,7 @@ class ObjectRoot:
         )
 
     def note_live_writers(self, found: dict[str, dict[str, Any]]) -> None:
-        # a writer on any machine holds its lease in the bucket (§12.3)
+        # a writer on any machine holds its lease in the bucket (§8.2)
         for pid in sorted({*found, *self.parts.segments.partitions()}):
             held = current_holder(self.parts.objects, layout.writer_lease(pid))
             body = found.setdefault(pid, {"partition": pid})
@@ -644,7 +644,7 @@ class ObjectRoot:
                 # this machine's heartbeat may be an earlier writer's (or its sealer's)
                 body["beat_is_holders"] = body.get("pid") == held.pid and held.alive_here()
 
-    # -- a lost machine's committed rows (§12.6) -----------------------------------------
+    # -- a lost machine's committed rows (§10.2) -----------------------------------------
     def staged(self) -> dict[str, list[int]]:
         return staged_ids(self.parts.objects)
 
@@ -666,7 +666,7 @@ def claim_slot(
 ) -> PartitionWriter:
     """The writer of the lowest-numbered core slot free for a writer on ``host``
     (``open_writer`` opens slot ``pid``'s writer by the kind's :meth:`slot_lease`):
-    ``<host>-<k>`` on a POSIX root, the pool's ``w-<k>`` on an object root (§12.3,
+    ``<host>-<k>`` on a POSIX root, the pool's ``w-<k>`` on an object root (§8.2,
     "Slots"). A held slot is skipped, never waited for; a slot whose partition cannot
     be recovered (damage ``quiver fsck`` names) is skipped too, so one damaged
     partition never stops the writers. LockedError when every slot is held."""

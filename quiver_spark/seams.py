@@ -5,7 +5,7 @@ against the protocol, so a method renamed on one side fails the type check inste
 of a retention pass at run time. The parts meet here only by shape: this module
 imports nothing of the engine.
 
-- the ack log's record of deleted segments (§8.4 ``DELETED`` facts):
+- the ack log's record of deleted segments (§13.4 ``DELETED`` facts):
   :class:`DeletedMarks`, read through :class:`DeletedSegments`; the one answer to
   "did retention delete this seq" for recovery, the retained-segment index, retention
   and the reader's classification of a missing segment;

@@ -1,5 +1,5 @@
 """Staged transactions: a write task's rows in the root before its commit message
-(ARCHITECTURE.md §12.6).
+(ARCHITECTURE.md §10.2).
 
 On an object root a task's rows are durable on its machine's disk (the WAL) when it
 flushes; a lost machine would take them along, committed or not. So before the task
@@ -8,7 +8,7 @@ reports its transaction, its rows are also written to the root as one object,
 ``QSTG``, checksummed) whose msgpack body names the transaction and holds its batches
 as one Arrow IPC stream. The partition's writer seals its transactions from its WAL as
 usual and then removes their staged objects; if the machine is lost, whoever takes the
-partition's lease next seals the committed ones from these objects (§12.6).
+partition's lease next seals the committed ones from these objects (§10.2).
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def stage(
     same ``created_ns`` after a lost response finds its own bytes). Raises
     FileExistsError when the key holds any other bytes: another incarnation's
     transaction of the same id, even of the same batch and rows, is never taken for
-    this one (its writer may still remove it, §12.6)."""
+    this one (its writer may still remove it, §10.2)."""
     data = encode_staged(partition, txn_id, app, version, batches, created_ns)
     key = staged_key(partition, txn_id)
     if not create_or_same(objects, key, data):

@@ -86,7 +86,7 @@ class QuiverStore:
         self.config = config
         self.io = io
         self.objects = objects
-        """The root's objects: every control object goes through it (ARCHITECTURE.md §12)."""
+        """The root's objects: every control object goes through it (ARCHITECTURE.md §2)."""
         kind = root_kind(root)
         self._descriptor = descriptor
         recorded = descriptor.get("segments_url") or f"{root}/{layout.segments_dir()}"
@@ -100,7 +100,7 @@ class QuiverStore:
             )
         seg_url = recorded
         self.segments_url = seg_url
-        # what each partition published, one read for a new process (ARCHITECTURE.md §6.7)
+        # what each partition published, one read for a new process (ARCHITECTURE.md §11.1)
         self.manifests = ManifestStore(self.objects, facts=kind.manifest_facts(self.objects))
         self.segment_location = kind.segment_location(
             seg_url,
@@ -112,7 +112,7 @@ class QuiverStore:
         self.commits = kind.commit_log(root, self.objects, io, self.store_id)
         self.segment_location.deleted_marks = self.deleted_marks
         self.lease_clock: Callable[[], float] = elapsed
-        """The clock this handle observes other holders' leases by (§12.3): monotonic,
+        """The clock this handle observes other holders' leases by (§8.2): monotonic,
         and counting time the machine was suspended."""
         self.kind: RootKind = kind(
             StoreParts(
@@ -131,7 +131,7 @@ class QuiverStore:
         self.writer: PartitionWriter | None = None
         self._subscribers: SubscriberRegistry | None = None
         self.metrics = Metrics()
-        # admission under backpressure (ARCHITECTURE.md §8.8): the store's bytes as of
+        # admission under backpressure (ARCHITECTURE.md §15.2): the store's bytes as of
         # this handle's last retention pass and what it admitted since
         self._admission = Admission(root, self.metrics)
         self._retention = StoreRetention(self, self._admission, self.kind.live)
@@ -191,7 +191,7 @@ class QuiverStore:
     ) -> QuiverStore:
         """Open (and make) the store at ``path`` and claim a core slot to write: the
         lowest-numbered one free, ``<host>-<k>`` on a POSIX root, ``w-<k>`` of the pool
-        every machine shares on an object root (ARCHITECTURE.md §12.3, "Slots"). A held
+        every machine shares on an object root (ARCHITECTURE.md §8.2, "Slots"). A held
         slot is skipped, never waited for; LockedError when all are held."""
         store = cls.open(path, config, partition=None, storage_options=storage_options)
         try:
@@ -239,7 +239,7 @@ class QuiverStore:
 
     @property
     def store_id(self) -> str | None:
-        """The store's identity (its STORE ``uuid``, ARCHITECTURE.md §6.1): a copy of the
+        """The store's identity (its STORE ``uuid``, ARCHITECTURE.md §7.1): a copy of the
         root has the same one, a store made again at the same path another. None only
         on a handle over a damaged STORE (``quiver fsck``)."""
         return store_id(self._descriptor)
@@ -332,7 +332,7 @@ class QuiverStore:
 
     def stage_txn(self, txn_id: int, batches: Sequence[pa.RecordBatch] | None = None) -> int:
         """On an object root, write transaction ``txn_id``'s rows to the root as
-        ``partitions/<pid>/txns/<txn_id:020d>.txn`` (ARCHITECTURE.md §12.6), so that
+        ``partitions/<pid>/txns/<txn_id:020d>.txn`` (ARCHITECTURE.md §10.2), so that
         its rows survive the loss of this machine once it is committed: call it after
         :meth:`flush` and before the transaction is decided. ``batches``: its rows
         (default: what the writer holds of it). Returns the bytes written: 0 on a
@@ -409,21 +409,21 @@ class QuiverStore:
     def run_retention(
         self, now_ns: int | None = None, *, dry_run: bool = False, listing: bool = False
     ) -> RetentionResult:
-        """One retention pass (steady state, time, size cap; ARCHITECTURE.md §8.7) under
-        the store's recorded policy (§6.6), counting WAL bytes against the size cap.
+        """One retention pass (steady state, time, size cap; ARCHITECTURE.md §15.1) under
+        the store's recorded policy (§7.2), counting WAL bytes against the size cap.
 
         The one entry point every pass goes through: a writer's maintenance, a
         subscription's acknowledgement, ``quiver gc``. Updates the intake throttle
         (``backpressure`` over the cap), the metrics and the Prometheus text file
         ``<root>/metrics/<partition>.prom`` of a writer. ``dry_run`` plans and changes
         nothing (no registry is created either). ``listing`` lists every partition
-        instead of reading their manifests (``quiver gc --full``, §6.7). The pass is
+        instead of reading their manifests (``quiver gc --full``, §11.1). The pass is
         :class:`~quiver_spark.store_retention.StoreRetention`'s.
         """
         return self._retention.run(now_ns, dry_run=dry_run, listing=listing)
 
     def unregistered_records(self, registry: SubscriberNames | None) -> list[str]:
-        """Subscribers with an unexpired record (§8.10) that ``registry`` (its state as
+        """Subscribers with an unexpired record (§13.8) that ``registry`` (its state as
         last read) does not register: the ack log lost their registration, so
         retention keeps their data until an operator adds or removes them.
 
@@ -487,7 +487,7 @@ class QuiverStore:
         reach the WAL root may run this: a source's planning, ``quiver gc``, the driver.
         On an object root it then seals, from their staged objects, the committed
         transactions of every partition whose writer lease is free (released, or seen
-        expired by this process), whichever machine wrote them (§12.6). ``local`` and
+        expired by this process), whichever machine wrote them (§10.2). ``local`` and
         ``staged`` choose the two halves (the driver runs the second at most every few
         seconds).
         """
@@ -515,7 +515,7 @@ class QuiverStore:
 
     def staged(self) -> dict[str, list[int]]:
         """Object root: the staged transaction ids of every partition (one listing of
-        ``partitions/``, §12.6); none on a POSIX root."""
+        ``partitions/``, §10.2); none on a POSIX root."""
         return self.kind.staged()
 
     def _partition_writer(
@@ -568,7 +568,7 @@ class QuiverStore:
         self._maint_thread = threading.Thread(target=loop, name="quiver-maintenance", daemon=True)
         self._maint_thread.start()
 
-    # -- writing jobs (ARCHITECTURE.md §9; :mod:`quiver_spark.write_jobs`) ------------
+    # -- writing jobs (ARCHITECTURE.md §10; :mod:`quiver_spark.write_jobs`) ------------
     @classmethod
     def prepare_writes(
         cls,
@@ -652,7 +652,7 @@ class QuiverStore:
         told before a write: False once a renewal of its lease found it taken over;
         after a pause that outlasted half the lease's ttl without a renewal, one
         renewal (one request) tells. Otherwise no request: the writes themselves are
-        fenced (§12.3). A POSIX root's lock is held until :meth:`close`."""
+        fenced (§8.2). A POSIX root's lock is held until :meth:`close`."""
         if self.writer is None:
             return True
         try:

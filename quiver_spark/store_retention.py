@@ -1,12 +1,12 @@
-"""A store handle's retention passes (ARCHITECTURE.md §8.7) and the metrics each one
-publishes (§8.9).
+"""A store handle's retention passes (ARCHITECTURE.md §15.1) and the metrics each one
+publishes (§20).
 
 :meth:`QuiverStore.run_retention` is the one entry point every pass goes through (a
 writer's maintenance, a subscription's acknowledgement, ``quiver gc``); it runs
-:meth:`StoreRetention.run`: the store's recorded policy read again (§6.6), idle
-subscribers expired (§8.10), the plan carried out
+:meth:`StoreRetention.run`: the store's recorded policy read again (§7.2), idle
+subscribers expired (§13.8), the plan carried out
 (:func:`~quiver_spark.retention.apply_retention`), admission under the size cap settled
-(§8.8) and the metrics published. What one handle's passes keep between them is here
+(§15.2) and the metrics published. What one handle's passes keep between them is here
 too: the retained-segment index, expiry's view of the records, the answer about
 unregistered records, the clock and when the last pass ran.
 """
@@ -72,7 +72,7 @@ class StoreRetention:
         self._admission = admission
         self.lock = threading.Lock()  # the ack-log flock does not order threads
         self.index = RetainedIndex()
-        """What the passes read, kept current between them (ARCHITECTURE.md §8.7)."""
+        """What the passes read, kept current between them (ARCHITECTURE.md §15.1)."""
         self.expiry = SubscriberExpiry(store.root, store.objects, live)
         self.clock = AnchoredClock()
         self.last_pass = float("-inf")
@@ -133,7 +133,7 @@ class StoreRetention:
     def survey_held_bytes(self) -> None:
         """Count for admission the bytes the store holds (WAL + segments, damaged ones
         included), surveyed without the subscriber registry; nothing is deleted, since
-        what subscribers acknowledged is unknown (§8.8)."""
+        what subscribers acknowledged is unknown (§15.2)."""
         s = self._store
         cap = s.config.retention.size_cap_bytes
         with self.lock:
@@ -159,7 +159,7 @@ class StoreRetention:
     def _publish_metrics(self, now_ns: int, wal: dict[str, int]) -> None:
         """Refresh in-process gauges from the index the pass kept current, and rewrite a
         writer's own metrics file (its partition's series and what this process did;
-        store-wide figures are ``quiver metrics``'s, ARCHITECTURE.md §8.9)."""
+        store-wide figures are ``quiver metrics``'s, ARCHITECTURE.md §20)."""
         s = self._store
         open_bytes = {}
         if s.writer is not None:

@@ -1,5 +1,5 @@
 """Locations by URL: every scheme Quiver knows, what each one names, and the fix for a
-location that is not usable (ARCHITECTURE.md §1, §5, §12). Nothing here touches a file
+location that is not usable (ARCHITECTURE.md §1, §5, §2). Nothing here touches a file
 or opens a client; every other module asks this one what a location is.
 
 A store root is a local POSIX directory or ``file://`` URL (:func:`local_path`), or an

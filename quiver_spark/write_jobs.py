@@ -1,5 +1,5 @@
 """Writing jobs: what the driver of a job that writes a store in parallel decides
-around its tasks' transactions (ARCHITECTURE.md §9).
+around its tasks' transactions (ARCHITECTURE.md §10).
 
 A writing job (a Spark sink's streaming query, or one ``df.write``) runs tasks that
 each write one transaction ``(app, version)`` into a partition of their own, then
@@ -280,7 +280,7 @@ def write_task(
     partition ``slot()`` opens (claimed at its first row: a task without rows claims
     none and writes nothing), flushed (durable: the task's acknowledgement) and, on an
     object root, staged in the bucket, so that no committed row lives on one machine
-    only (§12.6). Returns what the job's commit names.
+    only (§10.2). Returns what the job's commit names.
 
     A failure raises: the transaction was not reported, so it is never committed, and
     the retry of the task (or the next batch) writes its rows. After one of
@@ -319,7 +319,7 @@ def prepare_writes(
     is no file, ``segment.event_time_column`` is a timestamp, date or integer
     column of ``schema``, and the root (made if new) accepts ``config`` and
     ``schema`` (recorded by the first write; SchemaMismatchError names both).
-    Returns the store's id, which the job's commit records name (§6.4)."""
+    Returns the store's id, which the job's commit records name (§10.1)."""
     check_writer_root(root)
     check_event_time_column(config, schema)
     store = open_store(root, config, partition=None, storage_options=storage_options)
@@ -383,7 +383,7 @@ def seal_orphans(
     :meth:`QuiverStore.finalize_idle_partitions` sealed, and why it failed): this
     machine's WALs whose lock no live writer holds, and on an object root, at most
     every :data:`STAGED_PASS_PERIOD_S`, the committed staged transactions of
-    partitions whose writer lease is free (a lost machine's, §12.6).
+    partitions whose writer lease is free (a lost machine's, §10.2).
 
     Once this process knows the root's WAL directory, a call that finds no WAL
     with data and a free lock there opens nothing (no lease or manifest read)."""

@@ -76,7 +76,7 @@ def no_store_profile_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 
 @pytest.fixture
 def observed_leases_forgotten() -> Iterator[None]:
-    """The lease versions this process watched (the takeover clocks of §12.3) are
+    """The lease versions this process watched (the takeover clocks of §8.2) are
     forgotten after the test, so a later test's lease of the same key starts unseen."""
     yield
     lease._seen.clear()

@@ -1,5 +1,5 @@
 """Machines of an object root that are lost, and the observer that seals for them
-(ARCHITECTURE.md §12.6): a machine is a writer of partition ``p-0`` with its own host
+(ARCHITECTURE.md §10.2): a machine is a writer of partition ``p-0`` with its own host
 identity and its own ``wal.path``; the observer is the driver, which writes no
 partition and watches the writer leases on a clock the test moves.
 

@@ -7,7 +7,7 @@ is taken over a few seconds later.
 
 Two processes of this host stand for two machines: a lease held by a running process
 of this host is never taken over at once, and a claimant whose holder is such a
-process is refused at once rather than waiting (§12.3), so a successor retries its
+process is refused at once rather than waiting (§8.2), so a successor retries its
 open until it has watched the lease unchanged for the ttl (as a restarted task or
 query does).
 """

@@ -1,4 +1,4 @@
-"""Time passing at the storage, as subscriber expiry measures it (ARCHITECTURE.md §8.10).
+"""Time passing at the storage, as subscriber expiry measures it (ARCHITECTURE.md §13.8).
 
 Expiry counts idleness on the storage's clock: from when the storage says a
 subscription record was last written (or the storage time a record carries over,

@@ -362,7 +362,7 @@ def open_store(args: StoreArgs, config: StoreConfig | None = None) -> QuiverStor
         raise CliError(str(e), EXIT_TROUBLE) from e
     check_segments_reachable(store, args.path)
     damaged = store.policy.damaged
-    if damaged is not None:  # named by every command, never a failure (ARCHITECTURE.md §6.6)
+    if damaged is not None:  # named by every command, never a failure (ARCHITECTURE.md §7.2)
         click.echo(f"warning: {damage_warning(store.root, damaged)}", err=True)
     return store
 

@@ -1,6 +1,6 @@
 """``quiver config PATH [show | set KEY=VALUE ... | repair ...]``: the store's recorded policy.
 
-The policy (ARCHITECTURE.md §6.6) holds ``retention.size_cap``,
+The policy (ARCHITECTURE.md §7.2) holds ``retention.size_cap``,
 ``retention.size_cap_policy``, ``retention.max_age``,
 ``retention.steady_state_headroom`` and ``subscriber.expire_after``. It is recorded
 when the store is created and applies to every writer, reader and command; a

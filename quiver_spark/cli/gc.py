@@ -13,10 +13,10 @@
    recorded as ``dropped``).
 
 ``--dry-run`` changes nothing and prints the plan. ``--full`` lists every partition
-instead of reading its MANIFEST (ARCHITECTURE.md §6.7: the safety net for files
+instead of reading its MANIFEST (ARCHITECTURE.md §11.1: the safety net for files
 removed by hand; a long-lived process does it every 5 minutes); on an object root it
 also removes orphans, the segment objects of another lease holder that its MANIFEST
-does not list, whose seq is void or below its ``high`` (§12.4).
+does not list, whose seq is void or below its ``high`` (§11.3).
 
 JSON schema (``--json``; ``"schema": "quiver.gc/1"``)::
 
@@ -183,7 +183,7 @@ def _damaged_retained(store: QuiverStore, known: set[tuple[str, int]]) -> list[D
     """The retained segments whose ``.meta`` fails verification, beyond ``known``.
 
     A pass reads only the ``.meta`` of the segments it chose to delete (a new process
-    starts from each partition's MANIFEST, §6.7); ``gc --full``, which lists every
+    starts from each partition's MANIFEST, §11.1); ``gc --full``, which lists every
     partition anyway, also reads those of the segments it keeps, so that damage is
     named where it was found, and a segment its MANIFEST lists whose ``.meta`` is gone
     or whose ``.arrow`` differs from its published size (one listing per partition).

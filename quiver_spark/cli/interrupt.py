@@ -16,7 +16,7 @@ The command stays in the main thread, so everything it does on Ctrl-C when it ca
 (``metrics --serve`` closing its server, a closed pipe's exit 141) is unchanged.
 
 What an exit mid-command leaves: the same as kill -9 at that point, and every write
-of the engine is safe against that (ARCHITECTURE.md §7, §8.6, §12.2; the tests kill
+of the engine is safe against that (ARCHITECTURE.md §9, §13.6, §2.3; the tests kill
 processes mid-write): a control object (STORE, POLICY, a ``.sub`` record, a commit
 record) is written whole or not at all, a torn tail of a WAL or of the ack log is
 cut by its next opener, and a request in flight may land after the exit or never
@@ -24,19 +24,19 @@ cut by its next opener, and a request in flight may land after the exit or never
 Per command:
 
 - ``subscribers add --create``: a store is created by one object, STORE, written
-  after POLICY and POLICY.copy (ARCHITECTURE.md §6.1): the root is either no store,
+  after POLICY and POLICY.copy (ARCHITECTURE.md §7.1): the root is either no store,
   and the same command run again makes it, or a whole store.
 - ``subscribers add``/``remove``: the ack log's registration or deregistration is
   one record, there or not; the ``.sub`` record follows it. An ``add`` stopped
   between the two leaves the name registered (``add`` again says so) without its
-  record, which the next retention pass writes (ARCHITECTURE.md §12.2).
+  record, which the next retention pass writes (ARCHITECTURE.md §2.3).
 - ``config set``/``repair``: POLICY is replaced whole, then POLICY.copy (a copy left
   a generation behind is what ``quiver fsck`` names and ``quiver config repair``
   rewrites).
 - ``gc``: each finalize and each deletion is one of the engine's crash-safe steps; a
   held partition lock or lease is released by the exit (flock) or expires (LEASE).
 - ``txns discard``: each decision is one commit record, created whole or not at all.
-- ``fsck --quarantine``: each move aside is §5.5's quarantine, safe at every step.
+- ``fsck --quarantine``: each move aside is §5.4's quarantine, safe at every step.
 - read-only commands (``status``, ``fsck``, ``metrics``, ``subscribers list``,
   ``txns list``, ``config show``): nothing is written but advisory files
   (``metrics --prune-stale`` removes some, one at a time).

@@ -2,7 +2,7 @@
 
 Writers and consumers each keep their own ``metrics/<instance>.prom`` in the root (a
 file, or an object on an object root: what that process did, every series labelled
-``instance``; ARCHITECTURE.md §8.9). The figures
+``instance``; ARCHITECTURE.md §20). The figures
 of the whole store (bytes per partition, subscriber lag and liveness, gap sets,
 ack-log depth, damaged segments, the size cap) come from this command alone, so a
 textfile collector pointed at a directory never sees a series twice:

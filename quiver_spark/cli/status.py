@@ -32,7 +32,7 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
       "subscribers": [{
         "name": str,
         "lag_segments": int, "lag_bytes": int, "lag_seconds": float|null,  # over its rows
-        "registered_ns": int|null, "last_ack_ns": int|null,   # from its record (§8.10)
+        "registered_ns": int|null, "last_ack_ns": int|null,   # from its record (§13.8)
         "live": bool,                  # a query or consumer holds it now
         "idle_seconds": float|null,    # since the last ack (or registration)
         "pinning_idle": bool,          # not live, idle >= 1h, and holding unread bytes
@@ -40,7 +40,7 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
         "backlog_seconds": float|null, "backlog_rows": int, "head_lag_segments": int,
         "head_lag_seconds": float|null, "head_lag_rows": int,
         "horizon_dropped_segments": int,   # recorded dropped past its consumers'
-        "horizon_dropped_rows": int,       # acceptance horizon (its record, §9c)
+        "horizon_dropped_rows": int,       # acceptance horizon (its record, §19)
         "partitions": [{"partition": str, "hwm": int, "gaps": int,
                         "lag_segments": int, "lag_bytes": int,
                         "lag_seconds": float|null,
@@ -49,7 +49,7 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
                         "backlog_bytes": int, "backlog_rows": int}]
       }],
       "unregistered_records": [str],   # a record but no registration in the ack log
-                                       # (§8.10): their data is kept until add/remove
+                                       # (§13.8): their data is kept until add/remove
       "totals": {"partitions": int, "segments": int, "segment_bytes": int,
                  "wal_bytes": int, "bytes": int,      # sums over the rows of "partitions"
                  "store_bytes": int,   # segment and WAL bytes of the whole store (all
@@ -58,7 +58,7 @@ epoch, ages and lags seconds, sizes bytes; ``null`` when unknown)::
                  "size_cap_used": float|null,         # store_bytes / size_cap_bytes
                  "size_cap_policy": str,
                  "subscribers": int},                 # rows of "subscribers"
-      "policy": {"generation": int, option: str,   # the store's recorded policy (§6.6)
+      "policy": {"generation": int, option: str,   # the store's recorded policy (§7.2)
                  "damaged": str|null}   # why POLICY cannot be read (conservative then)
     }
 
@@ -70,7 +70,7 @@ and a subscriber's ``lag_bytes`` is the sum of its partition rows.
 Lag of a subscriber in a partition counts the published, readable segments it has
 not acknowledged (``dropped`` counts as acknowledged) and their bytes;
 ``lag_seconds`` is now minus the oldest ingestion time among them (0 when nothing
-is behind). A subscriber reading newest first (ARCHITECTURE.md §9c) splits its lag in
+is behind). A subscriber reading newest first (ARCHITECTURE.md §19) splits its lag in
 two: the *head lag* (``head_lag_*``), the segments above the highest seq it
 acknowledged, and the *backlog* (``backlog_*``), the segments below it it has not
 acknowledged yet; each shows its segments, rows (``head_lag_rows``,

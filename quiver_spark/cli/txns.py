@@ -1,7 +1,7 @@
 """``quiver txns PATH list|discard QUERY_ID --yes``: undecided sink transactions.
 
 Every sink task writes its rows as a transaction that only the driver's commit
-decision makes visible (ARCHITECTURE.md §9). A batch that failed and is never rerun
+decision makes visible (ARCHITECTURE.md §10). A batch that failed and is never rerun
 (its query was abandoned, or restarted from a new checkpoint, which gives it a new
 query id) leaves its transactions pending: they pin their WAL files forever.
 
@@ -10,7 +10,7 @@ it on every maintenance tick and when it closes). On an object root a transactio
 ``held`` stays pending whatever its batch's decision: the staged object under its id
 is damaged, so the decision may speak of another writer's rows; it is resolved once
 the object is repaired, or dropped as not committed once it is removed
-(ARCHITECTURE.md §12.6; ``quiver fsck`` names the object). ``discard QUERY_ID`` decides every
+(ARCHITECTURE.md §10.2; ``quiver fsck`` names the object). ``discard QUERY_ID`` decides every
 pending batch of query ``QUERY_ID`` with no winners, then seals idle partitions so the
 rows are dropped and their WAL files freed at once. It refuses (exit 1, nothing
 changed) an ``QUERY_ID`` it does not know, listing the query ids that have pending

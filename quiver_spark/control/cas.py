@@ -1,4 +1,4 @@
-"""The one read-change-write loop over a control object (ARCHITECTURE.md §12.2).
+"""The one read-change-write loop over a control object (ARCHITECTURE.md §2.3).
 
 Every control object that several processes change (a MANIFEST, its GONE copy, a
 subscriber record, STORE, POLICY and its copy, CHECKPOINT, a reader's data-loss note, a
@@ -28,7 +28,7 @@ joins or monotone and correct from any writer at any time: GONE only gains facts
 CHECKPOINT generation only grows, a data-loss note only gains lines, a subscriber
 record's change is computed from the record read, STORE's schema is recorded once,
 POLICY's generation only grows, and a lease renewal is conditional on the lease's own
-version (its fence is the condition itself, §12.3).
+version (its fence is the condition itself, §8.2).
 
 Rejected: one loop per call site (twelve copies had drifted to bounds from 3 to 64
 and three ways of treating a 409); a lock object per key (a holder that dies keeps

@@ -1,7 +1,7 @@
-"""The clock every safety interval of a holder or an observer is measured by (§12.3).
+"""The clock every safety interval of a holder or an observer is measured by (§8.2).
 
 A lease holder may act for at most its ttl after its last renewal, and an ack-log
-appender checks a checkpoint when its append took half the deletion horizon (§12.5):
+appender checks a checkpoint when its append took half the deletion horizon (§13.7):
 both measure how much *real* time passed. ``time.monotonic`` (Linux
 ``CLOCK_MONOTONIC``) does not advance while the machine is suspended (a hibernated or
 paused VM), so a holder resumed after a long suspend would believe its lease still

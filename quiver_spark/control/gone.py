@@ -1,5 +1,5 @@
 """A partition's GONE: the facts a listing cannot tell, kept twice on an object root
-(ARCHITECTURE.md §12.4).
+(ARCHITECTURE.md §11.3).
 
 The seqs gone, the high and the transactions sealed and retired are kept in the
 partition's MANIFEST and again in ``partitions/<pid>/GONE`` (a §6 frame, magic

@@ -1,4 +1,4 @@
-"""Leases with epoch fencing over a root's objects (ARCHITECTURE.md §12.3).
+"""Leases with epoch fencing over a root's objects (ARCHITECTURE.md §8.2).
 
 A lease is one object (a §6 frame, magic ``QLSE``) naming its holder. Whoever holds it
 rewrites it (``replace`` If-Match its own version) every ``ttl_s / 3``; each rewrite
@@ -48,7 +48,7 @@ from .lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
-"""§6 frame magic of a lease object (ARCHITECTURE.md §12.3)."""
+"""§6 frame magic of a lease object (ARCHITECTURE.md §8.2)."""
 
 DEFAULT_TTL_S = LEASE_TTL_DEFAULT
 """How long an observer must see one version before it takes the lease over (the
@@ -59,13 +59,13 @@ PURPOSE_WRITER = "writer"
 
 PURPOSE_SEALER = "sealer"
 """The purpose it names when its holder only seals committed rows a gone writer left
-(§12.6): ``quiver status`` keeps naming that writer (its heartbeat, its last write)."""
+(§10.2): ``quiver status`` keeps naming that writer (its heartbeat, its last write)."""
 
 _MAX_POLL_S = 1.0
 ACT_MARGIN = 0.5
 """A holder acts (fences, publishes, acknowledges) without a request only while more
 than this share of its lease's ttl is left since its last renewal; otherwise it renews
-first (§12.3, :meth:`Lease.check_held`)."""
+first (§8.2, :meth:`Lease.check_held`)."""
 _QUICK_RETRIES = 8  # conflicts / lost races re-tried at once before a poll pause
 
 Clock = Callable[[], float]
@@ -73,7 +73,7 @@ Clock = Callable[[], float]
 Stale = Callable[[Stored, float], bool]
 """A judge of expiry besides this process's observation: given a lease object as read
 and its holder's ttl, True when the storage's own clock shows it unwritten for at
-least that ttl (a slot claim, §12.3; :meth:`~quiver_spark.root_kind.ObjectRoot.stale`)."""
+least that ttl (a slot claim, §8.2; :meth:`~quiver_spark.root_kind.ObjectRoot.stale`)."""
 
 
 # -- who this process is ------------------------------------------------------------
@@ -178,7 +178,7 @@ class HolderInfo:
 
 @dataclass(frozen=True)
 class LeaseBody:
-    """A lease object's body (ARCHITECTURE.md §12.3): its epoch, whether its holder
+    """A lease object's body (ARCHITECTURE.md §8.2): its epoch, whether its holder
     released it, its write count ``seq`` and who holds it."""
 
     epoch: int
@@ -338,7 +338,7 @@ class Lease:
         ``stop_when_renewed``: give up as soon as the holder is seen renewing, or is a
         running process of this host (it is alive), instead of waiting out ``wait_s``.
         ``stale``: a lease it says is unwritten for its ttl by the storage's clock is
-        expired too, without this process having watched it (a slot claim, §12.3)."""
+        expired too, without this process having watched it (a slot claim, §8.2)."""
         if not ttl_s > 0:
             raise ConfigError("lease ttl_s", ttl_s, "a positive number of seconds")
         ident = _ident(objects, key)
@@ -690,7 +690,7 @@ def current_holder(
 def stored_epoch(objects: ObjectStore, key: str) -> int:
     """The epoch the lease object ``key`` records (one GET): 0 when it is absent or
     cannot be decoded. What a MANIFEST written from a listing is fenced at, whoever
-    writes it (§12.7): never below the partition's newest holder."""
+    writes it (§16.2): never below the partition's newest holder."""
     got = objects.get(key)
     if got is None:
         return 0

@@ -1,4 +1,4 @@
-"""Keeping a held lease: its renewal in the background (ARCHITECTURE.md §12.3).
+"""Keeping a held lease: its renewal in the background (ARCHITECTURE.md §8.2).
 
 A holder rewrites its lease every ``ttl_s / RENEWS_PER_TTL``
 (:meth:`~quiver_spark.control.lease.Lease.keep` starts a :class:`LeaseKeeper`), so an

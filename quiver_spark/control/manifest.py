@@ -1,5 +1,5 @@
 """The per-partition MANIFEST: what a partition has published and what is gone, in one
-object a new process reads instead of every ``.meta`` (ARCHITECTURE.md §6.7).
+object a new process reads instead of every ``.meta`` (ARCHITECTURE.md §11.1).
 
 ``partitions/<pid>/MANIFEST`` in the store's root, a §6 frame (magic ``QMAN``) whose
 body holds the writer's epoch, ``high`` (the highest seq ever published), the seqs
@@ -42,26 +42,26 @@ COLUMNS = (
     "min_event_time",
     "max_event_time",
 )
-"""The entry columns of the body's ``segments`` map, in this order (§6.7)."""
+"""The entry columns of the body's ``segments`` map, in this order (§11.1)."""
 _OPTIONAL = {"min_event_time", "max_event_time"}
 TXN_COLUMNS = ("txns", "sealed_by")
-"""Optional entry columns of an object root (§6.7, §12.6): the ids of the transactions
+"""Optional entry columns of an object root (§11.1, §10.2): the ids of the transactions
 whose rows the segment holds (a list of int per entry) and, for a segment published
 from a staged transaction, the lease epoch of its sealer (int or nil). Written only
 when some entry has a value: a manifest without them reads as "no transactions"."""
 TXNS_GONE_KEEP = 4096
 """Transaction ids of entries retention removed that the manifest keeps (newest)."""
 RECLAIMED = "reclaimed"
-"""The optional body key of :class:`ReclaimedTotals` (§6.7): absent while zero."""
+"""The optional body key of :class:`ReclaimedTotals` (§11.1): absent while zero."""
 
 
 class ReclaimedTotals(NamedTuple):
     """What retention's deletions took out of a manifest since it began counting
-    (§6.7, body key ``reclaimed``): the segments whose entry it dropped, their rows and
+    (§11.1, body key ``reclaimed``): the segments whose entry it dropped, their rows and
     the range of their ingestion times. Counting begins with the manifest (one written
     before the key existed, or rebuilt from a listing, begins at zero), so ``segments``
     never exceeds the seqs the ack log records deleted (retention records them there
-    before their entries go, §8.7); where the two counts are equal, the rows and times
+    before their entries go, §15.1); where the two counts are equal, the rows and times
     are those of every segment reclaimed."""
 
     segments: int = 0
@@ -136,7 +136,7 @@ class ManifestEntry(NamedTuple):
     min_event_time: int | None = None
     max_event_time: int | None = None
     txns: tuple[int, ...] = ()
-    """Object root: the transactions whose rows this segment holds (§12.6)."""
+    """Object root: the transactions whose rows this segment holds (§10.2)."""
     sealed_by: int | None = None
     """Object root: the lease epoch that published it from a staged transaction."""
 
@@ -184,11 +184,11 @@ class Manifest:
     ``TXNS_GONE_KEEP``), so a staged object left behind is never sealed again."""
     txn_floor: int = 0
     """Object root: every transaction id <= it is sealed or decided against (the
-    partition's writer records it at each publication, §12.6): a staged object of such
+    partition's writer records it at each publication, §10.2): a staged object of such
     an id is garbage. 0 in a manifest written without it."""
     txn_high: int = 0
     """Object root: every transaction id <= it not in ``txns_open`` is sealed or decided
-    against (§12.6); the writer records it with ``txn_floor``, which a transaction
+    against (§10.2); the writer records it with ``txn_floor``, which a transaction
     still open holds down. 0 (absent) while it is not above ``txn_floor``."""
     txns_open: tuple[int, ...] = ()
     """Object root: the ids above ``txn_floor``, at or below ``txn_high``, not sealed
@@ -210,7 +210,7 @@ class Manifest:
         return dict(self.damaged)
 
     def sealed_txns(self) -> set[int]:
-        """Transaction ids whose rows a segment published here holds or held (§12.6)."""
+        """Transaction ids whose rows a segment published here holds or held (§10.2)."""
         out = set(self.txns_gone)
         for e in self.entries:
             out.update(e.txns)
@@ -218,18 +218,18 @@ class Manifest:
 
     def seals(self, txn_id: int) -> bool:
         """Whether staged transaction ``txn_id`` needs no seal: a segment published
-        here holds or held it, or it is retired (:meth:`retired`, §12.6)."""
+        here holds or held it, or it is retired (:meth:`retired`, §10.2)."""
         return self.retired(txn_id) or txn_id in self.sealed_txns()
 
     @cached_property
     def retirement(self) -> TxnRetirement:
-        """The transactions the writer recorded retired (§12.6): ``txn_floor``,
+        """The transactions the writer recorded retired (§10.2): ``txn_floor``,
         ``txn_high`` and ``txns_open``."""
         return TxnRetirement(self.txn_floor, self.txn_high, frozenset(self.txns_open))
 
     def retired(self, txn_id: int) -> bool:
         """Whether transaction ``txn_id`` is sealed or decided against by what the
-        writer recorded (:meth:`TxnRetirement.retired`, §12.6)."""
+        writer recorded (:meth:`TxnRetirement.retired`, §10.2)."""
         return self.retirement.retired(txn_id)
 
     # -- changes (pure: each returns a new manifest) ------------------------------------
@@ -252,7 +252,7 @@ class Manifest:
         )
 
     def with_facts(self, kept: Manifest) -> Manifest:
-        """These facts joined with ``kept``'s (a partition's GONE, §12.4): every seq
+        """These facts joined with ``kept``'s (a partition's GONE, §15.4): every seq
         either records gone stays gone (an entry of one ``kept`` records gone is
         dropped), the higher high, every transaction either names as sealed or
         retires (:meth:`with_retirement`). All of them only grow, so joining is safe in any
@@ -302,7 +302,7 @@ class Manifest:
 
     def removed(self, seqs: Iterable[int], *, reclaimed: bool = False) -> Manifest:
         """These seqs gone for good: their entries dropped, recorded deleted.
-        ``reclaimed`` (retention's deletion, §8.7): the entries dropped are counted in
+        ``reclaimed`` (retention's deletion, §15.1): the entries dropped are counted in
         :attr:`reclaimed`; a seq without an entry, or with a damaged one, is not (its
         rows are unknown here)."""
         gone = {s for s in seqs if not self.deleted(s)}
@@ -356,7 +356,7 @@ class Manifest:
             "segments": cols,
             "damaged": [[s, err] for s, err in self.damaged],
         }
-        # object roots only (§12.6): absent while empty, so other manifests keep their bytes
+        # object roots only (§10.2): absent while empty, so other manifests keep their bytes
         if any(e.txns for e in self.entries):
             cols["txns"] = [list(e.txns) for e in self.entries]
         if any(e.sealed_by is not None for e in self.entries):

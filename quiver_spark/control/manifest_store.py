@@ -1,5 +1,5 @@
 """The per-partition MANIFESTs of a root (:class:`~.manifest.Manifest`, ARCHITECTURE.md
-§6.7), read and written through an :class:`~quiver_spark.objects.ObjectStore`.
+§11.1), read and written through an :class:`~quiver_spark.objects.ObjectStore`.
 
 Every write goes through the store: the first by ``create`` (if absent), every later
 one by ``replace`` at the version it was read at. A change is a pure function of the
@@ -44,7 +44,7 @@ def empty(partition: str) -> Manifest:
 
 
 class Facts(Protocol):
-    """Where a root keeps the facts a listing cannot tell besides each MANIFEST (§12.4)."""
+    """Where a root keeps the facts a listing cannot tell besides each MANIFEST (§11.3)."""
 
     def kept(self, partition: str) -> Manifest | None:
         """The facts kept for ``partition``; None when there are none to join."""
@@ -67,7 +67,7 @@ NO_FACTS = NoFacts()
 
 
 class ManifestIndex(Protocol):
-    """What a segment location asks of its per-partition MANIFESTs (§6.7): a
+    """What a segment location asks of its per-partition MANIFESTs (§11.1): a
     :class:`ManifestStore`, or :data:`NO_MANIFESTS` where its readers list."""
 
     def read(self, partition: str) -> Manifest | None:
@@ -140,7 +140,7 @@ class ManifestStore:
         self.epoch = epoch
         self.facts = facts
         """Where the seqs gone and transactions sealed are kept besides the MANIFEST:
-        on an object root ``partitions/<pid>/GONE`` (§12.4, :mod:`.gone`), which a
+        on an object root ``partitions/<pid>/GONE`` (§15.4, :mod:`.gone`), which a
         MANIFEST rebuilt from a listing after damage joins (a listing cannot tell what
         is gone); nowhere on a POSIX root."""
         self.stats = ManifestStats()
@@ -155,7 +155,7 @@ class ManifestStore:
         process) are changed at whatever epoch they hold, never fenced. ``confirm``
         (the lease's, one GET) raises LeaseLostError unless the lease is still this
         handle's: asked before a MANIFEST that fails verification (whose epoch cannot
-        be read) is rewritten, so damage never lifts the fence (§12.7)."""
+        be read) is rewritten, so damage never lifts the fence (§16.2)."""
         self._claimed[partition] = epoch
         if confirm is not None:
             self._confirm[partition] = confirm
@@ -171,7 +171,7 @@ class ManifestStore:
         return self._claimed.get(partition, self.epoch)
 
     def check_fence(self, partition: str) -> Manifest | None:
-        """Before a claimed holder makes a segment's ``.meta`` (§12.4): one HEAD of the
+        """Before a claimed holder makes a segment's ``.meta`` (§11.3): one HEAD of the
         MANIFEST; a version other than the one this handle holds makes it read it (one
         GET), and a higher epoch there raises FencedError. So a holder fenced before it
         reaches its ``.meta`` leaves no ``.meta`` behind (an orphan ``.arrow`` is never
@@ -212,7 +212,7 @@ class ManifestStore:
     def _built_epoch(self, partition: str) -> int:
         """The epoch a MANIFEST written from a listing carries: this handle's, and never
         below the one the partition's writer lease records (one GET), so a reader's or
-        a retention pass's rebuild never lowers the fence (§12.7)."""
+        a retention pass's rebuild never lowers the fence (§16.2)."""
         return max(self._epoch(partition), stored_epoch(self.objects, writer_lease_key(partition)))
 
     def display(self, partition: str) -> str:
@@ -336,7 +336,7 @@ class ManifestStore:
         def fence() -> None:
             if read_cur[0] is None and fenced:
                 # missing or unreadable: its epoch cannot be read, so only a holder
-                # whose lease is still its own may write it from a listing (§12.7)
+                # whose lease is still its own may write it from a listing (§16.2)
                 confirm = self._confirm.get(partition)
                 if confirm is not None:
                     confirm()
@@ -375,7 +375,7 @@ class ManifestStore:
     def _keep_best_effort(self, manifest: Manifest) -> None:
         try:
             self.facts.keep(manifest)
-        except OSError as e:  # retention wrote its removals before this change (§12.4)
+        except OSError as e:  # retention wrote its removals before this change (§11.3)
             log.warning(
                 "quiver.manifest.gone_unwritten partition=%s error=%s (the next change "
                 "that records a seq gone writes it again)",

@@ -1,5 +1,5 @@
 """Which of a partition's transactions are retired: sealed or decided against, so that a
-staged object of theirs is garbage, never sealed (again) (ARCHITECTURE.md §6.7, §12.6).
+staged object of theirs is garbage, never sealed (again) (ARCHITECTURE.md §11.1, §10.2).
 
 A partition's writer on an object root records with each publication how far its
 transactions are retired, as a :class:`TxnRetirement`: every id at or below ``floor``
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class TxnRetirement:
-    """The transactions a writer retires (§12.6): an id is retired iff it is at or below
+    """The transactions a writer retires (§10.2): an id is retired iff it is at or below
     :attr:`floor`, or at or below :attr:`high` and not in :attr:`open`. Made whole when
     built: :attr:`high` is never below :attr:`floor` and :attr:`open` holds only ids
     above the floor, at or below the high (``TxnRetirement(f)`` retires every id up to

@@ -109,7 +109,7 @@ class OffsetFormatError(QuiverError, ValueError):
 class ForeignCheckpointError(QuiverError, ValueError):
     """Raised when a streaming query resumes from a checkpoint whose offsets name
     another store than the one it reads: its offsets would make it acknowledge this
-    store's segments without reading them (ARCHITECTURE.md §9a).
+    store's segments without reading them (ARCHITECTURE.md §17).
 
     ``checkpoint_store`` is the id the offsets name, ``store`` the id of the store read.
     """
@@ -148,7 +148,7 @@ class LockedError(QuiverError):
 
 
 class LeaseHeldError(LockedError):
-    """Raised when another holder has a lease (ARCHITECTURE.md §12.3) that was not
+    """Raised when another holder has a lease (ARCHITECTURE.md §8.2) that was not
     released, has not expired by this process's observation, and whose holder is not
     known dead: one holder at a time.
 
@@ -166,7 +166,7 @@ class LeaseLostError(QuiverError):
     token is in the lease object), deleted, or can no longer be read.
 
     Work under the lost epoch must stop: its successor fences it (ARCHITECTURE.md
-    §12.3). Retryable in the sense that a new claim (a new lease, a higher epoch) may
+    §8.2). Retryable in the sense that a new claim (a new lease, a higher epoch) may
     succeed once the successor lets go.
     """
 
@@ -185,7 +185,7 @@ class LeaseLostError(QuiverError):
 class FencedError(LeaseLostError):
     """Raised when a writer finds its partition's MANIFEST written under a higher epoch:
     another writer took the partition over, and this one must stop writing it
-    (ARCHITECTURE.md §12.4).
+    (ARCHITECTURE.md §11.3).
 
     ``path`` names the partition, ``epoch`` this writer's epoch and ``new_epoch`` the
     one the MANIFEST was written at.
@@ -283,7 +283,7 @@ class WalFailedError(QuiverError, OSError):
 
     The failed WAL file is never written or synced again. The call that raised is not
     acknowledged and may be retried whole; the partition's next call recovers it from
-    disk into a new WAL file by itself (ARCHITECTURE.md §7.4), no reopen needed.
+    disk into a new WAL file by itself (ARCHITECTURE.md §9.4), no reopen needed.
     """
 
 
@@ -484,7 +484,7 @@ class SeqTakenError(SegmentExistsError):
     """Raised on an object root when the objects of seq ``seq`` of ``partition`` hold
     bytes this writer did not write (another holder of the partition's lease made
     them). The writer records the seq void in the MANIFEST and publishes at the next
-    seq (ARCHITECTURE.md §12.4). ``path`` names the object found.
+    seq (ARCHITECTURE.md §11.3). ``path`` names the object found.
     """
 
     def __init__(self, path: str, partition: str, seq: int) -> None:
@@ -494,7 +494,7 @@ class SeqTakenError(SegmentExistsError):
 
 
 class MissingKind(enum.StrEnum):
-    """Why a published segment has no readable ``.meta`` (ARCHITECTURE.md §9a).
+    """Why a published segment has no readable ``.meta`` (ARCHITECTURE.md §17).
 
     A :class:`str` enum: each member equals its on-disk and message spelling
     (``MissingKind.DELETED == "deleted"``), so it goes into JSON lines and metric labels

@@ -1,6 +1,6 @@
 """The errors of a store's object root: an object request that did not do what it
 asked (a condition that did not hold, an object not there or taken, a request failed,
-refused or retried out, an outcome unknown; ARCHITECTURE.md §12), and a root configured
+refused or retried out, an outcome unknown; ARCHITECTURE.md §2), and a root configured
 wrong (:class:`StorageConfigError` and its subclasses). Import them from
 :mod:`quiver_spark.errors`, which shows them as its own."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .base import QuiverError
 
-# -- object storage (ARCHITECTURE.md §12, quiver_spark.objects) ------------------------
+# -- object storage (ARCHITECTURE.md §2, quiver_spark.objects) ------------------------
 
 
 class PreconditionFailed(QuiverError):
@@ -93,7 +93,7 @@ class RequestRejected(QuiverError, OSError):
 
 class RetriesExhausted(QuiverError, OSError):
     """Raised when a conditional write still fails with transient errors as its retry
-    budget runs out (:mod:`quiver_spark.objects.retry`, ARCHITECTURE.md §12.1).
+    budget runs out (:mod:`quiver_spark.objects.retry`, ARCHITECTURE.md §2.2).
 
     ``key`` names the object and ``attempts`` counts the tries. Its outcome is unknown
     (an attempt may have landed) unless ``written_nothing``: every attempt was refused

@@ -1,4 +1,4 @@
-"""Verify every file kind of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§8).
+"""Verify every file kind of a store without changing it (``quiver fsck``; ARCHITECTURE.md §5-§13).
 
 Checked, in order: the STORE descriptor; POLICY and its copy ``POLICY.copy``; per
 partition its STATE, HEARTBEAT, LOCK holder info (on this machine: an object root's

@@ -1,5 +1,5 @@
 """The root's control objects: STORE, POLICY and its copy, each partition's MANIFEST
-and every lease (ARCHITECTURE.md §6.1, §6.6, §6.7, §12.3).
+and every lease (ARCHITECTURE.md §7.1, §7.2, §11.1, §8.2).
 
 A damaged STORE, POLICY, MANIFEST or lease is a problem; a damaged or missing POLICY
 copy is a warning (only repair reads it); a lease released, expired or held is a note.
@@ -27,7 +27,7 @@ def control_partitions(run: FsckRun) -> list[str]:
 
 
 def check_store_file(run: FsckRun) -> None:
-    """The STORE descriptor (§6.1): it decodes and names its format and uuid."""
+    """The STORE descriptor (§7.1): it decodes and names its format and uuid."""
     path = run.shown(layout.store_descriptor())
     try:
         body = fmt.decode_frame(path, fmt.MAGIC_STORE, run.read(layout.store_descriptor()))
@@ -42,7 +42,7 @@ def check_store_file(run: FsckRun) -> None:
 
 
 def check_policy(run: FsckRun) -> None:
-    """POLICY and its copy ``POLICY.copy`` (§6.6)."""
+    """POLICY and its copy ``POLICY.copy`` (§7.2)."""
     root = run.store.root
     path, copy = run.shown(layout.policy()), run.shown(layout.policy_copy())
     run.report.checked["policy"] += 1
@@ -104,7 +104,7 @@ def check_manifest(run: FsckRun, pid: str) -> None:
 
 
 def check_gone(run: FsckRun, pid: str) -> None:
-    """``partitions/<pid>/GONE`` (object roots, §12.4): absent, or it decodes and names
+    """``partitions/<pid>/GONE`` (object roots, §15.4): absent, or it decodes and names
     its partition. Damaged it is a warning: the MANIFEST holds the same facts, and the
     next removal of a segment writes the copy again."""
     key = layout.gone(pid)
@@ -200,7 +200,7 @@ def _manifest_disagreements(
 
 
 def check_lease(run: FsckRun, key: str, pid: str | None = None) -> None:
-    """A lease object (§12.3): a damaged one is a problem (its next claimant must
+    """A lease object (§8.2): a damaged one is a problem (its next claimant must
     wait out its time to live); a released or expired one is only noted."""
     shown = run.shown(key)
     raw = _read_if_present(run, key, run.problem, FindingKind.LEASE, pid)

@@ -1,5 +1,5 @@
 """Each partition directory of this machine's WAL root: STATE, HEARTBEAT, the LOCK
-holder info and every WAL file (ARCHITECTURE.md §4, §6.2, §6.3).
+holder info and every WAL file (ARCHITECTURE.md §4.2, §6.1, §6.2).
 
 WAL files are scanned read-only through a memory map: a torn tail is a warning, left
 for the partition's next writer to cut; a damaged record or a gap between files that
@@ -96,7 +96,7 @@ def _check_lock_info(run: FsckRun, path: str, kind: FindingKind, pid: str | None
 
 
 def _wal_limits(run: FsckRun, pid: str) -> dict[int, int]:
-    """The WAL files STATE cuts after a failed write or fsync (§6.2 ``wal_limit``);
+    """The WAL files STATE cuts after a failed write or fsync (§6.1 ``wal_limit``);
     none when STATE is missing or damaged (``_check_state`` reports that)."""
     state = os.path.join(run.store.wal_root, layout.partition_state(pid))
     try:
@@ -146,7 +146,7 @@ def _check_wal_continuity(
 ) -> None:
     # A file deleted as unneeded may lie between two kept ones: its seqs went into
     # STATE's `covered` before the unlink, so a gap `covered` holds whole is no damage
-    # (ARCHITECTURE.md §4, Rotation; recovery accepts exactly these). Without a
+    # (ARCHITECTURE.md §4.2, Rotation; recovery accepts exactly these). Without a
     # readable STATE (which _check_state reports) no gap is explained.
     state = os.path.join(run.store.wal_root, layout.partition_state(pid))
     try:

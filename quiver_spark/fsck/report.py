@@ -22,7 +22,7 @@ CHECKED_KEYS = (
 
 
 class FindingKind(enum.StrEnum):
-    """What a finding is about: the file kinds of ARCHITECTURE.md §11's damage table, and
+    """What a finding is about: the file kinds of ARCHITECTURE.md §22's damage table, and
     the states fsck tells apart (a torn WAL tail, an orphan or pending segment). The value
     is the word ``quiver fsck`` prints and ``--json`` carries."""
 

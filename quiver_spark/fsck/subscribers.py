@@ -1,6 +1,6 @@
 """The subscriber registry: on a POSIX root its ack logs and CHECKPOINT (ARCHITECTURE.md
-§8.5), on an object root its ack-log deltas and CHECKPOINT (§12.5); every
-subscription record ``.sub`` (§8.10), and a record whose registration the ack log lost.
+§13.5), on an object root its ack-log deltas and CHECKPOINT (§13.7); every
+subscription record ``.sub`` (§13.8), and a record whose registration the ack log lost.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def subscriber_tasks(run: FsckRun) -> list[Task]:
 
 
 def _file_journal_tasks(run: FsckRun) -> list[Task]:
-    """A POSIX root's ack logs ``subscribers/acklog.<gen>`` and CHECKPOINT (§8.5), and
+    """A POSIX root's ack logs ``subscribers/acklog.<gen>`` and CHECKPOINT (§13.5), and
     the records whose registration they lost."""
     from ..subscribers import log as acklog
 
@@ -45,7 +45,7 @@ def _file_journal_tasks(run: FsckRun) -> list[Task]:
 
 
 def _object_journal_tasks(run: FsckRun) -> list[Task]:
-    """An object root's CHECKPOINT and deltas (§12.5), the records included."""
+    """An object root's CHECKPOINT and deltas (§13.7), the records included."""
     return [(1, lambda: _check_object_registry(run))]
 
 
@@ -57,7 +57,7 @@ _JOURNAL_TASKS: dict[str, Callable[[FsckRun], list[Task]]] = {
 
 
 def _check_object_registry(run: FsckRun) -> None:
-    """An object root's ack log (§12.5): CHECKPOINT, then every delta above its
+    """An object root's ack log (§13.7): CHECKPOINT, then every delta above its
     ``log_gen`` present and whole (a damaged delta is a damaged ack-log record), then
     the subscription records against the registrations they replay to."""
     from ..subscribers import log as acklog
@@ -147,7 +147,7 @@ def _check_subscription_records(run: FsckRun) -> None:
 
 
 def _check_record(run: FsckRun, key: str) -> None:
-    """A subscription record (§8.10): the ack log stays the truth of registration and
+    """A subscription record (§13.8): the ack log stays the truth of registration and
     progress, so a damaged record is a warning; the consumer's next acknowledgement
     rewrites it, and expiry does not act on that subscriber meanwhile."""
     from ..subscribers.records import SubscriptionRecord
@@ -171,7 +171,7 @@ def _check_record(run: FsckRun, key: str) -> None:
 
 
 def _check_checkpoint(run: FsckRun, sdir: str, gens: list[int]) -> None:
-    """CHECKPOINT and the chain of ack logs it starts (§8.5): the logs from its
+    """CHECKPOINT and the chain of ack logs it starts (§13.5): the logs from its
     ``log_gen`` on must all be there, and without a checkpoint the first log is 1."""
     from ..subscribers import log as acklog
     from ..subscribers.state import RegistryState

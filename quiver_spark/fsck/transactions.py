@@ -1,6 +1,6 @@
-"""Transaction records: every commit record ``commits/*.commit`` (ARCHITECTURE.md §6.4)
+"""Transaction records: every commit record ``commits/*.commit`` (ARCHITECTURE.md §10.1)
 and, on an object root, every staged transaction ``partitions/<pid>/txns/<id>.txn``
-(§12.6).
+(§10.2).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .report import FindingKind, FsckRun, Task
 
 def staged_tasks(run: FsckRun) -> list[Task]:
     """Object root: every staged transaction ``partitions/<pid>/txns/<id>.txn``
-    (§12.6) verifies and names itself."""
+    (§10.2) verifies and names itself."""
     keys = [k for k in run.keys(layout.partitions_prefix()) if layout.is_staged_key(k)]
     return [(1, lambda key=key: _check_staged(run, key)) for key in keys]  # type: ignore[misc]
 
@@ -47,7 +47,7 @@ def _check_staged(run: FsckRun, key: str) -> None:
 
 
 def commit_tasks(run: FsckRun) -> list[Task]:
-    """A task per commit record ``commits/*.commit`` (§6.4)."""
+    """A task per commit record ``commits/*.commit`` (§10.1)."""
     keys = [k for k in run.keys(layout.commits_prefix()) if layout.is_commit_record(k)]
     return [(1, lambda key=key: _check_commit(run, key)) for key in keys]  # type: ignore[misc]
 

@@ -1,4 +1,4 @@
-"""Objects: the primitives a store's root offers the control plane (ARCHITECTURE.md §12).
+"""Objects: the primitives a store's root offers the control plane (ARCHITECTURE.md §2).
 
 :func:`open_objects` maps a root to its implementation; the modules are imported only
 for the roots that need them.

@@ -2,7 +2,7 @@
 
 A root is a flat namespace of *objects* (keys are relative, ``/``-separated, built
 from names that pass the §1 rules) with exactly the primitives S3, GCS and Azure
-Blob all have (ARCHITECTURE.md §12):
+Blob all have (ARCHITECTURE.md §2):
 
 =================  ============================================================
 ``get``            the whole object and its *version* (ETag / generation), or None

@@ -1,4 +1,4 @@
-"""The storage's clock: "now" as the root's storage tells time (ARCHITECTURE.md §8.10).
+"""The storage's clock: "now" as the root's storage tells time (ARCHITECTURE.md §13.8).
 
 A decision that weighs how long ago an object was written (subscriber expiry) must
 not compare a time another machine's wall clock wrote into the object with this

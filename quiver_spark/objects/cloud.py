@@ -1,4 +1,4 @@
-"""Objects in S3, GCS or Azure Blob through obstore (ARCHITECTURE.md §12.1).
+"""Objects in S3, GCS or Azure Blob through obstore (ARCHITECTURE.md §2.2).
 
 ``s3://bucket/prefix`` (also ``s3a://``), ``gs://bucket/prefix`` (``gcs://``),
 ``az://account/container/prefix`` (``abfs://``, ``abfss://``), opened by obstore's

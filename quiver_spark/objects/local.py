@@ -1,5 +1,5 @@
 """Objects in a local POSIX directory, through :class:`~quiver_spark.fs.FileIO`
-(ARCHITECTURE.md §12.1): the POSIX root's implementation of :class:`ObjectStore`.
+(ARCHITECTURE.md §2.2): the POSIX root's implementation of :class:`ObjectStore`.
 
 - ``create``: the bytes go to a temporary file, fsynced, hard-linked to the key's path
   (``link`` fails if it exists), directory fsynced: whole or absent, never replaced.

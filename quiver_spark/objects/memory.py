@@ -1,6 +1,6 @@
 """An in-process object store shared by name (``memory://<name>/<prefix>``), with
 injectable faults: the reference the other implementations are tested against and
-the storage of the engine's race tests (ARCHITECTURE.md §12).
+the storage of the engine's race tests (ARCHITECTURE.md §2).
 
 Every operation runs under one global lock, so a precondition and the write it guards
 are atomic (moto's are not). :attr:`MemoryObjects.faults` is consulted before and after

@@ -1,5 +1,5 @@
 """Storage options of an object root: the keys its client takes, checked before
-anything is contacted, and never shown with their secrets (ARCHITECTURE.md §12).
+anything is contacted, and never shown with their secrets (ARCHITECTURE.md §2).
 
 Storage options are obstore's configuration keys (``aws_endpoint``,
 ``aws_access_key_id``, ``google_service_account``, ``azure_storage_account_key``...,

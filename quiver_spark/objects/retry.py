@@ -1,4 +1,4 @@
-"""One retry for every conditional write of a cloud root (ARCHITECTURE.md §12.1).
+"""One retry for every conditional write of a cloud root (ARCHITECTURE.md §2.2).
 
 A conditional ``PUT`` (``create``: ``If-None-Match: *``; ``replace``: ``If-Match``)
 cannot be retried blindly: a retry whose first attempt had landed answers 412, which
@@ -24,7 +24,7 @@ reads as a failed condition. :func:`write_conditionally` retries it the one safe
 Every attempt carries the same condition, so each one that lands late is refused by
 the storage like any other write racing it. The one thing a retry adds: a ``create``
 whose landed attempt was deleted by another process within the budget may land again
-(keys that others delete after creation tolerate this: see §12.1).
+(keys that others delete after creation tolerate this: see §2.2).
 """
 
 from __future__ import annotations

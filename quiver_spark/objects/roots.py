@@ -1,4 +1,4 @@
-"""The object store of a store root, by its URL (ARCHITECTURE.md §12).
+"""The object store of a store root, by its URL (ARCHITECTURE.md §2).
 
 =====================  ==============================================================
 local path, file://    :class:`~quiver_spark.objects.local.LocalObjects`

@@ -1,4 +1,4 @@
-"""Two ways of writing the control objects that every root shares (ARCHITECTURE.md §12.2).
+"""Two ways of writing the control objects that every root shares (ARCHITECTURE.md §2.3).
 
 - :func:`retry_conflicts`: run a conditional write again while the storage answers
   :class:`~quiver_spark.errors.ObjectConflict` (nothing was written); every other

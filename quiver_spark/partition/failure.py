@@ -1,8 +1,8 @@
-"""What a failed I/O left a partition writer with, in a process that goes on (§7.4).
+"""What a failed I/O left a partition writer with, in a process that goes on (§9.4).
 
 After a failure that may leave its memory other than what recovery would rebuild
 from disk, a writer's state is *discarded* and its next call recovers in place
-(ARCHITECTURE.md §7.4). :class:`FailureState` keeps what that takes: the failure
+(ARCHITECTURE.md §9.4). :class:`FailureState` keeps what that takes: the failure
 that discarded the state, a WAL failure no caller was told of yet, and, after a
 failed WAL write or fsync, the *cut* (the last seq both fsynced and acknowledged) with
 the records to write again past it (steps 1-3, :meth:`FailureState.settle`). The
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class FailureState:
-    """The failures a partition writer carries until a recovery succeeds (§7.4)."""
+    """The failures a partition writer carries until a recovery succeeds (§9.4)."""
 
     def __init__(self, pid: str) -> None:
         self.pid = pid
@@ -106,7 +106,7 @@ class FailureState:
     def settle(
         self, wal: WalWriter, wal_dir: str, io: FileIO, state_path: str, config: WalConfig
     ) -> None:
-        """After a failed WAL write or fsync: cut the failed file, keep the rest (§7.4).
+        """After a failed WAL write or fsync: cut the failed file, keep the rest (§9.4).
 
         The cut is the last seq both fsynced and acknowledged: the failed writer's
         ``durable_seq``, lowered to just before the first record of a call that raised

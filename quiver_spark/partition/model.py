@@ -31,7 +31,7 @@ class RecoveryReport:
     sealed_elsewhere: int = 0
     """Object root: transactions of its WAL another holder had sealed (skipped)."""
     held_txns: int = 0
-    """Object root: pending transactions held on a damaged staged object (§12.6),
+    """Object root: pending transactions held on a damaged staged object (§10.2),
     counted in ``pending_txns`` too."""
     next_segment_seq: int = 1
     duration_s: float = 0.0
@@ -115,7 +115,7 @@ def partition_dir(wal_root: str, pid: str) -> str:
 
 class NoLease:
     """What a POSIX root's writer holds besides its WAL's flock: nothing. The flock
-    decides who writes (§12.3), so there is nothing to confirm, renew or release, and
+    decides who writes (§8.2), so there is nothing to confirm, renew or release, and
     the writer never seals for a gone one under it."""
 
     epoch = 0

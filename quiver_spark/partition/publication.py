@@ -1,4 +1,4 @@
-"""A partition writer's publication of its own segment (ARCHITECTURE.md §5.4, §12.4).
+"""A partition writer's publication of its own segment (ARCHITECTURE.md §11.2, §11.3).
 
 Before a publication the writer still holds its lease with margin
 (:func:`check_lease`; no lease, nothing to check: a POSIX root's flock is the
@@ -49,7 +49,7 @@ def publish_own(
     ``next_seq`` (the writer's next segment seq) on; ``commit(moved)`` makes the
     writer's next seq ``moved.seq + 1`` and STATE name the moved segment (its new
     commit point) before it is published. ``retirement``: the transactions the writer
-    retires, recorded in the MANIFEST with it (§12.6).
+    retires, recorded in the MANIFEST with it (§10.2).
     """
     for _ in range(MOVES):
         try:

@@ -1,10 +1,10 @@
 """A partition writer's recovery: the plans of :mod:`.recovery` applied, at open
-(ARCHITECTURE.md §7.3) and in place after a failed I/O in a process that goes on (§7.4).
+(ARCHITECTURE.md §9.3) and in place after a failed I/O in a process that goes on (§9.4).
 
 :class:`Rebuild` rebuilds the groups of the writer's state it is given (:mod:`.state`)
 from disk (:meth:`~Rebuild.recover`): the reads and decisions are :mod:`.recovery`'s;
 what is written, removed and replayed, in this order, is here (the fence first where the
-publication has one, §12.7). Where the two kinds of root differ it asks the
+publication has one, §16.2). Where the two kinds of root differ it asks the
 location's publication (:class:`~quiver_spark.segment.publication.Publication`:
 whether the ack log's deleted marks are needed, the fence, the MANIFEST its plans go
 by, what becomes of STATE's segment, the staged transactions, the txn ceiling). A
@@ -57,13 +57,13 @@ class StagedLook:
     others: list[int] = field(default_factory=list)
     """Another incarnation's transaction: this WAL's is dropped."""
     damaged: list[int] = field(default_factory=list)
-    """Damaged: this WAL's transaction is held, unresolved (§12.6)."""
+    """Damaged: this WAL's transaction is held, unresolved (§10.2)."""
     removed: list[int] = field(default_factory=list)
     """Held before and gone now: this WAL's transaction is dropped as not committed."""
 
 
 def held_txns(state: dict, path: str) -> set[int]:
-    """STATE's ``held_txns`` (§6.2): the pending transactions held on a damaged staged
+    """STATE's ``held_txns`` (§6.1): the pending transactions held on a damaged staged
     object when it was written (absent: none)."""
     raw = state.get("held_txns") or []
     if not isinstance(raw, list) or not all(isinstance(t, int) for t in raw):
@@ -111,14 +111,14 @@ class Rebuild:
             self.handles.state_path, fmt.encode_frame(fmt.MAGIC_STATE, state)
         )
 
-    # -- recovery: applying the plans of .recovery (§7.3) ------------------------------
+    # -- recovery: applying the plans of .recovery (§9.3) ------------------------------
     def recover(self, *, republish: bool = False) -> RecoveryReport:
-        """Rebuild the in-memory state from disk (§7.3); ``republish``: write the
+        """Rebuild the in-memory state from disk (§9.3); ``republish``: write the
         ``.meta`` of STATE's ``publishing`` segment again even if it exists (its name
         may not be durable after a publication that failed in this process).
 
         The reads and decisions are :mod:`.recovery`'s and the publication's; what is
-        written, removed and replayed, in this order, is here (the fence first, §12.7)."""
+        written, removed and replayed, in this order, is here (the fence first, §16.2)."""
         t0 = time.monotonic()
         rep = RecoveryReport(partition=self.handles.pid)
         self.rows.forget()
@@ -130,7 +130,7 @@ class Rebuild:
             state, self.handles.pid, self.handles.deleted, needed=publication.needs_deleted_marks
         )
         self.sealing.check_lease()  # a fenced writer learns it here, before touching anything
-        # fence first (§12.4): where the MANIFEST publishes, it is brought to this
+        # fence first (§11.3): where the MANIFEST publishes, it is brought to this
         # writer's epoch before anything else is written or removed, so every earlier
         # holder's manifest change fails from here on, and a higher epoch there fences
         # this writer (nothing where the partition's lock is the fence)
@@ -145,15 +145,15 @@ class Rebuild:
         )
         rep.republished_seq = self.settle_publishing(publishing, state)
         # stale files removed; where the MANIFEST publishes, nothing this writer did not
-        # publish (§12.4): another holder's upload may be in flight, and a delete cannot
+        # publish (§11.3): another holder's upload may be in flight, and a delete cannot
         # be fenced (:attr:`Publication.keeps_unpublished`)
         cleanup = self.handles.segments.cleanup(self.handles.pid)
         rep.removed_files.extend(cleanup.removed)
-        # the MANIFEST (§6.7) the plans go by: the one this writer fenced, as its own
+        # the MANIFEST (§11.1) the plans go by: the one this writer fenced, as its own
         # publications since left it; or, where the .meta publishes, brought up to date
         manifest = publication.manifest_at_open(self.handles.pid, fenced)
         self.ledger.set_next_seq(next_segment_seq(self.ledger.next_seq, deleted, cleanup, manifest))
-        # where transactions are staged (§12.6): those another holder sealed are never
+        # where transactions are staged (§10.2): those another holder sealed are never
         # sealed again, and this writer's transaction ids start above every id the
         # MANIFEST or a staged object names (no id of another incarnation is reused)
         staged = list_staged(self.handles.segments, self.handles.pid, manifest)
@@ -211,7 +211,7 @@ class Rebuild:
             # named by the MANIFEST, or at or below its txn_floor, or at or below its
             # txn_high and not among its txns_open (sealed or decided against: a
             # retired transaction txns_gone no longer names is never sealed again,
-            # §12.6)
+            # §10.2)
             for txn_id in plan.retired(self.rows.pending):
                 txn = self.rows.pop(txn_id)  # sealed by another holder: covered
                 self.ledger.cover_txn(txn_id, txn)
@@ -224,7 +224,7 @@ class Rebuild:
                     txn.version,
                 )
             # a staged object under the id of a transaction this WAL holds may be another
-            # incarnation's (§12.6): this WAL's was then never reported (a stage of it
+            # incarnation's (§10.2): this WAL's was then never reported (a stage of it
             # finds the other's bytes), so it is dropped, and the object, foreign, is
             # sealed from the bucket; never this WAL's rows under the other's decision
             held_before = stated_held | set(self.staged.held)
@@ -247,7 +247,7 @@ class Rebuild:
             for txn_id in looked.removed:
                 self.sealing.drop_held(txn_id)
                 rep.discarded_txns += 1
-            # held on a damaged object: unresolved, looked at again (§12.6)
+            # held on a damaged object: unresolved, looked at again (§10.2)
             self.staged.hold(looked.damaged, time.monotonic())
             for txn_id in looked.damaged:
                 self.sealing.log_held(txn_id)
@@ -262,7 +262,7 @@ class Rebuild:
         rep.held_txns = len(self.staged.held)
         if plan.staged is not None:
             # staged transactions neither this WAL nor the MANIFEST holds (a lost disk,
-            # §12.6): this writer holds the lease, so no observer seals them; it seals
+            # §10.2): this writer holds the lease, so no observer seals them; it seals
             # the committed ones itself (``_seal_foreign``), next look at once
             self.staged.adopt(
                 plan.unsealed,
@@ -289,7 +289,7 @@ class Rebuild:
         the MANIFEST does not name (``unsealed``) or a damaged one held them before
         (``held``) holds (one GET each): another incarnation's transaction
         (:func:`~.recovery.staged_by_another`), damaged (left for fsck; the transaction
-        is held, §12.6), or, for one held before, gone (removed)."""
+        is held, §10.2), or, for one held before, gone (removed)."""
         ids = sorted((set(unsealed) | held) & set(self.rows.pending))
         look = StagedLook()
         if not ids:
@@ -311,8 +311,8 @@ class Rebuild:
         return look
 
     def settle_publishing(self, plan: PublishingPlan, state: dict) -> int | None:
-        """Carry out ``plan`` for the segment ``state`` names as ``publishing`` (§7.3
-        step 2; §12.4 on an object root, where a move makes ``state`` name the moved
+        """Carry out ``plan`` for the segment ``state`` names as ``publishing`` (§9.3
+        step 2; §11.3 on an object root, where a move makes ``state`` name the moved
         segment); returns the seq published, if any."""
         meta = plan.meta
         if plan.action is Publishing.SEALED_ELSEWHERE and meta is not None:
@@ -361,7 +361,7 @@ class Rebuild:
     def replay_steps(
         self, steps: Iterator[Txn | Replayed], rep: RecoveryReport, old: float
     ) -> None:
-        """Replay the WAL records not yet inside durable segments (§7.3 step 5): the
+        """Replay the WAL records not yet inside durable segments (§9.3 step 5): the
         steps of :func:`~.recovery.replay` open pending transactions, join them, or
         join the open segment (which may finalize)."""
         for step in steps:
@@ -377,7 +377,7 @@ class Rebuild:
             else:
                 self.sealing.admit([(step.seq, step.ingestion_ns, step.batch)], since=old)
 
-    # -- a failed I/O in a process that goes on (§7.4) ------------------------------------
+    # -- a failed I/O in a process that goes on (§9.4) ------------------------------------
     def ready(self, *, foreground: bool = True) -> None:
         """Make the writer usable for the next operation (caller holds the lock).
 

@@ -1,7 +1,7 @@
 """Planning a partition writer's recovery: what disk and store hold, as frozen plans.
 
-Recovery at open (ARCHITECTURE.md §7.3), and in place after a failed I/O in a process
-that goes on (§7.4), reads STATE, the ack log's ``DELETED`` facts, the segment
+Recovery at open (ARCHITECTURE.md §9.3), and in place after a failed I/O in a process
+that goes on (§9.4), reads STATE, the ack log's ``DELETED`` facts, the segment
 location and, on an object root, the partition's MANIFEST and staged transactions.
 The functions here read and decide, asking the segment location's publication
 (:class:`~quiver_spark.segment.publication.Publication`) wherever the two kinds of
@@ -11,7 +11,7 @@ in this order:
 
 1. :func:`read_state` and :func:`deleted_marks`: what STATE and the ack log say;
 2. the writer fences (its lease checked; where the MANIFEST publishes, the MANIFEST
-   brought to its epoch before anything is listed or removed, §12.7);
+   brought to its epoch before anything is listed or removed, §16.2);
 3. :func:`plan_publishing`: what becomes of the segment STATE names as
    ``publishing`` (:class:`PublishingPlan`); the writer carries it out;
 4. the writer removes stale files and brings its MANIFEST up to date;
@@ -67,9 +67,9 @@ def minus(covered: RangeSet, ranges: Iterable[tuple[int, int]]) -> RangeSet:
     return RangeSet(pieces)
 
 
-# -- §7.3 step 2: STATE and the ack log ------------------------------------------------
+# -- §9.3 step 2: STATE and the ack log ------------------------------------------------
 def read_state(io: FileIO, path: str) -> dict:
-    """The partition's STATE (§6.2); its defaults when there is none."""
+    """The partition's STATE (§6.1); its defaults when there is none."""
     try:
         raw = io.read_file(path)
     except FileNotFoundError:
@@ -89,7 +89,7 @@ def deleted_marks(
     cannot tell (missing: a new or lost ``wal.path``) or names a segment as
     ``publishing`` (its ``.meta`` may be missing). Unless they are ``needed``
     (:attr:`~quiver_spark.segment.publication.Publication.needs_deleted_marks`), a
-    damaged ack log stops no new writer: its floor is the MANIFEST's alone then (§11)."""
+    damaged ack log stops no new writer: its floor is the MANIFEST's alone then (§22)."""
     if deleted is not None and state.get("publishing"):
         return deleted.deleted_marks(pid)
     if deleted is not None and "partition" not in state:
@@ -103,7 +103,7 @@ def deleted_marks(
     return NO_DELETIONS
 
 
-# -- §7.3 step 2: the segment STATE names as publishing ---------------------------------
+# -- §9.3 step 2: the segment STATE names as publishing ---------------------------------
 @dataclass(frozen=True)
 class PublishingPlan:
     """What :func:`plan_publishing` decided for STATE's ``publishing`` segment."""
@@ -111,14 +111,14 @@ class PublishingPlan:
     action: Publishing
     meta: SegmentMeta | None = None
     txns: tuple[int, ...] = ()
-    """Object root: the transactions STATE says the segment holds (§12.6)."""
+    """Object root: the transactions STATE says the segment holds (§10.2)."""
 
     @property
     def rewrites_state(self) -> bool:
         """STATE is written again as read before the segment is published: it may be
         one whose rename is not durable yet, and a segment published on its word
         beside the old STATE after a power loss would be read beside the WAL records
-        the old STATE replays (§7.3 step 2)."""
+        the old STATE replays (§9.3 step 2)."""
         return self.action in (Publishing.FINISH, Publishing.AGAIN, Publishing.OWN)
 
 
@@ -179,7 +179,7 @@ def gone_unpublished(
     return False
 
 
-# -- §7.3 steps 3-5: floors, transactions, staged objects -------------------------------
+# -- §9.3 steps 3-5: floors, transactions, staged objects -------------------------------
 def next_segment_seq(
     next_seq: int,
     deleted: DeletedMarks,
@@ -192,7 +192,7 @@ def next_segment_seq(
     log, or below the MANIFEST's high) and the seqs the cleanup left taken
     (``highest_taken``: an unpublished orphan's seq is reused where the cleanup
     removed it, no reader saw it; where it was left, another holder's perhaps, the
-    writer starts above it and its first publication records it void, §12.4)."""
+    writer starts above it and its first publication records it void, §11.3)."""
     high = manifest.high if manifest is not None else 0
     return max(next_seq, max(cleanup.highest_taken, deleted.highest, high) + 1)
 
@@ -218,7 +218,7 @@ class RecoveryPlan:
     id the MANIFEST or a staged object names (no id of another incarnation is reused)."""
     sealed_txns: frozenset[int] = frozenset()
     """Object root: transactions the MANIFEST names: sealed by another holder, taken
-    out of replay and covered, never sealed again (§12.6)."""
+    out of replay and covered, never sealed again (§10.2)."""
     retirement: TxnRetirement = NOTHING_RETIRED
     """Object root: the transactions the MANIFEST retires (``txn_floor``, ``txn_high``,
     ``txns_open``): sealed or decided against, taken out of replay like sealed ones."""
@@ -281,7 +281,7 @@ def plan_recovery(
 
 def staged_by_another(txn: Txn, staged: StagedTxn | None) -> bool:
     """Whether the staged object under ``txn``'s id (``staged``, read back; None: gone)
-    is another incarnation's transaction, not the one this WAL holds (§12.6).
+    is another incarnation's transaction, not the one this WAL holds (§10.2).
 
     An id is unique among the transactions the bucket names, not among those a WAL
     holds: a transaction a machine never staged (so never reported: its task was paused
@@ -303,7 +303,7 @@ def staged_by_another(txn: Txn, staged: StagedTxn | None) -> bool:
     )
 
 
-# -- §7.3 step 5: replay ----------------------------------------------------------------
+# -- §9.3 step 5: replay ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Replayed:
     """A batch record replay hands over: ``txn_id`` 0 joins the open segment, another

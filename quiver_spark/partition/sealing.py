@@ -1,11 +1,11 @@
 """Admitting rows into a partition writer's open segment and sealing it into a
-published segment (ARCHITECTURE.md §7.2, §9, §12.4, §12.6).
+published segment (ARCHITECTURE.md §9.2, §10, §11.3, §10.2).
 
 :class:`Sealing` is the writer's collaborator every other part goes through: on the
 groups of the writer's state it is given (:mod:`.state`), it admits committed
 transactions into the open segment (:meth:`~Sealing.resolve`, :meth:`~Sealing.admit`)
 and finalizes it (the ``.arrow``, STATE's commit point, the publication, the WAL
-truncated); a failure midway discards the state (§7.4). Where the two kinds of root differ it asks the
+truncated); a failure midway discards the state (§9.4). Where the two kinds of root differ it asks the
 location's publication (:class:`~quiver_spark.segment.publication.Publication`:
 whether a publication names its transactions) and checks the lease the root kind gave
 the state (none on a POSIX root); it never asks which kind of root it is on. The
@@ -69,17 +69,17 @@ class Sealing:
 
     def poison(self, e: BaseException) -> None:
         """Discard the in-memory state after ``e``: the next call recovers from disk
-        (:meth:`Lifecycle.poison`, §7.4)."""
+        (:meth:`Lifecycle.poison`, §9.4)."""
         self.life.poison(e, self.ledger.wal)
 
     def write_state(self, publishing: SegmentMeta | None) -> None:
-        """Replace STATE atomically (§6.3): ``publishing``, the segment past the commit
+        """Replace STATE atomically (§6.2): ``publishing``, the segment past the commit
         point, or None (:meth:`WalLedger.write_state`)."""
         self.ledger.write_state(publishing, self.sealed.unpublished_txns, self.staged.held)
 
     def txn_retirement(self) -> TxnRetirement:
         """The transactions to record retired where publications name transactions
-        (§12.6; recorded nowhere else): every id up to the floor, below the lowest
+        (§10.2; recorded nowhere else): every id up to the floor, below the lowest
         transaction this writer has not sealed yet (pending, committed in the open
         segment, being admitted, or another incarnation's it looks at), else its highest
         id; up to that id, those not sealed yet open; capped as :meth:`StagedBook.floor`
@@ -103,7 +103,7 @@ class Sealing:
         held = self.staged.held
         for txn_id in sorted(self.rows.pending):
             txn = self.rows.pending[txn_id]
-            if txn_id in held:  # its staged object is damaged: unresolved (§12.6)
+            if txn_id in held:  # its staged object is damaged: unresolved (§10.2)
                 continue
             if patient and now < self.rows.recheck.get(txn_id, (now, 0.0))[0]:
                 continue
@@ -146,7 +146,7 @@ class Sealing:
         Records not yet admitted stay in ``admitting`` so a finalize triggered midway
         (schema change, ``segment.target_size``) keeps their WAL files. A finalize that
         fails midway leaves the rest of the records nowhere in memory: the state is
-        discarded and the next call replays them from the WAL (§7.4).
+        discarded and the next call replays them from the WAL (§9.4).
         """
         self.rows.admitting_seqs(
             [*(seq for seq, _, _ in records), *(() if marker is None else (marker,))]
@@ -154,7 +154,7 @@ class Sealing:
         target = self.handles.config.segment.target_size_bytes
         # where a publication names its transactions, a transaction's rows stay in one
         # segment (but for a schema change within it), so an entry naming it holds all
-        # of it (§12.6)
+        # of it (§10.2)
         whole = marker is not None and self.handles.publication.names_txns
         if whole and marker is not None:
             records = staged_schema(self.handles.pid, marker, records)
@@ -230,7 +230,7 @@ class Sealing:
     def seal_foreign(self) -> None:
         """Object root: seal the committed staged transactions this writer's WAL does
         not hold (another incarnation's, whose disk was lost) as a sealer would
-        (§12.6), at this writer's epoch, and drop those decided without them; when to
+        (§10.2), at this writer's epoch, and drop those decided without them; when to
         look at each again is the :class:`StagedBook`'s. Runs only with nothing past
         the commit point (``unpublished`` is None)."""
         staged = self.staged
@@ -261,7 +261,7 @@ class Sealing:
     def look_held(self) -> None:
         """Object root: look again (one GET each, every :data:`RESOLVE_CAP_S`) at the
         damaged staged objects under the ids of pending transactions this writer holds
-        unresolved (§12.6). Still damaged: held. Repaired: another incarnation's
+        unresolved (§10.2). Still damaged: held. Repaired: another incarnation's
         transaction drops this WAL's (the object, foreign, is sealed from the bucket);
         this WAL's own is resolved by its commit record as before. Removed: this WAL's
         transaction is dropped as not committed (nothing can tie its rows to the commit
@@ -307,7 +307,7 @@ class Sealing:
 
     def drop_held(self, txn_id: int) -> None:
         """Held ``txn_id``'s damaged staged object is gone: this WAL's transaction is
-        dropped as not committed (§12.6)."""
+        dropped as not committed (§10.2)."""
         self.staged.release(txn_id)
         txn = self.drop_txn(txn_id)
         log.warning(
@@ -412,7 +412,7 @@ class Sealing:
             self.sealed.naming(txns)  # STATE names them with the segment
             # commit point: these rows now belong to ``meta``. A failed write may
             # have replaced STATE all the same (its directory fsync failed after the
-            # rename): only recovery knows, so the state is discarded (§7.4).
+            # rename): only recovery knows, so the state is discarded (§9.4).
             self.write_state(meta)
             self.rows.sealed()
             self.sealed.committed(meta)

@@ -1,7 +1,7 @@
 """A writer's bookkeeping of its partition's staged transactions on an object root.
 
 Each task of a writer on an object root stages its transaction as an object under
-``txns/`` before the driver's commit (ARCHITECTURE.md §12.6). The partition's writer
+``txns/`` before the driver's commit (ARCHITECTURE.md §10.2). The partition's writer
 keeps three things about them, in a :class:`StagedBook`:
 
 - ``undropped``: staged objects the MANIFEST names whose delete failed, removed with
@@ -54,7 +54,7 @@ def staged_schema(
 
 
 def staged_objects(segments: SegmentLocation) -> ObjectStore:
-    """The bucket a partition's staged transactions are in (§12.6): an object root's,
+    """The bucket a partition's staged transactions are in (§10.2): an object root's,
     whose segments publish through a MANIFEST. Only an object root's writer stages, so
     only it finds staged transactions to ask this for."""
     assert isinstance(segments.manifests, ManifestStore)  # an object root's segments
@@ -77,7 +77,7 @@ class StagedBook:
         """Pending transactions held on a damaged staged object -> (next look, interval)."""
 
     def drop(self, txns: tuple[int, ...]) -> None:
-        """The staged objects of transactions now in the MANIFEST are garbage (§12.6);
+        """The staged objects of transactions now in the MANIFEST are garbage (§10.2);
         removed best effort: a failed delete is retried with the writer's next
         publication (and the next observer pass removes leftovers). Only those the
         MANIFEST at hand names (none where it does not publish: nothing is staged)."""
@@ -102,7 +102,7 @@ class StagedBook:
         self.foreign = {t: self.foreign.get(t, (0.0, 0.0)) for t in unsealed if t not in held}
 
     def hold(self, txn_ids: Iterable[int], now: float) -> None:
-        """At recovery: the pending transactions whose staged object is damaged (§12.6);
+        """At recovery: the pending transactions whose staged object is damaged (§10.2);
         one held before keeps its schedule, a new one is looked at again after
         :data:`RESOLVE_CAP_S`. Any other is no longer held."""
         self.held = {t: self.held.get(t, (now + RESOLVE_CAP_S, RESOLVE_CAP_S)) for t in txn_ids}
@@ -133,7 +133,7 @@ class StagedBook:
     def floor(
         self, writing: Collection[int], unpublished: Iterable[int], top: int
     ) -> TxnRetirement:
-        """The transactions of the partition sealed or decided against (§12.6): every
+        """The transactions of the partition sealed or decided against (§10.2): every
         id up to the floor, below the lowest the writer has not sealed yet
         (``writing``: pending, committed in the open segment or being admitted; or a
         foreign one), else ``top`` (its highest id); up to ``top``, every id but those

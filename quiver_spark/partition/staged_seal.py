@@ -1,4 +1,4 @@
-"""Sealing one staged transaction of a lost machine (ARCHITECTURE.md §12.6).
+"""Sealing one staged transaction of a lost machine (ARCHITECTURE.md §10.2).
 
 Two holders of a partition's lease seal the committed staged transactions a lost
 machine left: the partition's next writer (those its WAL does not hold) and an

@@ -1,4 +1,4 @@
-"""A transaction that survives its machine on an object root (ARCHITECTURE.md §12.6).
+"""A transaction that survives its machine on an object root (ARCHITECTURE.md §10.2).
 
 A writer whose WAL is on its own machine's disk stages each transaction in the bucket
 before it is reported (:func:`stage_txn`); when the machine is lost, any process seals
@@ -70,7 +70,7 @@ def stage_txn(
         raise
     try:
         # one GET: the object landed before any takeover, so the partition's next
-        # holder lists it at its open; a fenced writer's task fails instead (§12.6)
+        # holder lists it at its open; a fenced writer's task fails instead (§10.2)
         writer.confirm_lease()
     except LeaseLostError:
         # the key holds this writer's own bytes (stage() returned): never committed,

@@ -1,5 +1,5 @@
 """The mutable state of one partition's writer, by concern, and its STATE file
-(ARCHITECTURE.md §6.3, §7).
+(ARCHITECTURE.md §6.2, §9).
 
 The writer (:class:`~.writer.PartitionWriter`) owns one of each group below and hands
 each of its collaborators only the groups it uses: the sealing
@@ -18,7 +18,7 @@ collaborator takes it: the writer calls into them under it.
                       the seqs being admitted
 :class:`SealedSegments`  the segment past the commit point and its transactions, and
                       what finalizes produced (for status)
-:class:`Lifecycle`    the failure the writer carries (§7.4), the last maintenance
+:class:`Lifecycle`    the failure the writer carries (§9.4), the last maintenance
                       error, closed
 ====================  ==================================================================
 
@@ -69,14 +69,14 @@ class PartitionHandles:
     ) -> None:
         self.pid = validate_name("partition", pid)
         self.lease = lease
-        """The partition's writer lease (§12.3), released at close: on a POSIX root
+        """The partition's writer lease (§8.2), released at close: on a POSIX root
         :data:`~.model.NO_LEASE`."""
         self.deleted = deleted
         self.config = config
         self.segments = segments
         self.publication = segments.publication
         """What makes a segment published here: asked wherever the two kinds of root
-        differ (its transactions named, the fence, what recovery reads, §12.4)."""
+        differ (its transactions named, the fence, what recovery reads, §11.3)."""
         self.commits = commits
         self.io = io
         self.dir = partition_dir(wal_root, pid)
@@ -88,7 +88,7 @@ class PartitionHandles:
 
 
 class WalLedger:
-    """The partition's WAL writer and what STATE records of it (§6.3): the covered
+    """The partition's WAL writer and what STATE records of it (§6.2): the covered
     seqs, the next segment seq and ``wal_limit``. A recovery rebuilds it from disk
     (:meth:`restore`, :meth:`limit`, :meth:`start`); the sealing covers what it seals
     or drops and moves the next seq on; both write STATE through :meth:`write_state`."""
@@ -104,7 +104,7 @@ class WalLedger:
         self.wal_limit: dict[int, int] = {}
 
     def restore(self, covered: RangeSet, next_seq: int) -> None:
-        """What STATE says (§7.3 step 1)."""
+        """What STATE says (§9.3 step 1)."""
         self.covered = covered
         self.next_seq = next_seq
 
@@ -144,7 +144,7 @@ class WalLedger:
         publishing_txns: tuple[int, ...],
         held: Mapping[int, object],
     ) -> None:
-        """Replace STATE atomically (§6.3): ``publishing``, the segment past the commit
+        """Replace STATE atomically (§6.2): ``publishing``, the segment past the commit
         point, or None, with ``publishing_txns``, its transactions; ``held``, the
         transactions held on a damaged staged object."""
         # a cut is kept while its file exists (this write precedes any unlink)
@@ -158,9 +158,9 @@ class WalLedger:
             "next_record_seq": self.wal.next_seq,
             "updated_ns": time.time_ns(),
         }
-        if publishing is not None and publishing_txns:  # object roots only (§12.6)
+        if publishing is not None and publishing_txns:  # object roots only (§10.2)
             body["publishing_txns"] = list(publishing_txns)
-        if held:  # object roots only (§12.6): kept until decided
+        if held:  # object roots only (§10.2): kept until decided
             body["held_txns"] = sorted(held)
         if self.wal_limit:
             body["wal_limit"] = sorted([k, v] for k, v in self.wal_limit.items())
@@ -182,7 +182,7 @@ class UnsealedRows:
         self.admitting: set[int] = set()
 
     def forget(self) -> None:
-        """Empty what a recovery rebuilds from the WAL (§7.3)."""
+        """Empty what a recovery rebuilds from the WAL (§9.3)."""
         self.open = OpenSegment()
         self.pending = {}
         self.admitting = set()
@@ -280,7 +280,7 @@ class SealedSegments:
         self.last_published: SegmentMeta | None = None
 
     def forget(self) -> None:
-        """Recovery reads the segment past the commit point from STATE (§7.3)."""
+        """Recovery reads the segment past the commit point from STATE (§9.3)."""
         self.unpublished = None
         self.unpublished_txns = ()
 
@@ -302,19 +302,19 @@ class SealedSegments:
 
 
 class Lifecycle:
-    """The failure the writer carries (§7.4), the last maintenance error, and whether
+    """The failure the writer carries (§9.4), the last maintenance error, and whether
     it is closed."""
 
     def __init__(self, pid: str) -> None:
         self.closed = False
         self.maintenance_error: BaseException | None = None
         # a failure that may have left the in-memory state other than what recovery
-        # would rebuild from disk, and what it leaves to do (§7.4)
+        # would rebuild from disk, and what it leaves to do (§9.4)
         self.failure = FailureState(pid)
 
     def poison(self, e: BaseException, wal: WalWriter) -> None:
         """Discard the in-memory state after ``e``: the next call recovers from disk
-        (:meth:`FailureState.poison`, §7.4)."""
+        (:meth:`FailureState.poison`, §9.4)."""
         self.failure.poison(e, wal)
 
     def deferred(self, e: BaseException) -> None:

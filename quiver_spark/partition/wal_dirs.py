@@ -1,6 +1,6 @@
 """The partition directories of one machine's WAL root (``wal.path``; ARCHITECTURE.md
-§1, §12): what each one's WAL holds, whether its writer still runs, and sealing the
-committed data of those whose writer is gone (§7.3).
+§1, §2): what each one's WAL holds, whether its writer still runs, and sealing the
+committed data of those whose writer is gone (§9.3).
 
 Each is ``<wal_root>/<pid>/`` with the partition's ``wal/``, ``STATE``, ``HEARTBEAT``
 and ``LOCK``; listings and non-blocking ``flock`` probes tell a live writer from a gone

@@ -2,11 +2,11 @@
 
 A :class:`PartitionWriter` owns a partition exclusively (``flock`` on its LOCK file)
 for its lifetime. Appends go to the WAL and to the in-memory open segment; records
-of a transaction wait in ``pending`` until its commit record decides them (§9).
+of a transaction wait in ``pending`` until its commit record decides them (§10).
 Finalize writes the open segment as an immutable Arrow IPC file, commits the
 partition STATE (the commit point), then publishes the segment's metadata and
-truncates WAL files nobody needs (§7): :class:`~.sealing.Sealing`. Opening, and
-the next call after a failure (§7.4), rebuild the state from disk: :mod:`.recovery`
+truncates WAL files nobody needs (§9): :class:`~.sealing.Sealing`. Opening, and
+the next call after a failure (§9.4), rebuild the state from disk: :mod:`.recovery`
 reads and returns plans, :class:`~.rebuild.Rebuild` applies them. The writer owns the
 partition's state, in groups by concern (:mod:`.state`), and its lock, and gives each
 of the two the groups it uses; neither calls the writer nor takes the lock.
@@ -86,16 +86,16 @@ class PartitionWriter:
         self.life = Lifecycle(self.handles.pid)
         self.staged = StagedBook(segments, self.handles.pid)
         """Object root: the staged transactions of this partition it keeps track of
-        (failed deletes, another incarnation's, the floor's ceiling; §12.6)."""
+        (failed deletes, another incarnation's, the floor's ceiling; §10.2)."""
         self._last_write_ns: int | None = None
         self.sealing = Sealing(
             self.handles, self.ledger, self.rows, self.sealed, self.life, self.staged
         )
-        """Admission into the open segment and its finalize (§7.2)."""
+        """Admission into the open segment and its finalize (§9.2)."""
         self.rebuild = Rebuild(
             self.handles, self.ledger, self.rows, self.sealed, self.life, self.staged, self.sealing
         )
-        """Recovery at open and in place after a failure (§7.3, §7.4)."""
+        """Recovery at open and in place after a failure (§9.3, §9.4)."""
         io.mkdir(self.wal_dir)
         self._flock = PartitionLock.acquire(os.path.join(self.dir, layout.lock_file_name()))
         try:
@@ -124,7 +124,7 @@ class PartitionWriter:
 
     @property
     def lease(self) -> WriterLease:
-        """The partition's writer lease (§12.3), released at close: on a POSIX root
+        """The partition's writer lease (§8.2), released at close: on a POSIX root
         :data:`~.model.NO_LEASE`."""
         return self.handles.lease
 
@@ -202,7 +202,7 @@ class PartitionWriter:
 
         Every check that can refuse them runs before the first record is written. A
         failed WAL write or fsync keeps none of them (nothing of a call that raised
-        is ever read back, §7.4), so the caller retries the whole call. Once the
+        is ever read back, §9.4), so the caller retries the whole call. Once the
         records are written the call succeeds: a finalize it triggers that fails is
         kept in :attr:`maintenance_error` (and retried by the next finalize or
         maintenance tick), never raised, so a caller never retries a written record.
@@ -261,7 +261,7 @@ class PartitionWriter:
 
     def _poison(self, e: BaseException) -> None:
         """Discard the in-memory state after ``e``: the next call recovers from disk
-        (:meth:`~.state.Lifecycle.poison`, §7.4)."""
+        (:meth:`~.state.Lifecycle.poison`, §9.4)."""
         self.life.poison(e, self.ledger.wal)
 
     def _maintenance_failed(self, what: str, e: BaseException) -> None:
@@ -345,14 +345,14 @@ class PartitionWriter:
 
     def confirm_lease(self) -> None:
         """Object root: this writer still holds its lease at its epoch (one GET of the
-        LEASE); :class:`LeaseLostError` when another holder took it over (§12.6: what
+        LEASE); :class:`LeaseLostError` when another holder took it over (§10.2: what
         it staged before the call is then listed by any later holder's open)."""
         self.lease.confirm()
 
     def note_foreign(self, txn_id: int) -> None:
         """Object root: the staged object under ``txn_id`` holds another incarnation's
         transaction (met where this writer staged its own): resolved like those its
-        open listed, and kept out of the transaction floor until then (§12.6)."""
+        open listed, and kept out of the transaction floor until then (§10.2)."""
         with self.lock:
             if not self.life.closed:
                 self.staged.note(txn_id)
@@ -375,7 +375,7 @@ class PartitionWriter:
         retries (recovering the partition first when the failure discarded its
         state). A WAL failure that waits to be reported to a caller of append, flush,
         finalize or begin does not stop a tick: it recovers and seals what calls that
-        returned wrote, and the report stays pending for that caller (§7.4).
+        returned wrote, and the report stays pending for that caller (§9.4).
         """
         with self.lock:
             if self.life.closed:
@@ -440,7 +440,7 @@ class PartitionWriter:
                     time.monotonic() - self.rows.open.opened_mono if self.rows.open else 0.0
                 ),
                 "pending_txns": len(self.rows.pending),
-                # held on a damaged staged object (§12.6): pending until it is repaired
+                # held on a damaged staged object (§10.2): pending until it is repaired
                 # or removed
                 "held_txns": sorted(self.staged.held),
                 "wal_bytes": self.ledger.wal.total_bytes if not self.life.closed else 0,
@@ -460,7 +460,7 @@ class PartitionWriter:
 
         A writer whose state was discarded after a failure does not finalize: its data
         is in the WAL, which the next open recovers. A close is not a crash: after a
-        failed WAL write or fsync it settles the failed file first (§7.4 steps 1-3: the
+        failed WAL write or fsync it settles the failed file first (§9.4 steps 1-3: the
         cut in STATE, the records of calls that returned written again), so the next
         open never reads the records of the call that raised; if that cannot be done
         (the disk still full) it says so. A WAL failure no caller was told of is raised

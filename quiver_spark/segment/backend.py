@@ -1,5 +1,5 @@
 """The storage interface under the segment catalog: what a segments location must do
-(ARCHITECTURE.md §5.4, §5.5).
+(ARCHITECTURE.md §11.2, §5.4).
 
 :class:`~quiver_spark.segment.catalog.SegmentLocation` decides which files exist and
 in which order they appear; a :class:`SegmentBackend` only moves bytes. One module per
@@ -59,7 +59,7 @@ class SegmentBackend(ABC):
     root: str
     """The location's root directory, in this backend's path syntax."""
     lists_levels = False
-    """Whether :meth:`level` answers (then a location keeps publication hints, §5.6)."""
+    """Whether :meth:`level` answers (then a location keeps publication hints, §12)."""
 
     @abstractmethod
     def join(self, *parts: str) -> str:

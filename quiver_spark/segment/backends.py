@@ -1,5 +1,5 @@
 """Which :class:`~.backend.SegmentBackend` a segments location's URL opens
-(ARCHITECTURE.md §5.4): the one module that knows every implementation a URL names, so
+(ARCHITECTURE.md §11.2): the one module that knows every implementation a URL names, so
 none of them imports it (an object root's own segments are built by its kind)."""
 
 from __future__ import annotations

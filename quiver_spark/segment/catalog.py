@@ -1,5 +1,5 @@
 """The segment catalog: which segments of a store exist, published, damaged or moved
-aside, and the order in which their files appear (ARCHITECTURE.md §5.4, §5.5).
+aside, and the order in which their files appear (ARCHITECTURE.md §11.2, §5.4).
 
 Segments of partition ``<pid>`` are ``<location>/<pid>/<seq:020d>.arrow`` plus
 ``<seq:020d>.meta``; the ``.arrow`` is made durable first. What makes a segment
@@ -7,7 +7,7 @@ published is the location's :class:`~quiver_spark.segment.publication.Publicatio
 chosen once when it opens: its ``.meta`` on a POSIX or fsspec root
 (:class:`~quiver_spark.segment.publish_files.FilePublication`), its partition's
 MANIFEST on an object root
-(:class:`~quiver_spark.segment.publish_manifest.ManifestPublication`, §12.4). The
+(:class:`~quiver_spark.segment.publish_manifest.ManifestPublication`, §11.3). The
 bytes move through a :class:`~quiver_spark.segment.backend.SegmentBackend`; the files
 are named and read by :class:`~quiver_spark.segment.files.SegmentFiles`.
 
@@ -66,7 +66,7 @@ class SegmentLocation(SegmentWriting):
         and used as a root's there (``aws_endpoint``, ``retry_timeout``...); for any
         other remote URL its fsspec filesystem's arguments.
     manifests
-        The store's per-partition MANIFESTs (§6.7), an index of what the ``.meta``
+        The store's per-partition MANIFESTs (§11.1), an index of what the ``.meta``
         files published; :data:`~quiver_spark.control.manifest_store.NO_MANIFESTS`
         (the default): none is kept, every reader lists.
 
@@ -93,7 +93,7 @@ class SegmentLocation(SegmentWriting):
         cls, objects: ObjectStore, prefix: str, *, url: str, manifests: ManifestStore
     ) -> SegmentLocation:
         """The segments of an object root's store: ``objects``' keys under ``prefix``
-        (``url`` only names them), published by each partition's MANIFEST (§12.4)."""
+        (``url`` only names them), published by each partition's MANIFEST (§11.3)."""
         files = SegmentFiles(ObjectBackend(objects, prefix))
         location = cls.__new__(cls)
         location._setup(url, files, manifests, ManifestPublication(files, manifests))
@@ -119,7 +119,7 @@ class SegmentLocation(SegmentWriting):
     ) -> None:
         self.url = url
         self.manifests = manifests
-        """The store's per-partition MANIFESTs (§6.7); NO_MANIFESTS: every reader lists."""
+        """The store's per-partition MANIFESTs (§11.1); NO_MANIFESTS: every reader lists."""
         self._b = files.backend
         self._files = files
         self._publication = publication
@@ -139,7 +139,7 @@ class SegmentLocation(SegmentWriting):
         """The ack log's record of a partition's deleted segments (set by the store
         when it has one): a listing that decides a partition (no readable MANIFEST)
         never publishes again a seq retention recorded deleted, whose objects a failed
-        delete may have left (§6.7, §12.4)."""
+        delete may have left (§11.1, §11.3)."""
         return self._publication.deleted_marks
 
     @deleted_marks.setter
@@ -148,7 +148,7 @@ class SegmentLocation(SegmentWriting):
 
     @property
     def publication(self) -> Publication:
-        """What makes a segment of this location published (§5.4, §12.4), and what the
+        """What makes a segment of this location published (§11.2, §11.3), and what the
         partition's writer does differently because of it: the one place it asks."""
         return self._publication
 
@@ -158,7 +158,7 @@ class SegmentLocation(SegmentWriting):
         return self._b
 
     def look(self) -> Look | None:
-        """One listing of the location's publication hints (§5.6): every partition's
+        """One listing of the location's publication hints (§12): every partition's
         newest hint and the version of the quarantine's; the partitions are those this
         instance last listed (listed now if never) and every hinted one. None where the
         storage cannot list a level (then :meth:`partitions` and a probe of each)."""
@@ -171,10 +171,10 @@ class SegmentLocation(SegmentWriting):
         dirs = self._dirs if self._dirs is not None else self.partitions()
         return Look(sorted({*dirs, *hints}), mark, hints)
 
-    # -- the manifest (§6.7) ----------------------------------------------------------
+    # -- the manifest (§11.1) ----------------------------------------------------------
     def reclaimed_totals(self, partition: str) -> ReclaimedTotals | None:
         """What retention's deletions took out of ``partition``'s MANIFEST since it
-        began counting (§6.7, one GET); None without a manifest store, without a
+        began counting (§11.1, one GET); None without a manifest store, without a
         MANIFEST, or when it fails verification."""
         try:
             m = self.manifests.read(partition)
@@ -184,7 +184,7 @@ class SegmentLocation(SegmentWriting):
 
     def seals_txn(self, partition: str, txn_id: int) -> bool:
         """Object root: whether the MANIFEST this handle last read or wrote for
-        ``partition`` says staged transaction ``txn_id`` needs no seal (§12.6)."""
+        ``partition`` says staged transaction ``txn_id`` needs no seal (§10.2)."""
         copy = self._publication.manifest_copy(partition)
         return copy is not None and copy.seals(txn_id)
 
@@ -232,7 +232,7 @@ class SegmentLocation(SegmentWriting):
     def published_seqs(self, partition: str) -> list[int]:
         """Seqs of the published segments of ``partition``, sorted, from one listing
         (no ``.meta`` is read or verified); on an object root only those its MANIFEST
-        lists (one more read; §12.4)."""
+        lists (one more read; §11.3)."""
         return self._publication.published_seqs(partition)
 
     def void_seqs(self, partition: str) -> tuple[int, frozenset[int]]:
@@ -269,7 +269,7 @@ class SegmentLocation(SegmentWriting):
         }
 
     def quarantine_mark(self) -> bytes | None:
-        """The bytes of the location's quarantine mark (§5.5), None if nothing was ever
+        """The bytes of the location's quarantine mark (§5.4), None if nothing was ever
         quarantined here: one small read. A reader that remembers them knows, by
         comparing, whether any segment was moved aside since it last looked."""
         return quarantine_mark(self._b)
@@ -323,14 +323,14 @@ class SegmentLocation(SegmentWriting):
         store each round's reads (one per partition) are sent together. On an object
         root a segment counts only if the partition's MANIFEST lists it: a ``.meta``
         the copy at hand does not list makes the probe read the MANIFEST again (one
-        read), and what it lists from ``starts[p]`` on is the answer (§12.4).
+        read), and what it lists from ``starts[p]`` on is the answer (§11.3).
 
         ``hints`` (each partition's newest publication hint, from a :meth:`look` just
         taken) spare that read on an object root: a partition whose MANIFEST copy at
         hand reaches its hint is answered with no request, one below it is read
-        again without a HEAD first (§5.6).
+        again without a HEAD first (§12).
 
-        ``entries`` (a retention pass's index, §8.7): on an object root each segment
+        ``entries`` (a retention pass's index, §15.1): on an object root each segment
         the MANIFEST lists is answered with its entry (size, rows, ingestion and event
         times), no ``.meta`` read; the ``.meta`` of one the pass chooses is read by
         :meth:`check_before_delete`. On a POSIX root the ``.meta`` is read as before
@@ -350,7 +350,7 @@ class SegmentLocation(SegmentWriting):
         """The metadata of segment ``seq`` if it is published (cached once verified);
         SegmentMissingError if not. On an object root it must be listed by the
         MANIFEST: one the copy at hand does not list makes it read the MANIFEST again
-        (a ``.meta`` no MANIFEST lists is an orphan, §12.4)."""
+        (a ``.meta`` no MANIFEST lists is an orphan, §11.3)."""
         return self._publication.published_meta(partition, seq)
 
     def read_meta(self, partition: str, seq: int) -> SegmentMeta:
@@ -418,7 +418,7 @@ class SegmentLocation(SegmentWriting):
         A gone seq is logged ``quiver.segment.vanished``: at DEBUG when ``recorded``
         (the ack log's deleted marks, read afresh; called only when something is gone)
         holds it, another retention pass having deleted it first (on an object root
-        two processes' passes may choose the same segment, §12.5: nothing is lost);
+        two processes' passes may choose the same segment, §13.7: nothing is lost);
         at WARNING otherwise (removed outside retention: a subscriber that had not
         read it meets it as data loss)."""
         gone: dict[str, builtins.list[int]] = {}
@@ -448,7 +448,7 @@ class SegmentLocation(SegmentWriting):
         still left for the transactions they hold are removed (a writer's drop after
         sealing is best effort; once the segments are gone a MANIFEST rebuilt from a
         listing could not name those transactions, and a leftover would be sealed
-        again, §12.6): one LIST of ``txns/`` when they name transactions, one DELETE per
+        again, §10.2): one LIST of ``txns/`` when they name transactions, one DELETE per
         leftover. Removing a leftover is harmless even if the segment then stays (its
         transaction is sealed: the MANIFEST names it). Once the plan is final,
         :meth:`record_removal` keeps the removal in GONE.
@@ -461,7 +461,7 @@ class SegmentLocation(SegmentWriting):
     def record_removal(self, partition: str, seqs: Iterable[int]) -> None:
         """Object root, just before retention records ``seqs`` deleted (the plan's
         last word): join their removal (seqs gone, the high, the transactions they
-        held, retired) into the partition's GONE (§12.4), so that a MANIFEST rebuilt
+        held, retired) into the partition's GONE (§15.4), so that a MANIFEST rebuilt
         later never brings them back, whatever happens to the pass after. OSError when
         GONE cannot be written: the caller keeps these segments this pass. Nothing on
         a POSIX root."""
@@ -486,7 +486,7 @@ class SegmentLocation(SegmentWriting):
         ``unpublished`` defaults to what the publication says
         (:attr:`~.publication.Publication.keeps_unpublished`): on an object root a
         writer never removes an object it did not publish (another holder's upload in
-        flight), and starts above every seq seen instead (§12.4).
+        flight), and starts above every seq seen instead (§11.3).
         """
         if unpublished is None:
             unpublished = not self._publication.keeps_unpublished

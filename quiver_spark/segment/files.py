@@ -1,5 +1,5 @@
 """The segment files of one location, named, listed and read: the ground both
-publication protocols stand on (ARCHITECTURE.md §5.3, §5.4, §5.5).
+publication protocols stand on (ARCHITECTURE.md §5.3, §11.2, §5.4).
 
 Segments of partition ``<pid>`` are ``<pid>/<seq:020d>.arrow`` plus
 ``<seq:020d>.meta`` under the backend's root; moved-aside ones are in
@@ -74,7 +74,7 @@ class SegmentFiles:
     def __init__(self, backend: SegmentBackend) -> None:
         self.backend = backend
         # partition -> seq -> metadata verified once: a published .meta never changes,
-        # and a listing or a probe decides what still exists (ARCHITECTURE.md §5.4)
+        # and a listing or a probe decides what still exists (ARCHITECTURE.md §11.2)
         self._meta_cache: dict[str, dict[int, SegmentMeta]] = {}
 
     def paths(self, partition: str, seq: int) -> tuple[str, str]:

@@ -1,5 +1,5 @@
 """Publication hints: what one listing tells a long-lived reader about every partition
-of a segments location at once (ARCHITECTURE.md §5.6).
+of a segments location at once (ARCHITECTURE.md §12).
 
 Before a segment is published (before its ``.meta`` on a POSIX root, before its
 MANIFEST step on an object root) its writer creates an empty file
@@ -13,7 +13,7 @@ hint above what is published: its partition is looked at by every poll until a l
 publication (its successor's seqs start above) passes it; it never hides a row.
 
 Every quarantine also replaces ``~hints/QUARANTINE`` (after the location's quarantine
-mark, §5.5), so the same listing tells whether a segment was moved aside.
+mark, §5.4), so the same listing tells whether a segment was moved aside.
 """
 
 from __future__ import annotations

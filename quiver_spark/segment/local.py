@@ -1,4 +1,4 @@
-"""Segments in a local POSIX directory (ARCHITECTURE.md §5.4, §5.5).
+"""Segments in a local POSIX directory (ARCHITECTURE.md §11.2, §5.4).
 
 Every operation goes through :class:`~quiver_spark.fs.FileIO` (tests pass a recording
 or failing one); files are created as ``<name>.tmp``, made read-only, fsynced, renamed

@@ -80,7 +80,7 @@ class SegmentMeta:
         Object roots only (optional keys, absent elsewhere): the transactions whose
         rows the segment holds and the lease epoch of the holder that published it,
         as its MANIFEST entry says; what tells a fenced holder's orphan from a
-        published segment when the MANIFEST cannot be read (§5.3, §12.4).
+        published segment when the MANIFEST cannot be read (§5.3, §11.3).
     """
 
     partition: str

@@ -1,5 +1,5 @@
 """Segments as objects of an :class:`~quiver_spark.objects.ObjectStore` (ARCHITECTURE.md
-§5.4, §12): the segments location of an object root (:class:`ObjectBackend`), and a
+§11.2, §2): the segments location of an object root (:class:`ObjectBackend`), and a
 ``segment.path`` on an object store (:class:`BucketBackend`, through the client a root
 there would use: obstore, or the engine's in-process store for ``memory://``).
 

@@ -1,5 +1,5 @@
-"""What makes a segment published, behind one interface (ARCHITECTURE.md §5.4, §6.7,
-§12.4).
+"""What makes a segment published, behind one interface (ARCHITECTURE.md §11.2, §11.1,
+§11.3).
 
 A location publishes its segments by one of two protocols, chosen once when
 :class:`~quiver_spark.segment.catalog.SegmentLocation` opens:
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 class PartitionView:
     """One partition's published segments as a new reader sees them: from its
     MANIFEST (one read) plus the seqs published after ``high`` and not in it yet (a
-    probe), or from a listing when there is no usable manifest (§6.7)."""
+    probe), or from a listing when there is no usable manifest (§11.1)."""
 
     entries: list[ManifestEntry]
     """Readable segments in seq order (damaged ones are in ``damaged`` only)."""
@@ -58,7 +58,7 @@ Build = Callable[[], Manifest]
 
 class Publishing(enum.Enum):
     """What becomes of the segment a recovering writer's STATE names as ``publishing``
-    (past its commit point, §7.3 step 2): :meth:`Publication.settle` answers."""
+    (past its commit point, §9.3 step 2): :meth:`Publication.settle` answers."""
 
     NONE = "none"
     """STATE names none."""
@@ -72,11 +72,11 @@ class Publishing(enum.Enum):
     """POSIX, after a failure in this process: write its ``.meta`` again (its name may
     not be durable)."""
     OWN = "own"
-    """Object root: publish it as this writer's (moved when its seq is taken, §12.4);
+    """Object root: publish it as this writer's (moved when its seq is taken, §11.3);
     this STATE is the one word that it is this writer's."""
     SEALED_ELSEWHERE = "sealed_elsewhere"
     """Object root: a sealer published some of its transactions from their staged
-    objects while this writer was away (§12.6): never published; its WAL ranges are
+    objects while this writer was away (§10.2): never published; its WAL ranges are
     read again and those transactions skipped."""
 
 
@@ -89,10 +89,10 @@ class Publication(Protocol):
     deleted_marks: Callable[[str], DeletedMarks] | None
     """The ack log's record of a partition's deleted segments, when the store has one."""
 
-    # -- what the partition's writer asks (§7.2, §7.3) ------------------------------
+    # -- what the partition's writer asks (§9.2, §9.3) ------------------------------
     names_txns: bool
     """Whether a publication names the transactions whose rows its segment holds (its
-    MANIFEST entry, its ``.meta`` and the writer's STATE, §12.6): a transaction's rows
+    MANIFEST entry, its ``.meta`` and the writer's STATE, §10.2): a transaction's rows
     then stay in one segment (but for a schema change within it), under the one schema
     its staged object has, so that the entry naming it holds all of it."""
 
@@ -100,23 +100,23 @@ class Publication(Protocol):
     """Whether a writer that opens without STATE (a new partition, a lost ``wal.path``)
     needs the ack log's deleted marks, so that a damaged ack log stops it: the ack log
     is then the one durable trace of the seqs retention deleted. False where the
-    MANIFEST and GONE keep every seq ever published (§11): logged, the open goes on."""
+    MANIFEST and GONE keep every seq ever published (§22): logged, the open goes on."""
 
     keeps_unpublished: bool
     """Whether a writer at open leaves the unpublished ``.arrow`` files it finds and
     starts above their seqs (another holder's upload may be in flight, and a delete
-    cannot be fenced, §12.4), rather than removing them as its own leftovers and
-    reusing their seqs (one writer holds the partition, §5.5)."""
+    cannot be fenced, §11.3), rather than removing them as its own leftovers and
+    reusing their seqs (one writer holds the partition, §5.4)."""
 
     unlisted_txn_ceiling: int | None
     """The highest ``txn_floor`` (and ``txn_high``) a writer records while no listing of ``txns/`` was
     taken into account (its open found no MANIFEST to list against): 0 where
     publications name transactions (a floor above a staged object nobody listed would
-    make it garbage, §12.6); None (no limit) where nothing is staged."""
+    make it garbage, §10.2); None (no limit) where nothing is staged."""
 
     def fence(self, partition: str) -> Manifest | None:
         """A writer at open, before it publishes, lists or removes anything: the
-        MANIFEST brought to its epoch (§12.7), as it now reads; None where the
+        MANIFEST brought to its epoch (§16.2), as it now reads; None where the
         partition's lock alone makes its writer the only one."""
 
     def manifest_at_open(self, partition: str, fenced: Manifest | None) -> Manifest | None:
@@ -163,7 +163,7 @@ class Publication(Protocol):
         retirement: TxnRetirement,
     ) -> None:
         """After the ``.meta`` is durable: the MANIFEST lists the segments (on an object
-        root with the transactions ``retirement`` retires, §12.6)."""
+        root with the transactions ``retirement`` retires, §10.2)."""
 
     def unmake_meta(self, partition: str, seq: int, encoded: bytes) -> None:
         """The manifest step refused the segment: undo the ``.meta`` (``encoded``)
@@ -202,9 +202,9 @@ class Publication(Protocol):
         entries: bool = False,
     ) -> dict[str, list[Found | ManifestEntry]]:
         """For each partition, the segments published from seq ``starts[p]`` on;
-        ``hints``: each partition's newest publication hint, as just listed (§5.6);
+        ``hints``: each partition's newest publication hint, as just listed (§12);
         ``entries``: where the MANIFEST is the publication point, its entries as they
-        are instead of each ``.meta`` (a retention pass's index, §8.7)."""
+        are instead of each ``.meta`` (a retention pass's index, §15.1)."""
 
     def manifest_copy(self, partition: str) -> Manifest | None:
         """The MANIFEST that decides ``partition`` as last read or written (no request)."""
@@ -249,7 +249,7 @@ class Publication(Protocol):
 
     def unlist(self, partition: str, seqs: list[int], *, reclaimed: bool = False) -> None:
         """Before any file of ``seqs`` goes: they leave the MANIFEST, recorded gone
-        (``reclaimed``: by retention, counted in its ``reclaimed`` totals, §6.7)."""
+        (``reclaimed``: by retention, counted in its ``reclaimed`` totals, §11.1)."""
 
 
 # -- shared by both protocols ---------------------------------------------------------
@@ -263,7 +263,7 @@ def manifest_from_survey(
     marked), and every seq up to the highest one listed or quarantined that is not
     published recorded gone, as is every seq the ack log records deleted (``marks``)."""
     # a .meta names its transactions on an object root (§5.3): the rebuilt entries
-    # name them too, so a sealed transaction is never sealed again (§12.6)
+    # name them too, so a sealed transaction is never sealed again (§10.2)
     entries = [ManifestEntry.from_meta(m, m.txns) for m in survey.metas]
     entries += [
         ManifestEntry(partition, d.seq, d.size_bytes, 0, 0, 0, 0, 0) for d in survey.damaged
@@ -273,7 +273,7 @@ def manifest_from_survey(
     high = max([*live, *quarantined], default=0)
     m = Manifest(partition, high=high, entries=tuple(entries))
     m = m.removed(s for s in range(1, high + 1) if s not in live)
-    if marks is not None:  # what the ack log records deleted stays gone (§12.4)
+    if marks is not None:  # what the ack log records deleted stays gone (§11.3)
         m = m.with_facts(
             Manifest(
                 partition,
@@ -321,7 +321,7 @@ def unlist(
 ) -> None:
     """The seqs leave ``partition``'s MANIFEST, recorded gone (so a listing-built or
     re-applied change never brings them back); ``reclaimed`` (retention's deletion):
-    in the same write, their entries are counted in its ``reclaimed`` totals (§6.7)."""
+    in the same write, their entries are counted in its ``reclaimed`` totals (§11.1)."""
     if not seqs:
         return
     manifests.update(partition, lambda m: m.removed(seqs, reclaimed=reclaimed), build=build)

@@ -1,5 +1,5 @@
 """Publication by the ``.meta`` file: a POSIX directory or any fsspec URL
-(ARCHITECTURE.md §5.4, §6.7).
+(ARCHITECTURE.md §11.2, §11.1).
 
 A segment is published iff its ``.meta`` exists. The ``.arrow`` is made durable first;
 then the ``.meta`` is created (on a local directory: written under a temporary name,
@@ -88,7 +88,7 @@ class FilePublication:
         return Publishing.FINISH
 
     def staged_txns(self, partition: str) -> tuple[int, ...] | None:
-        """None: nothing is staged, the WAL is on the store's own disk (§12.6)."""
+        """None: nothing is staged, the WAL is on the store's own disk (§10.2)."""
         return None
 
     # -- publishing ---------------------------------------------------------------
@@ -114,7 +114,7 @@ class FilePublication:
     ) -> bytes | None:
         """The ``.meta`` created, or renamed over one that is there (``again``: a
         publication whose rename may not be durable). Transactions are an object
-        root's (§12.6): none is recorded here."""
+        root's (§10.2): none is recorded here."""
         encoded = meta.encode()
         _, meta_path = self._files.paths(meta.partition, meta.seq)
         self._files.backend.put(meta_path, lambda consume: consume(memoryview(encoded)))
@@ -129,7 +129,7 @@ class FilePublication:
         retirement: TxnRetirement,
     ) -> None:
         """The MANIFEST (an index) adds the entries (``txns`` and ``retirement`` are an
-        object root's, §12.6: none is recorded here). A failure raises: the caller's
+        object root's, §10.2: none is recorded here). A failure raises: the caller's
         state is discarded and its recovery adds them (:meth:`sync_manifest`)."""
         entries = [ManifestEntry.from_meta(m) for m in metas]
         self._manifests.update(
@@ -177,7 +177,7 @@ class FilePublication:
     ) -> dict[str, list[Found | ManifestEntry]]:
         """The ``.meta`` files from each start on, up to the first one missing (the
         ``.meta`` decides: ``hints`` save nothing here, and ``entries`` changes nothing:
-        the MANIFEST may lag a publication, §5.5)."""
+        the MANIFEST may lag a publication, §5.4)."""
         del hints, entries
         return {p: list(found) for p, found in self._files.probe_next(starts, skip).items()}
 
@@ -251,12 +251,12 @@ class FilePublication:
     # -- unpublishing -----------------------------------------------------------------
     def prepare_removal(self, partition: str, seqs: Iterable[int]) -> list[int]:
         """Nothing to remove first: nothing is staged, the WAL is on the store's own
-        disk (§12.6); nothing is held."""
+        disk (§10.2); nothing is held."""
         return []
 
     def record_removal(self, partition: str, seqs: Iterable[int]) -> None:
         """Nothing kept besides the MANIFEST: the ``.meta`` files tell what is
-        published, so a MANIFEST rebuilt from a listing needs no GONE (§12.4)."""
+        published, so a MANIFEST rebuilt from a listing needs no GONE (§15.4)."""
 
     def before_delete(self, partition: str, seqs: list[int]) -> None:
         """Nothing (:meth:`prepare_removal`)."""

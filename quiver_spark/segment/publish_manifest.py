@@ -1,11 +1,11 @@
-"""Publication by the MANIFEST: an object root (ARCHITECTURE.md §12.4, §12.6, §12.7).
+"""Publication by the MANIFEST: an object root (ARCHITECTURE.md §11.3, §10.2, §16.2).
 
 A segment is published iff its partition's MANIFEST lists it. Its objects are created
 first, each only if absent (``.arrow``, then a ``.meta`` naming its transactions and
 its publisher's epoch), then the MANIFEST change (If-Match its version) publishes it.
 Several lease holders may write a partition one after the other, a paused one late:
 
-- a MANIFEST of a later epoch refuses an earlier holder's change (fencing, §12.7), and
+- a MANIFEST of a later epoch refuses an earlier holder's change (fencing, §16.2), and
   the ``.meta`` that holder made is removed again when nothing lists it;
 - objects this writer did not make make their seq taken (:class:`SeqTakenError`): the
   seq is recorded void in the MANIFEST and the segment goes to the next seq;
@@ -87,7 +87,7 @@ class ManifestPublication:
         """The ack log's record of a partition's deleted segments (set by the store
         when it has one): a listing that decides a partition (no readable MANIFEST)
         never publishes again a seq retention recorded deleted, whose objects a failed
-        delete may have left (§6.7, §12.4)."""
+        delete may have left (§11.1, §11.3)."""
         # partition -> the MANIFEST as this instance last read or wrote it: what the
         # probes accept without reading it again
         self._copies: dict[str, Manifest] = {}
@@ -100,12 +100,12 @@ class ManifestPublication:
     def fence(self, partition: str) -> Manifest | None:
         """The MANIFEST read again and brought to the writer's epoch (:meth:`sync_manifest`):
         every earlier holder's manifest change fails from here on, and a higher epoch
-        there fences this writer (§12.7)."""
+        there fences this writer (§16.2)."""
         return self.sync_manifest(partition, 0)
 
     def manifest_at_open(self, partition: str, fenced: Manifest | None) -> Manifest | None:
         """The MANIFEST the writer fenced, as its own publications since left it; nothing
-        added: a ``.meta`` it does not list is not published (§12.4)."""
+        added: a ``.meta`` it does not list is not published (§11.3)."""
         return self._copies.get(partition) or fenced
 
     def settle(
@@ -149,7 +149,7 @@ class ManifestPublication:
         or not) make the seq taken (:class:`SeqTakenError`): the caller records it void
         and moves on. Never removed here: the holder that made them may be the
         partition's newest, and a delete has no condition the storage could check, so a
-        paused holder's late delete would land on its successor's object (§12.4)."""
+        paused holder's late delete would land on its successor's object (§11.3)."""
         arrow_path, _ = self._files.paths(partition, seq)
         try:
             return self._files.backend.put(arrow_path, fill, atomic=False)
@@ -182,14 +182,14 @@ class ManifestPublication:
     ) -> bytes | None:
         """Create the ``.meta`` (naming ``txns`` and the publisher's epoch), after one
         look at the MANIFEST's fence: a holder fenced before this point leaves no
-        ``.meta`` (§12.7). A seq recorded void meanwhile, or another holder's
+        ``.meta`` (§16.2). A seq recorded void meanwhile, or another holder's
         ``.meta`` there, is taken (:class:`SeqTakenError`)."""
         encoded = self._as_published(meta, txns, sealed_by).encode()
         _, meta_path = self._files.paths(meta.partition, meta.seq)
         standing = self._manifests.check_fence(meta.partition)
         if standing is not None and standing.deleted(meta.seq) and not standing.lists(meta.seq):
             # recorded gone (void) meanwhile: its .meta would only be an orphan beside
-            # the segment's moved copy (§12.4)
+            # the segment's moved copy (§11.3)
             raise SeqTakenError(self._files.backend.display(meta_path), meta.partition, meta.seq)
         try:
             self._files.backend.put(meta_path, lambda consume: consume(memoryview(encoded)))
@@ -208,13 +208,13 @@ class ManifestPublication:
         sealed_by: int | None,
         retirement: TxnRetirement,
     ) -> None:
-        """The publication: the entries (naming ``txns``, §12.6) go into the MANIFEST
+        """The publication: the entries (naming ``txns``, §10.2) go into the MANIFEST
         with the transactions ``retirement`` retires (joined with those it retires),
         and the seqs the writer passed over are recorded void. A staged transaction
         sealed already is never sealed twice (``sealed_by``: a sealer's epoch). A
         writer's own segment the MANIFEST does not list afterwards had its seq recorded
         void by another holder while this writer was away: SeqTakenError, the writer
-        moves the segment (§12.4). A later epoch in the MANIFEST raises FencedError."""
+        moves the segment (§11.3). A later epoch in the MANIFEST raises FencedError."""
         if not txns:
             sealed_by = None
         entries = [
@@ -242,7 +242,7 @@ class ManifestPublication:
         call made is removed unless the MANIFEST lists the seq after all (a publication
         that landed before a successor's change built on it). Its seq is never used
         again by anyone, so the delete, however late, meets no one else's object; what
-        it saves is a listing's mistake while the MANIFEST is unreadable (§12.4). Best
+        it saves is a listing's mistake while the MANIFEST is unreadable (§11.3). Best
         effort: a failure leaves an orphan for gc."""
         _, meta_path = self._files.paths(partition, seq)
         try:
@@ -335,7 +335,7 @@ class ManifestPublication:
     # -- what is published ----------------------------------------------------------
     def published_seqs(self, partition: str) -> list[int]:
         """Those with a ``.meta`` that the MANIFEST lists (one read more than the
-        listing); without a readable MANIFEST, those the files decide (§6.7)."""
+        listing); without a readable MANIFEST, those the files decide (§11.1)."""
         listed = self._files.listing(partition).published
         m = self._deciding(partition)
         if m is None:
@@ -384,16 +384,16 @@ class ManifestPublication:
         hand answers while the MANIFEST's version is still its own (one HEAD: the whole
         cost of an idle poll); else the MANIFEST is read again (one GET). No ``.meta``
         is probed: a seq a successor passed over (void, perhaps with no ``.meta`` at
-        all) never holds a reader back (§12.4).
+        all) never holds a reader back (§11.3).
 
-        ``hint``, the partition's newest publication hint as just listed (§5.6), spares
+        ``hint``, the partition's newest publication hint as just listed (§12), spares
         the HEAD: a copy whose ``high`` reaches it already holds every seq announced
         (a publication's hint comes before it; a later one's is above: the next
         listing names it), so it answers with no request; a copy below it is read
         again at once (one GET). A seq removed since the copy was read is what
         ``skip`` and the ack log's deleted marks tell.
 
-        ``entries`` (a retention pass's index, §8.7): each listed segment is its
+        ``entries`` (a retention pass's index, §15.1): each listed segment is its
         MANIFEST entry (size, rows, ingestion and event times: what the index keeps),
         one marked damaged a :class:`DamagedSegment`, and no ``.meta`` is read; the
         ``.meta`` of a segment the pass chooses is read when it is checked before
@@ -412,7 +412,7 @@ class ManifestPublication:
             or (self._manifests.objects.head(layout.manifest(partition)) != copy.version)
         ):
             m = self._deciding(partition)
-        if m is None:  # no readable MANIFEST: the files decide (§6.7)
+        if m is None:  # no readable MANIFEST: the files decide (§11.1)
             found = self._files.probe_next({partition: start}, skip)[partition]
             seqs = self._without_deleted(partition, [f.seq for f in found])
             kept = set(self._without_fenced_orphans(partition, seqs))
@@ -438,7 +438,7 @@ class ManifestPublication:
     def _deciding(self, partition: str, *, fresh: bool = True) -> Manifest | None:
         """The MANIFEST that decides what is published (read again unless ``fresh`` is
         False and a copy is at hand); None when the partition has no readable MANIFEST
-        (a store not upgraded yet, a damaged one: the files decide, §6.7)."""
+        (a store not upgraded yet, a damaged one: the files decide, §11.1)."""
         if not fresh and partition in self._copies:
             return self._copies[partition]
         try:
@@ -458,7 +458,7 @@ class ManifestPublication:
         """No readable MANIFEST (the files decide): ``seqs`` less those the ack log
         records deleted. Retention removes a segment's entry, records the deletion,
         then deletes its objects; a failed delete leaves them, and a listing must not
-        take them for published again (§6.7, §12.4)."""
+        take them for published again (§11.1, §11.3)."""
         if self.deleted_marks is None or not seqs:
             return seqs
         try:
@@ -488,7 +488,7 @@ class ManifestPublication:
         """No readable MANIFEST: ``seqs`` less the orphans of fenced holders. A holder
         whose lease moved leaves its segment's objects when its MANIFEST change is
         refused, and its successor publishes the same committed transactions again from
-        their staged objects (§12.6): a ``.meta`` holding a transaction that a ``.meta``
+        their staged objects (§10.2): a ``.meta`` holding a transaction that a ``.meta``
         of a later epoch holds too is such an orphan (§5.3 ``txns``, ``epoch``). Each
         ``.meta`` is read once (the cache keeps it)."""
         if len(seqs) < 2:
@@ -543,7 +543,7 @@ class ManifestPublication:
         return seqs
 
     def view(self, partition: str) -> PartitionView:
-        """The MANIFEST alone: what it lists is what is published (§12.4)."""
+        """The MANIFEST alone: what it lists is what is published (§11.3)."""
         m = self._manifests.for_reader(partition, lambda: self.manifest_from_listing(partition))
         if m is None:
             return self.listed_view(partition)
@@ -559,7 +559,7 @@ class ManifestPublication:
 
     # -- the MANIFEST kept ----------------------------------------------------------
     def manifest_from_listing(self, partition: str) -> Manifest:
-        """What the ack log records deleted stays gone in it (§12.4)."""
+        """What the ack log records deleted stays gone in it (§11.3)."""
         return manifest_from_survey(
             partition,
             self._survey(partition),
@@ -570,7 +570,7 @@ class ManifestPublication:
     def sync_manifest(self, partition: str, floor: int) -> Manifest | None:
         """The MANIFEST read again (written from a listing when missing or damaged);
         nothing is added: a ``.meta`` it does not list is not published, and only
-        this writer's STATE may say one is its own (§7.3). The change claims the
+        this writer's STATE may say one is its own (§9.3). The change claims the
         writer's epoch (a write only when it is new)."""
         self._manifests.forget(partition)
         m = self._manifests.update(
@@ -587,7 +587,7 @@ class ManifestPublication:
         """The staged objects still left for the transactions ``seqs`` hold are removed
         (a writer's drop after sealing is best effort; once the segments are gone a
         MANIFEST rebuilt from a listing could not name those transactions, and a
-        leftover would be sealed again, §12.6): one LIST of ``txns/`` when they name
+        leftover would be sealed again, §10.2): one LIST of ``txns/`` when they name
         transactions, one DELETE per leftover. Removing a leftover is harmless even if
         the segment then stays (its transaction is sealed: the MANIFEST names it). Once
         the plan is final, :meth:`record_removal` keeps the removal in GONE.
@@ -640,7 +640,7 @@ class ManifestPublication:
 
     def record_removal(self, partition: str, seqs: Iterable[int]) -> None:
         """Join the removal of ``seqs`` (seqs gone, the high, the transactions they
-        held, retired) into the partition's GONE (§12.4), so that a MANIFEST rebuilt
+        held, retired) into the partition's GONE (§15.4), so that a MANIFEST rebuilt
         later never brings them back, whatever happens to the pass after. OSError when
         GONE cannot be written: the caller keeps these segments this pass."""
         doomed = sorted(set(seqs))

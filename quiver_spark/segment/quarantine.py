@@ -1,4 +1,4 @@
-"""Moving a damaged segment aside (ARCHITECTURE.md §5.5): its files go to
+"""Moving a damaged segment aside (ARCHITECTURE.md §5.4): its files go to
 ``<pid>/quarantine/`` beside a ``.reason`` file, and the location's quarantine mark is
 rewritten so readers that remember it know to look again.
 

@@ -1,4 +1,4 @@
-"""Reading a finalized segment after verifying it (ARCHITECTURE.md §5.1, §5.4).
+"""Reading a finalized segment after verifying it (ARCHITECTURE.md §5.1, §11.2).
 
 :func:`open_verified` takes the file's bytes as one Arrow buffer (a zero-copy view of
 a memory map for local files, an in-memory copy for fsspec ones) and checks size,

@@ -1,5 +1,5 @@
 """Segments behind an fsspec URL: every ``segment.path`` whose scheme is neither local nor
-an object store's (``hdfs://``, any installed fsspec protocol; ARCHITECTURE.md §5.4).
+an object store's (``hdfs://``, any installed fsspec protocol; ARCHITECTURE.md §5).
 Object stores (``s3://``, ``gs://``, ``az://``, and the engine's in-process
 ``memory://``) go through the store a root there opens instead
 (:class:`~.objects.BucketBackend`).

@@ -1,6 +1,6 @@
 """What removing segments finds: the leftovers a partition's writer clears before it
-writes (ARCHITECTURE.md §5.5), and the chosen segments retention finds already gone
-when it checks before a delete (§8.7).
+writes (ARCHITECTURE.md §5.4), and the chosen segments retention finds already gone
+when it checks before a delete (§15.1).
 
 :func:`clean_partition` is the work of
 :meth:`~quiver_spark.segment.catalog.SegmentLocation.cleanup` once the publication has
@@ -36,7 +36,7 @@ class CleanupReport:
     highest_taken: int = 0
     """Highest seq the partition's writer must not use again: ``max_published_seq``
     when the unpublished ``.arrow`` files were removed (their seqs are free again),
-    ``max_seq_seen`` when they were left (another holder's, §12.4)."""
+    ``max_seq_seen`` when they were left (another holder's, §11.3)."""
 
 
 def clean_partition(b: SegmentBackend, partition: str, *, unpublished: bool) -> CleanupReport:

@@ -1,9 +1,9 @@
 """The write path of a :class:`~quiver_spark.segment.catalog.SegmentLocation`: how a
-segment becomes durable and then published (ARCHITECTURE.md §5.2, §5.4, §12.4, §12.6).
+segment becomes durable and then published (ARCHITECTURE.md §5.2, §11.2, §11.3, §10.2).
 
 Phase one (:meth:`SegmentWriting.write_data`) makes the ``.arrow`` durable and returns
 its metadata, unpublished; phase two (:meth:`SegmentWriting.publish`) announces its
-publication hint (§5.6) and publishes it through the location's
+publication hint (§12) and publishes it through the location's
 :class:`~quiver_spark.segment.publication.Publication`: its ``.meta``, or on an object
 root its MANIFEST entry, with the transactions the segment holds and those its writer
 retires. A sealer publishes a staged transaction the same way
@@ -42,7 +42,7 @@ class SegmentWriting:
     _files: SegmentFiles
     _publication: Publication
     _hinted: dict[str, list[int]]
-    """Per partition, the hints this instance knows are there (§5.6)."""
+    """Per partition, the hints this instance knows are there (§12)."""
 
     def _paths(self, partition: str, seq: int) -> tuple[str, str]:
         return self._files.paths(partition, seq)
@@ -156,9 +156,9 @@ class SegmentWriting:
         ``.meta`` anew even when it exists (a new file, renamed over it, then the
         directory fsynced): for a publication that failed after its rename, whose
         name may not be durable. ``txns`` (object root): the transactions whose rows
-        the segment holds, recorded in its MANIFEST entry (§12.6); ``sealed_by``: the
+        the segment holds, recorded in its MANIFEST entry (§10.2); ``sealed_by``: the
         epoch of a sealer publishing a staged transaction; ``retirement``: the
-        transactions the writer retires, recorded with the entry (§12.6). On an object
+        transactions the writer retires, recorded with the entry (§10.2). On an object
         root the MANIFEST step is the publication; the ``.meta`` made for one it
         refuses is removed again.
         """
@@ -198,7 +198,7 @@ class SegmentWriting:
             raise
 
     def _announce(self, partition: str, seq: int) -> None:
-        """The publication hint of ``seq``, before anything makes it visible (§5.6);
+        """The publication hint of ``seq``, before anything makes it visible (§12);
         the first one of this instance for ``partition`` lists the hints there once,
         so the older ones are removed."""
         if not self._b.lists_levels:
@@ -226,7 +226,7 @@ class SegmentWriting:
     ) -> SegmentMeta | None:
         """Object root: publish the rows of committed staged transaction ``txn_id`` as
         the partition's next segment, by a sealer holding the partition's lease at
-        ``epoch`` (ARCHITECTURE.md §12.6). The MANIFEST step is the publication: it
+        ``epoch`` (ARCHITECTURE.md §10.2). The MANIFEST step is the publication: it
         records the transaction in the entry (``sealed_by`` = ``epoch``) and is a
         no-op when the transaction is sealed already (None is returned then). A seq
         whose ``.meta`` another holder made is recorded void and the next one used; a

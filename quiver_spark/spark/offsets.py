@@ -1,9 +1,9 @@
 """Source offsets: an engine :class:`~quiver_spark.subscription.position.Position` as Spark's
-checkpoint stores it, naming the store it was planned on (ARCHITECTURE.md §9a)::
+checkpoint stores it, naming the store it was planned on (ARCHITECTURE.md §17)::
 
     {"v": 2, "store": "<store id>", "segments": {"p-0": 12, "p-1": 7}}
 
-``store`` is the id in the root's STORE (§6.1). A query reading newest first
+``store`` is the id in the root's STORE (§7.1). A query reading newest first
 (``catchUpOrder=newest``, :mod:`quiver_spark.subscription.catchup`) writes version 3 while a
 partition has a backlog, adding ``"backlog": {"<partition>": [lo, hi]}``, the seqs
 below that partition's ``segments`` seq not read yet; an offset without one is

@@ -1,6 +1,6 @@
 """The Quiver sink: exactly-once ``df.writeStream.format("quiver")`` and ``df.write``.
 
-Protocol (ARCHITECTURE.md §9):
+Protocol (ARCHITECTURE.md §10):
 
 1. Planning (driver, every micro-batch): options and the schema are validated; the
    store's schema is recorded by the first write and an incompatible query fails
@@ -130,7 +130,7 @@ class _QuiverWriterBase:
         self.storage = storage_options(self.options)
         self.spark_schema = schema
         self.target = arrow_schema(schema)
-        # named by the commit records (ARCHITECTURE.md §6.4); SchemaMismatchError names
+        # named by the commit records (ARCHITECTURE.md §10.1); SchemaMismatchError names
         # both schemas, a ConfigError the option contradicting the store
         self.store_id = QuiverStore.prepare_writes(
             self.root, self.config, self.target, storage_options=self.storage or None

@@ -14,7 +14,7 @@ fsck`` names) is skipped, so one damaged partition never stops a host's writers.
 
 On a POSIX root the slots of a host are ``<host>-0``, ``<host>-1``, ... (their WALs
 are under the root, or on that host's own disk). On an object root they are a pool
-every machine shares, ``w-0``, ``w-1``, ... (ARCHITECTURE.md §12.3, "Slots"): the
+every machine shares, ``w-0``, ``w-1``, ... (ARCHITECTURE.md §8.2, "Slots"): the
 lock of a slot is its lease ``partitions/w-<k>/LEASE``, and a worker takes the
 lowest-numbered slot whose lease is free (never taken, released, its holder a dead
 process of this host, or unwritten for its ttl by the storage's clock), so a new

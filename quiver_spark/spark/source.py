@@ -260,7 +260,7 @@ class QuiverStreamReader(_QuiverReading, DataSourceStreamReader, SupportsTrigger
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """Read tasks over the readable segments in ``(start, end]`` (small ones packed,
-        large ones split); missing ones follow the data-loss policy (ARCHITECTURE.md §9a)."""
+        large ones split); missing ones follow the data-loss policy (ARCHITECTURE.md §17)."""
         sub = self._sub()
         metas = sub.segments(self._resume(start), self._resume(end))
         return self._splits(metas, sub.store, sub.name)

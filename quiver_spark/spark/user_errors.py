@@ -11,7 +11,7 @@ traceback puts our message dozens of lines below the first.
 sink's and the source's). When one of them raises a :class:`QuiverError` (an error
 written for the user: bad option, wrong path, lost data, a storage still failing when
 the retry budget ran out, :class:`~quiver_spark.errors.RetriesExhausted`,
-ARCHITECTURE.md §12.1) inside a PySpark worker, it sets ``SPARK_HIDE_TRACEBACK`` in that
+ARCHITECTURE.md §2.2) inside a PySpark worker, it sets ``SPARK_HIDE_TRACEBACK`` in that
 worker's environment just before the exception leaves. Every PySpark 4.3 worker that
 runs a data source (planning workers, the stream source runner, the streaming sink's
 commit runner, executor workers) exits after reporting an exception, so the setting dies

@@ -5,14 +5,14 @@ The public surface is :class:`SubscriberRegistry` with :class:`Outcome` and
 not create anything opens a store's registry. The package's modules:
 
 ================  ================================================================
-``registry.py``   the shared registry: register, record outcomes, marks (§8)
+``registry.py``   the shared registry: register, record outcomes, marks (§13)
 ``journal.py``    what the registry needs of an ack log (``Journal``); its files on a
-                  POSIX root: locks, appends, checkpoints (§8.5)
-``objects_journal.py`` the ack log on an object root: one object per append (§12.5)
-``log.py``        the ack log's bytes (§8.3)
-``state.py``      the in-memory state the log replays into (§8.4)
-``records.py``    one subscription record per subscriber: life and expiry (§8.10)
-``live.py``       one live consumer per subscriber: ``readers/<name>.lock`` (§9b)
+                  POSIX root: locks, appends, checkpoints (§13.5)
+``objects_journal.py`` the ack log on an object root: one object per append (§13.7)
+``log.py``        the ack log's bytes (§13.3)
+``state.py``      the in-memory state the log replays into (§13.4)
+``records.py``    one subscription record per subscriber: life and expiry (§13.8)
+``live.py``       one live consumer per subscriber: ``readers/<name>.lock`` (§18)
 ================  ================================================================
 """
 
@@ -50,7 +50,7 @@ def open_registry(
 
     ``journal`` is the ack log the root's kind names
     (:attr:`~quiver_spark.root_kind.RootKind.journal`), ``objects`` the root's object
-    store (the object ack log's open, §12.5, creates nothing and costs one GET and one
+    store (the object ack log's open, §13.7, creates nothing and costs one GET and one
     LIST when there is none). ``kw`` goes to :meth:`SubscriberRegistry.open` (``io``,
     ``checkpoint_records``, ``salvage``)."""
     if create:

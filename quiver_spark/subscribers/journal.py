@@ -1,5 +1,5 @@
 """The ack log's journal: what the registry needs of it, and the POSIX files
-(ARCHITECTURE.md §8; the object root's journal is :mod:`.objects_journal`, §12.5).
+(ARCHITECTURE.md §13; the object root's journal is :mod:`.objects_journal`, §13.7).
 
 :class:`~.registry.SubscriberRegistry` holds one :class:`Journal` and asks it for the
 state the ack log describes and for transactions that append one encoded record batch;
@@ -17,7 +17,7 @@ under a writer.
 A failed I/O never leaves the journal unusable: the failed write is cut back and its
 records are never applied, and the next call rebuilds the state from disk (checkpoint +
 logs, as :meth:`FileJournal.open` does) and continues in a new log generation, so
-a log file whose write or fsync failed is never written or fsynced again (§8.5).
+a log file whose write or fsync failed is never written or fsynced again (§13.5).
 """
 
 from __future__ import annotations
@@ -68,11 +68,11 @@ class Journal(Protocol):
     """True when a transaction holds a lock that excludes other processes (POSIX's
     ``flock``); False on an object root, where nothing locks between processes: each
     transaction is validated again at its own commit, and a live consumer holds a lease
-    whose claim its acknowledgements carry (§12.3, §12.5)."""
+    whose claim its acknowledgements carry (§8.2, §13.7)."""
     stored_as: ClassVar[str]
     """How the ack log is stored, for what checks it (``quiver fsck``): ``"acklog-files"``,
-    generations of ack-log files and a CHECKPOINT (§8.5); ``"acklog-deltas"``, a
-    CHECKPOINT and numbered delta objects (§12.5)."""
+    generations of ack-log files and a CHECKPOINT (§13.5); ``"acklog-deltas"``, a
+    CHECKPOINT and numbered delta objects (§13.7)."""
     root: str
     dir: str
     """Where the ack log is, as messages name it."""
@@ -121,7 +121,7 @@ class Journal(Protocol):
         nothing to write; when this returns they are durable and applied.
 
         ``build`` may run more than once (on a fresher state, when another append took
-        its place on an object root, §12.5), so it only reads the state and fills the
+        its place on an object root, §13.7), so it only reads the state and fills the
         encoder: anything it reports goes through variables it sets afresh on each
         run."""
         ...
@@ -217,7 +217,7 @@ def read_at_open(journal: Journal, read: Callable[[], Replayed], detail: Callabl
 
 
 def has_registry(root: str) -> bool:
-    """True once the store at ``root`` has a ``subscribers/`` directory (§8): before
+    """True once the store at ``root`` has a ``subscribers/`` directory (§13): before
     any subscriber was registered or any segment recorded deleted, it has none."""
     return os.path.isdir(os.path.join(root, layout.subscribers_dir()))
 
@@ -473,7 +473,7 @@ class FileJournal:
     # -- writing -----------------------------------------------------------------------
     def transact(self, build: Build) -> acklog.RecordEncoder | None:
         """:meth:`Journal.transact` under ``LOCK_EX`` after reading the new tail, so
-        ``build`` runs once on a state nobody else can change before the append (§8.5)."""
+        ``build`` runs once on a state nobody else can change before the append (§13.5)."""
         with self._locked(exclusive=True):
             enc = build()
             if enc is not None:

@@ -1,5 +1,5 @@
-"""One live consumer per subscriber: the lock ``<root>/readers/<subscriber>.lock`` (§9b),
-on an object root the lease ``readers/<subscriber>.lease`` (§12.3).
+"""One live consumer per subscriber: the lock ``<root>/readers/<subscriber>.lock`` (§18),
+on an object root the lease ``readers/<subscriber>.lease`` (§8.2).
 
 A consumer (a :class:`~quiver_spark.subscription.Subscription` opened ``live``) holds
 the lock while it is open. A second live consumer of the subscriber is refused,
@@ -54,7 +54,7 @@ class _LiveHolder:
 @dataclass(frozen=True)
 class LiveClaim:
     """Who a live consumer on an object root is, as its acknowledgements say it to the
-    ack log (§12.5): the token of its lease (one per acquisition) and, for messages,
+    ack log (§13.7): the token of its lease (one per acquisition) and, for messages,
     the lease and its epoch."""
 
     token: int
@@ -197,7 +197,7 @@ class FlockLive:
 
 class LeaseLive:
     """An object root's live-consumer locks: the lease ``readers/<subscriber>.lease``
-    (§12.3), renewed in the background, whose claim the acknowledgements carry."""
+    (§8.2), renewed in the background, whose claim the acknowledgements carry."""
 
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
@@ -212,7 +212,7 @@ class LeaseLive:
     ) -> None:
         """Hold the lease ``readers/<subscriber>.lease`` for consumer ``owner`` (see the
         module docstring). ``floor``: asked for the epoch of the subscriber's standing
-        claim in the ack log (§12.5), so a lease object that went missing or was
+        claim in the ack log (§13.7), so a lease object that went missing or was
         damaged never restarts below it."""
         min_epoch = floor() if floor is not None else 0
         _claim_lease(self.objects, subscriber, owner, ttl_s, min_epoch)
@@ -223,7 +223,7 @@ class LeaseLive:
 
     def is_live(self, subscriber: str) -> bool:
         """True while a consumer holds ``subscriber``'s lease, as far as this process
-        can tell (§12.3)."""
+        can tell (§8.2)."""
         return current_holder(self.objects, layout.live_lease(subscriber)) is not None
 
     def check(self, subscriber: str, owner: object) -> None:
@@ -235,7 +235,7 @@ class LeaseLive:
             return
         lease = held.lock
         # lost: raised; paused past half its ttl: renewed first, so it acts only while
-        # the lease is still ours (§12.3)
+        # the lease is still ours (§8.2)
         lease.check_held()
 
     def claim_of(self, subscriber: str, owner: object) -> LiveClaim:

@@ -1,6 +1,6 @@
 """The shared ack log: fixed 32-byte records chained by a running CRC-32C.
 
-Layout (ARCHITECTURE.md §8.2): a 32-byte file header, then records of exactly 32
+Layout (ARCHITECTURE.md §13.2): a 32-byte file header, then records of exactly 32
 bytes. The last four bytes of every record hold ``crc32c(file[0 : end - 4])``, the CRC
 of the whole file up to that point, so one CRC call over a file verifies every record
 in it and a mismatch is located by a second, record-by-record pass. Fixed-size records
@@ -28,14 +28,14 @@ from ..fs import FileIO
 
 log = logging.getLogger(__name__)
 
-# -- §8.2 file header --------------------------------------------------------------
+# -- §13.2 file header --------------------------------------------------------------
 ACK_MAGIC = fmt.MAGIC_ACK
 ACK_VERSION = 1
 # magic 4s | version u16 | header_size u16 | generation u64 | reserved u64 | reserved u32
 ACK_HEADER = struct.Struct("<4sHHQQI")
 ACK_HEADER_SIZE = ACK_HEADER.size + 4  # + crc32c of the preceding 28 bytes = 32
 
-# -- §8.3 records ------------------------------------------------------------------
+# -- §13.3 records ------------------------------------------------------------------
 # kind u8 | flag u8 | aux u16 | b u32 | sub_id u32 | part_id u32 | a u64 | c u32 | crc u32
 RECORD = struct.Struct("<BBHIIIQI")
 RECORD_SIZE = RECORD.size + 4  # 32
@@ -46,7 +46,7 @@ K_START = 2  # sub_id, part_id, a = start high-water mark
 K_DEREG = 3  # sub_id
 K_OUTCOME = 4  # flag: outcome; sub_id, part_id, a = first seq, b = count
 K_DELETED = 5  # part_id, a = first seq, b = count
-K_CLAIM = 6  # sub_id, a = the live consumer's token, b = its lease epoch (object roots, §12.5)
+K_CLAIM = 6  # sub_id, a = the live consumer's token, b = its lease epoch (object roots, §13.7)
 KINDS = {K_NAME, K_START, K_DEREG, K_OUTCOME, K_DELETED, K_CLAIM}
 
 NS_SUBSCRIBER = 1
@@ -70,8 +70,8 @@ def parse_log_gen(name: str) -> int | None:
 
 
 def encode_header(gen: int, token: int = 0) -> bytes:
-    """A §8.2 header; ``token`` (bytes 16..24) is zero in a POSIX log file and the
-    appender's random nonzero token in an object delta (§12.5)."""
+    """A §13.2 header; ``token`` (bytes 16..24) is zero in a POSIX log file and the
+    appender's random nonzero token in an object delta (§13.7)."""
     head = ACK_HEADER.pack(ACK_MAGIC, ACK_VERSION, ACK_HEADER_SIZE, gen, token, 0)
     return head + struct.pack("<I", checksum(head))
 
@@ -159,7 +159,7 @@ class Facts:
     claims: list[tuple[int, int, int]] = field(default_factory=list)  # sub, token, epoch
     position: int = 0
     """Where these records stand in the log (an object root's delta number): a claim
-    made later in the log wins (§12.5)."""
+    made later in the log wins (§13.7)."""
     records: int = 0
 
     def empty(self) -> bool:
@@ -362,7 +362,7 @@ def _locate(
 
 
 def read_whole(name: str, raw: bytes, *, salvage: bool = False) -> tuple[int, bytes, list[int]]:
-    """Verify a complete ack-log file held in memory (an object delta, §12.5, which is
+    """Verify a complete ack-log file held in memory (an object delta, §13.7, which is
     whole or absent: nothing in it is a torn write) and return ``(generation, verified
     records, offsets skipped)``. A bad header, a partial record or a CRC mismatch
     raises :class:`CorruptionError` / :class:`ChecksumMismatchError` naming ``name``

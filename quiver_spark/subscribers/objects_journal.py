@@ -1,9 +1,9 @@
-"""The ack log on an object store: one object per registry append (ARCHITECTURE.md §12.5).
+"""The ack log on an object store: one object per registry append (ARCHITECTURE.md §13.7).
 
 Keys under the root::
 
-    subscribers/CHECKPOINT               §8.5 body (+ ``tokens``), replaced If-Match
-    subscribers/log/<n:020d>.ack         delta n: a complete §8.2/§8.3 ack-log file,
+    subscribers/CHECKPOINT               §13.5 body (+ ``tokens``), replaced If-Match
+    subscribers/log/<n:020d>.ack         delta n: a complete §13.2/§13.3 ack-log file,
                                          generation n, created only if absent
 
 There is no lock. A mutation (:meth:`ObjectJournal.transact`) reads what others
@@ -13,7 +13,7 @@ state and creates delta ``head + 1``; when another append took the number
 validated against every fact committed before it (one create = one commit point).
 A create whose response was lost is resolved by reading back: each delta carries a
 random token in its header, and a catch-up that finds the token at ``n`` knows the
-call committed. Facts commute (§8.4), so the state is the replay of CHECKPOINT plus the
+call committed. Facts commute (§13.4), so the state is the replay of CHECKPOINT plus the
 deltas above its ``log_gen``, whatever process wrote them.
 
 Deltas at or below an older checkpoint's ``log_gen`` are deleted once this process has
@@ -103,7 +103,7 @@ class ObjectJournal:
         self.salvaged_records = 0
         self.checkpoint_deltas = CHECKPOINT_DELTAS
         self.horizon_s = HORIZON_S
-        self.clock: Callable[[], float] = elapsed  # counts a suspend (§12.5)
+        self.clock: Callable[[], float] = elapsed  # counts a suspend (§13.7)
         self.sleep: Callable[[float], None] = time.sleep
         self.maintenance_error: BaseException | None = None
         self._head = 0  # highest delta applied to ``state``
@@ -361,7 +361,7 @@ class ObjectJournal:
                     if self._tokens.get(n) == token:
                         self._maybe_checkpoint()
                         return enc  # it was written: the catch-up applied it
-                    # the store already spent its retry budget on this create (§12.1):
+                    # the store already spent its retry budget on this create (§2.2):
                     # one more round would only spend it again
                     if unknown >= UNKNOWN_ATTEMPTS or isinstance(
                         e, (RetriesExhausted, RequestRejected)

@@ -1,15 +1,15 @@
 """What retention reclaimed before a subscriber was registered, said once at its
 registration (``quiver.subscriber.registered_late``).
 
-Retention deletes a segment once every registered subscriber is done with it (§8.7),
+Retention deletes a segment once every registered subscriber is done with it (§15.1),
 so a subscriber registered later never sees what went before it: without a word it
-would read 0 rows where another got thousands. The ack log's DELETED facts (§8.4) are
+would read 0 rows where another got thousands. The ack log's DELETED facts (§13.4) are
 the count: only a retention pass writes them, for the segments it deletes, so each
 partition's deleted set holds exactly the seqs reclaimed there (a seq never published,
 moved aside or removed by hand is not in it).
 
 Rows and time range: each partition's MANIFEST counts, in the write that drops their
-entries, the segments retention deleted, their rows and ingestion times (§6.7,
+entries, the segments retention deleted, their rows and ingestion times (§11.1,
 ``reclaimed``), from when it began counting (a MANIFEST written before the key
 existed, or rebuilt from a listing, begins at zero). Retention records a seq deleted
 in the ack log before its entry goes, so what a MANIFEST counted is among the seqs the

@@ -1,4 +1,4 @@
-"""Subscription records: each subscriber's visible life (ARCHITECTURE.md §8.10).
+"""Subscription records: each subscriber's visible life (ARCHITECTURE.md §13.8).
 
 ``<root>/subscribers/records/<name>.sub`` (a §6 frame, magic ``QSUB``) says when a
 subscriber was registered, when it last acknowledged, when a consumer was last seen
@@ -20,7 +20,7 @@ active; a write that is not activity (progress after a drop, a tombstone, taking
 back) carries the storage time of the last activity over in ``activity_carried_ns``.
 
 Each record is an object under ``subscribers/records/`` on any root (ARCHITECTURE.md
-§12.2): created if absent at registration, then updated by the subscriber's live
+§2.3): created if absent at registration, then updated by the subscriber's live
 consumer (which holds the subscriber's lock) or by a retention pass (under the ack
 log's exclusive lock) that notes it live, each update a replace conditional on the
 version read, applied again to what the other party wrote when it came first; so
@@ -68,7 +68,7 @@ class SubscriptionRecord:
     activity_carried_ns: int | None = None
     """Set by a write that is not the subscriber's activity: the storage's time of its
     last activity, carried over from the version that write replaced; None: the
-    version's own :attr:`stored_ns` is that time (§8.10, the expiry clock)."""
+    version's own :attr:`stored_ns` is that time (§13.8, the expiry clock)."""
     expired_stored_ns: int | None = None
     """With ``expired_ns``: the storage's clock when the pass decided to expire it."""
     horizon_dropped_segments: int = 0
@@ -110,7 +110,7 @@ class SubscriptionRecord:
 
     def missed_progress(self, done: int) -> bool:
         """True when the ack log's ``done`` count differs from what this record knows:
-        it may be stale, so nothing may be decided on its times alone (§8.10)."""
+        it may be stale, so nothing may be decided on its times alone (§13.8)."""
         return self.progress != done
 
     def to_body(self) -> dict[str, Any]:
@@ -170,7 +170,7 @@ def records_dir(root: str) -> str:
 
 RECORDS_PREFIX = layout.records_prefix()
 CLOCK_KEY = layout.records_clock()
-"""The probe whose modification time is the storage's "now" for expiry (§8.10): an
+"""The probe whose modification time is the storage's "now" for expiry (§13.8): an
 empty object, rewritten by retention passes; never a record (no ``.sub``)."""
 
 
@@ -387,7 +387,7 @@ def remove_record(objects: ObjectStore, name: str) -> None:
 
 def unregistered(objects: ObjectStore, registered: Iterable[str]) -> list[str]:
     """Names with an unexpired record that ``registered`` (the ack log's subscribers)
-    lacks: the ack log lost their registration (§8.10), so retention keeps their data."""
+    lacks: the ack log lost their registration (§13.8), so retention keeps their data."""
     known = set(registered)
     out = []
     for info in objects.list(RECORDS_PREFIX):  # only the records of other names are read

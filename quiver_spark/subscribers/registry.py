@@ -2,8 +2,8 @@
 
 The subscriber API over the ack log. The registry holds one
 :class:`~.journal.Journal`, which keeps the files, locks, appends, checkpoints and the
-rebuild after a failed I/O: :class:`~.journal.FileJournal` (POSIX files, §8) or
-:class:`~.objects_journal.ObjectJournal` (an object root, §12.5), the one the root's
+rebuild after a failed I/O: :class:`~.journal.FileJournal` (POSIX files, §13) or
+:class:`~.objects_journal.ObjectJournal` (an object root, §13.7), the one the root's
 kind names (:attr:`~quiver_spark.root_kind.RootKind.journal`): the registry is handed
 it and never asks what kind of root it is on. No journal imports this module.
 """
@@ -103,7 +103,7 @@ class SubscriberRegistry:
         self._mutex = journal.mutex
         self._claims: dict[tuple[int, str], set[int]] = {}
         self.recorded: RecordedOf | None = None
-        """A partition's MANIFEST totals of what retention reclaimed (§6.7), set by
+        """A partition's MANIFEST totals of what retention reclaimed (§11.1), set by
         the store that opens the registry: a late registration then names the rows
         and time range of what went before it (:func:`.reclaimed.with_recorded`)."""
 
@@ -164,7 +164,7 @@ class SubscriberRegistry:
         Retention uses it so that no subscriber registers or acks between its plan,
         the ``dropped`` records and the deletion. On an object root, where nothing
         locks between processes, it holds off this process's other threads, and each
-        mutation inside is validated again at its own commit (§12.5).
+        mutation inside is validated again at its own commit (§13.7).
         """
         with self.journal.exclusive():
             yield self
@@ -287,7 +287,7 @@ class SubscriberRegistry:
         log.info("quiver.subscriber.deregister subscriber=%s", sub)
 
     def deregister_idle(self, sub: str, idle: Callable[[], bool]) -> bool:
-        """Deregister ``sub`` as expiry does (§8.10): one transaction whose build, on
+        """Deregister ``sub`` as expiry does (§13.8): one transaction whose build, on
         the newest state, finds ``sub`` still registered and ``idle()`` true (the
         caller reads there what an acknowledgement, a start or a live consumer leaves:
         the done count, the record, the lease). On an object root, where nothing locks
@@ -317,9 +317,9 @@ class SubscriberRegistry:
 
     def done_count(self, sub: str) -> int:
         """How many seqs ``sub`` has done (acked or dropped) over every partition: its
-        mark plus the seqs done above it, per partition (§8.4). It grows with each
+        mark plus the seqs done above it, per partition (§13.4). It grows with each
         acknowledgement and each drop, and is what a subscription record keeps as
-        evidence of progress (§8.10). Costs one look per partition."""
+        evidence of progress (§13.8). Costs one look per partition."""
         with self._mutex:
             sid = self._sid(sub)
             st = self.state
@@ -351,7 +351,7 @@ class SubscriberRegistry:
         self.record_many(sub, {partition: seqs}, outcome, known=known, consumer=consumer)
 
     def claim_epoch(self, sub: str) -> int:
-        """The lease epoch of ``sub``'s standing consumer claim (§12.5); 0 when none."""
+        """The lease epoch of ``sub``'s standing consumer claim (§13.7); 0 when none."""
         self.refresh()
         sid = self.state.by_name.get(sub)
         standing = self.state.claims.get(sid) if sid is not None else None
@@ -359,7 +359,7 @@ class SubscriberRegistry:
 
     def claim_consumer(self, sub: str, claim: LiveClaim) -> None:
         """Object root: ``sub``'s live consumer is ``claim`` from here on in the ack log
-        (§12.5). Made before the consumer reads its position: every acknowledgement of
+        (§13.7). Made before the consumer reads its position: every acknowledgement of
         an earlier consumer is either before it in the log (so the position includes
         it) or refused. No write when the latest claim is this one, or ``sub`` is not
         registered (its registration's first acknowledgement claims it)."""
@@ -388,7 +388,7 @@ class SubscriberRegistry:
         dropped: Mapping[str, Iterable[int]] | None = None,
     ) -> None:
         """:meth:`record` for several partitions in one durable write. ``consumer``: the
-        live consumer recording (an object root, §12.5); refused with LeaseLostError,
+        live consumer recording (an object root, §13.7); refused with LeaseLostError,
         nothing recorded, unless the latest claim of ``sub``'s registration is its own
         (a later consumer claimed it, or ``sub`` was registered again since).
         ``dropped``: seqs recorded ``dropped`` in the same write (an acceptance
@@ -478,7 +478,7 @@ class SubscriberRegistry:
         )
 
     def deleted_marks(self, partition: str) -> DeletedMarks:
-        """What retention recorded deleted in ``partition`` (the §8.4 ``DELETED``
+        """What retention recorded deleted in ``partition`` (the §13.4 ``DELETED``
         facts): ``above`` is the live set (read it, never change it)."""
         pid = self.state.part_ids.get(partition)
         dl = self.state.deleted.get(pid) if pid is not None else None

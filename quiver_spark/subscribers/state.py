@@ -1,6 +1,6 @@
 """In-memory subscriber state rebuilt from checkpoint + ack-log facts.
 
-Every fact in the log commutes with every other (ARCHITECTURE.md §8.4): outcomes only
+Every fact in the log commutes with every other (ARCHITECTURE.md §13.4): outcomes only
 grow a done-set, a start position and a deletion only raise a floor, a deregistration
 only removes an id that is never reused. So applying facts in any grouping or order
 gives the same state, which is what makes the vectorised replay, the incremental
@@ -96,7 +96,7 @@ class RegistryState:
         self.deleted: dict[int, PartState] = {}
         self.claims: dict[int, tuple[int, int, int]] = {}
         """Subscriber -> (lease epoch, log position, token) of the claim that stands
-        (§12.5): the highest epoch, then the latest in the log."""
+        (§13.7): the highest epoch, then the latest in the log."""
         self.orphans = 0
         self._chunks: dict[tuple[int, int], dict[int, bytes]] = {}
 
@@ -214,7 +214,7 @@ class RegistryState:
         self.progress.pop(sid, None)
         self._chunks.pop((NS_SUBSCRIBER, sid), None)
 
-    # -- checkpoint body (ARCHITECTURE.md §8.5) --------------------------------------
+    # -- checkpoint body (ARCHITECTURE.md §13.5) --------------------------------------
     def to_body(self, log_gen: int, records_total: int) -> dict[str, Any]:
         def enc(ps: PartState) -> list[Any]:
             return [ps.hwm, sorted(ps.gaps), sorted(s for s in ps.nacked if not ps.is_done(s))]

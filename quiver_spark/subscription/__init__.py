@@ -1,4 +1,4 @@
-"""Consuming a store as a subscriber: plan, read, acknowledge (ARCHITECTURE.md §9b).
+"""Consuming a store as a subscriber: plan, read, acknowledge (ARCHITECTURE.md §18).
 
 A :class:`Subscription` is one named consumer of a store. It turns the store's
 finalized segments into :class:`Position` ranges, reads them

@@ -1,4 +1,4 @@
-"""What a subscription's acknowledgement writes (ARCHITECTURE.md §9b, §9c): the seqs a
+"""What a subscription's acknowledgement writes (ARCHITECTURE.md §18, §19): the seqs a
 position acknowledges, those past its horizon cutoff recorded ``dropped`` instead, the
 outcomes in the ack log, their counts and the subscription record; and what the batches
 a consumer read under cutoffs did with each seq, which decides those drops

@@ -1,5 +1,5 @@
 """A consumer's catch-up order: oldest first, or newest first with a backfill
-(ARCHITECTURE.md §9c).
+(ARCHITECTURE.md §19).
 
 ``oldest`` (the default) admits segments oldest first by ingestion time
 (:meth:`SegmentPlanner.plan`). ``newest`` serves, per batch, the newest unread
@@ -19,7 +19,7 @@ A batch from position ``start`` to ``end`` reads the seqs ``end`` includes and `
 does not (:func:`batch_spans`): a pure function of the two positions, so a replay
 reads the same segments, and acknowledging ``end`` records exactly the seqs it
 includes, so the ack log holds the backlog as the subscriber's undone seqs below its
-done ones (hwm plus gap set, §8.4) and retention keeps those segments (§8.7).
+done ones (hwm plus gap set, §13.4) and retention keeps those segments (§15.1).
 
 While both cursors have work the head gets ``head_share`` of every cap of the batch
 (at least one segment) and the backfill the rest (at least one segment when

@@ -1,5 +1,5 @@
 """The subscription: one named consumer of a store that plans, reads and acknowledges
-(ARCHITECTURE.md §9b, §9c); :mod:`quiver_spark.subscription` is what callers import."""
+(ARCHITECTURE.md §18, §19); :mod:`quiver_spark.subscription` is what callers import."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class Subscription:
         try:
             self.registry: SubscriberRegistry = store.subscribers
             self._looks = CallLooks(store, self.registry)
-            self._claim_consumer()  # before any position is read (§12.5)
+            self._claim_consumer()  # before any position is read (§13.7)
         except BaseException:
             if live:
                 store.kind.live.release(name, self)
@@ -166,7 +166,7 @@ class Subscription:
     def _claim_consumer(self) -> None:
         """Object root: record in the ack log that this consumer is the subscriber's
         live one, so an earlier consumer paused past its lease can no longer
-        acknowledge (its late acknowledgement is refused by the log's order, §12.5)."""
+        acknowledge (its late acknowledgement is refused by the log's order, §13.7)."""
         claim = self._live_claim()
         if claim is not None:
             self.registry.claim_consumer(self.name, claim)
@@ -308,7 +308,7 @@ class Subscription:
         wanted = None if position is None else StartPosition.parse(position)
         self.seal_idle(force=True)
         # A seq published once but now lost (quarantined, vanished) counts as retained:
-        # an earliest start plans it, so its loss is reported (§9a), never skipped.
+        # an earliest start plans it, so its loss is reported (§17), never skipped.
         found = {p: self.evidence(p) for p in self.store.partitions()}
         retained = {
             p: sorted(ev.published | {m.seq for m in ev.losses()}) for p, ev in found.items()
@@ -455,7 +455,7 @@ class Subscription:
                         refreshed = True
                     ev = ev or found_ev.setdefault(p, self.evidence(p))
                     if ev.is_void(seq):
-                        continue  # never published (object root, §12.4): nothing lost
+                        continue  # never published (object root, §11.3): nothing lost
                     found = ev.classify(seq)
                     if found is None:  # published since our first look
                         try:
@@ -591,7 +591,7 @@ class Subscription:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
-        if self._live:  # expiry counts from when it was last live (ARCHITECTURE.md §8.10)
+        if self._live:  # expiry counts from when it was last live (ARCHITECTURE.md §13.8)
             try:
                 done = (
                     self.registry.done_count(self.name)

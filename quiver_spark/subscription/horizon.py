@@ -1,5 +1,5 @@
 """A subscriber's acceptance horizon: data too old for its destination is dropped,
-recorded, counted (ARCHITECTURE.md §9c).
+recorded, counted (ARCHITECTURE.md §19).
 
 Loki, Mimir and Prometheus remote write accept old samples only within a window. A
 consumer given a horizon ``h`` (``Subscription(horizon=...)``, the source option

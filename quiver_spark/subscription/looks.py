@@ -72,7 +72,7 @@ class CallLooks:
 
     def look(self) -> Look | None:
         """One listing of the segments location's root, once per call: the partitions,
-        the quarantine mark's version and the publication hints (§5.6)."""
+        the quarantine mark's version and the publication hints (§12)."""
         c = self._call
         if c.depth and c.look is not None:
             return c.look

@@ -1,12 +1,12 @@
-"""What a consumer plans next (ARCHITECTURE.md §9b): the segments available after a
+"""What a consumer plans next (ARCHITECTURE.md §18): the segments available after a
 position, and a batch of them admitted under caps.
 
 A :class:`SegmentPlanner` is one consumer's view of a store's segments. Its cost does
 not grow with the retained segments: seqs are gapless (§5), so new segments are found
 by probing the next seqs of each partition (passing over seqs the ack log records
-deleted), metadata is read once (it is immutable once published, §5.4), a new
-planner starts from each partition's MANIFEST (one read, §6.7), and every partition
-is listed only when the quarantine mark changed (§5.5) or every
+deleted), metadata is read once (it is immutable once published, §11.2), a new
+planner starts from each partition's MANIFEST (one read, §11.1), and every partition
+is listed only when the quarantine mark changed (§5.4) or every
 :data:`FULL_LISTING_PERIOD_S`. Admission takes segments oldest first by ingestion
 time across partitions.
 """
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 FULL_LISTING_PERIOD_S = 300.0
 """A consumer lists every partition's segments when the location's quarantine mark
-changed (§5.5) and otherwise only this often, as a safety net for files removed by
+changed (§5.4) and otherwise only this often, as a safety net for files removed by
 hand; in between it probes the next seqs (seqs are gapless, and a hole is a seq the
 ack log records deleted or a known quarantined one), so planning does not grow with
 retained segments."""
@@ -40,7 +40,7 @@ FIRST_VIEW_REUSE_S = 5.0
 """A new consumer's first plan takes a partition's view (its MANIFEST) that the same
 handle took less than this long ago (the retention pass after the first trigger's
 acknowledgement) instead of reading it again: what was published since is announced
-by a hint the next poll sees (§5.6)."""
+by a hint the next poll sees (§12)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class SegmentPlanner:
         """Lists the store's partitions (a subscription's: once per call of it)."""
         self._look = look or (lambda: self.location.look())
         """One listing of the segments location's root: the partitions, the quarantine
-        mark's version and the publication hints (§5.6); a subscription's: once per
+        mark's version and the publication hints (§12); a subscription's: once per
         call of it, and its partitions are the call's."""
         self.metas: dict[tuple[str, int], SegmentMeta | None] = {}
         self.meta_errors: dict[tuple[str, int], CorruptionError] = {}
@@ -155,7 +155,7 @@ class SegmentPlanner:
         Its cost does not grow with the retained segments: seqs are gapless (§5), so
         new segments are found by probing the next seqs of each partition (passing over
         seqs the ack log records deleted), and metadata is read once; every partition
-        is listed only when the quarantine mark changed (§5.5) or every
+        is listed only when the quarantine mark changed (§5.4) or every
         ``FULL_LISTING_PERIOD_S``.
         """
         known, quarantined = self._known_seqs()
@@ -228,7 +228,7 @@ class SegmentPlanner:
         if seen is not None:
             # a partition whose newest hint is below the next seq this consumer waits
             # for published nothing it has not seen (a hint comes before its
-            # publication); one without a hint is looked at itself (§5.6)
+            # publication); one without a hint is looked at itself (§12)
             starts = {p: s for p, s in starts.items() if seen.hints.get(p, s) >= s}
         for p, new in self.location.probe_next(starts, skip=hole).items():
             self.known[p].extend(f.seq for f in new)

@@ -1,6 +1,6 @@
 """Positions in a store: which finalized segments a consumer has reached.
 
-A position is the Spark source's offset (ARCHITECTURE.md §9a) and the unit of the
+A position is the Spark source's offset (ARCHITECTURE.md §17) and the unit of the
 engine's subscription API (:mod:`quiver_spark.subscription`).
 
 A Quiver source offset names, for every store partition, the sequence number of the

@@ -1,5 +1,5 @@
 """Read tasks: what one parallel reader of a store reads, planned and served
-(ARCHITECTURE.md §9a, §9b).
+(ARCHITECTURE.md §17, §18).
 
 A read plan is a list of :class:`ReadTask`: record-batch ranges of one or more segments
 (small segments are packed into one task, large ones split, see

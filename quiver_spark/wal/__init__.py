@@ -1,6 +1,6 @@
 """The write-ahead log: :class:`WalWriter` appends, :func:`recover_wal` verifies and repairs.
 
-Byte layouts and the torn-tail rule are specified in ARCHITECTURE.md §3-§4.
+Byte layouts and the torn-tail rule are specified in ARCHITECTURE.md §4.1-§4.2.
 """
 
 from .reader import (

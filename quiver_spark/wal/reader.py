@@ -1,4 +1,4 @@
-"""Reading the write-ahead log: verify, classify damage, cut torn tails (ARCHITECTURE.md §4).
+"""Reading the write-ahead log: verify, classify damage, cut torn tails (ARCHITECTURE.md §4.2).
 
 Every record's CRC-32C is verified. The rule that separates a torn tail from
 corruption: a bad spot in the **last** file is a torn tail when no verifiable record
@@ -168,7 +168,7 @@ def scan_wal_file(
     salvage
         Count damage in ``skipped`` and resynchronise instead of raising.
     upto
-        The file's cut from STATE's ``wal_limit`` (ARCHITECTURE.md §6.2): the scan
+        The file's cut from STATE's ``wal_limit`` (ARCHITECTURE.md §6.1): the scan
         ends after the record of that seq; the bytes after it are never read.
 
     Raises
@@ -260,9 +260,9 @@ def recover_wal(
     removes a last file holding no record (only a header, possibly torn).
     ``covered(lo, hi)`` says whether records ``lo..hi`` are inside durable segments:
     a file deleted for that reason between two kept files is not a break in continuity
-    (an earlier file kept by an undecided transaction, ARCHITECTURE.md §4 Rotation).
+    (an earlier file kept by an undecided transaction, ARCHITECTURE.md §4.2 Rotation).
     ``limits`` maps a file's first seq to the last seq read from it (STATE's
-    ``wal_limit``: a file cut after a failed write or fsync, §7.4).
+    ``wal_limit``: a file cut after a failed write or fsync, §9.4).
 
     Raises
     ------
@@ -336,7 +336,7 @@ def recover_wal(
 
 
 def wal_limits(path: str, state: dict) -> dict[int, int]:
-    """STATE's ``wal_limit`` (§6.2) as ``{first seq of a WAL file: last seq read}``.
+    """STATE's ``wal_limit`` (§6.1) as ``{first seq of a WAL file: last seq read}``.
 
     Absent in a STATE written before the field existed: then no file is cut.
     """

@@ -1,4 +1,4 @@
-"""Appending to the write-ahead log: framing, group fsync, rotation (ARCHITECTURE.md §3-§4).
+"""Appending to the write-ahead log: framing, group fsync, rotation (ARCHITECTURE.md §4.1-§4.2).
 
 A :class:`WalWriter` owns the WAL directory of one partition. It never appends to a
 file it did not create: the first append after construction creates
@@ -13,7 +13,7 @@ sequence number after the failure is ever reported durable. The instance keeps w
 it wrote since its last successful fsync (:meth:`WalWriter.unsynced`, references to
 the caller's objects, not copies): the partition writer cuts the failed file at a
 seq recorded in STATE and writes the records it keeps again, with the same seqs,
-into a new file (:meth:`WalWriter.rewrite`; ARCHITECTURE.md §7.4).
+into a new file (:meth:`WalWriter.rewrite`; ARCHITECTURE.md §9.4).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ kill -9) leaves PATH either no store at all, and the same command run again make
 whole one, or a whole store: STORE, POLICY and POLICY.copy, which ``quiver fsck``
 finds healthy. Never a store without its POLICY (which fsck would take for "a store
 from before POLICY existed"): STORE, the object that makes a root a store, is
-written last (ARCHITECTURE.md §6.1).
+written last (ARCHITECTURE.md §7.1).
 
 On an object root a real ``quiver`` process is stopped while each of its writes is in
 flight (a fault proxy in front of moto holds that PUT): by Ctrl-C, after which the

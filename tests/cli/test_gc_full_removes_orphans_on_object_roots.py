@@ -2,7 +2,7 @@
 segment objects no MANIFEST published (orphans a writer left after its lease was
 taken over) and nothing published: run as a real process against an S3 endpoint,
 ``--dry-run`` names them first and removes nothing, and every row a reader could read
-before is read after (ARCHITECTURE.md §12.4).
+before is read after (ARCHITECTURE.md §11.3).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_gc_full_removes_the_orphans_a_fenced_writer_left_and_nothing_published(
     def segment_keys() -> list[str]:
         return sorted(o.key.rsplit("/", 1)[1] for o in objects.list("segments/p-0/"))
 
-    # fenced at its look before the .meta (§12.4): its upload of seq 2 stays, never read
+    # fenced at its look before the .meta (§11.3): its upload of seq 2 stays, never read
     orphan = ["00000000000000000002.arrow"]
     assert set(orphan) <= set(segment_keys())
     home = tmp_path / "elsewhere"

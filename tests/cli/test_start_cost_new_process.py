@@ -1,5 +1,5 @@
 """A new process (``quiver status``, ``quiver gc``, a restarted consumer) starts from
-each partition's MANIFEST (ARCHITECTURE.md §6.7) and sees exactly what was published:
+each partition's MANIFEST (ARCHITECTURE.md §11.1) and sees exactly what was published:
 a segment whose writer was killed -9 between its ``.meta`` and its manifest step
 included, segments retention deleted never again."""
 

@@ -1,5 +1,5 @@
 """``quiver status`` on an object root shows a subscriber live while a consumer holds
-its lease (``readers/<name>.lease``, §12.3), as it does for the lock on a POSIX root."""
+its lease (``readers/<name>.lease``, §8.2), as it does for the lock on a POSIX root."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``quiver status`` on an object root names as a partition's writer the process that
-holds its writer LEASE (ARCHITECTURE.md §12.3), wherever it runs, and as its last write
+holds its writer LEASE (ARCHITECTURE.md §8.2), wherever it runs, and as its last write
 that writer's: a consumer that seals a dead writer's committed rows (its planning runs
 ``finalize_idle_partitions``) rewrites the partition's HEARTBEAT, and status showed the
 consumer's pid as the writer and no last write from then on.

@@ -2,7 +2,7 @@
 machines suspended in the middle of a request, machines whose wall clocks are hours
 off: the rules the state machine (``state_space_machine.py``) draws on an object root
 (``test_state_space_objects.py``) that check fencing by the storage (ARCHITECTURE.md
-§12.3-§12.6) on :class:`~tests.engine.state_model.ObjectStoreHarness`.
+§8.2-§10.2) on :class:`~tests.engine.state_model.ObjectStoreHarness`.
 
 **Machines.** The harness is one process of one machine (:attr:`World.home`). A
 scenario adds others, each a :class:`Machine` with its own host identity, its own
@@ -1222,7 +1222,7 @@ class Scenarios:
 
     def _observe_skewed(self) -> None:
         """Observe what passes on skewed clocks deleted. ``retention.max_age`` is
-        defined on ingestion times as written (§8.7): a pass whose clock is hours ahead
+        defined on ingestion times as written (§15.1): a pass whose clock is hours ahead
         drops segments early, each recorded dropped for whoever had not acknowledged
         it (the model checks those records)."""
         h = self.h

@@ -2,7 +2,7 @@
 
 It walks every retained segment and asks the registry about each one: obviously
 right and slow. :func:`quiver_spark.retention_plan.decide_retention` must decide exactly what this
-decides (``test_retained_index.py``). Precedence: ARCHITECTURE.md §8.7.
+decides (``test_retained_index.py``). Precedence: ARCHITECTURE.md §15.1.
 """
 
 from __future__ import annotations

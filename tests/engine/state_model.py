@@ -1,7 +1,7 @@
 """A model of what a Quiver store must hold, and a harness driving the public API.
 
 :class:`StoreHarness` owns one store directory (optionally with ``wal.path`` outside
-the root, the executor-local layout of ARCHITECTURE.md §10), two writer partitions
+the root, the executor-local layout of ARCHITECTURE.md §21), two writer partitions
 opened as separate :class:`~quiver_spark.QuiverStore` handles, a read/maintain handle
 (the "driver": commit decisions, subscribers, retention) and a model of every row
 ever offered to the store. Every row carries a unique int64 key ``k``, so after each
@@ -172,7 +172,7 @@ class ExpiredWhileActive(Violation):
 class ReadAgain(Violation):
     """A consumer's batch held a segment its subscriber had acknowledged (before the
     consumer started, or in an earlier batch), or one outside the batch's range: its
-    head and backfill cursors (ARCHITECTURE.md §9c) read a segment twice."""
+    head and backfill cursors (ARCHITECTURE.md §19) read a segment twice."""
 
 
 class SkippedSegment(Violation):
@@ -247,16 +247,16 @@ class Txn:
     keys: list[int] = field(default_factory=list)
     durable: bool = True
     state: str = "open"  # open | dead (died unflushed) | won | lost | abandoned | gone
-    # object root (§12.6): the batches appended, kept as the Spark sink keeps them;
+    # object root (§10.2): the batches appended, kept as the Spark sink keeps them;
     # staged once flushed (a commit candidate), or its staging failed (a failed task)
     batches: list[pa.RecordBatch] = field(default_factory=list)
     staged: bool = False
     stage_failed: bool = False
     # its staged object was damaged when its machine was lost: its rows cannot be
-    # sealed by anyone (a named loss, §11)
+    # sealed by anyone (a named loss, §22)
     unsealable: bool = False
     # its writer recovered while its staged object was damaged: held pending until the
-    # object is repaired or removed (§12.6), which nothing here does
+    # object is repaired or removed (§10.2), which nothing here does
     held: bool = False
     # its machine was lost with its WAL: until sealed, its staged object is the only
     # copy of its rows (a flip of that object then loses them, named)
@@ -324,17 +324,17 @@ exist, and the lock works whatever the file holds)."""
 FLIP_OUTCOMES = {
     "manifest": "readers fall back to a listing of the partition (logged, never a crash) and "
     "the next writer open or retention pass rewrites the MANIFEST from a listing "
-    "(ARCHITECTURE.md §6.7): nothing is lost or duplicated, and the rewritten "
+    "(ARCHITECTURE.md §11.1): nothing is lost or duplicated, and the rewritten "
     "MANIFEST verifies",
 }
 """What the store does when a file of a kind added with the root's objects is damaged,
-as the flip walk asserts it (the older kinds: ARCHITECTURE.md §11)."""
+as the flip walk asserts it (the older kinds: ARCHITECTURE.md §22)."""
 
 
 @dataclass
 class CatchUpRun:
     """One live consumer's batches, checked against what its subscriber's ack log held
-    when it started (ARCHITECTURE.md §9c), and the catch-up states they explored
+    when it started (ARCHITECTURE.md §19), and the catch-up states they explored
     (counted in :data:`STATS` under ``catch_up:``)."""
 
     sub: str
@@ -1229,7 +1229,7 @@ class StoreHarness:
 
         def start() -> None:
             # a consumer's first start: the registration, its .sub record and the
-            # readers/ lock (ARCHITECTURE.md §8.10)
+            # readers/ lock (ARCHITECTURE.md §13.8)
             consumer = Subscription(reader, sub, live=True)
             try:
                 consumer.start()
@@ -1241,7 +1241,7 @@ class StoreHarness:
         except Crashed:
             self.uncertain_subs.add(sub)
             raise
-        # segments retention deleted before the registration count as done for it (§8.4):
+        # segments retention deleted before the registration count as done for it (§13.4):
         # the model sees a deletion only at its next observation, maybe after this
         reg = reader.subscribers
         self.subs[sub] = {key for key in self.segs if reg.is_done(sub, *key)}
@@ -1288,7 +1288,7 @@ class StoreHarness:
         polls, reads and acknowledges up to ``batches`` batches, then stops: its record,
         its lock, remote segment reads, and the lost log of the segments it skips
         (``failOnDataLoss=false``: a damaged segment is skipped and logged). It reads in
-        the catch-up ``order`` (ARCHITECTURE.md §9c; ``share``: its head share newest
+        the catch-up ``order`` (ARCHITECTURE.md §19; ``share``: its head share newest
         first) at most ``cap`` segments a batch, and is checked against the ack log
         (:class:`CatchUpRun`): no segment read again once acknowledged, whatever the
         order it switched from, and when it found nothing left to read, every segment
@@ -1374,7 +1374,7 @@ class StoreHarness:
     def tear_tail(self, kind: str, p: str = "p-0") -> bool:
         """The process appending to the last WAL file of ``p`` (``wal``) or to the last
         ack log (``acklog``) dies in the middle of a write: half a record ends the file.
-        Its handles are gone; the next opener cuts the torn tail (§4, §8.6). The test's
+        Its handles are gone; the next opener cuts the torn tail (§4.2, §13.6). The test's
         view of the disk starts again from here (the torn bytes are not in the trace)."""
         if kind == "wal":
             if self.writers[p] is None or p in self.damaged_parts:
@@ -1786,7 +1786,7 @@ class StoreHarness:
         sealed = {k for key, (_, fp) in self.segs.items() if key[0] == p for k in fp}
         for k, part in self.key_part.items():
             if part == p and k not in sealed and self.status[k] in (ACKED, COMMITTED, PENDING):
-                self.status[k] = MAYBE  # lost with the machine (ARCHITECTURE.md §10)
+                self.status[k] = MAYBE  # lost with the machine (ARCHITECTURE.md §21)
         for t in self.txns:
             if t.partition == p and t.state in ("open", "dead"):
                 t.state = "lost"
@@ -2062,7 +2062,7 @@ OBJECT_FLIP_KINDS = (
 
 OBJECT_FLIP_OUTCOMES = {
     "manifest": "recovered: readers list the partition, its writer's open rewrites the "
-    "MANIFEST (§6.7), which verifies again",
+    "MANIFEST (§11.1), which verifies again",
     "lease": "refused by name: the partition's writer is refused (LeaseHeldError naming the "
     "LEASE: an unknown holder) until the observer saw it unchanged for its ttl, then taken "
     "over with a higher epoch; nothing lost",
@@ -2073,7 +2073,7 @@ OBJECT_FLIP_OUTCOMES = {
     "store": "refused by name: every open fails naming STORE until it is restored",
     "policy": "recovered: the most conservative policy applies (warning naming POLICY)",
     "commit": "refused by name (the partition's writer, whose WAL still holds a transaction "
-    "of that batch, refuses to open naming the record: §9) or recovered (a batch already "
+    "of that batch, refuses to open naming the record: §10) or recovered (a batch already "
     "finalized never reads it)",
     "sub": "recovered: the ack log is the truth of registration; the record is skipped",
     "arrow": "refused by name: a reader of that segment fails naming it; every other "
@@ -2087,7 +2087,7 @@ OBJECT_FLIP_OUTCOMES = {
     "transaction's rows are lost",
 }
 """What the store does when an object of each kind is damaged (asserted by the flip walk
-of ``test_state_space_objects.py``; see ARCHITECTURE.md §11, §6.7, §12.3)."""
+of ``test_state_space_objects.py``; see ARCHITECTURE.md §22, §11.1, §8.2)."""
 
 OBJ_SEEN: Counter[tuple[str, str]] = Counter()
 """Object requests per (request, object kind) the workload made."""
@@ -2115,7 +2115,7 @@ def object_kind(key: str) -> str:
         return "segments"
     if top == "partitions":
         if name.endswith(".txn") or parts[2:3] == ["txns"]:
-            return "staged"  # a staged transaction, or the listing of them (§12.6)
+            return "staged"  # a staged transaction, or the listing of them (§10.2)
         return {"LEASE": "lease", "MANIFEST": "manifest", "HEARTBEAT": "heartbeat"}.get(
             name, "partitions"
         )
@@ -2299,7 +2299,7 @@ class ObjectStoreHarness(StoreHarness):
 
     def _note_held(self) -> None:
         """A writer that recovers with a pending transaction whose staged object is
-        damaged holds it, unresolved, until the object is repaired or removed (§12.6;
+        damaged holds it, unresolved, until the object is repaired or removed (§10.2;
         the object may be another writer's under a reused id): nothing here repairs
         it, so its rows may stay unpublished."""
         for p in self.live_writers():
@@ -2337,7 +2337,7 @@ class ObjectStoreHarness(StoreHarness):
                 keeper.stop()
             lease._forget()
 
-    # -- subscriber expiry (§8.10) -----------------------------------------------------------
+    # -- subscriber expiry (§13.8) -----------------------------------------------------------
     EXPIRE_AFTER_S = 3600.0
 
     def expire_idle_subscribers(self) -> None:
@@ -2378,7 +2378,7 @@ class ObjectStoreHarness(StoreHarness):
         super().retention(expire, via_gc)
         self.check_nothing_expired("a retention pass" + (" two hours ahead" if expire else ""))
 
-    # -- staged transactions (§12.6) ----------------------------------------------------
+    # -- staged transactions (§10.2) ----------------------------------------------------
     def txn_append(self, t: Txn, variant: str, n: int) -> None:
         """As :meth:`StoreHarness.txn_append`; the batch is kept, as the sink keeps the
         batches it appended, to be staged after the flush."""
@@ -2430,7 +2430,7 @@ class ObjectStoreHarness(StoreHarness):
 
     def commit(self, app: str, winners: list[Txn]) -> None:
         """As :meth:`StoreHarness.commit`; a winner whose staged object was damaged when
-        its machine was lost has no rows left anywhere (§11: a named loss)."""
+        its machine was lost has no rows left anywhere (§22: a named loss)."""
         super().commit(app, winners)
         for t in winners:
             if t.unsealable or t.held:
@@ -2476,7 +2476,7 @@ class ObjectStoreHarness(StoreHarness):
 
     def _open_failed(self, p: str, e: Exception) -> None:
         """A damaged staged object must never keep its partition's writer from opening
-        (§11: only a lost machine's rows depend on it)."""
+        (§22: only a lost machine's rows depend on it)."""
         if isinstance(e, QuiverError) and any(
             os.path.basename(d.path) in str(e) for d in self._staged_damage(p)
         ):
@@ -2485,7 +2485,7 @@ class ObjectStoreHarness(StoreHarness):
             ) from e
         super()._open_failed(p, e)
 
-    # -- a lost machine (§12.6) ----------------------------------------------------------
+    # -- a lost machine (§10.2) ----------------------------------------------------------
     LOST_HOST = "lost-machine"
 
     def _lease_of_a_lost_machine(self, p: str) -> None:
@@ -2553,7 +2553,7 @@ class ObjectStoreHarness(StoreHarness):
         while no writer of ``p`` is open, else ``p``'s next writer), each exactly once;
         undecided staged ones stay candidates; everything else the WAL alone held is
         lost (transactions never staged are discarded, rows outside transactions are
-        maybe: ARCHITECTURE.md §12.6 "Limits"); a damaged staged object loses exactly its
+        maybe: ARCHITECTURE.md §10.2 "Limits"); a damaged staged object loses exactly its
         transaction's rows, named."""
         observer = observer and self.reader is not None
         named = self._machine_gone(p)
@@ -2617,7 +2617,7 @@ class ObjectStoreHarness(StoreHarness):
                         self.status[k] = MAYBE
         for k, part in self.key_part.items():
             if part == p and k not in sealed and self.status[k] in (ACKED, PENDING):
-                self.status[k] = MAYBE  # only its WAL held it (§12.6 "Limits")
+                self.status[k] = MAYBE  # only its WAL held it (§10.2 "Limits")
         STATS["machine_losses"] += 1
         return named
 
@@ -2711,7 +2711,7 @@ class ObjectStoreHarness(StoreHarness):
         self.damage.append(Damage("staged", path, partition=part, seq=txn_id))
         STATS["flips:staged"] += 1
         # a lost machine's transaction not sealed yet: the flipped object was the only
-        # copy of its rows, so they are lost (named by whoever seals, §11); committed
+        # copy of its rows, so they are lost (named by whoever seals, §22); committed
         # later, its rows are lost all the same (:meth:`commit`)
         sealed = {k for k2, (_, fp) in self.segs.items() if k2[0] == part for k in fp}
         for t in self.txns:

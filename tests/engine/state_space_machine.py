@@ -194,7 +194,7 @@ OBJECT_PAIRS: list[tuple[str, str]] = [
 its partitions exist (the report lists requests seen but missing here). ``head:manifest``
 is met only when a damaged MANIFEST is rewritten, ``*:readers`` (the lost log) only
 when a live consumer skips a damaged segment: their walk steps bring that about.
-Staging (§12.6): a flushed transaction's object is created, listed by its writer's
+Staging (§10.2): a flushed transaction's object is created, listed by its writer's
 recovery (``list:staged``) and by an observer pass (``list:partitions``), deleted once
 sealed or decided against, and read (``get:staged``) only by whoever seals for a lost
 machine: its walk step loses one."""
@@ -484,7 +484,7 @@ class StateSpace(RuleBasedStateMachine):
         batches=st.integers(1, 4),
     )
     def catch_up(self, sub: str, order: str, share: float | None, cap: int, batches: int) -> None:
-        """A live consumer reading in a catch-up order (ARCHITECTURE.md §9c): newest first,
+        """A live consumer reading in a catch-up order (ARCHITECTURE.md §19): newest first,
         its head takes new segments and its backfill walks the backlog down, a few
         segments a batch; the order drawn each time, so a backlog left newest first
         is drained oldest first, or newest first again after an oldest-first run."""
@@ -730,7 +730,7 @@ class StateSpace(RuleBasedStateMachine):
             return  # no live consumer to skip a damaged segment here now
         h.arm_object(op, kind, mode, at=at, cont=cont, sticky_for=sticky, retries=retries)
         if (op, kind) == ("head", "manifest"):
-            # met only by the rewrite of a damaged MANIFEST (§6.7): one is damaged now,
+            # met only by the rewrite of a damaged MANIFEST (§11.1): one is damaged now,
             # and the next writer open rewrites it
             files = h.damage_files()["manifest"]
             if files:
@@ -828,7 +828,7 @@ class StateSpace(RuleBasedStateMachine):
         if (op, kind) == ("create", "checkpoint") and OBJECT_FAULTS in self.root.capabilities:
             # a store makes its CHECKPOINT once; later ones replace it. The warm-up may
             # have made it already: it goes, and the next one is a create again (no
-            # delta was deleted yet: deletion waits the horizon, §12.5, so nothing is lost)
+            # delta was deleted yet: deletion waits the horizon, §13.7, so nothing is lost)
             objects = h.bucket_objects()
             if objects.head("subscribers/CHECKPOINT") is not None:
                 assert objects.list("subscribers/log/")[0].key.endswith(f"{1:020d}.ack")

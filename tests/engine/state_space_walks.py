@@ -175,7 +175,7 @@ def walk_every_pair(only: set[str] | None = None, shapes: int = 1) -> dict[str, 
 
 
 def walk_every_flip() -> list[str]:
-    """A byte flipped in one file of every kind of ARCHITECTURE.md §11 (segments and
+    """A byte flipped in one file of every kind of ARCHITECTURE.md §22 (segments and
     the quarantine mark also on the remote location, the readers' lost log by name),
     then every check. Returns the kinds no file could be found for."""
     missed = []

@@ -1,4 +1,4 @@
-"""An embedded consumer with an acceptance horizon (ARCHITECTURE.md §9c.1) that reads the
+"""An embedded consumer with an acceptance horizon (ARCHITECTURE.md §19.1) that reads the
 same range again under another plan before acknowledging records ``dropped`` what the
 acknowledged batch left out, never what it delivered: a later read under a later cutoff
 (which leaves the segments out) or under an end without a cutoff (which delivers them)

@@ -1,6 +1,6 @@
 """A batch read's plan, made by the engine: segments whose statistics show that no row
 can match the pushed comparisons are skipped, every other retained segment is read once,
-and a published segment that is gone follows the data-loss policy (ARCHITECTURE.md §9a).
+and a published segment that is gone follows the data-loss policy (ARCHITECTURE.md §17).
 No JVM: the Spark batch reader only turns Spark's filters into these comparisons."""
 
 from __future__ import annotations

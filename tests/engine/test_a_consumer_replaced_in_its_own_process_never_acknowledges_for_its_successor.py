@@ -3,7 +3,7 @@ once a newer consumer of the same subscriber opened in the same process (a query
 restarted in the same driver, a second Subscription of the service): the newcomer
 claimed the subscriber in the ack log before it read its position, so an
 acknowledgement of the old consumer built after that claim is refused
-(ARCHITECTURE.md §12.5 "Consumer claims", §12.7), and the newcomer never skips a row
+(ARCHITECTURE.md §14.2 "Consumer claims", §16.2), and the newcomer never skips a row
 it did not deliver. The old consumer's lease is lost; it cannot tell its own
 acknowledgement from the newcomer's by which object of the process holds the lease.
 """

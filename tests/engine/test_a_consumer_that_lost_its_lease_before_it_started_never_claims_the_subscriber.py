@@ -1,5 +1,5 @@
 """A live consumer opened before its subscriber was registered holds no claim in the
-ack log (ARCHITECTURE.md §12.5). When that process is paused past its lease and
+ack log (ARCHITECTURE.md §13.7). When that process is paused past its lease and
 another consumer takes the subscriber over (its lease, its registration, its claim),
 the paused consumer's ``start`` once it resumes must not claim the subscriber back:
 a claim is made by the consumer that holds the lease, before it reads its position,

@@ -1,4 +1,4 @@
-"""A damaged ack log never stops a writer's appends (ARCHITECTURE.md §11, ack log row:
+"""A damaged ack log never stops a writer's appends (ARCHITECTURE.md §22, ack log row:
 "a writer's appends and finalizes go on"), also for a writer on a machine new to an
 object root: its ``wal.path`` holds no STATE yet (a new executor, a pod replaced with
 an empty disk), and it starts above every seq the partition's MANIFEST records, so

@@ -3,9 +3,9 @@ acknowledged, once the partition's MANIFEST was damaged too.
 
 A writer new to an object root (no STATE) reads the ack log's deleted marks, the
 one trace of the seqs retention deleted once the MANIFEST was rewritten from a
-listing (§6.7, §12.4). When the ack log holds a damaged record, even one about
+listing (§11.1, §11.3). When the ack log holds a damaged record, even one about
 another subscriber, that read raises, and the writer goes on from the listing alone:
-it publishes under seqs already done for every subscriber. The repair §11 names for
+it publishes under seqs already done for every subscriber. The repair §22 names for
 the ack log (open with ``salvage=True``, then ``subscribers.checkpoint()``) keeps
 every undamaged record, the deletions and acknowledgements of those seqs with them:
 the writer's rows, acknowledged to its caller, are then never delivered, and
@@ -66,7 +66,7 @@ def test_a_damaged_ack_log_record_never_makes_a_writer_reuse_an_acknowledged_seq
         meta = b.finalize()
     assert meta is not None
 
-    # the ack log's repair (ARCHITECTURE.md §11), then a retention pass
+    # the ack log's repair (ARCHITECTURE.md §22), then a retention pass
     salvaging = replace(wal_in(tmp_path / "wal-r"), salvage=True)
     with QuiverStore.open(ROOT, salvaging, partition=None, background=False) as r:
         r.subscribers.checkpoint()

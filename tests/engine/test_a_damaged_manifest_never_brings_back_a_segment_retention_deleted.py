@@ -2,8 +2,8 @@
 
 On an object root retention removes a segment's entry from the MANIFEST (the
 publication point), records the deletion in the ack log, then deletes its objects
-(ARCHITECTURE.md §12.4). When that last step fails, the objects are orphans until gc.
-If the MANIFEST is then damaged, readers decide the partition by its files (§6.7) and
+(ARCHITECTURE.md §11.3). When that last step fails, the objects are orphans until gc.
+If the MANIFEST is then damaged, readers decide the partition by its files (§11.1) and
 its next writer rewrites the MANIFEST from a listing: neither may publish again a seq
 the ack log records as deleted, or a scan returns rows retention removed and a
 subscriber's deleted segment is back.

@@ -1,15 +1,15 @@
 """A damaged MANIFEST never brings back, through the ``.meta`` a late sealer made,
 rows retention deleted.
 
-An observer sealing a lost machine's committed transaction (ARCHITECTURE.md §12.6) is
+An observer sealing a lost machine's committed transaction (ARCHITECTURE.md §10.2) is
 paused before it makes the segment's ``.meta``; meanwhile the partition's writer
 comes back on another machine, takes the lease over, seals the transaction itself,
 and once every subscriber acknowledged that segment retention deletes it. Then the
 observer's ``.meta`` lands and its MANIFEST change is refused: its objects are an
 orphan. When the MANIFEST is damaged, readers decide the partition by its files
-(§6.7): the orphan must not be taken for a published segment, or rows retention
+(§11.1): the orphan must not be taken for a published segment, or rows retention
 deleted are read again (a writer looks at its MANIFEST before it makes a ``.meta``,
-§12.4; a sealer's late ``.meta`` must leave nothing a listing would take either).
+§11.3; a sealer's late ``.meta`` must leave nothing a listing would take either).
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 retention deleted.
 
 A writer whose lease was taken over while it was paused leaves its segment's objects
-as an orphan under a seq the MANIFEST records void (ARCHITECTURE.md §12.4); its
-successor seals the same committed transaction from its staged object (§12.6), and
+as an orphan under a seq the MANIFEST records void (ARCHITECTURE.md §11.3); its
+successor seals the same committed transaction from its staged object (§10.2), and
 once every subscriber acknowledged that segment retention deletes it. The orphan is
 still there until gc. When the MANIFEST is then damaged, readers decide the partition
-by its files (§6.7): the orphan must not be taken for a published segment, or rows
+by its files (§11.1): the orphan must not be taken for a published segment, or rows
 retention deleted are read again.
 """
 

@@ -4,10 +4,10 @@ were moved to.
 A writer whose lease was taken over while it was paused creates its segment's objects
 (its STATE names the segment: its commit point) before its MANIFEST change is refused;
 the objects stay as an orphan under a seq its successor records void (ARCHITECTURE.md
-§12.4). When its machine comes back, its recovery moves that segment's bytes to the
+§11.3). When its machine comes back, its recovery moves that segment's bytes to the
 next free seq and publishes them there. So the same rows are in two segments, one of
 them never published; when the MANIFEST is then damaged, readers decide the partition
-by its files (§6.7) and must not read those rows twice. Plain rows carry no
+by its files (§11.1) and must not read those rows twice. Plain rows carry no
 transaction that would tell the orphan apart.
 """
 

@@ -2,12 +2,12 @@
 published the same rows in when it came back.
 
 A writer pauses between its segment's ``.meta`` and its MANIFEST change (the
-publication, ARCHITECTURE.md §12.4); meanwhile its successor takes the lease over and
+publication, ARCHITECTURE.md §11.3); meanwhile its successor takes the lease over and
 publishes, recording the paused writer's seq void. The paused writer's MANIFEST change
 is then refused; when its machine comes back, its recovery moves the segment its
 STATE names to the next free seq and publishes it there. The first seq's ``.arrow``
 and ``.meta`` stay (both made while its lease was still its own). When the MANIFEST is
-damaged, readers decide the partition by its files (§6.7) and must not read those
+damaged, readers decide the partition by its files (§11.1) and must not read those
 rows twice.
 """
 

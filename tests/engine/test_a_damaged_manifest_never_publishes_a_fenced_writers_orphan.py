@@ -2,10 +2,10 @@
 
 A writer whose lease was taken over while it was paused creates its segment's objects
 before its MANIFEST change is refused; they stay as an orphan under a seq the
-MANIFEST records void, and nobody removes them but gc (ARCHITECTURE.md §12.4: a
+MANIFEST records void, and nobody removes them but gc (ARCHITECTURE.md §11.3: a
 holder never removes an upload it did not publish). Its successor seals the same
-committed transaction from its staged object (§12.6). So when the MANIFEST is
-damaged, readers deciding the partition by its files (§6.7) must not take the orphan
+committed transaction from its staged object (§10.2). So when the MANIFEST is
+damaged, readers deciding the partition by its files (§11.1) must not take the orphan
 for a published segment: the transaction's rows would be read twice.
 """
 

@@ -2,10 +2,10 @@
 leftover staged object, even after the partition's MANIFEST was damaged.
 
 A writer seals a committed staged transaction and then deletes its staged object
-(best effort, ARCHITECTURE.md §12.6); when that delete fails the object stays until a
+(best effort, ARCHITECTURE.md §10.2); when that delete fails the object stays until a
 later pass removes it, the MANIFEST naming the transaction as sealed. Once every
 subscriber acknowledged the segment, retention deletes it. If the MANIFEST is then
-damaged, the partition's next writer rewrites it from a listing (§6.7), where neither
+damaged, the partition's next writer rewrites it from a listing (§11.1), where neither
 the segment nor its ``.meta`` is left to name the transaction: the writer must still
 not take the leftover staged object for a transaction nobody sealed, or rows
 retention deleted are read again.

@@ -1,5 +1,5 @@
 """A machine comes back to a partition with its WAL holding a transaction that has a
-damaged staged object under its id (ARCHITECTURE.md §12.6). A damaged object says nothing
+damaged staged object under its id (ARCHITECTURE.md §10.2). A damaged object says nothing
 of whose it is. The commit record naming ``(partition, id)`` vouches for the rows staged
 under that id. Those may be this WAL's own rows. They may also be another writer's that
 reused the id, for example the retry of the same task on another machine that wrote

@@ -1,5 +1,5 @@
 """A damaged staged transaction stays in the bucket until someone repairs or removes
-it (ARCHITECTURE.md §12.6: "damaged -> left (fsck problem `staged`)").
+it (ARCHITECTURE.md §10.2: "damaged -> left (fsck problem `staged`)").
 
 Its bytes may hold committed rows that nobody else has: when a lost machine's staged
 object fails verification, neither the partition's next writer (which seals what its

@@ -1,7 +1,7 @@
 """A MANIFEST that is missing, or that another process rewrote from a listing after
-damage, must not lift its partition's fence (ARCHITECTURE.md §6.7, §12.4, §12.7): a
+damage, must not lift its partition's fence (ARCHITECTURE.md §11.1, §11.3, §16.2): a
 writer whose lease moved while it was paused is refused when it resumes, whoever
-wrote the MANIFEST meanwhile. §6.7 says a missing MANIFEST is written again from a
+wrote the MANIFEST meanwhile. §11.1 says a missing MANIFEST is written again from a
 listing by the next reader or writer, and a damaged one by the next writer or
 retention pass; written at an epoch below the successor's, it lets the paused
 writer publish its open segment, whose committed rows the successor already sealed

@@ -1,6 +1,6 @@
 """A retention pass on an object root records its deletions in the ack log, takes the
 segments out of their partition's MANIFEST, then removes their objects (ARCHITECTURE.md
-§8.7, §12.4). A pass that stops after that MANIFEST step (its process dies, or the
+§15.1, §11.3). A pass that stops after that MANIFEST step (its process dies, or the
 answer of the MANIFEST replace is lost and the pass fails) leaves objects of segments
 that are recorded deleted and no longer published. Another long-lived handle finishes
 a deletion it held in its index at its next pass; one it never held (it learned the

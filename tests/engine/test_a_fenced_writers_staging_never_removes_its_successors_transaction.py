@@ -1,5 +1,5 @@
 """A paused writer whose staging is refused never removes the staged transaction of
-the writer that took its partition over (ARCHITECTURE.md §12.3, §12.6).
+the writer that took its partition over (ARCHITECTURE.md §8.2, §10.2).
 
 A Spark task flushes its rows and its process pauses past its writer lease's ttl;
 Spark runs the task again on another machine, which takes the partition over, stages

@@ -1,9 +1,9 @@
 """A store-wide handle that sealed a dead writer's partition still runs retention on it.
 
 ``finalize_idle_partitions`` takes the writer lease of a partition whose writer died,
-recovers its WAL, seals what it holds and releases the lease (ARCHITECTURE.md §12.3,
-§12.6). Retention changes a partition's MANIFEST at whatever epoch it holds, never
-fenced, since it writes no partition (§12.4). So once the partition's next writer took
+recovers its WAL, seals what it holds and releases the lease (ARCHITECTURE.md §8.2,
+§10.2). Retention changes a partition's MANIFEST at whatever epoch it holds, never
+fenced, since it writes no partition (§11.3). So once the partition's next writer took
 it (a higher epoch), the handle that sealed for it must still delete what every
 subscriber acknowledged there, not fail with ``FencedError`` at every pass.
 """

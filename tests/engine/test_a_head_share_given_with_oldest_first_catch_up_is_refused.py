@@ -1,5 +1,5 @@
 """A head share (``catchUpHeadShare``, ``Subscription(head_share=)``) only means
-something newest first (ARCHITECTURE.md §9c): one given with the oldest-first order
+something newest first (ARCHITECTURE.md §19): one given with the oldest-first order
 (named or the default) is refused in one line naming both settings and what is
 allowed, instead of being accepted and ignored. A share left out is never an error;
 a bad share is refused as a bad value first, whatever the order."""

@@ -1,4 +1,4 @@
-"""An acceptance horizon is any duration greater than zero (ARCHITECTURE.md §9c.1):
+"""An acceptance horizon is any duration greater than zero (ARCHITECTURE.md §19.1):
 one so long that it reaches before the epoch, even one too long to count in a float
 of nanoseconds, drops nothing, and a number too large for a float is refused with the
 horizon's own error, never an OverflowError from deep inside planning."""

@@ -1,5 +1,5 @@
 """A subscription catches the ack log up and lists the segments root at most once per
-call (ARCHITECTURE.md §5.6): what the first look of a call found serves the rest of that
+call (ARCHITECTURE.md §12): what the first look of a call found serves the rest of that
 call, and never a later one. A partition that appears and an acknowledgement another
 handle records after a call ended are seen by the next call, on a POSIX root and on an
 object root, whether the call is one the caller opened (the Spark source's

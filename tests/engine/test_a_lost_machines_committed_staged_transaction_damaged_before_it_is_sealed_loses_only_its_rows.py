@@ -4,7 +4,7 @@ another incarnation's staged object. The driver commits the batch, and before th
 writer's next look seals it a byte of the staged object flips. The object was the only
 copy of those rows (the WAL that held them went with the machine): exactly that
 transaction's rows are lost, the writer names the object (``quiver.staged.damaged``),
-every other row stays readable once, and the store keeps working (§12.6: a damaged
+every other row stays readable once, and the store keeps working (§10.2: a damaged
 staged object is harmless while its writer lives; with its machine lost it loses
 exactly its transaction's rows, named).
 

@@ -1,8 +1,8 @@
 """A staged transaction whose rows a writer already published is never published again
 once the partition's MANIFEST is lost (deleted, or damaged and written again from a
 listing), even when the staged object outlived its seal (its delete failed: it is
-retried with the writer's next publication, §12.6). The segment's ``.meta`` names the
-transactions it holds (§5.3, §12.4), so a MANIFEST written from a listing can say
+retried with the writer's next publication, §10.2). The segment's ``.meta`` names the
+transactions it holds (§5.3, §11.3), so a MANIFEST written from a listing can say
 that the transaction is sealed; sealing it again reads its committed rows twice.
 """
 

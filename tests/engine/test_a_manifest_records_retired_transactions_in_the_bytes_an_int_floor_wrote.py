@@ -1,5 +1,5 @@
 """The MANIFEST keys of the transactions a writer retires (``txn_floor``, ``txn_high``,
-``txns_open``; ARCHITECTURE.md §6.7, §12.6) are the bytes they were when the floor
+``txns_open``; ARCHITECTURE.md §11.1, §10.2) are the bytes they were when the floor
 travelled the publication path as an ``int`` carrying its high and open ids: a store
 written before opens with the same record, and a MANIFEST written now for the same
 publications is byte for byte the one written then.

@@ -3,7 +3,7 @@ GONE at most once and writes none: nothing of the partition is gone yet.
 
 ``partitions/<pid>/GONE`` keeps a second copy of what a listing cannot tell (the
 seqs gone, ``high``, the transactions retired), written after every MANIFEST change
-that records a seq gone or a transaction retired (ARCHITECTURE.md §12.4). A MANIFEST
+that records a seq gone or a transaction retired (ARCHITECTURE.md §11.3). A MANIFEST
 made from a listing joins it first (one GET). The first open of a partition makes its
 MANIFEST from an empty listing, and is then followed by a second GET of the same
 GONE and the create of a GONE that records nothing: three requests per new partition

@@ -1,6 +1,6 @@
 """A live consumer on an object root paused past its lease, whose subscriber was then
 removed and registered again (a new subscriber id, started from the earliest retained
-segment), must not acknowledge for the new registration (ARCHITECTURE.md §12.5): a
+segment), must not acknowledge for the new registration (ARCHITECTURE.md §13.7): a
 newcomer registers the subscriber, then claims it in the ack log before it reads its
 position, and an acknowledgement the paused consumer builds between the two must not
 mark the new registration's rows done, or the newcomer skips rows nobody delivered

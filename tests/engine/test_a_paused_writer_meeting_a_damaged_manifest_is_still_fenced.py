@@ -1,5 +1,5 @@
 """A MANIFEST that fails verification must not lift the fence of its partition
-(ARCHITECTURE.md §12.4, §12.7): a writer whose lease moved while it was paused, and
+(ARCHITECTURE.md §11.3, §16.2): a writer whose lease moved while it was paused, and
 that resumes to find the MANIFEST damaged, is refused like any other fenced holder.
 Rebuilding the MANIFEST from a listing at the paused writer's own, older epoch would
 publish its segment after its successor took over (its committed rows, which the

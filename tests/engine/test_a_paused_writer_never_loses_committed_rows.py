@@ -1,5 +1,5 @@
 """A writer paused in the middle of a publication never loses or duplicates a committed
-row (ARCHITECTURE.md §12.3, §12.4, §12.6), with real processes on an S3 root.
+row (ARCHITECTURE.md §8.2, §11.3, §10.2), with real processes on an S3 root.
 
 Writer Z of partition ``p-0`` commits transactions the way the Spark sink does (each
 staged before its batch is decided) and starts sealing its open segment; one of its

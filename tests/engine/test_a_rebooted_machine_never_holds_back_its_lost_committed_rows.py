@@ -1,5 +1,5 @@
 """A machine that comes back with a new disk does not hold back the committed rows it
-lost (ARCHITECTURE.md §12.6).
+lost (ARCHITECTURE.md §10.2).
 
 A committed transaction staged by a machine that was then lost (with its WAL) must
 become readable once its writer lease is free plus the next observer pass. When the

@@ -1,5 +1,5 @@
 """On an object root, removing what is known to go is one DELETE per object and
-nothing before it (ARCHITECTURE.md §5.6, §8.7): a publication's removal of the older
+nothing before it (ARCHITECTURE.md §12, §15.1): a publication's removal of the older
 hint and retention's deletion of a segment's ``.meta`` and ``.arrow`` ask no HEAD
 first; only the cleanup of a partition's leftovers, which reports what it removed,
 asks whether each object exists."""

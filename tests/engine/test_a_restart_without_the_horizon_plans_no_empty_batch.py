@@ -1,4 +1,4 @@
-"""A query restarted without its acceptance horizon (ARCHITECTURE.md §9c.1: the offset
+"""A query restarted without its acceptance horizon (ARCHITECTURE.md §19.1: the offset
 decides its own batch, the option only future plans) resumes from an offset that holds
 the last batch's cutoff. With nothing new to read, its next plan is that offset itself,
 byte for byte, so Spark (which compares offsets by their JSON) runs no empty batch; the

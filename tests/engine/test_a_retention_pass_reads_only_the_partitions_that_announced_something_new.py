@@ -1,6 +1,6 @@
 """A long-lived retention pass (a writer's after each seal, a subscription's after an
 acknowledgement) learns what was published since its last pass from one listing of
-the publication hints (ARCHITECTURE.md §5.6, §8.7): a partition whose newest hint is
+the publication hints (ARCHITECTURE.md §12, §15.1): a partition whose newest hint is
 not above the highest seq the pass already knows costs no request, one whose newest
 hint the MANIFEST copy at hand already covers (the writer's own publication) costs
 none either, and one that announced something new costs one read of its MANIFEST (no

@@ -1,8 +1,8 @@
-"""On an object root the MANIFEST is the publication point (ARCHITECTURE.md §12.4), and
+"""On an object root the MANIFEST is the publication point (ARCHITECTURE.md §11.3), and
 its entries record what a retention pass keeps of a segment (size, rows, ingestion and
-event times, §6.7). So a long-lived pass that reads a partition's MANIFEST because it
-announced something new (§5.6) takes the new segments from those entries and GETs no
-``.meta`` (§8.7): a pass after N other partitions each sealed one segment costs N
+event times, §11.1). So a long-lived pass that reads a partition's MANIFEST because it
+announced something new (§12) takes the new segments from those entries and GETs no
+``.meta`` (§15.1): a pass after N other partitions each sealed one segment costs N
 MANIFEST GETs and nothing per segment, and it decides exactly what a pass whose index
 was read from every ``.meta`` decides. The ``.meta`` of a segment the pass chooses is
 read when the choice is checked before deletion, so a damaged one is still never

@@ -1,7 +1,7 @@
 """A long-lived retention pass on an object root learns what other writers published
 from one listing of the publication hints (``segments/~hints/``) and one GET of the
 MANIFEST of each partition that announced something new, taking the new segments from
-its entries instead of their ``.meta`` (ARCHITECTURE.md §5.6, §8.7); a deletion reads
+its entries instead of their ``.meta`` (ARCHITECTURE.md §12, §15.1); a deletion reads
 the MANIFEST again before its MANIFEST step. Any of these requests, or the one right
 after it, may fail before it happens (a 503), succeed with its answer lost, or (a
 listing) answer from a bucket that lags, in a writer's pass or in the pass a

@@ -1,5 +1,5 @@
 """A writer's ``txn_floor`` never rises above a transaction still open (ARCHITECTURE.md
-§12.6): another writer's staged object left undecided (a query stopped mid-batch and
+§10.2): another writer's staged object left undecided (a query stopped mid-batch and
 never rerun), a damaged committed staged object, or a transaction its own WAL holds on a
 damaged object. ``txns_gone`` names only the newest ``TXNS_GONE_KEEP`` retired ids. So
 the writer also records ``txn_high`` and ``txns_open``: every id at or below the high

@@ -1,7 +1,7 @@
 """A machine that stopped between its segment's commit point (STATE naming it) and the
-MANIFEST step, whose successor then passed over that seq (recorded void, §12.4), comes
+MANIFEST step, whose successor then passed over that seq (recorded void, §11.3), comes
 back with its WAL: the rows it flushed are sealed again, whatever ``quiver gc --full``
-removed meanwhile. gc removes the objects of a void seq as orphans (§12.7); the
+removed meanwhile. gc removes the objects of a void seq as orphans (§16.2); the
 returning writer must then rebuild the segment from its WAL, never take it for one
 retention deleted: no subscriber acknowledged it and the ack log records no deletion.
 """

@@ -1,5 +1,5 @@
 """A machine that returns with its disk never seals again a transaction an observer
-sealed for it, however long it was away (ARCHITECTURE.md §12.6).
+sealed for it, however long it was away (ARCHITECTURE.md §10.2).
 
 The machine is lost with its WAL intact; an observer seals its committed staged
 transaction; the partition's next writer goes on and retention removes old segments,

@@ -1,6 +1,6 @@
 """A machine that returns with its disk never seals again a transaction an observer
 sealed for it and retention deleted, even after the partition's MANIFEST was damaged
-and rewritten from a listing (ARCHITECTURE.md §6.7, §12.6).
+and rewritten from a listing (ARCHITECTURE.md §11.1, §10.2).
 
 The machine is lost with its WAL intact; an observer seals its committed staged
 transaction from the staged object; a subscriber reads and acknowledges the segment

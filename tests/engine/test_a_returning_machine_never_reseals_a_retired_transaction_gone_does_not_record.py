@@ -5,7 +5,7 @@ did) and the MANIFEST was damaged afterwards.
 
 The transactions retired with their segments (``txns_gone``) are kept twice on an
 object root, in the MANIFEST and in ``partitions/<pid>/GONE``, so that a MANIFEST
-rewritten from a listing still names them (ARCHITECTURE.md §12.4, §12.6). The GONE
+rewritten from a listing still names them (ARCHITECTURE.md §15.4, §10.2). The GONE
 write is best effort: a failure is logged and the pass goes on deleting the segment,
 "the ack log's deleted marks cover the seqs meanwhile"; nothing covers the
 transaction, though: the ack log knows seqs, not transactions. When the MANIFEST is

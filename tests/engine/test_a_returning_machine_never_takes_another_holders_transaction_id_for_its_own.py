@@ -1,5 +1,5 @@
 """A machine that comes back to a partition another machine wrote meanwhile never takes
-that machine's transaction for one of its own WAL's (ARCHITECTURE.md §12.6).
+that machine's transaction for one of its own WAL's (ARCHITECTURE.md §10.2).
 
 Transaction ids are WAL record seqs. A writer's ids start above every id its MANIFEST
 or a staged object names, but a transaction that was only ever in a lost (or paused)
@@ -10,7 +10,7 @@ machine comes back to the partition with its WAL while the other's transaction i
 committed and staged but not sealed yet (the other machine was lost too), the commit
 record naming ``(partition, id)`` speaks of the staged object's rows, never of the
 returning WAL's: those are dropped and the staged object's rows sealed, exactly once.
-With slots a pool of leases (§12.3), a machine coming back to a slot others wrote is
+With slots a pool of leases (§8.2), a machine coming back to a slot others wrote is
 the common case.
 """
 

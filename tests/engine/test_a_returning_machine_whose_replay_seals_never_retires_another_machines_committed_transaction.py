@@ -6,7 +6,7 @@ Machine a writes plain appends and loses its lease (its disk kept). Machine b ta
 partition over, stages a transaction, the driver commits it, and b is lost with its
 disk: only b's staged object holds those rows. When a comes back, its recovery replays
 its WAL; a segment sealed during that replay records the partition's ``txn_floor``
-(ARCHITECTURE.md §12.6). The floor must stay below b's transaction, which nobody has
+(ARCHITECTURE.md §10.2). The floor must stay below b's transaction, which nobody has
 sealed yet: a floor over it makes its staged object garbage and its committed rows are
 lost. The writer takes b's transaction for foreign before it replays anything, and
 seals it once recovery is done.

@@ -1,5 +1,5 @@
 """A machine that returns after a successor's seal was interrupted loses no committed
-row (ARCHITECTURE.md §12.4, §12.6).
+row (ARCHITECTURE.md §11.3, §10.2).
 
 A writer that died between its `.meta` and its manifest step leaves a segment its
 STATE names as `publishing`. A successor sealing the machine's committed staged

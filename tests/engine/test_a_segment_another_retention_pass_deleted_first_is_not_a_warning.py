@@ -2,7 +2,7 @@
 deleted by the other says so at DEBUG, not as a warning that reads like data loss.
 
 On an object root nothing locks the ack log between processes (ARCHITECTURE.md
-§12.5): a writer's pass and a consumer's pass may both choose a segment every
+§13.7): a writer's pass and a consumer's pass may both choose a segment every
 subscriber is done with; the first records it DELETED and removes it, the second
 finds it gone when it checks its plan (``quiver.segment.vanished``). Nothing is
 lost, and the ack log says so. A segment gone that no pass recorded deleted (removed

@@ -4,8 +4,8 @@ is kept as evidence (named damaged, its bytes counted), never deleted.
 
 A pass plans from the MANIFEST's view, then checks what it chose (a ``.meta`` removed
 by hand is forgotten, one failing verification is kept, and the plan is made again,
-ARCHITECTURE.md §8.7). A segment whose leftover staged objects cannot be removed is
-then *held* and the plan made once more (§12.6): the size cap picks other segments in
+ARCHITECTURE.md §15.1). A segment whose leftover staged objects cannot be removed is
+then *held* and the plan made once more (§10.2): the size cap picks other segments in
 its place. Those were never checked: a damaged ``.meta`` among them is recorded
 deleted and its objects removed, the very evidence ``quiver fsck --quarantine`` is
 for, though a pass never deletes a damaged segment.

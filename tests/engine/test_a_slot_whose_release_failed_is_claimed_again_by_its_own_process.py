@@ -1,6 +1,6 @@
 """A worker whose slot lease could not be released (the release met a transient
 failure, logged ``quiver.lease.release_failed``) claims that slot again at its next
-claim, as a writer's open takes a lease this process dropped (ARCHITECTURE.md §12.3,
+claim, as a writer's open takes a lease this process dropped (ARCHITECTURE.md §8.2,
 Acquire), instead of skipping it for a ttl and minting a new slot number; a slot this
 process still holds under a live lease stays skipped."""
 

@@ -1,5 +1,5 @@
 """A committed transaction whose rows the writer seals in two segments keeps its
-staged object until its last part is sealed (ARCHITECTURE.md §12.6).
+staged object until its last part is sealed (ARCHITECTURE.md §10.2).
 
 The open segment holds one physical schema; a transaction whose batches differ in
 nullability (which the store takes as one schema, and stages under their union) is

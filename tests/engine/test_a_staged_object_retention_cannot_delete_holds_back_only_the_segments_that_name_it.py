@@ -4,7 +4,7 @@ transaction or none left staged, are reclaimed as usual, and the size cap never 
 rows a subscriber has not read in their place.
 
 Before a segment leaves the MANIFEST, retention removes the staged objects still left
-for the transactions it names (ARCHITECTURE.md §12.6); a partition where that fails
+for the transactions it names (ARCHITECTURE.md §10.2); a partition where that fails
 has its segments held for the pass and the plan is made again without them. Held are
 all the segments of the partition the pass chose, though a segment of plain appends
 has nothing left to remove: acknowledged segments stay for as long as the refusal

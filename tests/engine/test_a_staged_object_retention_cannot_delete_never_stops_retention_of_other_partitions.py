@@ -3,7 +3,7 @@ own partition's segment: retention of every other partition goes on, and so does
 the size cap.
 
 Before a segment leaves the MANIFEST, retention deletes the staged objects still
-left for the transactions it names (ARCHITECTURE.md §12.6), and a failure raises
+left for the transactions it names (ARCHITECTURE.md §10.2), and a failure raises
 before anything is removed, so that the next pass tries again. A pass deletes
 partition after partition: when the refused delete raises out of the whole pass,
 no partition after it in that pass's order is reclaimed while the refusal lasts,

@@ -1,5 +1,5 @@
 """A staged object is published only for the transaction its key names
-(ARCHITECTURE.md §12.6).
+(ARCHITECTURE.md §10.2).
 
 Its body names its partition and transaction id; an object whose body names another
 transaction or another partition than its key (copied or renamed into place, a

@@ -2,7 +2,7 @@
 order is staged, committed and sealed by its living writer with every value under its
 own column, its rows in the order appended, in one segment whose MANIFEST entry
 holds all of it; a type change within it is refused or split, never labelled with
-another type (ARCHITECTURE.md §5, §12.6).
+another type (ARCHITECTURE.md §5, §10.2).
 """
 
 from __future__ import annotations

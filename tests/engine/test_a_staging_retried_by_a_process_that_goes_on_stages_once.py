@@ -1,5 +1,5 @@
 """A transaction whose staging raised is staged by the same process calling
-``stage_txn`` again, once (ARCHITECTURE.md §12.6, §7.4): after a lost create
+``stage_txn`` again, once (ARCHITECTURE.md §10.2, §9.4): after a lost create
 response, after the writer recovered its partition in place from a failed WAL write
 (a failed write is not a crash), after a reopen of the store in the same process,
 with the same rows handed over in other batches, and when two threads stage it at

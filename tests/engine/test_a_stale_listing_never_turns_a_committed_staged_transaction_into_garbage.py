@@ -1,5 +1,5 @@
 """A staged transaction the partition's next writer did not see in its listing of
-``txns/`` is never taken for garbage (ARCHITECTURE.md §12.6, the transaction floor).
+``txns/`` is never taken for garbage (ARCHITECTURE.md §10.2, the transaction floor).
 
 The floor a writer records says every transaction id at or below it is sealed or
 decided against. A writer that opens on a listing that lags behind the bucket (a

@@ -1,7 +1,7 @@
 """A read (GET, LIST) of an object root that meets a short storm of transient errors,
 a few consecutive S3 ``503 SlowDown`` answers well within the root's retry budget
-``storage.retry_timeout``, never fails the call that made it (ARCHITECTURE.md §12.1
-"The budget", §12.7 "Transient is not fatal": a query fails only for a decided
+``storage.retry_timeout``, never fails the call that made it (ARCHITECTURE.md §2.2
+"The budget", §16.2 "Transient is not fatal": a query fails only for a decided
 outcome or once the budget ran out). A consumer starting and reading through a
 fault proxy that answers the next eight reads of one object with a ``503`` gets its
 rows, as it does when the storm hits a conditional write.

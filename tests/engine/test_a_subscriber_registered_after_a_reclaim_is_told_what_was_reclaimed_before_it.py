@@ -7,7 +7,7 @@ subscriber registered before any reclaim hears nothing.
 
 The count is the ack log's (only retention records a seq deleted); the rows and times
 are what each partition's MANIFEST counted in the write that dropped the entries
-(ARCHITECTURE.md §6.7, ``reclaimed``). They are named only where the MANIFEST counted
+(ARCHITECTURE.md §11.1, ``reclaimed``). They are named only where the MANIFEST counted
 every reclaimed segment: a pass that failed between its ack-log records and its
 MANIFEST step leaves some not counted until the next pass finishes it, and a store
 whose MANIFEST was written before the key existed counts nothing of what went before;

@@ -1,9 +1,9 @@
 """A subscriber whose live-consumer lease object ``readers/<subscriber>.lease`` went
 missing, or was damaged beyond its epoch, is consumed again by its next consumer
-(ARCHITECTURE.md §11, LEASE row: "Missing: the next claimant creates it"; damaged: the
+(ARCHITECTURE.md §22, LEASE row: "Missing: the next claimant creates it"; damaged: the
 next claimant takes it over once it has seen the same bytes for the ttl; "none
 needed: the next holder rewrites it"). The next consumer's lease then starts again at
-a low epoch, and its claim in the ack log (§12.5) must still stand against the claims
+a low epoch, and its claim in the ack log (§13.7) must still stand against the claims
 of consumers that closed long ago: otherwise no consumer of the subscriber can ever
 open again.
 """

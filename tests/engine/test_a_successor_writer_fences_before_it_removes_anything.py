@@ -1,5 +1,5 @@
 """On an object root a writer's successor fences first and never removes an object it
-did not publish (ARCHITECTURE.md §12.4, the fencing table of §12.7): a paused holder's
+did not publish (ARCHITECTURE.md §11.3, the fencing table of §16.2): a paused holder's
 upload in flight is passed over, never deleted, so its late requests can neither
 publish over a hole nor lose the rows of a committed transaction.
 """

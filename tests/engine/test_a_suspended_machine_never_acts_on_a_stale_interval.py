@@ -1,7 +1,7 @@
 """A machine suspended mid-request (a hibernated or paused VM) resumes with its
 monotonic clock where it stopped. Every safety interval a holder or an ack-log
 appender measures counts the suspended time (``CLOCK_BOOTTIME``, ARCHITECTURE.md
-§12.3, §12.5): a holder resumed past its ttl renews before it acts, and an appender
+§8.2, §13.7): a holder resumed past its ttl renews before it acts, and an appender
 resumed past half the horizon checks the CHECKPOINT before it reports success.
 """
 

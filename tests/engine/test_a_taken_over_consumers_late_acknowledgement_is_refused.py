@@ -2,7 +2,7 @@
 partition) cannot acknowledge once another consumer took the subscriber over: the
 newcomer claims the subscriber in the ack log before it reads its position, and an
 acknowledgement built after that claim is refused by the log's order (ARCHITECTURE.md
-§12.5), so the newcomer never skips a row it did not deliver.
+§13.7), so the newcomer never skips a row it did not deliver.
 """
 
 from __future__ import annotations

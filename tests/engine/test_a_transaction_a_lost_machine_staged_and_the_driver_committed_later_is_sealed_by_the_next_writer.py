@@ -1,7 +1,7 @@
 """A task's transaction is staged on an object root and its machine is lost before
 the driver decides the batch: the partition's next writer (a new machine, an empty
 disk) looks at the staged transaction, finds it undecided and looks again after 1 s,
-2, 4... (§12.6). Once the driver commits the batch, that writer seals every row of it
+2, 4... (§10.2). Once the driver commits the batch, that writer seals every row of it
 at its next look, exactly once.
 
 The state-space model lets time pass for those looks (``_foreign_due`` moves each next

@@ -1,4 +1,4 @@
-"""The retired-transaction rule (ARCHITECTURE.md §6.7, §12.6): an id is retired iff it is
+"""The retired-transaction rule (ARCHITECTURE.md §11.1, §10.2): an id is retired iff it is
 at or below ``txn_floor``, or at or below ``txn_high`` and not in ``txns_open`` (or a
 MANIFEST names it sealed). Joining two records of it, a writer's and a MANIFEST's or
 GONE's, never un-retires an id either retires, in any order, however old either is;

@@ -1,6 +1,6 @@
 """A transaction whose batches differ only where the store's schema rule ignores
 (nullability, schema metadata: ARCHITECTURE.md §5) is staged like any other
-(§12.6): ``stage_txn`` writes all its rows as one staged object, and when its machine
+(§10.2): ``stage_txn`` writes all its rows as one staged object, and when its machine
 is lost the next observer pass seals every one of them exactly once."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A transaction whose staging returned is never lost once its batch commits, even
-when its writer was paused and taken over meanwhile (ARCHITECTURE.md §12.3, §12.6).
+when its writer was paused and taken over meanwhile (ARCHITECTURE.md §8.2, §10.2).
 
 A write task flushes its rows, then its process pauses (a long GC, a network
 partition) past its writer lease's ttl; another machine takes the partition's lease

@@ -1,6 +1,6 @@
 """A transaction the MANIFEST records open (``txns_open``) that the listing of ``txns/``
 at the partition's next open missed (a stale listing) is looked at with one GET of its
-staged object (ARCHITECTURE.md §12.6, the transaction floor): at the open itself when
+staged object (ARCHITECTURE.md §10.2, the transaction floor): at the open itself when
 the machine came back with its disk (its WAL holds the transaction, which may be
 another incarnation's), at the writer's first look at foreign transactions when the
 disk was lost. That GET, or the request right after it (the commit record it asks

@@ -1,4 +1,4 @@
-"""A transaction the MANIFEST records open (``txns_open``, ARCHITECTURE.md §12.6) is never
+"""A transaction the MANIFEST records open (``txns_open``, ARCHITECTURE.md §10.2) is never
 retired by the partition's next holder because its listings of ``txns/`` lag behind the
 bucket: a lost machine's staged transaction, open at its last publication and committed
 afterwards, hidden from the listing of the next holder's open and from the one of its

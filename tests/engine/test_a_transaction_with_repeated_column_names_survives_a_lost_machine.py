@@ -1,6 +1,6 @@
 """A committed transaction whose batches repeat a column name and differ only in
 nullability loses none of its rows when its machine is lost while its writer seals
-it (ARCHITECTURE.md §12.6).
+it (ARCHITECTURE.md §10.2).
 
 Staging takes such batches as one schema (the store does) and stages them under
 their union; the writer's open segment must take them the same way, or the

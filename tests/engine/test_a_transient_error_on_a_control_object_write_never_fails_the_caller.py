@@ -1,10 +1,10 @@
 """A conditional write that meets a transient error, an S3 ``503 SlowDown`` or a
 connection closed after the write landed, never fails the call that made it, and its
-rows are kept exactly once (ARCHITECTURE.md §12.1 "Unknown outcome", §12.2, §12.5,
-§12.6): a commit record, the MANIFEST replace of a publication, a staged transaction
+rows are kept exactly once (ARCHITECTURE.md §2.2 "Unknown outcome", §2.3, §13.7,
+§10.2): a commit record, the MANIFEST replace of a publication, a staged transaction
 and an ack-log delta, each written through a fault proxy that answers one of them
 with a ``503`` (nothing written) or loses its answer (written). The write is tried
-again with the same bytes and an unknown outcome is resolved by reading back (§12.7,
+again with the same bytes and an unknown outcome is resolved by reading back (§16.2,
 "Transient is not fatal"): a retry that finds its own bytes is the success it was.
 """
 

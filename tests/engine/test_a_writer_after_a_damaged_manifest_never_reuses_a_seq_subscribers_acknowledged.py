@@ -2,8 +2,8 @@
 MANIFEST was damaged.
 
 Retention deletes a segment once every subscriber acknowledged it, and the ack log
-keeps that seq done for them (ARCHITECTURE.md §8.4). If the partition's MANIFEST is
-then damaged, the next writer rewrites it from a listing (§6.7), where no object of
+keeps that seq done for them (ARCHITECTURE.md §13.4). If the partition's MANIFEST is
+then damaged, the next writer rewrites it from a listing (§11.1), where no object of
 the deleted seqs is left. A writer new to the root (its machine has no STATE) must
 still start above every seq the ack log records: a reused seq is already done for
 every subscriber, so its rows, acknowledged to the writer's caller, would be deleted

@@ -6,10 +6,10 @@ use. When the partition's slot moves to another machine and back (an executor's
 slot is reassigned, a machine returns), that STATE is older than the partition: the
 other machine published later seqs, which subscribers acknowledged and retention
 deleted. If the MANIFEST is then damaged, the writer's open rewrites it from a
-listing (§6.7) where none of those seqs is left: only the ack log's deleted marks
+listing (§11.1) where none of those seqs is left: only the ack log's deleted marks
 still know them. Starting from its own STATE, the writer would publish under a seq
 already done for every subscriber: its rows, acknowledged to its caller, are never
-delivered and the next retention pass deletes them (ARCHITECTURE.md §12.4).
+delivered and the next retention pass deletes them (ARCHITECTURE.md §11.3).
 """
 
 from __future__ import annotations

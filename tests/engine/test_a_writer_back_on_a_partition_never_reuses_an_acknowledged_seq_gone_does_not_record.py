@@ -4,7 +4,7 @@ subscribers acknowledged, even when the partition's GONE does not record those s
 was damaged) and the MANIFEST was damaged afterwards.
 
 On an object root the seqs gone and the partition's ``high`` are kept twice: in the
-MANIFEST and in ``partitions/<pid>/GONE`` (ARCHITECTURE.md §12.4). The GONE write is
+MANIFEST and in ``partitions/<pid>/GONE`` (ARCHITECTURE.md §15.4). The GONE write is
 best effort: a failure is logged, the pass goes on deleting the segments, and "the
 ack log's deleted marks cover the seqs meanwhile". A writer whose STATE on its own
 disk is older than its partition (its slot moved to another machine and back) never
@@ -13,7 +13,7 @@ removal writes GONE again, the writer's open rewrites it from a listing where no
 the deleted seqs is left, joined with a GONE that never learned them, and the writer
 publishes under a seq every subscriber already acknowledged. Its rows, acknowledged
 to its caller, are never delivered and the next retention pass deletes them. The same
-holds when GONE and the MANIFEST are both damaged, where §12.4 says the writer falls
+holds when GONE and the MANIFEST are both damaged, where §15.4 says the writer falls
 back to the ack log's marks: a writer with a STATE never reads them. And a pass
 that dies between its MANIFEST change and its GONE write needs no storage failure at
 all: the pass that finishes its deletion (``quiver gc --full``) changes no MANIFEST,

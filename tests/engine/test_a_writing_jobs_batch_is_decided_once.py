@@ -1,4 +1,4 @@
-"""A writing job's batch is decided once, by the engine (ARCHITECTURE.md §9): its one
+"""A writing job's batch is decided once, by the engine (ARCHITECTURE.md §10): its one
 commit record names the winners, a replay changes nothing, a batch without winners is
 not recorded (a rerun of its id decides it), the rerun of a batch an operator discarded
 is refused, and a query's first batch committed in a store that holds none of its

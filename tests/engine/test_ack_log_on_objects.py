@@ -1,4 +1,4 @@
-"""The ack log on an object root keeps the POSIX log's semantics (§8.4, §12.5): facts
+"""The ack log on an object root keeps the POSIX log's semantics (§13.4, §13.7): facts
 commute, so the live state, a full replay of the deltas and CHECKPOINT + the deltas
 above it agree; an append costs one LIST and one create; an idle refresh one LIST; an
 open one GET, one LIST and one GET per delta since the checkpoint; a damaged delta is

@@ -1,6 +1,6 @@
 """An acknowledgement past what a partition has published is refused.
 
-ARCHITECTURE.md §8.6: a seq that is neither done nor known raises
+ARCHITECTURE.md §13.6: a seq that is neither done nor known raises
 UnknownSegmentError naming partition, seq and subscriber, and nothing of the call is
 written, so a stale position never pre-acknowledges segments published later.
 """

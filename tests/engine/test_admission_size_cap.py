@@ -4,7 +4,7 @@
 A new handle looks at the store before its first admission (every new process, task
 retry or non-reused Python worker), a long-lived one counts the bytes it admits instead
 of waiting for the next finalize, so usage stays within the bound of ARCHITECTURE.md
-§8.8: one batch over the cap for writers one after another, and at most
+§15.2: one batch over the cap for writers one after another, and at most
 ``segment.target_size`` plus one batch per concurrently appending writer. The bound is on
 bytes, not on time.
 """

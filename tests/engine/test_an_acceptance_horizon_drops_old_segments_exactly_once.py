@@ -1,5 +1,5 @@
 """A subscriber's acceptance horizon (``Subscription(horizon=...)``, the source option
-``acceptanceHorizon``, ARCHITECTURE.md §9c): a segment whose newest row was ingested
+``acceptanceHorizon``, ARCHITECTURE.md §19): a segment whose newest row was ingested
 longer ago than the horizon when its batch was planned is recorded ``dropped`` for the
 subscriber, never delivered and never silently skipped; newer ones are delivered.
 The decision travels in the batch's end position (its ``cutoff_ns``), so a replay

@@ -1,6 +1,6 @@
 """An acknowledgement a paused live consumer sent before its subscriber was taken over
 never makes the successor skip, or the store reclaim, a segment the successor has not
-delivered (ARCHITECTURE.md §9b, §12.3, §12.5), with real processes on an S3 root.
+delivered (ARCHITECTURE.md §18, §8.2, §13.7), with real processes on an S3 root.
 
 Consumer C1 of subscriber ``s`` reads segments 1..3 and acknowledges them, then reads
 4..6; its acknowledgement of 4..6 (the ack-log delta ``PUT``) and everything after it

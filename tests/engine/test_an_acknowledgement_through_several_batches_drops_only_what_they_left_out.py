@@ -1,5 +1,5 @@
 """An embedded consumer that acknowledges several batches with one ``ack`` (ARCHITECTURE.md
-§9c.1) records ``dropped`` exactly the segments its batches left out as past their own
+§19.1) records ``dropped`` exactly the segments its batches left out as past their own
 cutoffs: a segment a batch delivered is acknowledged, even when a later batch's cutoff
 has since passed it, and a segment a batch left out is dropped, even when the later
 cutoff would not have. An acknowledgement in a process that never read the batch (a

@@ -1,5 +1,5 @@
 """A long-lived subscriber with nothing new asks the storage the same few things
-whatever the partitions (ARCHITECTURE.md §5.6): the ack log's catch-up and one
+whatever the partitions (ARCHITECTURE.md §12): the ack log's catch-up and one
 listing of the segments location's root, which names the partitions, the quarantine
 mark's version and every partition's publication hint. Rows published after a poll
 started are seen by the next one; a hint that is lost, left behind by a writer that

@@ -4,7 +4,7 @@ that restarts at every step and may die before its acknowledgement, writers addi
 segments to two partitions, retention passes, and segments dropped unread as
 ``drop_oldest`` drops them: no row is ever delivered twice, every row is delivered
 or dropped, and retention never deletes a segment the subscriber has not finished
-unless it recorded it dropped (ARCHITECTURE.md §9c). Each machine runs on each kind of
+unless it recorded it dropped (ARCHITECTURE.md §19). Each machine runs on each kind of
 root: a POSIX directory and a ``memory://`` object root (``...OnPosix``,
 ``...OnMemory``)."""
 

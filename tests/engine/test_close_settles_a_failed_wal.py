@@ -2,7 +2,7 @@
 
 A close is not a crash. After a failed WAL write or fsync the close cuts the failed file
 in STATE at the last acknowledged record and writes again, durably, what calls that
-returned wrote (ARCHITECTURE.md §7.4), so a close that returns leaves every such row
+returned wrote (ARCHITECTURE.md §9.4), so a close that returns leaves every such row
 durable and none of a call that raised. When the disk does not let it (still full),
 the close still releases the partition and says, in one line, that the next open may
 read back or lose unacknowledged records, as after a crash.

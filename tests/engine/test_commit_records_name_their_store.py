@@ -1,5 +1,5 @@
 """A commit record names the store whose committer wrote it (its STORE ``uuid``), and a
-record written before records named their store still reads (ARCHITECTURE.md §6.4)."""
+record written before records named their store still reads (ARCHITECTURE.md §10.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""On an object root no committed row lives only on one machine (ARCHITECTURE.md §12.6).
+"""On an object root no committed row lives only on one machine (ARCHITECTURE.md §10.2).
 
 A write task stages its transaction in the bucket before it reports it; when the
 machine that wrote it is lost (its WAL disk gone, its writer lease no longer renewed),

@@ -2,7 +2,7 @@
 
 A pass that dies between its two unlinks (the `.meta` gone, the `.arrow` not yet)
 leaves a data file no listing of published segments finds; a long-lived handle's next
-pass removes it (ARCHITECTURE.md §8.7).
+pass removes it (ARCHITECTURE.md §15.1).
 """
 
 from __future__ import annotations

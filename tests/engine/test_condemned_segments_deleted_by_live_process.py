@@ -1,7 +1,7 @@
 """A condemned segment left by a dead pass is deleted by the next pass of a live process.
 
 A process that dies between the DELETED record and the unlink leaves the segment on
-disk; ARCHITECTURE.md §8.7: "the next pass deletes" it, including the next pass of
+disk; ARCHITECTURE.md §15.1: "the next pass deletes" it, including the next pass of
 another long-lived process whose index already follows the DELETED floor.
 """
 

@@ -1,7 +1,7 @@
 """A live consumer whose lease another consumer took over acknowledges nothing.
 
 On an object root a subscriber's one live consumer holds ``readers/<sub>.lease``
-(ARCHITECTURE.md §12.3). A consumer whose renewals could not reach the storage (a
+(ARCHITECTURE.md §8.2). A consumer whose renewals could not reach the storage (a
 network partition, a paused process) for longer than the lease's ttl may have been
 replaced: an observer that saw the lease unchanged that long takes it over. When the
 old consumer comes back, its next ``ack`` must not be recorded: it raises

@@ -1,4 +1,4 @@
-"""The store's control objects keep their guarantees on every root (ARCHITECTURE.md §12.2).
+"""The store's control objects keep their guarantees on every root (ARCHITECTURE.md §2.3).
 
 STORE, POLICY and its copy, commit records, subscription records and the metrics
 files are written through the root's ObjectStore only, so the same code runs on a
@@ -15,7 +15,7 @@ just before the first one's conditional write. The guarantees:
   when the response to its write was lost;
 - a policy change is conditional on the version read: two changes from one reading
   with an expected generation cannot both succeed; without one, the loser is applied
-  on top of the winner's; a damaged POLICY behaves as §6.6 says;
+  on top of the winner's; a damaged POLICY behaves as §7.2 says;
 - a conditional write the storage refused with a 409 (nothing written) is retried.
 """
 

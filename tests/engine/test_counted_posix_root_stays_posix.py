@@ -1,6 +1,6 @@
 """A POSIX root seen through a counting wrapper is a POSIX root everywhere: its ack
-log is the files under ``subscribers/`` (§8) and its live-consumer lock is the flock
-on ``readers/<subscriber>.lock``, never a lease object (§12.3): both are the root
+log is the files under ``subscribers/`` (§13) and its live-consumer lock is the flock
+on ``readers/<subscriber>.lock``, never a lease object (§8.2): both are the root
 kind's, chosen from the root, never from the objects' type, so the two never disagree
 about the same store."""
 

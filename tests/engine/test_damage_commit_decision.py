@@ -1,5 +1,5 @@
 """A commit decision is created exclusively: two committers of one (app, version)
-never both win, and the loser reads the winner's decision (ARCHITECTURE.md §9)."""
+never both win, and the loser reads the winner's decision (ARCHITECTURE.md §10)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One damaged ``.meta`` is contained: the file is named, retention keeps reclaiming
 every other segment (and neither deletes nor forgets the damaged one), the CLI keeps
-working (ARCHITECTURE.md §5.5, §8.7)."""
+working (ARCHITECTURE.md §5.4, §15.1)."""
 
 from __future__ import annotations
 

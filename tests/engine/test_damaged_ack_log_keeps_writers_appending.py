@@ -1,4 +1,4 @@
-"""A damaged ack log never stops a writer's appends (ARCHITECTURE.md §11, ack log row).
+"""A damaged ack log never stops a writer's appends (ARCHITECTURE.md §22, ack log row).
 
 While the ack log cannot be opened (a flipped byte before its last record), consumers,
 status and gc fail naming it, but a writer's appends and finalizes go on. That holds

@@ -1,4 +1,4 @@
-"""A damaged subscription record (advisory, §8.10) does not stop consumers or status.
+"""A damaged subscription record (advisory, §13.8) does not stop consumers or status.
 
 With one flipped byte in `subscribers/records/<name>.sub`, acknowledgements of that
 subscriber succeed, and `quiver subscribers list` / `quiver status` still show the

@@ -1,4 +1,4 @@
-"""Every key of the store layout (ARCHITECTURE.md §1, §8.1, §12) is built by one
+"""Every key of the store layout (ARCHITECTURE.md §1, §13.1, §2) is built by one
 function of ``quiver_spark/layout.py``, and nowhere else.
 
 The table below is the layout as ARCHITECTURE.md writes it: a change to a key is a
@@ -27,12 +27,12 @@ PKG = Path(quiver_spark.__file__).resolve().parent
 
 # (function, arguments, the key ARCHITECTURE.md gives)
 LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
-    # §1, §12.2: the store's control files
+    # §1, §2.3: the store's control files
     (layout.store_descriptor, (), "STORE"),
     (layout.policy, (), "POLICY"),
     (layout.policy_copy, (), "POLICY.copy"),
     (layout.objects_lock, (), ".objects.lock"),
-    # §1, §12.3, §12.4, §12.6: partitions/
+    # §1, §8.2, §11.3, §10.2: partitions/
     (layout.partitions_dir, (), "partitions"),
     (layout.partitions_prefix, (), "partitions/"),
     (layout.partition_of, ("partitions/p-0/MANIFEST",), "p-0"),
@@ -54,7 +54,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.pool_slot, (3,), "w-3"),
     (layout.host_slot, ("host.a", 3), "host.a-3"),
     (layout.machine_wal_root, ("0123abcd",), "quiver-spark/wal/0123abcd"),
-    # §1, §3, §6.2, §6.3: a WAL root (wal.path, default <root>/partitions)
+    # §1, §4.1, §6.1, §6.2: a WAL root (wal.path, default <root>/partitions)
     (layout.wal_dir_name, (), "wal"),
     (layout.state_file_name, (), "STATE"),
     (layout.heartbeat_file_name, (), "HEARTBEAT"),
@@ -69,7 +69,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.tmp, ("p-0/STATE",), "p-0/STATE.tmp"),
     (layout.unique_tmp, ("STORE", "12-34-ab"), "STORE.12-34-ab.tmp"),
     (layout.is_tmp, ("00000000000000000005.arrow.tmp",), True),
-    # §1, §5, §5.5: a segments location (default <root>/segments)
+    # §1, §5, §5.4: a segments location (default <root>/segments)
     (layout.segments_dir, (), "segments"),
     (layout.segment_data, ("p-0", 12), "p-0/00000000000000000012.arrow"),
     (layout.segment_meta, ("p-0", 12), "p-0/00000000000000000012.meta"),
@@ -89,7 +89,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.parse_quarantined_seq, ("00000000000000000012.99.arrow",), 12),
     (layout.quarantine_mark, (), "QUARANTINE"),
     (layout.quarantine_mark_tmp, ("ab12",), "QUARANTINE.ab12.tmp"),
-    # §5.6: publication hints
+    # §12: publication hints
     (layout.hints_dir, (), "~hints"),
     (layout.hint_name, ("w-0", 7), "w-0.00000000000000000007.hint"),
     (layout.parse_hint_name, ("w-0.00000000000000000007.hint",), ("w-0", 7)),
@@ -98,7 +98,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.parse_hint_name, ("QUARANTINE",), None),
     (layout.quarantine_hint, (), "QUARANTINE"),
     (layout.quarantine_hint_tmp, ("ab12",), "QUARANTINE.ab12.tmp"),
-    # §1, §8.1, §8.10, §12.5: subscribers/
+    # §1, §13.1, §13.8, §13.7: subscribers/
     (layout.subscribers_dir, (), "subscribers"),
     (layout.subscribers_prefix, (), "subscribers/"),
     (layout.registry_lock, (), "subscribers/LOCK"),
@@ -118,14 +118,14 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.parse_subscriber_record, ("subscribers/records/a/s1.sub",), None),
     (layout.is_subscriber_record, ("subscribers/records/s1.sub",), True),
     (layout.records_clock, (), "subscribers/records/CLOCK"),
-    # §1, §9, §12.2: commits/
+    # §1, §10, §2.3: commits/
     (layout.commits_dir, (), "commits"),
     (layout.commits_prefix, (), "commits/"),
     (layout.commit_app_prefix, ("app",), "commits/app/"),
     (layout.commit_record, ("app", 9), "commits/app/00000000000000000009.commit"),
     (layout.parse_commit_version, ("00000000000000000009.commit",), 9),
     (layout.is_commit_record, ("commits/app/00000000000000000009.commit",), True),
-    # §1, §9b, §12.3: readers/
+    # §1, §18, §8.2: readers/
     (layout.readers_dir, (), "readers"),
     (layout.readers_prefix, (), "readers/"),
     (layout.live_lock, ("s1",), "readers/s1.lock"),
@@ -134,7 +134,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.is_live_lock, ("readers/s1.lock",), True),
     (layout.is_live_lease, ("readers/s1.lease",), True),
     (layout.is_lost_log, ("readers/s1.lost.jsonl",), True),
-    # §1, §12.2: metrics/
+    # §1, §2.3: metrics/
     (layout.metrics_dir, (), "metrics"),
     (layout.metrics_prefix, (), "metrics/"),
     (layout.metrics_file, ("writer-p-0",), "metrics/writer-p-0.prom"),
@@ -143,7 +143,7 @@ LAYOUT: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = [
     (layout.consumer_metrics_instance, ("s1",), "consumer-s1"),
     (layout.parse_writer_metrics_file, ("writer-p-0.prom",), "p-0"),
     (layout.parse_writer_metrics_file, ("consumer-s1.prom",), None),
-    # §6.1: what a creation may leave before STORE
+    # §7.1: what a creation may leave before STORE
     (layout.written_before_store, ("POLICY.copy",), True),
     (layout.written_before_store, ("STORE.12-34-ab.tmp",), True),
     (layout.written_before_store, ("partitions",), False),

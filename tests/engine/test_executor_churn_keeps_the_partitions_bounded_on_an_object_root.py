@@ -1,6 +1,6 @@
 """Executors that come and go leave a store on an object root with about as many
 partitions as ever wrote at once, and every committed row is read exactly once
-(ARCHITECTURE.md §12.3 "Slots", §12.6, §12.7), with real processes on S3 (moto).
+(ARCHITECTURE.md §8.2 "Slots", §10.2, §16.2), with real processes on S3 (moto).
 
 Each writer is a process standing for an executor pod: its own host name, its own
 kernel (a lease of it is never "a dead process of this host" to another), its own

@@ -1,4 +1,4 @@
-"""Subscriber expiry never compares clocks of different machines (ARCHITECTURE.md §8.10).
+"""Subscriber expiry never compares clocks of different machines (ARCHITECTURE.md §13.8).
 
 ``subscriber.expire_after`` deregisters a subscriber neither live nor acknowledging
 for that long. Idleness is measured on the storage's clock (a record's modification

@@ -1,6 +1,6 @@
 """A subscriber that acknowledged moments ago is never expired because its record was stale.
 
-The subscription record is advisory for everything but expiry (§8.10): updates of it
+The subscription record is advisory for everything but expiry (§13.8): updates of it
 that fail (a full disk) are logged and never fail an acknowledgement or a close. The
 price of that must not be data: a consumer that acknowledged and stopped while its
 record could not be rewritten is not expired by the first pass after space returns

@@ -1,6 +1,6 @@
 """On an object root, expiring a subscriber never races a start or an acknowledgement.
 
-There is no lock between processes on an object root (§12.5): a retention pass
+There is no lock between processes on an object root (§13.7): a retention pass
 expiring subscriber X and another process starting or acknowledging for X meet only
 in the objects. The deregistration is one ack-log transaction whose build checks,
 against the newest ack log, X's record and its live-consumer lease, that X is still

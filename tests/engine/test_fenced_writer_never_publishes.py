@@ -2,7 +2,7 @@
 successor from publishing.
 
 On an object root the partition's MANIFEST is the publication point (ARCHITECTURE.md
-§12.4): a writer that paused past its lease's ttl (a zombie) and resumes after a
+§11.3): a writer that paused past its lease's ttl (a zombie) and resumes after a
 successor took the partition over is fenced at its manifest step, so the segment files
 it created before that step are not published: no reader sees their rows, and the
 successor's own segments (which use the seqs above the manifest's ``high``) are

@@ -3,7 +3,7 @@
 A sealed WAL file whose every record is in a segment is deleted even while an earlier
 file is kept (its undecided transaction is still needed): its whole seq range goes
 into STATE's ``covered`` before the unlink, and recovery accepts the gap between the
-two kept files exactly when ``covered`` holds it (ARCHITECTURE.md §4, Rotation). fsck
+two kept files exactly when ``covered`` holds it (ARCHITECTURE.md §4.2, Rotation). fsck
 reads the same files and STATE, so it reports that store healthy; it names a gap only
 when ``covered`` does not hold it.
 """

@@ -3,7 +3,7 @@
 on an object root, only every ``IDLE_RETENTION_PERIOD_S`` (a pass costs a dozen
 requests), unless it is throttled by the size cap, where it keeps the short period
 so room is seen as soon as it is made; a finalize still runs a pass at once on both
-(ARCHITECTURE.md §8.7)."""
+(ARCHITECTURE.md §15.1)."""
 
 from __future__ import annotations
 

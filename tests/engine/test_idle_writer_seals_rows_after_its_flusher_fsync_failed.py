@@ -3,7 +3,7 @@
 The background flusher's fsync fails while the writer is idle: no caller is there to
 be told. The rows a flush acknowledged before the failure are durable in the WAL and
 wait in the open segment; a retryable condition heals by itself and "the first tick
-after space returns seals what is open" (ARCHITECTURE.md §7.4), so consumers see them
+after space returns seals what is open" (ARCHITECTURE.md §9.4), so consumers see them
 within ``segment.max_open_duration`` although the writer makes no further call. A
 tick that recovers still leaves the failure for the next caller of append, flush,
 finalize or begin (or close), once, so no later flush acknowledges what it left

@@ -4,7 +4,7 @@ A writer whose lease was taken over (a zombie) may still create segment objects
 before it is fenced; they are orphans: no reader, listing or subscriber ever returns
 their rows, the successor never reuses their seq (it records the seq void and
 publishes at the next one, so subscribers neither wait for it nor report it lost),
-and ``quiver gc --full`` removes them and nothing published (ARCHITECTURE.md §12.4).
+and ``quiver gc --full`` removes them and nothing published (ARCHITECTURE.md §11.3).
 A writer's own crash between its ``.meta`` and its manifest step is finished by its
 next open, from its STATE: nothing is lost and nothing is read twice.
 """

@@ -1,4 +1,4 @@
-"""A partition's MANIFEST (ARCHITECTURE.md §6.7) on any object store: a writer's
+"""A partition's MANIFEST (ARCHITECTURE.md §11.1) on any object store: a writer's
 publication and a retention pass of another handle both land whatever their order
 (no lost entry, no resurrected deletion), a deleted seq never comes back, a higher
 epoch fences a writer, and a damaged body is refused as damage."""

@@ -1,5 +1,5 @@
 """The MANIFEST of an object root names, per entry, the transactions whose rows the
-segment holds (ARCHITECTURE.md §6.7, §12.6); a manifest without that column (an
+segment holds (ARCHITECTURE.md §11.1, §10.2); a manifest without that column (an
 older one, or any POSIX root's) reads as "no transactions", a POSIX root's bytes
 never carry it, and the ids of entries retention removes are kept so that a staged
 object left behind is never sealed again."""

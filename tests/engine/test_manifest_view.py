@@ -1,4 +1,4 @@
-"""What a new reader sees of a POSIX store through its MANIFESTs (ARCHITECTURE.md §6.7):
+"""What a new reader sees of a POSIX store through its MANIFESTs (ARCHITECTURE.md §11.1):
 exactly the segments published (one published after the manifest's last entry
 included), never a deleted one, the listing when the manifest is damaged, and an old
 store without manifests upgraded by its first writer open."""

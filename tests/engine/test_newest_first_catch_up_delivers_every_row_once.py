@@ -1,5 +1,5 @@
 """A consumer reading newest first (``order="newest"``: a head that follows new data
-and a backfill walking the backlog down, ARCHITECTURE.md §9c) delivers every committed
+and a backfill walking the backlog down, ARCHITECTURE.md §19) delivers every committed
 row once, whatever the order: across restarts at every step of a Spark-like driver
 whose offsets are the positions' JSON, with a segment quarantined under the backfill
 cursor, and with retention running while the backfill has not reached its segments.

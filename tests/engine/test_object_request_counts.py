@@ -1,11 +1,11 @@
 """On an object root, what a process start, a consumer's trigger and an idle writer
 ask of the storage does not grow with the segments retained, and no call repeats a
 read it already made: the partitions are found by one listing with a delimiter, the
-ack log is caught up and the publication hints listed once per call (§5.6), the subscription
+ack log is caught up and the publication hints listed once per call (§12), the subscription
 records are read again only when the registry's subscribers change or every
 ``RECORDS_PERIOD_S``, a commit creates its record without reading it first, and a
 pending transaction's commit record is asked for ever more rarely
-(ARCHITECTURE.md §12). Requests are counted as a bill counts them: a listing is one
+(ARCHITECTURE.md §2). Requests are counted as a bill counts them: a listing is one
 request a page of 1,000 names."""
 
 from __future__ import annotations

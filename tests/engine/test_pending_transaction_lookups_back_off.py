@@ -2,7 +2,7 @@
 every maintenance tick for ``RESOLVE_GRACE_S`` after its first record, then ever more
 rarely (1 s, 2 s, 4 s... at most every ``RESOLVE_CAP_S``): a batch that is never rerun
 costs a request every half minute instead of several a second, and a decision that
-comes late is still applied (ARCHITECTURE.md §9)."""
+comes late is still applied (ARCHITECTURE.md §10)."""
 
 from __future__ import annotations
 

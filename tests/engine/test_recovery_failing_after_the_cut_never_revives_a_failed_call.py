@@ -2,7 +2,7 @@
 
 After a failed WAL fsync, the writer's next call cuts the failed file before the
 records of the call that raised and writes again only what calls that returned wrote
-(ARCHITECTURE.md §7.4). If the rest of that recovery then fails (a read of STATE, a
+(ARCHITECTURE.md §9.4). If the rest of that recovery then fails (a read of STATE, a
 listing: the disk is still unwell), the call after it tries again. That second
 attempt must keep the same cut: the caller was told the call failed and retries it,
 so its rows are readable exactly once, in the process that goes on and after a reopen.

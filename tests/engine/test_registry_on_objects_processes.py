@@ -1,4 +1,4 @@
-"""Processes sharing nothing but an object root's ack log (§12.5) register and
+"""Processes sharing nothing but an object root's ack log (§13.7) register and
 acknowledge at once: every acknowledgement is kept, each contested name is won by
 exactly one process, and a new process replays the same state. The root here is a
 directory through the object interface (create-if-absent is an atomic link), with

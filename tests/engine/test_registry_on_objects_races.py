@@ -1,4 +1,4 @@
-"""Registry decisions on an object root are exactly-once without a lock (§12.5): two
+"""Registry decisions on an object root are exactly-once without a lock (§13.7): two
 handles (two processes sharing nothing but the bucket) racing for the same delta
 number lose no fact, never register a name twice and elect exactly one winner; a
 create whose response was lost is counted once; a 409 is retried; an appender stalled

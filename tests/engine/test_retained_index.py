@@ -1,4 +1,4 @@
-"""The incremental retention planner and its index (ARCHITECTURE.md §8.8).
+"""The incremental retention planner and its index (ARCHITECTURE.md §15.2).
 
 - :func:`decide_retention` decides exactly what the walk-everything reference planner decides,
   for generated listings, subscriber states and policies;
@@ -236,7 +236,7 @@ def test_a_stale_index_never_drops_data_on_what_it_last_saw(tmp_path: Path) -> N
 
 
 def test_a_quarantine_makes_the_next_pass_survey(tmp_path: Path) -> None:
-    """``quiver fsck --quarantine`` replaces the location's quarantine mark (§5.5):
+    """``quiver fsck --quarantine`` replaces the location's quarantine mark (§5.4):
     every long-lived index surveys at its next pass, without waiting for the period."""
     root = str(tmp_path)
     with _three_segments_pinned(root) as a:

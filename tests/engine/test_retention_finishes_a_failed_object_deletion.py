@@ -2,7 +2,7 @@
 when the deletion of its objects failed.
 
 On an object root a retention pass removes the chosen seqs from the MANIFEST, then
-deletes their ``.meta`` and ``.arrow`` objects (ARCHITECTURE.md §6.7, §12.4). A delete
+deletes their ``.meta`` and ``.arrow`` objects (ARCHITECTURE.md §11.1, §11.3). A delete
 request that fails (a transient error: "a maintenance failure is kept and retried")
 must be finished by a later pass of the same process: no object of a removed segment
 stays behind, no reader returns its rows, and a MANIFEST rebuilt from a listing later
@@ -44,7 +44,7 @@ def fail_first_segment_delete(objects: MemoryObjects) -> None:
 
 
 def segment_keys() -> list[str]:
-    # segment objects (a partition's publication hint, §5.6, is not one)
+    # segment objects (a partition's publication hint, §12, is not one)
     objects = MemoryObjects("rd", "s").list("segments/")
     return [o.key for o in objects if "/" in o.key[9:] and not o.key.startswith("segments/~")]
 

@@ -1,4 +1,4 @@
-"""The three retention layers, their precedence, multi-partition caps, throttling (ARCHITECTURE.md §8.7, §8.8)."""
+"""The three retention layers, their precedence, multi-partition caps, throttling (ARCHITECTURE.md §15.1, §15.2)."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def _simulate_overshoot(per_partition: bool, n: int, target: int, cap: int, seed
 def test_overshoot_above_the_cap_stays_within_the_documented_bound(per_partition):
     n, target, cap = 8, 1000, 20_000
     worst = max(_simulate_overshoot(per_partition, n, target, cap, seed) for seed in range(5))
-    bound = n * target  # ARCHITECTURE.md §8.8: at most one segment per concurrent writer
+    bound = n * target  # ARCHITECTURE.md §15.2: at most one segment per concurrent writer
     assert 0 < worst <= bound
 
 

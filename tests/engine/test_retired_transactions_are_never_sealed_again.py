@@ -1,5 +1,5 @@
 """A transaction whose segment retention removed is never sealed again, however many
-transactions retired with it (ARCHITECTURE.md §6.7 `txns_gone`, §12.6).
+transactions retired with it (ARCHITECTURE.md §11.1 `txns_gone`, §10.2).
 
 A writer seals a staged transaction from its WAL and then deletes its staged object;
 when that delete fails the object stays behind. Once retention removed the segment,

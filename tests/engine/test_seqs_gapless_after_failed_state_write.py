@@ -1,6 +1,6 @@
 """A finalize whose STATE write fails leaves no gap in the partition's seqs.
 
-The retry seals the same rows under the same seq (ARCHITECTURE.md §7.3), so consumers
+The retry seals the same rows under the same seq (ARCHITECTURE.md §9.3), so consumers
 that probe the next seq never stall at a hole.
 """
 

@@ -1,5 +1,5 @@
 """On an object root the core slots are a pool of leases every machine shares
-(ARCHITECTURE.md §12.3, "Slots"): slot ``k`` is partition ``w-<k>`` whichever host
+(ARCHITECTURE.md §8.2, "Slots"): slot ``k`` is partition ``w-<k>`` whichever host
 claims it, and a worker takes the lowest-numbered slot whose writer lease is free
 (never taken, released, its holder a dead process of this host, or unwritten for its
 ttl by the storage's clock), so a new executor takes over the slot a gone one left
@@ -157,7 +157,7 @@ def test_a_silent_holder_whose_slot_was_taken_over_is_fenced_and_its_rows_are_se
 ) -> None:
     """The old holder was only paused: its committed rows (staged) are sealed by the
     slot's new holder, whose WAL on its own machine starts empty, and the old holder's
-    later publication is refused (§12.7)."""
+    later publication is refused (§16.2)."""
     old = elsewhere(tmp_path, "a")
     txn = old.begin_txn("q", 1)
     old.append(id_batch(0, 3), txn_id=txn)

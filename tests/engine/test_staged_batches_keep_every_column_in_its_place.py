@@ -1,5 +1,5 @@
 """A staged transaction holds each batch's values under the columns they were written
-under, or staging refuses in one line naming the columns (ARCHITECTURE.md §5, §12.6).
+under, or staging refuses in one line naming the columns (ARCHITECTURE.md §5, §10.2).
 
 Batches the store takes as one schema (same column names and types in the same order;
 nullability and metadata aside) are staged under their union, whatever their column

@@ -1,5 +1,5 @@
 """A staged transaction (a task's rows in the root before its commit message,
-ARCHITECTURE.md §12.6) reads back exactly as written, a retry after a lost response
+ARCHITECTURE.md §10.2) reads back exactly as written, a retry after a lost response
 is recognised, another transaction's bytes under the key are refused, and damage is
 named."""
 

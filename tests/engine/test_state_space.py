@@ -31,7 +31,7 @@ created); each sequence walks the pairs of ``POSIX_PAIRS``.
 Besides the random sequences, two deterministic walks run in every profile: every known
 pair has its fault fire once in each half on a store with history (and the test fails
 naming any pair that did not fire: a pair the workload stopped meeting), and one file
-of every kind of ARCHITECTURE.md §11 has a byte flipped (segments and the quarantine
+of every kind of ARCHITECTURE.md §22 has a byte flipped (segments and the quarantine
 mark also on the remote location, the readers' lost log by name). Relaxations for
 defects being fixed elsewhere are all in :data:`~tests.engine.state_model.PENDING_FIXES`.
 

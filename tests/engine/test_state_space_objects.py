@@ -16,7 +16,7 @@ the bucket keeps what each request did, the leases are not released, and a new h
 invariants are the POSIX ones: no acknowledged row lost, none duplicated, nothing
 undecided visible, nothing a subscriber still needs deleted.
 
-Transactions are staged as the Spark sink stages them (ARCHITECTURE.md §12.6): after a
+Transactions are staged as the Spark sink stages them (ARCHITECTURE.md §10.2): after a
 successful flush each durable transaction of that writer not staged yet is written to
 the bucket with ``stage_txn`` (faults apply to it as to any request); only staged
 transactions are reported, so only they win; one whose staging failed is a failed

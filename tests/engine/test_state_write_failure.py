@@ -1,6 +1,6 @@
 """A STATE write that fails after its rename took effect never leads to a lost row.
 
-The partition STATE is the finalize's commit point (ARCHITECTURE.md §7.2). Its atomic
+The partition STATE is the finalize's commit point (ARCHITECTURE.md §9.2). Its atomic
 write can fail after the rename (the directory fsync): STATE then names the new
 segment on disk although the call raised. A writer that treats the failure as "not
 committed" would seal more rows under the same seq and overwrite that segment's

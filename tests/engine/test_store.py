@@ -152,7 +152,7 @@ def test_read_only_handle_refuses_appends_and_missing_store_is_a_clear_error(
             ro.append(batch(0, 1))
 
 
-# -- transactions (§9) ------------------------------------------------------------------
+# -- transactions (§10) ------------------------------------------------------------------
 
 
 def test_transaction_rows_stay_invisible_until_committed(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """A store whose root is an object store (here the in-process ``memory://`` one):
 the writer, a read handle, a subscriber and retention work exactly as on a local
-root, with nothing but the WAL on local disk (ARCHITECTURE.md §12)."""
+root, with nothing but the WAL on local disk (ARCHITECTURE.md §2)."""
 
 from __future__ import annotations
 

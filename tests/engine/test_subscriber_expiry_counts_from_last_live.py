@@ -1,7 +1,7 @@
 """``subscriber.expire_after`` counts from when a subscriber was last live or last
 acknowledged, whichever is later: a caught-up consumer that had nothing to acknowledge
 for longer than that (a quiet weekend) is not expired when its query stops for a
-redeploy. Its record (§8.10) keeps ``last_live_ns``; records written before that field
+redeploy. Its record (§13.8) keeps ``last_live_ns``; records written before that field
 existed still read.
 """
 

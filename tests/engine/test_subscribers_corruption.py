@@ -1,4 +1,4 @@
-"""The ack log and checkpoints: bit flips detected, torn tails cut, salvage (ARCHITECTURE.md §8.6)."""
+"""The ack log and checkpoints: bit flips detected, torn tails cut, salvage (ARCHITECTURE.md §13.6)."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ def test_planning_between_full_listings_probes_new_seqs_instead_of_listing(
         fill(tmp_path, "p-0", [(50, 1), (51, 1)])
         assert sub.next_batch_end(first) == Position({"p-0": 22, "p-1": 1})
         # no read of the quarantine mark (one listing of the publication hints names its
-        # version, §5.6) and none of p-1 (its hint announces nothing new): one read per
+        # version, §12) and none of p-1 (its hint announces nothing new): one read per
         # new segment of p-0 and one beyond; a round's reads go together (one request
         # each, sent at once)
         assert calls == {"list": 0, "reads": 2 + 1, "rounds": 3}

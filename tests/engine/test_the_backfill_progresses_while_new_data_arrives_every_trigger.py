@@ -2,7 +2,7 @@
 ``maxBytesPerTrigger`` below two segments) still drains the backlog while a writer adds
 a segment before every trigger: the backfill gets its turns (about ``1 - head_share``
 of those triggers) instead of the head taking every batch, and the head keeps
-serving the new segments in the others (ARCHITECTURE.md §9c)."""
+serving the new segments in the others (ARCHITECTURE.md §19)."""
 
 from __future__ import annotations
 

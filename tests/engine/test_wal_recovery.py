@@ -1,4 +1,4 @@
-"""WAL recovery: torn tails are cut, every other damage is named (ARCHITECTURE.md §7.3)."""
+"""WAL recovery: torn tails are cut, every other damage is named (ARCHITECTURE.md §9.3)."""
 
 from __future__ import annotations
 

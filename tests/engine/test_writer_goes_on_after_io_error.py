@@ -3,7 +3,7 @@
 After a failed WAL write or fsync, a failed ``.meta`` publication, a failed WAL-file
 deletion or a full disk, the writer's next call either continues from a state equal
 to what recovery would rebuild, or recovers the partition from disk by itself
-(ARCHITECTURE.md §7.4). Guarantees checked here: the error reaches a caller of
+(ARCHITECTURE.md §9.4). Guarantees checked here: the error reaches a caller of
 append or flush before any later flush returns; a failed fsync is never retried on
 the same file; a condition that clears heals by itself; and every flushed row is
 readable exactly once, in the process and after a reopen.

@@ -1,5 +1,5 @@
 """The one retry of conditional writes (quiver_spark/objects/retry.py, ARCHITECTURE.md
-§12.1), driven through the in-process store's fault hooks and a fake clock: a transient
+§2.2), driven through the in-process store's fault hooks and a fake clock: a transient
 failure is retried with the same bytes, an unknown outcome is resolved by reading the
 key back, a refused first attempt is raised at once, and only a decided outcome or the
 budget running out reaches the caller. (memory:// roots themselves report each failure

@@ -1,5 +1,5 @@
 """Every object store says when it wrote an object, by its own clock (ARCHITECTURE.md
-§8.10): a read, a HEAD and a listing report the version's ``modified_ns`` (S3's
+§13.8): a read, a HEAD and a listing report the version's ``modified_ns`` (S3's
 Last-Modified, a POSIX root's mtime, the in-process store's clock), a later write is
 never stamped earlier, and a process whose wall clock is hours off does not move what
 the storage stamps. The storage's clock (:class:`StorageClock`) is read from a probe

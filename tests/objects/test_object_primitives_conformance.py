@@ -1,4 +1,4 @@
-"""Every object store keeps the promises of the primitives (ARCHITECTURE.md §12.1): a
+"""Every object store keeps the promises of the primitives (ARCHITECTURE.md §2.2): a
 create never replaces, a replace only applies to the version it names, versions change
 with the bytes, listings are in key order and honour ``after``, a missing key is None,
 a lost response is resolved by reading back, a 409 is a retryable conflict (retried by

@@ -1,7 +1,7 @@
 """A credential written into a root URL (``s3://KEY:SECRET@bucket/prefix``) is never
 shown: ``quiver status`` (with or without ``--json``) refuses such a URL in one line
 naming where credentials go, without echoing them. Storage-option secrets are redacted everywhere they could be
-shown (ARCHITECTURE.md §12), and a URL's userinfo is one of them (``redact`` removes
+shown (ARCHITECTURE.md §2), and a URL's userinfo is one of them (``redact`` removes
 it from URLs); what a command prints is a thing a user pastes into a ticket.
 """
 

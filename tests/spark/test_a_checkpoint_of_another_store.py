@@ -1,4 +1,4 @@
-"""A query restarted with a checkpoint written against another store (ARCHITECTURE.md §9a).
+"""A query restarted with a checkpoint written against another store (ARCHITECTURE.md §17).
 
 Two stores whose partitions share a name (partition ids are host names): a subscriber
 query checkpointed against the first and restarted against the second is refused at

@@ -2,7 +2,7 @@
 after it read rows of the backlog is retried by Spark (``local[2,3]``: up to three
 attempts): every row is delivered once (the failed attempt's rows are discarded, the
 retry reads its segments again), and the ack log records each segment once, when
-Spark committed its batch (ARCHITECTURE.md §9c)."""
+Spark committed its batch (ARCHITECTURE.md §19)."""
 
 from __future__ import annotations
 

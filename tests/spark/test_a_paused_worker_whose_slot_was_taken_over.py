@@ -1,6 +1,6 @@
 """A Spark worker paused past its slot's lease ttl, whose lease another holder took over
 meanwhile, writes the next batches through a slot claimed afresh: no task fails on the
-stale slot and every row is in the bucket exactly once (ARCHITECTURE.md §9, §12.3).
+stale slot and every row is in the bucket exactly once (ARCHITECTURE.md §10, §8.2).
 
 The store is in moto's S3 with the store option ``lease.ttl`` short. After a first run
 of the query, the Python workers holding the store's slots are stopped (SIGSTOP), the

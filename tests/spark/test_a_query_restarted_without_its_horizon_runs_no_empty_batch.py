@@ -1,5 +1,5 @@
 """A query that ran with ``acceptanceHorizon`` and is restarted from its checkpoint
-without it (ARCHITECTURE.md §9c.1: the option only decides future plans) plans no
+without it (ARCHITECTURE.md §19.1: the option only decides future plans) plans no
 batch while nothing new is published: its next plan is the last offset, cutoff and
 all, so Spark, which compares offsets by their JSON, adds no empty batch to its log."""
 

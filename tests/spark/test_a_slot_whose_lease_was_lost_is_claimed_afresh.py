@@ -1,5 +1,5 @@
 """A worker's cached slot whose lease was lost is dropped, and the next task claims a
-slot afresh (ARCHITECTURE.md §9 "Core slots", §12.3).
+slot afresh (ARCHITECTURE.md §8 "Core slots", §8.2).
 
 In one process on a ``memory://`` root; the lease is lost by removing its object
 (what a renewal then finds: :class:`LeaseLostError`, as after a takeover). A task

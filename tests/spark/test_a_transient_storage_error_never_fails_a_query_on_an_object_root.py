@@ -6,7 +6,7 @@ source's acknowledgements) goes through a fault proxy in front of the S3 server
 (moto), reached through the ``storage.aws_endpoint`` option. The proxy answers
 ``503 SlowDown`` to one conditional write, or forwards it and loses the answer; the
 store retries it with the same bytes and reads an unknown outcome back (ARCHITECTURE.md
-§12.1 "Transient is not fatal"): the query goes on with its later batches and a fresh
+§2.2 "Transient is not fatal"): the query goes on with its later batches and a fresh
 batch read shows every row once. Answered 503 every time, the commit record of a batch
 fails the query after ``storage.retry_timeout`` with a first line naming the key, the
 failing storage and the budget; the batches committed before stay, and a restart once

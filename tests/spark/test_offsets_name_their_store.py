@@ -1,6 +1,6 @@
 """A source offset names the store it was planned on, and one naming another store is
 refused; offsets written before offsets named their store resume on any store
-(ARCHITECTURE.md §9a). No JVM needed."""
+(ARCHITECTURE.md §17). No JVM needed."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 With ``spark.python.worker.reuse=false`` every task opens a new store handle; each one
 checks the store's bytes before admitting its first batch, so batch writes against a
 store over its cap are refused (retryable ``StoreAtCapacityError``) instead of all
-being admitted: usage stays within one batch of the cap (ARCHITECTURE.md §8.8). The
+being admitted: usage stays within one batch of the cap (ARCHITECTURE.md §15.2). The
 job runs in its own Spark application (a separate conf from the shared session).
 """
 

@@ -3,7 +3,7 @@ bounded by the store's partitions: it creates the batch's commit record (no read
 first); it seals orphaned slots (STORE, POLICY, each partition's MANIFEST and LEASE)
 only when this machine holds a slot WAL with data whose lock no live writer holds; and
 at most every ``STAGED_PASS_PERIOD_S`` it lists ``partitions/`` once for staged
-transactions of lost machines (ARCHITECTURE.md §12.6). It never lists segments or
+transactions of lost machines (ARCHITECTURE.md §10.2). It never lists segments or
 commits, so its cost does not grow with the segments
 or commits stored."""
 

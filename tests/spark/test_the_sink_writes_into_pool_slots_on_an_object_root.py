@@ -1,5 +1,5 @@
 """Through the Spark sink, a store on an object root is written into the slot pool
-``w-0``, ``w-1``, ... (ARCHITECTURE.md §12.3, "Slots"), never into partitions named
+``w-0``, ``w-1``, ... (ARCHITECTURE.md §8.2, "Slots"), never into partitions named
 after the executor's host: the Python workers that die are replaced by new ones that
 take the slots the dead left (here at once: a dead process of this host), so after a
 second run of the query whose workers were killed first the store holds no more
