@@ -19,6 +19,10 @@ from quiver_spark.control import lease
 from quiver_spark.objects.memory import reset_memory
 from tests.scratch import SCRATCH
 
+KEEP_FAILED_S = 2 * 3600
+"""How long the scratch directory of a run with failures stays in memory (a run of the
+whole suite, and so a directory in use, takes well under an hour)."""
+
 
 @pytest.fixture(scope="session")
 def tmp_path_factory(
@@ -28,7 +32,7 @@ def tmp_path_factory(
     (memory, where a sync costs nothing; the module says why that checks the same):
     one directory per run and worker, removed after the run when every test passed,
     else kept for a look (removed, as any scratch directory a test left behind, by a
-    run a day later)."""
+    run two hours later: memory is shared by everyone on the machine)."""
     # the disk's one first, as before: integration/ takes its directories from it,
     # and a SparkSession started later points TMPDIR at its scratch here
     tmp_path_factory.getbasetemp()
@@ -38,7 +42,7 @@ def tmp_path_factory(
     runs = Path(SCRATCH)
     for old in runs.iterdir():
         try:
-            if time.time() - old.stat().st_mtime > 86400:
+            if time.time() - old.stat().st_mtime > KEEP_FAILED_S:
                 shutil.rmtree(old, ignore_errors=True)
         except OSError:
             pass
