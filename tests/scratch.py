@@ -20,7 +20,8 @@ import os
 
 MEMORY = "/dev/shm"
 ROOM = 2 * 2**30
-"""The free space ``/dev/shm`` needs to be chosen (the suite writes a few MB per run)."""
+"""The free space ``/dev/shm`` needs to be chosen (a run of the whole of ``tests/`` holds
+up to a few hundred MB there until it ends)."""
 
 
 def _scratch_dir() -> str | None:
