@@ -48,8 +48,6 @@ from .lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
 
-"""§6 frame magic of a lease object (ARCHITECTURE.md §8.2)."""
-
 DEFAULT_TTL_S = LEASE_TTL_DEFAULT
 """How long an observer must see one version before it takes the lease over (the
 store option ``lease.ttl``'s default)."""
