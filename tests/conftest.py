@@ -6,6 +6,7 @@ import ast
 import functools
 import logging
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -18,6 +19,15 @@ import pytest
 from quiver_spark.control import lease
 from quiver_spark.objects.memory import reset_memory
 from tests.scratch import SCRATCH
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    # A test that sends Ctrl-C to a `quiver` process stands for a user at a terminal,
+    # where SIGINT is not ignored. A run started as a background job (`make test &`,
+    # nohup) inherits an ignored SIGINT, and so would every process a test starts: a
+    # handler here (the default one) is reset to the default action in each child, as
+    # a terminal's shell gives it. Only an ignored one is replaced; Ctrl-C on this run
+    # behaves as pytest makes it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 KEEP_FAILED_S = 2 * 3600
 """How long the scratch directory of a run with failures stays in memory (a run of the
