@@ -31,8 +31,8 @@ demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print
 
 # Two workers (pytest-xdist), each taking whole groups: every test of the one SparkSession
 # and each other file (tests/conftest.py).
-test: $(STAMP) ## run the test suite (engine, Spark, integration) on 2 workers; fails when no test ran
-	$(PY) -m pytest tests integration -m "not soak" -q -n 2 --no-loadscope-reorder --durations=30
+test: $(STAMP) ## run the test suite (engine, Spark, integration) on 3 workers; fails when no test ran
+	$(PY) -m pytest tests integration -m "not soak" -q -n 3 --no-loadscope-reorder --durations=30
 
 test-engine: $(STAMP) ## run only the engine tests (no JVM)
 	$(PY) -m pytest tests -m "not spark and not soak" -q
