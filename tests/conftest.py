@@ -164,7 +164,7 @@ def _group(nodeid: str) -> tuple[int, str]:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``make test`` (``pytest -n 2``): each worker takes whole groups (:func:`_group`),
+    """``make test`` (``pytest -n 3``): each worker takes whole groups (:func:`_group`),
     so there is one SparkSession per run as in a single process, and a file's tests run
     in their order in one process."""
     from xdist.scheduler import LoadScopeScheduling
