@@ -31,7 +31,6 @@ from .catchup import (
     plan_catch_up,
     resumed_position,
 )
-from .dropping import Handed
 from .horizon import cutoff, parse_horizon
 from .looks import CallLooks
 from .opening import open_store
@@ -153,11 +152,6 @@ class Subscription:
         self._acks = Acknowledgements(
             store, self.name, self.registry, self.planner, self.metrics, self._live_claim
         )
-
-    @property
-    def _handed(self) -> dict[tuple[str, int], Handed]:
-        """What the batches this consumer read under cutoffs did with each seq."""
-        return self._acks.handed
 
     def _live_claim(self) -> LiveClaim | None:
         """This consumer's claim on an object root (None: POSIX, or not live)."""

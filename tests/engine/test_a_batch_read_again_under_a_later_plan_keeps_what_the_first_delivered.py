@@ -87,14 +87,14 @@ def test_planning_the_same_range_again_and_again_keeps_a_bounded_record_per_segm
             ends.append(sub.next_batch_end(s0))
             read_keys(sub, s0, ends[-1])
         seqs = len(st.keys)
-        assert len(sub._handed) == seqs
-        assert all(len(left_out) <= LEFT_OUT_KEPT for _, left_out in sub._handed.values())
+        assert len(sub._acks.handed) == seqs
+        assert all(len(left_out) <= LEFT_OUT_KEPT for _, left_out in sub._acks.handed.values())
         calls = _spy(sub)
         sub.ack(ends[0])  # the first plan, the only one that delivered the new ones
         ((acks, drops),) = calls
         assert _keys(st, acks) == set(st.new)
         assert _keys(st, drops) == set(st.old)
-        assert sub._handed == {}
+        assert sub._acks.handed == {}
 
 
 def test_reading_acknowledged_history_again_leaves_no_record_behind_after_the_next_ack(
@@ -111,6 +111,6 @@ def test_reading_acknowledged_history_again_leaves_no_record_behind_after_the_ne
         sub.ack(e1)
         for _ in range(3):  # a replay of history already acknowledged
             assert set(read_keys(sub, s0, e1)) == set(st.new)
-        assert sub._handed
+        assert sub._acks.handed
         sub.ack(e1)
-        assert sub._handed == {}
+        assert sub._acks.handed == {}
