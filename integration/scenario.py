@@ -6,7 +6,10 @@ from the fresh venv, to a standalone cluster or ``local[2]``; it kills executors
 (kill -9 of a CoarseGrainedExecutorBackend JVM) and the driver (kill -9 of the
 JVM and its Python children), restarts the driver from its checkpoints, and stops
 it once both subscribers hold every key. The audit then checks every key of each
-subscriber (exactly once) and that every segment both subscribers acked is gone.
+subscriber (exactly once) and that every segment both subscribers acked is gone:
+during the run, but for those of each subscriber's last acknowledgement (the
+process's stop may cut the pass that follows it), and all of them after the next
+pass of a new handle, as ``quiver gc`` runs it.
 """
 
 from __future__ import annotations
@@ -222,26 +225,68 @@ class ReclaimAudit:
     segments_delivered: int
     acked_by_all: int
     acked_by_all_still_present: list[tuple[str, int]]
+    """Before the audit's pass, beyond the last acknowledgements' segments."""
+    last_acks_left: int
+    """Segments of a last acknowledgement still present before the audit's pass."""
+    left_after_next_pass: list[tuple[str, int]]
     retained: int
     retained_unacked_by: dict[str, int]
 
     def line(self) -> str:
         return (
             f"segments delivered {self.segments_delivered}, acked by both "
-            f"{self.acked_by_all}, reclaimed {self.acked_by_all - len(self.acked_by_all_still_present)}, "
-            f"acked-by-both still present {len(self.acked_by_all_still_present)}, "
+            f"{self.acked_by_all}, reclaimed during the run "
+            f"{self.acked_by_all - len(self.acked_by_all_still_present) - self.last_acks_left}, "
+            f"acked-by-both still present {len(self.acked_by_all_still_present)} "
+            f"(+{self.last_acks_left} of a last acknowledgement, "
+            f"{len(self.left_after_next_pass)} after the next pass), "
             f"retained {self.retained} (unacked by {self.retained_unacked_by})"
         )
 
 
+def _source_ends(ckpt: Path) -> list[dict[str, int]]:
+    """The end offsets (partition -> seq) of the batches a source query committed,
+    oldest first: each batch's line in ``offsets/`` for every id in ``commits/``."""
+    if not (ckpt / "commits").is_dir():
+        return []
+    ids = sorted(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    ends = []
+    for i in ids:
+        line = (ckpt / "offsets" / str(i)).read_text().splitlines()[-1]
+        ends.append({p: int(q) for p, q in json.loads(line).get("segments", {}).items()})
+    return ends
+
+
+def last_acknowledged(ckpts: list[Path]) -> set[tuple[str, int]]:
+    """The segments each subscriber acknowledged last: above its next to last committed
+    batch's end, up to its last one's. The source acknowledges a batch's end when it
+    plans the next trigger, and runs a retention pass after it; the query's stop may
+    cut that pass, and no pass of that process follows."""
+    out: set[tuple[str, int]] = set()
+    for ckpt in ckpts:
+        ends = _source_ends(ckpt)
+        if not ends:
+            continue
+        before = ends[-2] if len(ends) > 1 else {}
+        for p, top in ends[-1].items():
+            out |= {(p, q) for q in range(before.get(p, -1) + 1, top + 1)}
+    return out
+
+
 def audit_reclaim(
-    store: Path | str, segments: set[tuple[str, int]], storage: dict[str, str] | None = None
+    store: Path | str,
+    segments: set[tuple[str, int]],
+    last_acks: set[tuple[str, int]],
+    storage: dict[str, str] | None = None,
 ) -> ReclaimAudit:
     from quiver_spark import QuiverStore
 
-    with QuiverStore.open(
-        str(store), partition=None, create=False, background=False, storage_options=storage
-    ) as qs:
+    def open_store() -> QuiverStore:
+        return QuiverStore.open(
+            str(store), partition=None, create=False, background=False, storage_options=storage
+        )
+
+    with open_store() as qs:
         present = {(m.partition, m.seq) for m in qs.segments()}
         reg = qs.subscribers
         names = reg.subscribers()
@@ -251,10 +296,16 @@ def audit_reclaim(
         for part, seq in present:
             for who in reg.undone_by(part, seq):
                 unacked[who] = unacked.get(who, 0) + 1
+    with open_store() as qs:  # a new handle's first pass, as quiver gc runs it
+        qs.run_retention()
+        after = {(m.partition, m.seq) for m in qs.segments()}
+    left = acked_all & present
     return ReclaimAudit(
         segments_delivered=len(segments),
         acked_by_all=len(acked_all),
-        acked_by_all_still_present=sorted(acked_all & present),
+        acked_by_all_still_present=sorted(left - last_acks),
+        last_acks_left=len(left & last_acks),
+        left_after_next_pass=sorted(acked_all & after),
         retained=len(present),
         retained_unacked_by=unacked,
     )
@@ -274,7 +325,8 @@ def audit_run(run: Pipeline) -> tuple[dict[str, KeyAudit], ReclaimAudit]:
                 strict=True,
             )
         )
-    return audits, audit_reclaim(run.store, segments, run.storage_options or None)
+    last = last_acknowledged([run.root / "ckpt" / name for name in SUBSCRIBERS])
+    return audits, audit_reclaim(run.store, segments, last, run.storage_options or None)
 
 
 def report(run: Pipeline, audits: dict[str, KeyAudit], reclaim: ReclaimAudit) -> str:
@@ -300,6 +352,10 @@ def assert_exactly_once(run: Pipeline) -> None:
     assert not reclaim.acked_by_all_still_present, (
         f"segments acked by every subscriber were not reclaimed: "
         f"{reclaim.acked_by_all_still_present[:10]}\n{text}"
+    )
+    assert not reclaim.left_after_next_pass, (
+        f"segments acked by every subscriber outlived a new handle's retention pass: "
+        f"{reclaim.left_after_next_pass[:10]}\n{text}"
     )
     assert reclaim.acked_by_all > 0, f"no segment was acked by both subscribers\n{text}"
 
