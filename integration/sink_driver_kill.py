@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 SCHEMA = "k long, v string, ts timestamp"
 SINK_OPTIONS = {"segment.max_open_duration": "300ms", "wal.flush_interval": "10ms"}
@@ -21,18 +22,10 @@ def main(argv: list[str]) -> int:
     src, root, ckpt = argv[1:4]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from tests.spark_session import local_session
 
-    scratch = tempfile.mkdtemp(prefix="quiver-kill-")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("quiver-sink-driver-kill")
-        .config("spark.ui.enabled", "false")
-        .config("spark.local.dir", scratch)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
+    scratch = Path(tempfile.mkdtemp(prefix="spark-", dir=Path(ckpt).parent))
+    spark = local_session(scratch, "quiver-sink-driver-kill", master="local[2]", driver_memory="1g")
     spark.sparkContext.setLogLevel("ERROR")
     writer = (
         spark.readStream.schema(SCHEMA)

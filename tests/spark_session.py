@@ -7,9 +7,17 @@ from pathlib import Path
 from typing import Any
 
 
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def local_session(scratch: Path, app: str, *, master: str, driver_memory: str) -> Any:
     """A local SparkSession with the settings the tests assume (UTC, pushdown on,
-    small shuffles, no UI), spilling into ``scratch``."""
+    small shuffles, no UI), spilling into ``scratch``.
+
+    Its JVM compiles with C1 only and collects with the serial collector: on a 2-core
+    machine a test's JVM is short-lived and shares the cores with other tests, and the
+    session's tests took 10 % less CPU with both (454 against 408 CPU-seconds, run
+    alone one after the other); what the tests check does not depend on either."""
     from pyspark.sql import SparkSession
 
     os.environ["TMPDIR"] = str(scratch)
@@ -23,6 +31,7 @@ def local_session(scratch: Path, app: str, *, master: str, driver_memory: str) -
         .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.driver.memory", driver_memory)
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -7,18 +7,16 @@ Runs until killed; the parent kills the whole process group with SIGKILL.
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
-from pyspark.sql import SparkSession
+from tests.spark_session import local_session
 
 
 def main(root: str, ckpt: str, out: str, order: str = "oldest") -> None:
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("quiver-source-kill-child")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    scratch = Path(tempfile.mkdtemp(prefix="spark-", dir=Path(ckpt).parent))
+    spark = local_session(
+        scratch, "quiver-source-kill-child", master="local[2]", driver_memory="1g"
     )
     spark.sparkContext.setLogLevel("ERROR")
     (
