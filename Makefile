@@ -29,8 +29,8 @@ demo: $(STAMP) ## run a real streaming pipeline into and out of Quiver and print
 	@echo "Starting Spark and the demo pipeline (about a minute)..."
 	$(PY) examples/demo.py
 
-# Two workers (pytest-xdist), each taking whole groups: every test of the one SparkSession
-# and each other file (tests/conftest.py).
+# Three workers (pytest-xdist), each taking whole groups: every test of the one SparkSession
+# and each other file (tests/conftest.py). README's Development section says why three.
 test: $(STAMP) ## run the test suite (engine, Spark, integration) on 3 workers; fails when no test ran
 	$(PY) -m pytest tests integration -m "not soak" -q -n 3 --no-loadscope-reorder --durations=30
 
