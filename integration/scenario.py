@@ -35,6 +35,8 @@ from integration.harness import (
     processes_under,
     wait_gone,
 )
+from quiver_spark.spark.offsets import QuiverOffset
+from quiver_spark.subscription.position import Position
 
 SUBSCRIBERS = {"fast": "1:100", "slow": "2:3"}
 SINK_OPTIONS = {
@@ -71,6 +73,8 @@ class Pipeline:
     producer_trigger_s: float = 1.0
     kills: list[str] = field(default_factory=list)
     t0: float = field(default_factory=time.monotonic)
+    audited: tuple[dict[str, KeyAudit], ReclaimAudit] | None = field(default=None, repr=False)
+    """The audit of the run, made once (:func:`audit_run`)."""
 
     def __post_init__(self) -> None:
         for d in ("ckpt", "out"):
@@ -244,32 +248,39 @@ class ReclaimAudit:
         )
 
 
-def _source_ends(ckpt: Path) -> list[dict[str, int]]:
-    """The end offsets (partition -> seq) of the batches a source query committed,
-    oldest first: each batch's line in ``offsets/`` for every id in ``commits/``."""
+def _last_two_ends(ckpt: Path) -> list[Position]:
+    """The end positions of the last two batches a source query committed, oldest
+    first: each batch's last line in ``offsets/`` for the two highest ids in
+    ``commits/`` (fewer when it committed fewer)."""
     if not (ckpt / "commits").is_dir():
         return []
     ids = sorted(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
     ends = []
-    for i in ids:
+    for i in ids[-2:]:
         line = (ckpt / "offsets" / str(i)).read_text().splitlines()[-1]
-        ends.append({p: int(q) for p, q in json.loads(line).get("segments", {}).items()})
+        ends.append(QuiverOffset.from_json(json.loads(line)).position)
     return ends
 
 
 def last_acknowledged(ckpts: list[Path]) -> set[tuple[str, int]]:
-    """The segments each subscriber acknowledged last: above its next to last committed
-    batch's end, up to its last one's. The source acknowledges a batch's end when it
-    plans the next trigger, and runs a retention pass after it; the query's stop may
-    cut that pass, and no pass of that process follows."""
+    """The segments each subscriber acknowledged last: those its last committed
+    batch's end includes and its next to last one's does not (newest first, a backlog
+    drained under an unchanged head counts too). The source acknowledges a batch's end
+    when it plans the next trigger and runs a retention pass in the same call; a query
+    stopped during that call leaves the pass undone, and no pass of that process
+    follows."""
     out: set[tuple[str, int]] = set()
     for ckpt in ckpts:
-        ends = _source_ends(ckpt)
+        ends = _last_two_ends(ckpt)
         if not ends:
             continue
-        before = ends[-2] if len(ends) > 1 else {}
-        for p, top in ends[-1].items():
-            out |= {(p, q) for q in range(before.get(p, -1) + 1, top + 1)}
+        last, before = ends[-1], (ends[0] if len(ends) > 1 else Position({}))
+        for p in last.segments:
+            out |= {
+                (p, q)
+                for q in range(1, last.get(p) + 1)
+                if last.covers(p, q) and not before.covers(p, q)
+            }
     return out
 
 
@@ -312,6 +323,15 @@ def audit_reclaim(
 
 
 def audit_run(run: Pipeline) -> tuple[dict[str, KeyAudit], ReclaimAudit]:
+    """Every key of each subscriber and what the store reclaimed, once per run: the
+    reclaim audit ends with a retention pass of its own, so a second audit would see
+    its deletions as the run's; later calls return the first answer."""
+    if run.audited is None:
+        run.audited = _audit_run(run)
+    return run.audited
+
+
+def _audit_run(run: Pipeline) -> tuple[dict[str, KeyAudit], ReclaimAudit]:
     audits: dict[str, KeyAudit] = {}
     segments: set[tuple[str, int]] = set()
     for name in SUBSCRIBERS:

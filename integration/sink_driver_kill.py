@@ -1,8 +1,9 @@
 """A streaming query into a Quiver store, run as its own driver so a test can kill -9 it.
 
-Usage: ``sink_driver_kill.py INPUT_DIR STORE CHECKPOINT``. Reads Parquet files (one
-file per micro-batch, 200 ms triggers) and writes them to the quiver sink until
-killed. tests/spark/test_sink_driver_kill.py kills the whole process group (driver,
+Usage: ``python -m integration.sink_driver_kill INPUT_DIR STORE CHECKPOINT`` from the
+checkout (its session is the tests' one recipe, ``tests/spark_session.py``). Reads
+Parquet files (one file per micro-batch, 200 ms triggers) and writes them to the
+quiver sink until killed. tests/spark/test_sink_driver_kill.py kills the whole process group (driver,
 JVM, Python workers) with SIGKILL mid-stream and restarts the query from the
 checkpoint in the test session.
 """

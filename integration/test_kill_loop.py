@@ -12,8 +12,10 @@ import os
 import random
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -23,15 +25,35 @@ from quiver_spark import QuiverStore
 ROUNDS = int(os.environ.get("QUIVER_KILL_ROUNDS", "50"))
 
 
-def _recovered_ids(root: Path) -> tuple[list[int], float]:
+@dataclass(frozen=True)
+class Recovered:
+    """What a reopened store holds of the ``id`` column."""
+
+    rows: int
+    distinct: int
+    low: int
+    top: int  # -1 when empty
+
+    @property
+    def contiguous(self) -> bool:
+        """Exactly the ids ``0 .. top``, each once."""
+        return self.rows == self.distinct == self.top + 1 and (self.rows == 0 or self.low == 0)
+
+
+def _recovered_ids(root: Path) -> tuple[Recovered, float]:
     t0 = time.monotonic()
     with QuiverStore.open(str(root), partition="p-0", background=False) as store:
         opened = time.monotonic() - t0
         store.finalize()
-        ids: list[int] = []
-        for batch in store.scan():
-            ids.extend(pc.cast(batch.column("id"), "int64").to_pylist())
-    return ids, opened
+        ids = pa.chunked_array(
+            [pc.cast(b.column("id"), pa.int64()) for b in store.scan()], type=pa.int64()
+        )
+    if len(ids) == 0:
+        return Recovered(0, 0, -1, -1), opened
+    bounds = pc.min_max(ids)
+    return Recovered(
+        len(ids), pc.count_distinct(ids).as_py(), bounds["min"].as_py(), bounds["max"].as_py()
+    ), opened
 
 
 def _spawn(root: Path, next_id: int, flush_interval: float) -> tuple[int, int]:
@@ -74,11 +96,11 @@ def _run_rounds(tmp_path: Path, rounds: int, flush_interval: float) -> None:
         )
         out = _read_all(fd)
         acked = [int(line.split()[1]) for line in out.splitlines() if line.startswith("acked ")]
-        ids, opened = _recovered_ids(root)
+        got, opened = _recovered_ids(root)
         worst_open = max(worst_open, opened)
-        assert len(ids) == len(set(ids)), f"round {r}: duplicated ids after recovery"
-        top = max(ids) if ids else -1
-        assert sorted(ids) == list(range(top + 1)), f"round {r}: recovered ids have holes"
+        assert got.rows == got.distinct, f"round {r}: duplicated ids after recovery: {got}"
+        assert got.contiguous, f"round {r}: recovered ids have holes: {got}"
+        top = got.top
         if acked:
             assert top >= acked[-1], f"round {r}: acked id {acked[-1]} lost (recovered {top})"
             rounds_with_acks += 1

@@ -5,7 +5,8 @@ A process stopped in between (a streaming query stopped, its Python worker kille
 pod evicted) leaves segments every subscriber acknowledged in the store: no process is
 left whose pass would delete them. The next pass of any handle deletes them: ``quiver
 gc`` (a store's one pass) and a consumer's next acknowledgement, which runs a pass
-even when it has nothing new to record. On both roots, and nothing another subscriber
+even with nothing new to record when it is its handle's first (and then at most every
+5 s). On both roots, and nothing another subscriber
 still needs goes with them.
 """
 

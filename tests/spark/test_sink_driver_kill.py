@@ -12,7 +12,8 @@ from pathlib import Path
 
 from .sink_helpers import FAST, INPUT_SCHEMA, assert_exactly_once, wait_for_rows, write_input_files
 
-SCRIPT = Path(__file__).resolve().parents[2] / "integration" / "sink_driver_kill.py"
+REPO = Path(__file__).resolve().parents[2]
+"""The checkout: the driver runs as ``python -m integration.sink_driver_kill`` from it."""
 
 
 def _committed_batches(root: str) -> int:
@@ -27,7 +28,8 @@ def test_driver_killed_mid_stream_then_restarted_writes_every_key_exactly_once(s
     keys = write_input_files(src, files=8, rows=25)
     log = open(tmp_path / "driver.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), src, root, ckpt],
+        [sys.executable, "-m", "integration.sink_driver_kill", src, root, ckpt],
+        cwd=REPO,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
