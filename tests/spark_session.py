@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
