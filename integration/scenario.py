@@ -292,12 +292,9 @@ def audit_reclaim(
 ) -> ReclaimAudit:
     from quiver_spark import QuiverStore
 
-    def open_store() -> QuiverStore:
-        return QuiverStore.open(
-            str(store), partition=None, create=False, background=False, storage_options=storage
-        )
-
-    with open_store() as qs:
+    with QuiverStore.open(
+        str(store), partition=None, create=False, background=False, storage_options=storage
+    ) as qs:
         present = {(m.partition, m.seq) for m in qs.segments()}
         reg = qs.subscribers
         names = reg.subscribers()
@@ -307,8 +304,7 @@ def audit_reclaim(
         for part, seq in present:
             for who in reg.undone_by(part, seq):
                 unacked[who] = unacked.get(who, 0) + 1
-    with open_store() as qs:  # a new handle's first pass, as quiver gc runs it
-        qs.run_retention()
+        qs.run_retention()  # this new handle's first pass, as quiver gc runs it
         after = {(m.partition, m.seq) for m in qs.segments()}
     left = acked_all & present
     return ReclaimAudit(

@@ -3,17 +3,15 @@
 Usage: ``python -m integration.sink_driver_kill INPUT_DIR STORE CHECKPOINT`` from the
 checkout (its session is the tests' one recipe, ``tests/spark_session.py``). Reads
 Parquet files (one file per micro-batch, 200 ms triggers) and writes them to the
-quiver sink until killed. tests/spark/test_sink_driver_kill.py kills the whole process group (driver,
-JVM, Python workers) with SIGKILL mid-stream and restarts the query from the
-checkpoint in the test session.
+quiver sink until killed. tests/spark/test_sink_driver_kill.py kills the whole
+process group (driver, JVM, Python workers) with SIGKILL mid-stream and restarts the
+query from the checkpoint in the test session.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from pathlib import Path
 
 SCHEMA = "k long, v string, ts timestamp"
 SINK_OPTIONS = {"segment.max_open_duration": "300ms", "wal.flush_interval": "10ms"}
@@ -23,10 +21,9 @@ def main(argv: list[str]) -> int:
     src, root, ckpt = argv[1:4]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from tests.spark_session import local_session
+    from tests.spark_session import child_session
 
-    scratch = Path(tempfile.mkdtemp(prefix="spark-", dir=Path(ckpt).parent))
-    spark = local_session(scratch, "quiver-sink-driver-kill", master="local[2]", driver_memory="1g")
+    spark = child_session("quiver-sink-driver-kill", ckpt)
     spark.sparkContext.setLogLevel("ERROR")
     writer = (
         spark.readStream.schema(SCHEMA)

@@ -35,3 +35,13 @@ def local_session(scratch: Path, app: str, *, master: str, driver_memory: str) -
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def child_session(app: str, beside: str) -> Any:
+    """The session of a driver a test runs as its own process (and kills): local[2],
+    1 GB, spilling into a new directory beside ``beside`` (its checkpoint), inside the
+    test's own directory."""
+    import tempfile
+
+    scratch = Path(tempfile.mkdtemp(prefix="spark-", dir=Path(beside).parent))
+    return local_session(scratch, app, master="local[2]", driver_memory="1g")

@@ -7,17 +7,12 @@ Runs until killed; the parent kills the whole process group with SIGKILL.
 from __future__ import annotations
 
 import sys
-import tempfile
-from pathlib import Path
 
-from tests.spark_session import local_session
+from tests.spark_session import child_session
 
 
 def main(root: str, ckpt: str, out: str, order: str = "oldest") -> None:
-    scratch = Path(tempfile.mkdtemp(prefix="spark-", dir=Path(ckpt).parent))
-    spark = local_session(
-        scratch, "quiver-source-kill-child", master="local[2]", driver_memory="1g"
-    )
+    spark = child_session("quiver-source-kill-child", ckpt)
     spark.sparkContext.setLogLevel("ERROR")
     (
         spark.readStream.format("quiver")
